@@ -1,0 +1,48 @@
+/**
+ * The test runner behind `npm test`: starts one Postgres for the whole run (unless DATABASE_URL
+ * names one), hands it to Node's test runner in DATABASE_URL, and stops it afterwards.
+ *
+ *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration] [files...]
+ */
+import { spawn } from 'node:child_process'
+import { readdirSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { startTestServer } from '../test/helpers/postgres.ts'
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { pg: { type: 'string' }, only: { type: 'string' } },
+})
+if (values.pg) process.env.PG_TEST_VERSION = values.pg
+
+const suites = values.only ? [values.only] : ['unit', 'integration']
+const files =
+  positionals.length > 0
+    ? positionals
+    : suites.flatMap((suite) =>
+        readdirSync(`test/${suite}`)
+          .filter((f) => f.endsWith('.test.ts'))
+          .sort()
+          .map((f) => `test/${suite}/${f}`),
+      )
+
+const server = await startTestServer()
+process.env.DATABASE_URL = server.url
+process.env.PG_TEST_VERSION = String(server.major)
+console.log(`# Postgres ${server.major} at 127.0.0.1:${server.port}; ${files.length} test files`)
+
+let code = 1
+try {
+  code = await new Promise<number>((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
+      stdio: 'inherit',
+    })
+    const forward = (signal: NodeJS.Signals) => child.kill(signal)
+    process.once('SIGINT', forward)
+    process.once('SIGTERM', forward)
+    child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)))
+  })
+} finally {
+  await server.stop()
+}
+process.exit(code)

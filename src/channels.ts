@@ -1,0 +1,72 @@
+/**
+ * Observability through `node:diagnostics_channel`. Messages are built only when someone
+ * subscribes, so an unobserved claim pays one property read.
+ */
+import diagnostics from 'node:diagnostics_channel'
+
+/**
+ * Published after every claim that got an answer from the database.
+ *
+ * @example
+ * diagnostics_channel.subscribe('pg-cron-lease:claim', (m) => console.log(m.jobName, m.won))
+ */
+export interface ClaimMessage {
+  jobName: string
+  holder: string
+  won: boolean
+  /** The winner's claim token; `null` for a loss. */
+  claimToken: string | null
+}
+
+/**
+ * Published after every `renew()` and keep-alive beat that got an answer from the database.
+ *
+ * @example
+ * diagnostics_channel.subscribe('pg-cron-lease:renew', (m) => m.renewed || alert(m.jobName))
+ */
+export interface RenewMessage {
+  jobName: string
+  holder: string
+  renewed: boolean
+  /** The extension asked for, in ms. */
+  ms: number
+}
+
+/**
+ * The context of the `pg-cron-lease:tick` tracing channel (start, end, asyncStart, asyncEnd,
+ * error), one per tick that runs. On error the channel adds `error`; on success, `result`.
+ *
+ * @example
+ * diagnostics_channel.tracingChannel('pg-cron-lease:tick').subscribe({ start(m) {}, asyncEnd(m) {}, error(m) {} })
+ */
+export interface TickMessage {
+  jobName: string
+  holder: string
+  claimToken: string | null
+  leaseMs: number
+}
+
+/** The channel names, which are part of the public contract. */
+export const CHANNELS = Object.freeze({
+  claim: 'pg-cron-lease:claim',
+  renew: 'pg-cron-lease:renew',
+  tick: 'pg-cron-lease:tick',
+} as const)
+
+const claimChannel = diagnostics.channel(CHANNELS.claim)
+const renewChannel = diagnostics.channel(CHANNELS.renew)
+const tickChannel = diagnostics.tracingChannel<unknown, TickMessage & object>(CHANNELS.tick)
+
+export function publishClaim(message: () => ClaimMessage): void {
+  if (claimChannel.hasSubscribers) claimChannel.publish(message())
+}
+
+export function publishRenew(message: () => RenewMessage): void {
+  if (renewChannel.hasSubscribers) renewChannel.publish(message())
+}
+
+/** Runs the tick inside the tracing channel when it has subscribers, and bare otherwise. */
+export function traceTick<T>(run: () => T | Promise<T>, message: () => TickMessage): Promise<T> {
+  if (!tickChannel.hasSubscribers) return Promise.resolve(run())
+  return tickChannel.tracePromise(async () => run(), message())
+}

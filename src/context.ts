@@ -1,0 +1,114 @@
+/**
+ * The tick's context: the fenced renew, the abort signal, and the keep-alive beats that run while
+ * the tick does.
+ */
+import { publishRenew } from './channels.js'
+import { readResult } from './result.js'
+import { extendSql, renewSql } from './sql.js'
+import type { KeepAlive, LeaseContext, Queryable } from './types.js'
+import { checkMs } from './validate.js'
+
+/**
+ * Milliseconds on a clock that only moves forward, for timing this process's own waits; it never
+ * decides who holds a lease (the database clock does).
+ */
+export function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6
+}
+
+/** A won claim: everything the context needs to act on it. */
+export interface Claim {
+  db: Queryable
+  table: string
+  jobName: string
+  holder: string
+  leaseMs: number
+  claimToken: string | null
+  /** `monotonicMs()` when the claim statement was sent. */
+  sentAt: number
+}
+
+/** The context handed to the tick, and `close()` to call once the tick has settled. */
+export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseContext; close(): void } {
+  const { db, table, jobName, holder, leaseMs, claimToken } = claim
+  const controller = new AbortController()
+  let closed = false
+  let beatTimer: NodeJS.Timeout | undefined
+  let deadlineTimer: NodeJS.Timeout | undefined
+  // The earliest moment the lease can end, on this process's monotonic clock: the database set
+  // the expiry from a clock_timestamp() read after the statement was sent, so the send time plus
+  // the length is a lower bound that needs no agreement between the two clocks.
+  let expiresAt = claim.sentAt + leaseMs
+
+  const lose = (why: string) => {
+    if (!controller.signal.aborted) {
+      controller.abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
+    }
+  }
+
+  // A beat uses the statement that never shortens the lease; renew(ms) sets it to ms from now.
+  async function extend(ms: number, beat: boolean): Promise<boolean> {
+    if (claimToken === null) {
+      throw new TypeError(
+        `pg-cron-lease: cannot renew the lease for '${jobName}': the claim's result had no row to read ` +
+          'its claim token from, so a renew could not prove the lease is still this claim',
+      )
+    }
+    const sentAt = monotonicMs()
+    const sql = beat ? extendSql(table) : renewSql(table)
+    const { won } = readResult(await db.query(sql, [jobName, ms, claimToken]), jobName, 'renewed')
+    publishRenew(() => ({ jobName, holder, renewed: won, ms }))
+    if (!won) lose('it expired or another claim replaced it')
+    else if (keepAlive) {
+      expiresAt = beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms
+      armDeadline()
+    }
+    return won
+  }
+
+  // With keep-alive the library promised to notice a lapse: if no beat lands before the lease can
+  // have ended (the database is unreachable, or a beat hangs), the tick is told.
+  function armDeadline() {
+    clearTimeout(deadlineTimer)
+    if (closed || controller.signal.aborted) return
+    deadlineTimer = setTimeout(
+      () => lose('it ran out before a keep-alive beat could extend it'),
+      Math.max(0, expiresAt - monotonicMs()),
+    )
+    deadlineTimer.unref()
+  }
+
+  function scheduleBeat(every: number, extendMs: number) {
+    beatTimer = setTimeout(async () => {
+      try {
+        await extend(extendMs, true)
+      } catch {
+        // A transient error: the next beat retries, and the deadline aborts if none lands in time.
+      }
+      if (!closed && !controller.signal.aborted) scheduleBeat(every, extendMs)
+    }, every)
+    beatTimer.unref()
+  }
+
+  if (keepAlive) {
+    armDeadline()
+    scheduleBeat(keepAlive.everyMs, keepAlive.extendMs)
+  }
+
+  const ctx: LeaseContext = {
+    renew: async (ms: number = leaseMs) => extend(checkMs(ms, 'renew(ms)'), false),
+    jobName,
+    holder,
+    leaseMs,
+    claimToken,
+    signal: controller.signal,
+  }
+  return {
+    ctx: Object.freeze(ctx),
+    close() {
+      closed = true
+      clearTimeout(beatTimer)
+      clearTimeout(deadlineTimer)
+    },
+  }
+}

@@ -1,0 +1,21 @@
+/**
+ * Renders a bad argument for an error message: short, and safe for any value (a getter that
+ * throws, a cycle, a symbol), because the message is built on the failure path.
+ */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(clip(value))
+  if (typeof value === 'bigint') return `${value}n`
+  if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`
+  if (typeof value === 'symbol') return value.toString()
+  if (value === null || typeof value !== 'object') return String(value)
+  if (Array.isArray(value)) return `an array of length ${value.length}`
+  try {
+    return clip(JSON.stringify(value) ?? Object.prototype.toString.call(value))
+  } catch {
+    return Object.prototype.toString.call(value)
+  }
+}
+
+function clip(text: string): string {
+  return text.length > 80 ? `${text.slice(0, 80)}…` : text
+}

@@ -1,0 +1,14 @@
+export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from './channels.js'
+export { withCronLease } from './lease.js'
+export { LEASE, leaseForInterval } from './presets.js'
+export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable } from './sql.js'
+export type {
+  KeepAlive,
+  LeaseContext,
+  LeaseLogger,
+  LeaseOptions,
+  LeaseOutcome,
+  Queryable,
+  QueryResultLike,
+} from './types.js'
+export { MAX_LEASE_MS } from './validate.js'

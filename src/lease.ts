@@ -1,0 +1,85 @@
+import { publishClaim, traceTick } from './channels.js'
+import { monotonicMs, openContext } from './context.js'
+import { readResult } from './result.js'
+import { claimSql } from './sql.js'
+import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
+import {
+  checkFunction,
+  checkHolder,
+  checkJobName,
+  checkKeepAlive,
+  checkLogger,
+  checkMs,
+  checkOptions,
+  checkQueryable,
+  checkTable,
+} from './validate.js'
+
+const OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive'] as const
+
+/**
+ * Runs `runTick` on exactly one replica per occurrence. Every replica calls this on every tick;
+ * one atomic statement gives the lease to a single claimant, which runs the tick, while the
+ * others resolve `{ ran: false, result: null }` without writing anything.
+ *
+ * The lease is never released: it lasts `leaseMs` by the database clock (about 80% of the
+ * interval, see {@link LEASE}), so a replica whose timer fires late still finds it taken.
+ *
+ * Failure rule, a missed occurrence beats a duplicate: a bad argument rejects with a TypeError
+ * before any query; a claim error rejects unchanged and the tick does not run; a tick that throws
+ * rejects unchanged and keeps the lease.
+ *
+ * @example
+ * import cron from 'node-cron'
+ * import pg from 'pg'
+ * import { LEASE, withCronLease } from 'pg-cron-lease'
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
+ * cron.schedule('0 * * * *', () =>
+ *   withCronLease(pool, 'billing:hourly', LEASE.HOURLY, async (ctx) => {
+ *     await chargeCustomers()
+ *   }),
+ * )
+ */
+export async function withCronLease<T>(
+  db: Queryable,
+  jobName: string,
+  leaseMs: number,
+  runTick: (ctx: LeaseContext) => Promise<T> | T,
+  opts?: LeaseOptions,
+): Promise<LeaseOutcome<T>> {
+  checkQueryable(db)
+  checkJobName(jobName)
+  const ms = checkMs(leaseMs, 'leaseMs')
+  checkFunction(runTick, 'runTick')
+  const options = checkOptions(opts, OPTION_KEYS)
+  const holder = checkHolder(options.holder)
+  const table = checkTable(options.table)
+  const logger = checkLogger(options.logger)
+  const keepAlive = checkKeepAlive(options.keepAlive, ms)
+
+  const sentAt = monotonicMs()
+  const { won, claimToken } = readResult(await db.query(claimSql(table), [jobName, ms, holder]), jobName, 'claimed')
+  publishClaim(() => ({ jobName, holder, won, claimToken }))
+  if (!won) {
+    logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
+    return { ran: false, result: null }
+  }
+  if (keepAlive && claimToken === null) {
+    throw new TypeError(
+      `pg-cron-lease: keepAlive cannot fence the lease for '${jobName}': the claim's result had no row to read ` +
+        'its claim token from; the lease is held until it expires and the tick did not run',
+    )
+  }
+
+  const { ctx, close } = openContext({ db, table, jobName, holder, leaseMs: ms, claimToken, sentAt }, keepAlive)
+  try {
+    const result = await traceTick(
+      () => runTick(ctx),
+      () => ({ jobName, holder, claimToken, leaseMs: ms }),
+    )
+    return { ran: true, result }
+  } finally {
+    close()
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * Every SQL text the library sends lives here, so the whole database contract can be read in one
+ * place. Statements are plain parameterised text: no named (prepared) statements, which break
+ * under PgBouncer's transaction pooling.
+ *
+ * Every timestamp is `clock_timestamp()`, the database's wall clock at the moment the statement
+ * runs. `NOW()` would be the start of the caller's transaction, so a claim made through a client
+ * whose transaction has been open for a while would measure the lease from a stale instant; the
+ * replica's own clock would make the lease depend on every replica being in sync.
+ */
+
+import { describe } from './describe.js'
+
+/** The table used when no `table` option is given. */
+export const DEFAULT_TABLE = 'cron_leases'
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_$]*$/
+
+/**
+ * Quotes a table name, optionally schema-qualified, for use in SQL text. Only plain identifiers
+ * are accepted, so the result is safe to splice into a statement.
+ *
+ * @example
+ * quoteTable('cron_leases') // '"cron_leases"'
+ * quoteTable('jobs.leases') // '"jobs"."leases"'
+ * quoteTable('x; DROP TABLE y') // throws TypeError
+ */
+export function quoteTable(table: string): string {
+  const parts = typeof table === 'string' ? table.split('.') : []
+  if (parts.length < 1 || parts.length > 2 || !parts.every((part) => IDENTIFIER.test(part))) {
+    throw new TypeError(
+      `pg-cron-lease: table must be an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*), got ${describe(table)}`,
+    )
+  }
+  return parts.map((part) => `"${part}"`).join('.')
+}
+
+/**
+ * The `CREATE TABLE IF NOT EXISTS` statement for a lease table. The columns are the ones existing
+ * installations already have, so an old table keeps working.
+ *
+ * @example
+ * await pool.query(createTableSql('jobs.leases'))
+ */
+export function createTableSql(table: string = DEFAULT_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(table)} (
+  job_name    TEXT PRIMARY KEY,
+  lease_until TIMESTAMPTZ NOT NULL,
+  holder      TEXT,
+  claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+);
+`
+}
+
+/**
+ * The DDL for the default `cron_leases` table; `sql/cron_leases.sql` holds the same text for
+ * migration tools.
+ *
+ * @example
+ * await pool.query(CRON_LEASES_TABLE_SQL)
+ */
+export const CRON_LEASES_TABLE_SQL: string = createTableSql(DEFAULT_TABLE)
+
+// The claim token travels as text: drivers parse timestamptz into a millisecond Date, and a fence
+// compared against a rounded value would match the wrong claim or none.
+const CLAIM_TOKEN = `to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+
+/**
+ * The claim: one statement, no transaction. Parameters: $1 job name, $2 lease in whole
+ * milliseconds, $3 holder. Returns one row (the claim token) to the single winner, none to losers.
+ */
+export function claimSql(table: string): string {
+  const t = quoteTable(table)
+  return `INSERT INTO ${t} (job_name, lease_until, holder, claimed_at)
+SELECT $1::text, clock_timestamp() + $2::integer * interval '1 millisecond', $3::text, clock_timestamp()
+-- a lease that is visibly held makes this SELECT empty, so the loser inserts nothing and locks
+-- nothing: no transaction ID, no WAL, no fsync
+WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until > clock_timestamp())
+ON CONFLICT (job_name) DO UPDATE
+  SET lease_until = EXCLUDED.lease_until, holder = EXCLUDED.holder, claimed_at = EXCLUDED.claimed_at
+  -- the atomic arbiter when claimants race past the check above: the row lock serialises them and
+  -- only the first still sees an expired lease
+  WHERE ${t}.lease_until <= clock_timestamp()
+RETURNING ${CLAIM_TOKEN} AS claimed_at`
+}
+
+/**
+ * The fenced renew: moves this claim's expiry to `ms` from now. Parameters: $1 job name, $2 ms,
+ * $3 claim token. Matches no row once another claim (even one with the same holder name) has
+ * replaced this one, or once the lease has expired.
+ */
+export function renewSql(table: string): string {
+  return `UPDATE ${quoteTable(table)}
+SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond'
+-- the token is sent as text and cast here: a timestamptz parameter may be rounded by the driver
+WHERE job_name = $1::text AND claimed_at = ($3::text)::timestamptz AND lease_until > clock_timestamp()
+RETURNING ${CLAIM_TOKEN} AS claimed_at`
+}
+
+/**
+ * The keep-alive beat: like {@link renewSql}, but it never moves the expiry earlier, so a beat
+ * cannot undo a longer `renew(ms)` made by the tick itself.
+ */
+export function extendSql(table: string): string {
+  return `UPDATE ${quoteTable(table)}
+SET lease_until = GREATEST(lease_until, clock_timestamp() + $2::integer * interval '1 millisecond')
+WHERE job_name = $1::text AND claimed_at = ($3::text)::timestamptz AND lease_until > clock_timestamp()
+RETURNING ${CLAIM_TOKEN} AS claimed_at`
+}

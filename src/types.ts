@@ -1,0 +1,117 @@
+/**
+ * What a driver's `query` resolves to, as far as this library reads it: a `rowCount`, a `rows`
+ * array, or both (`pg`, PGlite and most wrappers give both).
+ */
+export interface QueryResultLike {
+  rowCount?: number | null
+  rows?: unknown[]
+}
+
+/**
+ * Anything that runs a parameterised statement: a `pg` Pool, Client or PoolClient, a transaction
+ * client, PGlite, or a small adapter (see `fromPostgresJs`). The library only ever calls
+ * `query(text, params)` with positional `$n` parameters, never a named (prepared) statement.
+ *
+ * @example
+ * import pg from 'pg'
+ * const db: Queryable = new pg.Pool({ connectionString: process.env.DATABASE_URL })
+ */
+export interface Queryable {
+  query(text: string, params: unknown[]): PromiseLike<QueryResultLike> | QueryResultLike
+}
+
+/**
+ * Where the library reports what it decided. Both methods are optional; `console` fits.
+ *
+ * @example
+ * withCronLease(pool, 'report', LEASE.HOURLY, run, { logger: console })
+ */
+export interface LeaseLogger {
+  /** Called when a claim loses because another replica holds the lease. */
+  debug?(message: string): void
+  /** Called by `leasedTick` (when no `onError` is given) with a claim or tick error. */
+  error?(message: string, error: unknown): void
+}
+
+/**
+ * Background renewal while a long tick runs. Every `everyMs` the library extends the lease so it
+ * ends no earlier than `extendMs` from that beat, fenced on this claim. Rules: whole milliseconds,
+ * `1 <= everyMs < extendMs <= leaseMs`. After the tick settles the beats stop, and the lease ends
+ * at most `extendMs` after the last one.
+ *
+ * @example
+ * withCronLease(pool, 'import', 60_000, runImport, { keepAlive: { everyMs: 10_000, extendMs: 30_000 } })
+ */
+export interface KeepAlive {
+  /** How often to extend the lease while the tick runs, in ms. */
+  everyMs: number
+  /** How far past each beat the lease reaches, in ms. */
+  extendMs: number
+}
+
+/**
+ * Options for {@link withCronLease}. Every key is optional; an unknown key is rejected, so a
+ * misspelt option never silently falls back to a default.
+ *
+ * @example
+ * const opts: LeaseOptions = { table: 'jobs.leases', holder: 'worker-3', logger: console }
+ */
+export interface LeaseOptions {
+  /** Informational name stored in the row. Default: `hostname:pid`. */
+  holder?: string
+  /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
+  table?: string
+  /** Receives a debug line when the claim loses. */
+  logger?: LeaseLogger
+  /** Renew in the background while the tick runs. Default: off. */
+  keepAlive?: KeepAlive
+}
+
+/**
+ * What a tick receives: who it is, and the only safe way to hold its lease longer.
+ *
+ * @example
+ * await withCronLease(pool, 'import', LEASE.HOURLY, async (ctx) => {
+ *   for (const batch of batches) {
+ *     if (ctx.signal.aborted) return
+ *     await importBatch(batch, { signal: ctx.signal })
+ *     if (!(await ctx.renew())) return // someone else holds it now
+ *   }
+ * })
+ */
+export interface LeaseContext {
+  /**
+   * Sets this claim's expiry to `ms` (default: `leaseMs`) from now by the database clock, only if
+   * this claim still holds the lease. Resolves `false` once the lease has expired or another
+   * claim (even one with the same holder name) has replaced it; `ctx.signal` then aborts. Rejects
+   * with the driver's error on a database error, and with a TypeError when the claim's result
+   * carried no token to fence on (a driver that reports only `rowCount`).
+   */
+  renew(ms?: number): Promise<boolean>
+  /** The job name passed to `withCronLease`. */
+  readonly jobName: string
+  /** The holder name written to the row. */
+  readonly holder: string
+  /** The lease length claimed, in whole milliseconds. */
+  readonly leaseMs: number
+  /**
+   * This claim's `claimed_at` as ISO-8601 UTC text with microseconds, e.g.
+   * `2026-11-29T22:12:11.428993Z`; `null` when the driver returned no row to read it from.
+   */
+  readonly claimToken: string | null
+  /**
+   * Aborts, with an Error saying the lease was lost, as soon as the library learns this claim no
+   * longer holds the lease: a `renew()` that resolves false, or a keep-alive beat that finds the
+   * lease gone or cannot reach the database before the lease runs out.
+   */
+  readonly signal: AbortSignal
+}
+
+/**
+ * How a call to {@link withCronLease} ended: `ran: true` with the tick's return value, or
+ * `ran: false` (another replica holds the lease) with `result: null`.
+ *
+ * @example
+ * const { ran, result } = await withCronLease(pool, 'report', LEASE.HOURLY, () => 42)
+ */
+export type LeaseOutcome<T> = { ran: true; result: T } | { ran: false; result: null }

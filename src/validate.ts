@@ -1,0 +1,103 @@
+/**
+ * Argument checks shared by every entry point. Each throws a TypeError that names the argument and
+ * shows the value it got, and runs before anything touches the database: a wiring mistake must
+ * never take a lease.
+ */
+import os from 'node:os'
+import { describe } from './describe.js'
+import { DEFAULT_TABLE, quoteTable } from './sql.js'
+import type { KeepAlive, LeaseLogger, Queryable } from './types.js'
+
+/**
+ * The longest lease accepted, in ms: 2^31 - 1, about 24.8 days. It is the largest value the
+ * statement's `integer` parameter holds and the longest delay a Node timer can wait, and it still
+ * covers a monthly job's 80% lease.
+ */
+export const MAX_LEASE_MS = 2_147_483_647
+
+export function fail(name: string, rule: string, value: unknown): never {
+  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${describe(value)}`)
+}
+
+export function checkQueryable(db: unknown, name = 'db'): Queryable {
+  if (typeof (db as Queryable | null)?.query !== 'function') {
+    fail(name, 'an object with a query(text, params) function (a pg Pool, Client or PoolClient)', db)
+  }
+  return db as Queryable
+}
+
+export function checkJobName(jobName: unknown, name = 'jobName'): string {
+  if (typeof jobName !== 'string' || jobName.length === 0) fail(name, 'a non-empty string', jobName)
+  // Postgres text cannot hold U+0000; the claim would fail after validation otherwise.
+  if (jobName.includes('\0')) fail(name, 'free of NUL characters', jobName)
+  return jobName
+}
+
+/** Rounds to whole milliseconds, the unit the statements use. */
+export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) fail(name, 'a finite number of milliseconds', value)
+  const ms = Math.round(value)
+  if (ms < 1) fail(name, 'at least 1 ms (after rounding)', value)
+  if (ms > max) fail(name, `at most ${max} ms`, value)
+  return ms
+}
+
+export function checkFunction<F>(value: unknown, name: string): F {
+  if (typeof value !== 'function') fail(name, 'a function', value)
+  return value as F
+}
+
+/** Plain option bags only; unknown keys are typos, and a typo must not fall back to a default. */
+export function checkOptions<K extends string>(
+  opts: unknown,
+  keys: readonly K[],
+  name = 'opts',
+): Partial<Record<K, unknown>> {
+  if (opts === undefined) return {}
+  if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) fail(name, 'an object', opts)
+  for (const key of Object.keys(opts)) {
+    if (!(keys as readonly string[]).includes(key)) {
+      fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
+    }
+  }
+  return opts as Partial<Record<K, unknown>>
+}
+
+export function checkHolder(holder: unknown, name = 'opts.holder'): string {
+  if (holder === undefined) return `${os.hostname()}:${process.pid}`
+  if (typeof holder !== 'string' || holder.length === 0) fail(name, 'a non-empty string', holder)
+  if (holder.includes('\0')) fail(name, 'free of NUL characters', holder)
+  return holder
+}
+
+export function checkTable(table: unknown, name = 'opts.table'): string {
+  if (table === undefined) return DEFAULT_TABLE
+  try {
+    quoteTable(table as string)
+  } catch {
+    fail(name, 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*)', table)
+  }
+  return table as string
+}
+
+export function checkLogger(logger: unknown, name = 'opts.logger'): LeaseLogger | undefined {
+  if (logger === undefined) return undefined
+  if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) {
+    fail(name, 'an object with optional debug and error functions', logger)
+  }
+  for (const method of ['debug', 'error'] as const) {
+    const fn = (logger as Record<string, unknown>)[method]
+    if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
+  }
+  return logger as LeaseLogger
+}
+
+export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.keepAlive'): KeepAlive | undefined {
+  if (value === undefined) return undefined
+  const { everyMs, extendMs } = checkOptions(value, ['everyMs', 'extendMs'], name)
+  const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
+  const every = checkMs(everyMs, `${name}.everyMs`)
+  // A beat must land before the extension it made runs out, or the lease lapses between beats.
+  if (every >= extend) fail(`${name}.everyMs`, `less than ${name}.extendMs (${extend} ms)`, everyMs)
+  return { everyMs: every, extendMs: extend }
+}

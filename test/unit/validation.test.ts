@@ -1,0 +1,125 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { type LeaseOptions, MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
+import { standIn } from '../helpers/stand-in.ts'
+
+const tick = () => 'ran'
+
+/** Calls withCronLease with one bad argument and proves it rejects before any query. */
+async function rejectsBeforeQuery(
+  args: (db: ReturnType<typeof standIn>) => Parameters<typeof withCronLease>,
+  message: RegExp,
+) {
+  const db = standIn()
+  await assert.rejects(
+    withCronLease(...args(db)),
+    (error: unknown) => error instanceof TypeError && message.test(error.message),
+  )
+  assert.equal(db.calls.length, 0, 'no query may be made for a bad argument')
+}
+
+describe('every argument is validated before the database is touched', () => {
+  test('db without a query function names db and shows the value', async () => {
+    for (const bad of [undefined, null, {}, { query: 'select' }, 42, 'postgres://x']) {
+      await assert.rejects(withCronLease(bad as never, 'job', 1000, tick), /db must be .*query/)
+    }
+  })
+
+  test('jobName must be a non-empty string without NUL', async () => {
+    for (const [bad, shown] of [
+      ['', '""'],
+      [undefined, 'undefined'],
+      [null, 'null'],
+      [42, '42'],
+      [{}, '{}'],
+      ['a\0b', '"a\\u0000b"'],
+    ] as const) {
+      await rejectsBeforeQuery((db) => [db, bad as never, 1000, tick], new RegExp(`jobName .*${escapeRegExp(shown)}`))
+    }
+  })
+
+  test('leaseMs must be finite, at least 1 ms after rounding, and at most MAX_LEASE_MS', async () => {
+    for (const bad of [Number.NaN, Infinity, -Infinity, 0, 0.4, -5, '1000', null, undefined, 10n, MAX_LEASE_MS + 1]) {
+      await rejectsBeforeQuery((db) => [db, 'job', bad as never, tick], /leaseMs must be/)
+    }
+  })
+
+  test('leaseMs is rounded to whole milliseconds', async () => {
+    const db = standIn()
+    await withCronLease(db, 'job', 0.6, tick)
+    await withCronLease(db, 'job', 1499.5, tick)
+    await withCronLease(db, 'job', MAX_LEASE_MS, tick)
+    assert.deepEqual(
+      db.calls.map((c) => c.params[1]),
+      [1, 1500, MAX_LEASE_MS],
+    )
+  })
+
+  test('runTick must be a function', async () => {
+    for (const bad of [undefined, null, 'tick', {}, Promise.resolve()]) {
+      await rejectsBeforeQuery((db) => [db, 'job', 1000, bad as never], /runTick must be a function/)
+    }
+  })
+
+  test('opts must be a plain object', async () => {
+    for (const bad of [null, 'x', 5, [], true]) {
+      await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, bad as never], /opts must be an object/)
+    }
+  })
+
+  test('an unknown option is a typo and is rejected by name', async () => {
+    await rejectsBeforeQuery(
+      (db) => [db, 'job', 1000, tick, { tabel: 'x' } as unknown as LeaseOptions],
+      /opts\.tabel must be one of the known options/,
+    )
+  })
+
+  test('holder, when given, must be a non-empty string', async () => {
+    for (const bad of ['', 5, null, {}, 'a\0']) {
+      await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, { holder: bad as never }], /opts\.holder must be/)
+    }
+  })
+
+  test('table must be an identifier or schema.identifier', async () => {
+    for (const bad of ['x; DROP TABLE y', 'a.b.c', '', '1abc', 'has space', 5, null, 'a.', '.a', '"q"']) {
+      await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, { table: bad as never }], /opts\.table must be/)
+    }
+  })
+
+  test('logger must be an object whose debug and error, if present, are functions', async () => {
+    for (const bad of [null, 'console', 5, { debug: 'yes' }, { error: 1 }]) {
+      await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, { logger: bad as never }], /opts\.logger/)
+    }
+  })
+
+  test('keepAlive needs 1 <= everyMs < extendMs <= leaseMs', async () => {
+    for (const bad of [
+      null,
+      5,
+      {},
+      { everyMs: 100 },
+      { extendMs: 100 },
+      { everyMs: 100, extendMs: 100 },
+      { everyMs: 200, extendMs: 100 },
+      { everyMs: 0, extendMs: 100 },
+      { everyMs: 100, extendMs: 2000 },
+      { everyMs: 100, extendMs: 500, beat: true },
+    ]) {
+      await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, { keepAlive: bad as never }], /opts\.keepAlive/)
+    }
+  })
+
+  test('the message shows the bad value, and valid arguments make exactly one query', async () => {
+    await assert.rejects(withCronLease(standIn(), 'job', -3, tick), { message: /leaseMs.*got -3$/ })
+    const db = standIn()
+    assert.deepEqual(await withCronLease(db, 'job', 1000, tick, { holder: 'h', table: 'a.b', logger: {} }), {
+      ran: true,
+      result: 'ran',
+    })
+    assert.equal(db.calls.length, 1)
+  })
+})
+
+function escapeRegExp(text: string) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+}

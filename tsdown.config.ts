@@ -1,0 +1,12 @@
+import { defineConfig } from 'tsdown'
+
+export default defineConfig([
+  {
+    entry: { index: 'src/index.ts' },
+    format: ['esm', 'cjs'],
+    dts: true,
+    platform: 'node',
+    target: 'node20',
+    clean: true,
+  },
+])
