@@ -1,0 +1,233 @@
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+import type pg from 'pg'
+import { type LeaseContext, type Queryable, withCronLease } from '../../src/index.ts'
+import { freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+
+let pool: pg.Pool
+let table: string
+let job = 0
+const nextJob = () => `long-${++job}`
+
+before(async () => {
+  pool = await testPool()
+  table = await freshTable(pool, 'keepalive')
+})
+after(() => pool.end())
+
+const leaseLeftMs = async (jobName: string) =>
+  Number(
+    (
+      await pool.query(
+        `SELECT extract(epoch FROM lease_until - clock_timestamp()) * 1000 AS left_ms FROM "${table}" WHERE job_name = $1`,
+        [jobName],
+      )
+    ).rows[0]?.left_ms,
+  )
+
+/** Claims `jobName` every 50 ms from another holder until stopped; records every win. */
+function competitor(jobName: string) {
+  const wins: number[] = []
+  let stopped = false
+  const loop = (async () => {
+    while (!stopped) {
+      const outcome = await withCronLease(pool, jobName, 5000, () => {}, { table, holder: 'competitor' })
+      if (outcome.ran) {
+        wins.push(performance.now())
+        return
+      }
+      await sleep(50)
+    }
+  })()
+  return {
+    wins,
+    stop: async () => {
+      stopped = true
+      await loop
+    },
+  }
+}
+
+describe('keep-alive holds the lease exactly as long as the tick runs', () => {
+  test('a tick three times longer than its lease stays exclusive, and a competitor wins soon after it returns', async () => {
+    const jobName = nextJob()
+    const leaseMs = 600
+    const keepAlive = { everyMs: 150, extendMs: 400 }
+    let rival!: ReturnType<typeof competitor>
+    let returnedAt = 0
+    const outcome = await withCronLease(
+      pool,
+      jobName,
+      leaseMs,
+      async (ctx) => {
+        rival = competitor(jobName)
+        await sleep(3 * leaseMs)
+        assert.equal(ctx.signal.aborted, false)
+        assert.deepEqual(rival.wins, [], 'nobody else ran while the tick ran')
+        returnedAt = performance.now()
+        return 'done'
+      },
+      { table, holder: 'long', keepAlive },
+    )
+    assert.deepEqual(outcome, { ran: true, result: 'done' })
+    const deadline = performance.now() + 5000
+    while (rival.wins.length === 0 && performance.now() < deadline) await sleep(20)
+    await rival.stop()
+    assert.equal(rival.wins.length, 1, 'the competitor won once the tick had returned')
+    const waited = (rival.wins[0] ?? 0) - returnedAt
+    assert.ok(
+      waited <= keepAlive.extendMs + 300,
+      `the competitor waited ${Math.round(waited)} ms after the tick returned`,
+    )
+  })
+
+  test('a beat never shortens a longer renew(ms) made by the tick', async () => {
+    const jobName = nextJob()
+    await withCronLease(
+      pool,
+      jobName,
+      1000,
+      async (ctx) => {
+        assert.equal(await ctx.renew(5000), true)
+        await sleep(400) // several beats of extendMs 300
+        assert.ok((await leaseLeftMs(jobName)) > 4000)
+      },
+      { table, keepAlive: { everyMs: 100, extendMs: 300 } },
+    )
+  })
+})
+
+describe('the signal aborts when the lease is lost', () => {
+  test('a lease stolen mid-tick aborts the signal within one beat', async () => {
+    const jobName = nextJob()
+    const everyMs = 150
+    const outcome = await withCronLease(
+      pool,
+      jobName,
+      2000,
+      async (ctx) => {
+        await pool.query(
+          `UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`,
+          [jobName],
+        )
+        assert.equal((await withCronLease(pool, jobName, 5000, () => {}, { table, holder: 'thief' })).ran, true)
+        const stolenAt = performance.now()
+        const abortedAt = await new Promise<number>((resolve) => {
+          ctx.signal.addEventListener('abort', () => resolve(performance.now()), { once: true })
+        })
+        assert.ok(
+          abortedAt - stolenAt <= everyMs + 300,
+          `aborted ${Math.round(abortedAt - stolenAt)} ms after the theft`,
+        )
+        assert.ok(ctx.signal.reason instanceof Error)
+        assert.match(ctx.signal.reason.message, new RegExp(`the lease for '${jobName}' was lost`))
+        return 'noticed'
+      },
+      { table, holder: 'victim', keepAlive: { everyMs, extendMs: 1000 } },
+    )
+    assert.deepEqual(outcome, { ran: true, result: 'noticed' })
+    const { rows } = await pool.query(`SELECT holder FROM "${table}" WHERE job_name = $1`, [jobName])
+    assert.equal(rows[0].holder, 'thief', 'the victim never took the lease back')
+  })
+
+  test('a renew() that resolves false aborts the signal', async () => {
+    const jobName = nextJob()
+    await withCronLease(
+      pool,
+      jobName,
+      100,
+      async (ctx) => {
+        await sleep(200)
+        assert.equal(await ctx.renew(), false)
+        assert.equal(ctx.signal.aborted, true)
+      },
+      { table },
+    )
+  })
+
+  test('a beat that fails with a database error is retried, and the signal does not abort while the lease lasts', async () => {
+    const jobName = nextJob()
+    let failBeats = 2
+    const flaky: Queryable = {
+      query: (text, params) => {
+        if (text.startsWith('UPDATE') && failBeats-- > 0) return Promise.reject(new Error('connection reset'))
+        return pool.query(text, params as unknown[])
+      },
+    }
+    await withCronLease(
+      flaky,
+      jobName,
+      1000,
+      async (ctx) => {
+        await sleep(1500)
+        assert.equal(failBeats < 0, true, 'the failed beats were retried')
+        assert.equal(ctx.signal.aborted, false)
+        assert.ok((await leaseLeftMs(jobName)) > 0, 'later beats kept the lease')
+      },
+      { table, keepAlive: { everyMs: 100, extendMs: 800 } },
+    )
+  })
+
+  test('when beats keep failing until the lease runs out, the signal aborts', async () => {
+    const jobName = nextJob()
+    const down: Queryable = {
+      query: (text, params) =>
+        text.startsWith('UPDATE')
+          ? Promise.reject(new Error('database unreachable'))
+          : pool.query(text, params as unknown[]),
+    }
+    let ctx!: LeaseContext
+    await withCronLease(
+      down,
+      jobName,
+      500,
+      async (c) => {
+        ctx = c
+        await new Promise((resolve) => c.signal.addEventListener('abort', resolve, { once: true }))
+      },
+      { table, keepAlive: { everyMs: 100, extendMs: 300 } },
+    )
+    assert.match(String(ctx.signal.reason?.message), /was lost: it ran out before a keep-alive beat could extend it/)
+  })
+})
+
+describe('keep-alive leaves nothing behind', () => {
+  test('validation errors take no lease', async () => {
+    const jobName = nextJob()
+    for (const keepAlive of [
+      { everyMs: 500, extendMs: 500 },
+      { everyMs: 100, extendMs: 5000 },
+      { everyMs: -1, extendMs: 5 },
+    ]) {
+      await assert.rejects(
+        withCronLease(pool, jobName, 1000, () => {}, { table, keepAlive }),
+        TypeError,
+      )
+    }
+    const { rows } = await pool.query(`SELECT 1 FROM "${table}" WHERE job_name = $1`, [jobName])
+    assert.equal(rows.length, 0)
+  })
+
+  test('no timer remains after the tick: a process that ran one exits on its own', async () => {
+    const script = `
+      import pg from 'pg'
+      import { withCronLease } from ${JSON.stringify(fileURLToPath(new URL('../../src/index.ts', import.meta.url)))}
+      const client = new pg.Client({ connectionString: process.env.DATABASE_URL })
+      await client.connect()
+      const outcome = await withCronLease(client, 'exit-${Date.now()}', 60_000, () => new Promise((r) => setTimeout(r, 300)),
+        { table: ${JSON.stringify(table)}, keepAlive: { everyMs: 50, extendMs: 30_000 } })
+      await client.end()
+      const timers = process.getActiveResourcesInfo().filter((r) => r === 'Timeout')
+      console.log(JSON.stringify({ ran: outcome.ran, timers: timers.length }))
+    `
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, DATABASE_URL: await testDatabaseUrl() },
+      encoding: 'utf8',
+      timeout: 20_000,
+    })
+    assert.deepEqual(JSON.parse(out), { ran: true, timers: 0 })
+  })
+})

@@ -1,0 +1,151 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { withCronLease } from '../../src/index.ts'
+import { readResult } from '../../src/result.ts'
+import { standIn, TOKEN } from '../helpers/stand-in.ts'
+
+describe('reading the driver result: won, lost, or cannot tell', () => {
+  test('rowCount decides when it is a whole number', () => {
+    assert.equal(readResult({ rowCount: 1, rows: [] }, 'j', 'claimed').won, true)
+    assert.equal(readResult({ rowCount: 0, rows: [{ claimed_at: TOKEN }] }, 'j', 'claimed').won, false)
+    assert.equal(readResult({ rowCount: 1 }, 'j', 'claimed').won, true)
+    assert.equal(readResult({ rowCount: 0 }, 'j', 'claimed').won, false)
+  })
+
+  test('without a usable rowCount, the length of rows decides', () => {
+    assert.equal(readResult({ rows: [{}] }, 'j', 'claimed').won, true)
+    assert.equal(readResult({ rows: [] }, 'j', 'claimed').won, false)
+    assert.equal(readResult({ rowCount: null, rows: [{}] }, 'j', 'claimed').won, true)
+    assert.equal(readResult({ rowCount: Number.NaN, rows: [] }, 'j', 'claimed').won, false)
+  })
+
+  test('anything else throws a TypeError saying it cannot tell, naming the job', () => {
+    for (const bad of [{}, null, undefined, 'ok', 1, { rows: 'x' }, { rowCount: '1' }, { rowCount: -1 }, []]) {
+      assert.throws(
+        () => readResult(bad, 'billing', 'claimed'),
+        (e: unknown) =>
+          e instanceof TypeError && e.message.includes("cannot tell whether the lease for 'billing' was claimed"),
+        String(bad),
+      )
+    }
+  })
+
+  test('the claim token is the microsecond text of the first row, or null', () => {
+    assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: TOKEN }] }, 'j', 'claimed').claimToken, TOKEN)
+    assert.equal(readResult({ rowCount: 1 }, 'j', 'claimed').claimToken, null)
+    assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: new Date() }] }, 'j', 'claimed').claimToken, null)
+    assert.equal(
+      readResult({ rowCount: 1, rows: [{ claimed_at: '2026-11-29 22:12:11+00' }] }, 'j', 'c').claimToken,
+      null,
+    )
+  })
+})
+
+describe('what withCronLease does with each reading', () => {
+  test('an unreadable result rejects and the tick does not run', async () => {
+    for (const bad of [{}, null, 'ok', { rows: 'x' }]) {
+      let ran = false
+      await assert.rejects(
+        withCronLease(
+          standIn(() => bad),
+          'report',
+          1000,
+          () => {
+            ran = true
+          },
+        ),
+        /cannot tell whether the lease for 'report' was claimed/,
+      )
+      assert.equal(ran, false)
+    }
+  })
+
+  test('a loss resolves { ran: false, result: null } and tells logger.debug', async () => {
+    const lines: string[] = []
+    const outcome = await withCronLease(
+      standIn(() => ({ rowCount: 0, rows: [] })),
+      'report',
+      1000,
+      () => 'x',
+      { logger: { debug: (m) => lines.push(m) } },
+    )
+    assert.deepEqual(outcome, { ran: false, result: null })
+    assert.equal(lines.length, 1)
+    assert.match(lines[0] ?? '', /lease held by another replica/)
+    assert.match(lines[0] ?? '', /'report'/)
+  })
+
+  test('a logger without debug, or no logger, is fine on a loss', async () => {
+    const lose = standIn(() => ({ rows: [] }))
+    assert.deepEqual(await withCronLease(lose, 'j', 1000, () => 1, { logger: {} }), { ran: false, result: null })
+    assert.deepEqual(await withCronLease(lose, 'j', 1000, () => 1), { ran: false, result: null })
+  })
+
+  test('a claim that rejects propagates the same error and runs no tick', async () => {
+    const boom = new Error('connection refused')
+    let ran = false
+    await assert.rejects(
+      withCronLease(
+        standIn(() => Promise.reject(boom)),
+        'j',
+        1000,
+        () => {
+          ran = true
+        },
+      ),
+      (e) => e === boom,
+    )
+    assert.equal(ran, false)
+  })
+
+  test('a tick that throws propagates the same error, and no release statement is ever sent', async () => {
+    const db = standIn()
+    const boom = new Error('tick failed')
+    await assert.rejects(
+      withCronLease(db, 'j', 1000, () => {
+        throw boom
+      }),
+      (e) => e === boom,
+    )
+    await assert.rejects(
+      withCronLease(db, 'j', 1000, async () => Promise.reject(boom)),
+      (e) => e === boom,
+    )
+    assert.equal(db.calls.length, 2)
+    for (const { text } of db.calls) assert.match(text, /^INSERT/)
+  })
+
+  test('a win runs the tick with its context and resolves its value', async () => {
+    const outcome = await withCronLease(standIn(), 'j', 1234.4, (ctx) => ({ ...ctx }), { holder: 'me' })
+    assert.equal(outcome.ran, true)
+    assert.deepEqual(
+      { ...outcome.result, renew: undefined, signal: undefined },
+      { jobName: 'j', holder: 'me', leaseMs: 1234, claimToken: TOKEN, renew: undefined, signal: undefined },
+    )
+  })
+
+  test('the default holder is hostname:pid', async () => {
+    const db = standIn()
+    const os = await import('node:os')
+    await withCronLease(db, 'j', 1000, () => {})
+    assert.equal(db.calls[0]?.params[2], `${os.hostname()}:${process.pid}`)
+  })
+
+  test('renew on a win without a token (rowCount-only driver) throws instead of extending', async () => {
+    const db = standIn(() => ({ rowCount: 1 }))
+    const { result } = await withCronLease(db, 'j', 1000, (ctx) => ctx.renew().then(String, (e: Error) => e))
+    assert.ok(result instanceof TypeError)
+    assert.match(result.message, /cannot renew the lease for 'j'/)
+    assert.equal(db.calls.length, 1, 'no renew statement was sent')
+  })
+
+  test('renew validates ms like leaseMs, before any query', async () => {
+    const db = standIn()
+    await withCronLease(db, 'j', 1000, async (ctx) => {
+      for (const bad of [0, -1, Number.NaN, 'x', Infinity]) {
+        await assert.rejects(ctx.renew(bad as number), /renew\(ms\) must be/)
+      }
+    })
+    assert.equal(db.calls.length, 1)
+  })
+})

@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { describe, test } from 'node:test'
+import { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable, withCronLease } from '../../src/index.ts'
+import { claimSql, extendSql, renewSql } from '../../src/sql.ts'
+import { standIn, TOKEN } from '../helpers/stand-in.ts'
+
+const statements = { claim: claimSql('cron_leases'), renew: renewSql('cron_leases'), extend: extendSql('cron_leases') }
+
+describe('the SQL reads the database clock and nothing else', () => {
+  test('every statement uses clock_timestamp() and never NOW() or CURRENT_TIMESTAMP', () => {
+    for (const [name, text] of Object.entries(statements)) {
+      assert.match(text, /clock_timestamp\(\)/, name)
+      assert.doesNotMatch(text, /\bnow\(\)|current_timestamp|localtimestamp|transaction_timestamp/i, name)
+    }
+  })
+
+  test('no statement carries a timestamp computed in Node: every parameter is a name, a length or a token', async () => {
+    const db = standIn()
+    await withCronLease(db, 'job', 1000, (ctx) => ctx.renew(), { holder: 'h' })
+    assert.deepEqual(
+      db.calls.map((c) => c.params),
+      [
+        ['job', 1000, 'h'],
+        ['job', 1000, TOKEN],
+      ],
+    )
+  })
+})
+
+describe('the claim is one atomic upsert that losers do not write', () => {
+  test('it is a single INSERT … ON CONFLICT (job_name) DO UPDATE … WHERE lease_until <= clock_timestamp()', () => {
+    const text = statements.claim
+    assert.match(text, /^INSERT INTO "cron_leases"/)
+    assert.match(text, /ON CONFLICT \(job_name\) DO UPDATE/)
+    assert.match(text, /WHERE "cron_leases"\.lease_until <= clock_timestamp\(\)/)
+    assert.match(text, /RETURNING /)
+    assert.doesNotMatch(text, /\b(BEGIN|COMMIT|pg_advisory|FOR UPDATE)\b/i)
+    assert.equal(text.split(';').length, 1, 'one statement')
+  })
+
+  test('the insert only happens when no unexpired lease is visible', () => {
+    assert.match(
+      statements.claim,
+      /WHERE NOT EXISTS \(SELECT 1 FROM "cron_leases" WHERE job_name = \$1::text AND lease_until > clock_timestamp\(\)\)/,
+    )
+  })
+
+  test('the claim token comes back as UTC text with microseconds', () => {
+    assert.match(statements.claim, /to_char\(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS\.US"Z"'\)/)
+  })
+
+  test('the driver is sent plain text and a params array, never a named statement', async () => {
+    const seen: unknown[][] = []
+    const db = {
+      query(...args: unknown[]) {
+        seen.push(args)
+        return Promise.resolve({ rowCount: 0, rows: [] })
+      },
+    }
+    await withCronLease(db, 'job', 1000, () => {})
+    assert.equal(seen.length, 1)
+    assert.equal(typeof seen[0]?.[0], 'string')
+    assert.ok(Array.isArray(seen[0]?.[1]))
+  })
+})
+
+describe('renew is fenced on this claim', () => {
+  test('renew and the keep-alive beat match the job, the claim token as text, and an unexpired lease', () => {
+    for (const text of [statements.renew, statements.extend]) {
+      assert.match(
+        text,
+        /WHERE job_name = \$1::text AND claimed_at = \(\$3::text\)::timestamptz AND lease_until > clock_timestamp\(\)/,
+      )
+    }
+  })
+
+  test('renew sets the expiry; the beat only ever moves it later', () => {
+    assert.match(statements.renew, /SET lease_until = clock_timestamp\(\) \+ \$2::integer \* interval '1 millisecond'/)
+    assert.match(statements.extend, /SET lease_until = GREATEST\(lease_until, clock_timestamp\(\) \+ \$2::integer/)
+  })
+})
+
+describe('the table', () => {
+  test('the DDL has the columns existing installations have', () => {
+    assert.equal(DEFAULT_TABLE, 'cron_leases')
+    assert.equal(
+      CRON_LEASES_TABLE_SQL,
+      `CREATE TABLE IF NOT EXISTS "cron_leases" (
+  job_name    TEXT PRIMARY KEY,
+  lease_until TIMESTAMPTZ NOT NULL,
+  holder      TEXT,
+  claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+);
+`,
+    )
+    assert.equal(createTableSql(), CRON_LEASES_TABLE_SQL)
+  })
+
+  test('sql/cron_leases.sql is the same text the library exports', () => {
+    assert.equal(readFileSync(new URL('../../sql/cron_leases.sql', import.meta.url), 'utf8'), CRON_LEASES_TABLE_SQL)
+  })
+
+  test('createTableSql quotes both parts of a schema-qualified name', () => {
+    assert.match(createTableSql('jobs.leases'), /^CREATE TABLE IF NOT EXISTS "jobs"\."leases" \(/)
+  })
+
+  test('quoteTable accepts identifiers and schema.identifier, preserving case', () => {
+    assert.equal(quoteTable('cron_leases'), '"cron_leases"')
+    assert.equal(quoteTable('Jobs.My_Leases$2'), '"Jobs"."My_Leases$2"')
+    assert.equal(quoteTable('_x'), '"_x"')
+  })
+
+  test('quoteTable rejects everything else with a TypeError showing the value', () => {
+    for (const bad of ['x; DROP TABLE y', 'a.b.c', '', '1abc', 'has space', 'a"b', 'a.', 'ä', 5, null, undefined, {}]) {
+      assert.throws(
+        () => quoteTable(bad as string),
+        (e: unknown) => e instanceof TypeError && /table must be/.test(e.message),
+      )
+    }
+    assert.throws(() => quoteTable('x; DROP TABLE y'), /got "x; DROP TABLE y"/)
+    assert.throws(() => createTableSql('a.b.c'), TypeError)
+  })
+})
