@@ -30,14 +30,13 @@ describe('reading the driver result: won, lost, or cannot tell', () => {
     }
   })
 
-  test('the claim token is the microsecond text of the first row, or null', () => {
+  test('the claim token is the text of the first row, never a parsed Date', () => {
     assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: TOKEN }] }, 'j', 'claimed').claimToken, TOKEN)
     assert.equal(readResult({ rowCount: 1 }, 'j', 'claimed').claimToken, null)
     assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: new Date() }] }, 'j', 'claimed').claimToken, null)
-    assert.equal(
-      readResult({ rowCount: 1, rows: [{ claimed_at: '2026-11-29 22:12:11+00' }] }, 'j', 'c').claimToken,
-      null,
-    )
+    assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: '' }] }, 'j', 'claimed').claimToken, null)
+    const text = '2026-11-29 22:12:11.5+00'
+    assert.equal(readResult({ rows: [{ claimed_at: text }] }, 'j', 'claimed').claimToken, text)
   })
 })
 
