@@ -26,10 +26,13 @@ const files =
           .map((f) => `test/${suite}/${f}`),
       )
 
-const server = await startTestServer()
-process.env.DATABASE_URL = server.url
-process.env.PG_TEST_VERSION = String(server.major)
-console.log(`# Postgres ${server.major} at 127.0.0.1:${server.port}; ${files.length} test files`)
+// The unit suite never touches a database, so it does not wait for one.
+const server = files.some((f) => !f.startsWith('test/unit/')) ? await startTestServer() : undefined
+if (server) {
+  process.env.DATABASE_URL = server.url
+  process.env.PG_TEST_VERSION = String(server.major)
+  console.log(`# Postgres ${server.major} on port ${server.port}; ${files.length} test files`)
+}
 
 let code = 1
 try {
@@ -43,6 +46,6 @@ try {
     child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)))
   })
 } finally {
-  await server.stop()
+  await server?.stop()
 }
 process.exit(code)
