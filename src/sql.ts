@@ -77,7 +77,11 @@ SELECT $1::text, clock_timestamp() + $2::integer * interval '1 millisecond', $3:
 -- nothing: no transaction ID, no WAL, no fsync
 WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until > clock_timestamp())
 ON CONFLICT (job_name) DO UPDATE
-  SET lease_until = EXCLUDED.lease_until, holder = EXCLUDED.holder, claimed_at = EXCLUDED.claimed_at
+  -- the clock is read again here: a claimant that waited on the row lock starts its lease when it
+  -- wins, not when its statement began
+  SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
+      holder = EXCLUDED.holder,
+      claimed_at = clock_timestamp()
   -- the atomic arbiter when claimants race past the check above: the row lock serialises them and
   -- only the first still sees an expired lease
   WHERE ${t}.lease_until <= clock_timestamp()

@@ -103,6 +103,27 @@ describe('the clock is clock_timestamp(), not the transaction start', () => {
     }
     assert.equal((await row(jobName)).holder, 'in-tx')
   })
+  test('a claimant that waited on the row lock starts its lease when it wins, not when it was sent', async () => {
+    const jobName = nextJob()
+    await withCronLease(pool, jobName, 50, () => {}, { table })
+    await sleep(100)
+    const locker = await pool.connect()
+    try {
+      await locker.query('BEGIN')
+      await locker.query(`SELECT 1 FROM "${table}" WHERE job_name = $1 FOR UPDATE`, [jobName])
+      const claim = withCronLease(pool, jobName, 1000, () => 'won', { table, holder: 'waited' })
+      await sleep(600)
+      await locker.query('COMMIT')
+      assert.deepEqual(await claim, { ran: true, result: 'won' })
+    } finally {
+      locker.release()
+    }
+    const { rows } = await pool.query(
+      `SELECT extract(epoch FROM lease_until - clock_timestamp()) * 1000 AS left_ms FROM "${table}" WHERE job_name = $1`,
+      [jobName],
+    )
+    assert.ok(rows[0].left_ms > 800, `${Math.round(rows[0].left_ms)} ms left of a 1000 ms lease`)
+  })
 })
 
 describe('a custom, schema-qualified table', () => {
