@@ -143,6 +143,7 @@ function commandHelp(name: string): string {
     `Usage: ${BIN} ${name} ${synopsis.join(' ')}`,
     '',
     `${command.summary}.`,
+    '',
     command.details,
     '',
     'Options:',
