@@ -119,21 +119,23 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at`
  *
  * `held` and `remaining_ms` are computed here, against one `clock_timestamp()` read for the whole
  * list (`checked_at`): the replica's clock plays no part, and every row is judged at the same
- * instant. The CTE holds a volatile function, so Postgres evaluates it once and never inlines it.
- * `held` is the negation of the claim's expiry test (`lease_until <= clock_timestamp()`), and
- * `remaining_ms` is rounded up, so a held lease always shows at least 1 ms and an expired one 0.
+ * instant. A materialized CTE is read once however the plan scans it; a subquery on the inner side
+ * of a join could be rescanned, reading the clock again. Its name is quoted with a space, so no
+ * table name `quoteTable` accepts can be shadowed by it. `held` is the negation of the claim's
+ * expiry test (`lease_until <= clock_timestamp()`), and `remaining_ms` is rounded up, so a held
+ * lease always shows at least 1 ms and an expired one 0.
  */
 export function listLeasesSql(table: string): string {
-  return `WITH db_clock AS MATERIALIZED (SELECT clock_timestamp() AS at)
+  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT job_name,
   holder,
   ${isoText('claimed_at')} AS claimed_at,
   ${isoText('lease_until')} AS lease_until,
-  lease_until > db_clock.at AS held,
-  CASE WHEN lease_until > db_clock.at
-    THEN ceil(extract(epoch FROM lease_until - db_clock.at) * 1000)::float8
+  lease_until > "db clock".at AS held,
+  CASE WHEN lease_until > "db clock".at
+    THEN ceil(extract(epoch FROM lease_until - "db clock".at) * 1000)::float8
     ELSE 0::float8 END AS remaining_ms,
-  ${isoText('db_clock.at')} AS checked_at
-FROM ${quoteTable(table)} CROSS JOIN db_clock
+  ${isoText('"db clock".at')} AS checked_at
+FROM ${quoteTable(table)} CROSS JOIN "db clock"
 ORDER BY job_name COLLATE "C"`
 }

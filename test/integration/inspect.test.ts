@@ -87,8 +87,12 @@ describe('listLeases reports each lease as the database clock sees it', () => {
   test('rows come in byte order of the job name, whatever the database collation', async () => {
     const table = await freshTable(pool, 'inspect')
     for (const name of ['b', 'a', 'Z', '_x', 'é', 'a:1']) await claim(table, name, 60_000, 'h')
-    const names = (await listLeases(pool, { table })).map((l) => l.jobName)
-    assert.deepEqual(names, ['Z', '_x', 'a', 'a:1', 'b', 'é'])
+    const leases = await listLeases(pool, { table })
+    assert.deepEqual(
+      leases.map((l) => l.jobName),
+      ['Z', '_x', 'a', 'a:1', 'b', 'é'],
+    )
+    assert.equal(new Set(leases.map((l) => l.checkedAt)).size, 1, 'one clock reading for every row')
   })
 
   test('a row written without a holder lists holder null', async () => {

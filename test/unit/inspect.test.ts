@@ -49,8 +49,8 @@ describe('listLeases sends one read-only statement', () => {
     assert.equal(db.calls.length, 1)
     const [call] = db.calls
     assert.deepEqual(call!.params, [])
-    assert.match(call!.text, /^WITH db_clock AS MATERIALIZED \(SELECT clock_timestamp\(\) AS at\)/)
-    assert.match(call!.text, /FROM "jobs"\."leases" CROSS JOIN db_clock/)
+    assert.match(call!.text, /^WITH "db clock" AS MATERIALIZED \(SELECT clock_timestamp\(\) AS at\)/)
+    assert.match(call!.text, /FROM "jobs"\."leases" CROSS JOIN "db clock"/)
     assert.match(call!.text, /ORDER BY job_name COLLATE "C"$/)
     assert.doesNotMatch(call!.text, /now\(\)|\b(INSERT|UPDATE|DELETE|LOCK)\b/i)
   })
