@@ -65,8 +65,12 @@ export function publishRenew(message: () => RenewMessage): void {
   if (renewChannel.hasSubscribers) renewChannel.publish(message())
 }
 
-/** Runs the tick inside the tracing channel when it has subscribers, and bare otherwise. */
+/**
+ * Runs the tick inside the tracing channel when it has subscribers, and bare otherwise. Either
+ * way the tick starts synchronously and a synchronous throw becomes a rejection, so the two paths
+ * differ only in what subscribers see.
+ */
 export function traceTick<T>(run: () => T | Promise<T>, message: () => TickMessage): Promise<T> {
-  if (!tickChannel.hasSubscribers) return Promise.resolve(run())
+  if (!tickChannel.hasSubscribers) return new Promise<T>((resolve) => resolve(run()))
   return tickChannel.tracePromise(async () => run(), message())
 }

@@ -1,4 +1,5 @@
 export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from './channels.js'
+export { type LeaseInfo, type ListLeasesOptions, listLeases } from './inspect.js'
 export { withCronLease } from './lease.js'
 export { LEASE, leaseForInterval } from './presets.js'
 export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable } from './sql.js'

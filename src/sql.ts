@@ -63,7 +63,12 @@ export const CRON_LEASES_TABLE_SQL: string = createTableSql(DEFAULT_TABLE)
 
 // The claim token travels as text: drivers parse timestamptz into a millisecond Date, and a fence
 // compared against a rounded value would match the wrong claim or none.
-const CLAIM_TOKEN = `to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+const CLAIM_TOKEN = isoText('claimed_at')
+
+/** A timestamptz column as ISO-8601 UTC text with microseconds, the claim token's format. */
+function isoText(column: string): string {
+  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+}
 
 /**
  * The claim: one statement, no transaction. Parameters: $1 job name, $2 lease in whole
@@ -110,4 +115,31 @@ export function extendSql(table: string): string {
 SET lease_until = GREATEST(lease_until, clock_timestamp() + $2::integer * interval '1 millisecond')
 WHERE job_name = $1::text AND claimed_at = ($3::text)::timestamptz AND lease_until > clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
+}
+
+/**
+ * Every lease in the table, one row per job, ordered by job name in byte order (`COLLATE "C"`, so
+ * the order is the same on every server whatever its collation). No parameters.
+ *
+ * `held` and `remaining_ms` are computed here, against one `clock_timestamp()` read for the whole
+ * list (`checked_at`): the replica's clock plays no part, and every row is judged at the same
+ * instant. A materialized CTE is read once however the plan scans it; a subquery on the inner side
+ * of a join could be rescanned, reading the clock again. Its name is quoted with a space, so no
+ * table name `quoteTable` accepts can be shadowed by it. `held` is the negation of the claim's
+ * expiry test (`lease_until <= clock_timestamp()`), and `remaining_ms` is rounded up, so a held
+ * lease always shows at least 1 ms and an expired one 0.
+ */
+export function listLeasesSql(table: string): string {
+  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
+SELECT job_name,
+  holder,
+  ${isoText('claimed_at')} AS claimed_at,
+  ${isoText('lease_until')} AS lease_until,
+  lease_until > "db clock".at AS held,
+  CASE WHEN lease_until > "db clock".at
+    THEN ceil(extract(epoch FROM lease_until - "db clock".at) * 1000)::float8
+    ELSE 0::float8 END AS remaining_ms,
+  ${isoText('"db clock".at')} AS checked_at
+FROM ${quoteTable(table)} CROSS JOIN "db clock"
+ORDER BY job_name COLLATE "C"`
 }

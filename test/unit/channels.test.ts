@@ -1,0 +1,95 @@
+/**
+ * The cost of the channels when nobody listens: no message object is built and the tick runs
+ * bare. The publishers take a function that builds the message, so the test counts its calls.
+ */
+import assert from 'node:assert/strict'
+import diagnostics from 'node:diagnostics_channel'
+import { describe, test } from 'node:test'
+import { publishClaim, publishRenew, traceTick } from '../../src/channels.ts'
+import { CHANNELS, withCronLease } from '../../src/index.ts'
+import { standIn } from '../helpers/stand-in.ts'
+
+function counting<T>(message: T) {
+  const factory = () => {
+    factory.calls++
+    return message
+  }
+  factory.calls = 0
+  return factory
+}
+
+const CLAIM = { jobName: 'j', holder: 'h', won: true, claimToken: null }
+const RENEW = { jobName: 'j', holder: 'h', renewed: true, ms: 5 }
+const TICK = { jobName: 'j', holder: 'h', claimToken: null, leaseMs: 5 }
+
+describe('nothing is built when nobody subscribes', () => {
+  test('no channel has a subscriber to begin with', () => {
+    assert.equal(diagnostics.hasSubscribers(CHANNELS.claim), false)
+    assert.equal(diagnostics.hasSubscribers(CHANNELS.renew), false)
+    assert.equal(diagnostics.tracingChannel(CHANNELS.tick).hasSubscribers, false)
+  })
+
+  test('claim and renew messages are built only while someone subscribes', () => {
+    for (const [name, publish, message] of [
+      [CHANNELS.claim, publishClaim, CLAIM],
+      [CHANNELS.renew, publishRenew, RENEW],
+    ] as const) {
+      const factory = counting(message)
+      publish(factory as never)
+      assert.equal(factory.calls, 0, `${name}: no message without a subscriber`)
+      const received: unknown[] = []
+      const listener = (m: unknown) => received.push(m)
+      diagnostics.subscribe(name, listener)
+      publish(factory as never)
+      diagnostics.unsubscribe(name, listener)
+      publish(factory as never)
+      assert.equal(factory.calls, 1, `${name}: built once, for the one publish that had a subscriber`)
+      assert.deepEqual(received, [message])
+    }
+  })
+
+  test('the tick runs bare, without building its context, until the tracing channel has a subscriber', async () => {
+    const factory = counting(TICK)
+    assert.equal(await traceTick(() => 'bare', factory), 'bare')
+    const bare = traceTick(() => {
+      throw new Error('sync')
+    }, factory)
+    await assert.rejects(bare, /sync/)
+    assert.equal(factory.calls, 0)
+
+    const tick = diagnostics.tracingChannel(CHANNELS.tick)
+    const starts: unknown[] = []
+    const handlers = { start: (m: unknown) => starts.push(m) }
+    tick.subscribe(handlers as never)
+    try {
+      assert.equal(await traceTick(() => 'traced', factory), 'traced')
+      // A synchronous throw is a rejection on both paths, never a synchronous exception.
+      const traced = traceTick(() => {
+        throw new Error('sync traced')
+      }, factory)
+      await assert.rejects(traced, /sync traced/)
+    } finally {
+      tick.unsubscribe(handlers as never)
+    }
+    assert.equal(factory.calls, 2)
+    assert.equal(starts[0], TICK, 'the built context is the object subscribers receive')
+    assert.equal(await traceTick(() => 'bare again', factory), 'bare again')
+    assert.equal(factory.calls, 2)
+  })
+
+  test('a claim and tick with no subscriber publish nothing anywhere', async () => {
+    const seen: string[] = []
+    const all = (name: string) => (m: unknown) => seen.push(`${name}:${JSON.stringify(m)}`)
+    // Subscribing to an unrelated channel must not switch these on.
+    const other = all('other')
+    diagnostics.subscribe('pg-cron-lease:other', other)
+    try {
+      const db = standIn()
+      assert.deepEqual(await withCronLease(db, 'job', 1000, () => 'ran'), { ran: true, result: 'ran' })
+    } finally {
+      diagnostics.unsubscribe('pg-cron-lease:other', other)
+    }
+    assert.deepEqual(seen, [])
+    assert.equal(diagnostics.hasSubscribers(CHANNELS.claim), false)
+  })
+})

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { listLeases } from '../../src/index.ts'
+import { standIn } from '../helpers/stand-in.ts'
+
+const ROW = {
+  job_name: 'job',
+  holder: 'h',
+  claimed_at: '2026-11-29T22:12:11.428993Z',
+  lease_until: '2026-11-29T22:13:01.428993Z',
+  held: true,
+  remaining_ms: 1500,
+  checked_at: '2026-11-29T22:12:59.928993Z',
+}
+
+describe('listLeases validates its arguments before the database is touched', () => {
+  test('db without a query function names db and shows the value', async () => {
+    for (const bad of [undefined, null, {}, { query: 1 }, 'postgres://x']) {
+      await assert.rejects(
+        listLeases(bad as never),
+        (e: unknown) => e instanceof TypeError && /db must be/.test(e.message),
+      )
+    }
+  })
+
+  test('opts must be an object with known keys, and table a (schema.)identifier', async () => {
+    for (const [opts, message] of [
+      [null, /opts must be an object, got null/],
+      ['cron_leases', /opts must be an object, got "cron_leases"/],
+      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(table\)/],
+      [{ table: 'x; DROP TABLE y' }, /opts\.table must be an identifier.*got "x; DROP TABLE y"/],
+      [{ table: 'a.b.c' }, /opts\.table must be/],
+      [{ table: 5 }, /opts\.table must be.*got 5/],
+    ] as const) {
+      const db = standIn()
+      await assert.rejects(
+        listLeases(db, opts as never),
+        (e: unknown) => e instanceof TypeError && message.test(e.message),
+      )
+      assert.equal(db.calls.length, 0, 'no query may be made for a bad argument')
+    }
+  })
+})
+
+describe('listLeases sends one read-only statement', () => {
+  test('it selects from the quoted table, with no parameters, ordered by job name in byte order', async () => {
+    const db = standIn(() => ({ rows: [] }))
+    assert.deepEqual(await listLeases(db, { table: 'jobs.leases' }), [])
+    assert.equal(db.calls.length, 1)
+    const [call] = db.calls
+    assert.deepEqual(call!.params, [])
+    assert.match(call!.text, /^WITH "db clock" AS MATERIALIZED \(SELECT clock_timestamp\(\) AS at\)/)
+    assert.match(call!.text, /FROM "jobs"\."leases" CROSS JOIN "db clock"/)
+    assert.match(call!.text, /ORDER BY job_name COLLATE "C"$/)
+    assert.doesNotMatch(call!.text, /now\(\)|\b(INSERT|UPDATE|DELETE|LOCK)\b/i)
+  })
+})
+
+describe('listLeases reads rows strictly', () => {
+  test('a row is mapped to camelCase fields, keeping timestamps as text', async () => {
+    const db = standIn(() => ({ rows: [ROW, { ...ROW, job_name: 'k', holder: null, held: false, remaining_ms: '0' }] }))
+    assert.deepEqual(await listLeases(db), [
+      {
+        jobName: 'job',
+        holder: 'h',
+        claimedAt: ROW.claimed_at,
+        leaseUntil: ROW.lease_until,
+        held: true,
+        remainingMs: 1500,
+        checkedAt: ROW.checked_at,
+      },
+      {
+        jobName: 'k',
+        holder: null,
+        claimedAt: ROW.claimed_at,
+        leaseUntil: ROW.lease_until,
+        held: false,
+        remainingMs: 0,
+        checkedAt: ROW.checked_at,
+      },
+    ])
+  })
+
+  test('a result without a rows array is an error, not an empty list', async () => {
+    for (const result of [undefined, null, {}, { rowCount: 0 }, { rows: 'x' }]) {
+      await assert.rejects(listLeases(standIn(() => result)), /cannot list the leases in cron_leases: .*no rows array/)
+    }
+  })
+
+  test('a row with a missing or mistyped column is an error naming the column', async () => {
+    for (const [row, column] of [
+      [{ ...ROW, held: 't' }, 'held'],
+      [{ ...ROW, held: undefined }, 'held'],
+      [{ ...ROW, remaining_ms: null }, 'remaining_ms'],
+      [{ ...ROW, remaining_ms: -1 }, 'remaining_ms'],
+      [{ ...ROW, remaining_ms: 1.5 }, 'remaining_ms'],
+      [{ ...ROW, remaining_ms: '' }, 'remaining_ms'],
+      [{ ...ROW, claimed_at: new Date() }, 'claimed_at'],
+      [{ ...ROW, job_name: undefined }, 'job_name'],
+      [{ ...ROW, holder: 7 }, 'holder'],
+      [{ ...ROW, checked_at: null }, 'checked_at'],
+    ] as const) {
+      await assert.rejects(
+        listLeases(standIn(() => ({ rows: [row] }))),
+        (e: unknown) => e instanceof TypeError && e.message.includes(`column ${column} has an unexpected value`),
+      )
+    }
+  })
+})
