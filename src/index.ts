@@ -1,6 +1,13 @@
 export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from './channels.js'
 export { withCronLease } from './lease.js'
 export { LEASE, leaseForInterval } from './presets.js'
+export {
+  type LeaseCoordinator,
+  type LeaseCoordinatorOptions,
+  type LeasedTickOptions,
+  leaseCoordinator,
+  leasedTick,
+} from './schedulers.js'
 export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable } from './sql.js'
 export type {
   KeepAlive,
