@@ -4,6 +4,7 @@ export { LEASE, leaseForInterval } from './presets.js'
 export {
   type LeaseCoordinator,
   type LeaseCoordinatorOptions,
+  type LeasedTick,
   type LeasedTickOptions,
   leaseCoordinator,
   leasedTick,

@@ -43,6 +43,22 @@ export interface LeasedTickOptions {
   onError?: (error: unknown, jobName: string) => void | Promise<void>
 }
 
+/**
+ * The function {@link leasedTick} returns. Called with no arguments it resolves the outcome;
+ * the second signature is the same function as a scheduler sees it (croner's callback must return
+ * `void | Promise<void>`, and passes arguments that are ignored). It never rejects.
+ *
+ * @example
+ * const tick: LeasedTick<number> = leasedTick(pool, 'count', 800, () => 42)
+ * const outcome = await tick() // { ran: true, result: 42 }, { ran: false, result: null }, or undefined
+ */
+export interface LeasedTick<T> {
+  /** Claims and, on a win, runs the tick: its outcome, or `undefined` after an error (sent to `onError`). */
+  (): Promise<LeaseOutcome<T> | undefined>
+  /** As a scheduler calls it: the arguments are ignored, the resolved value is not the scheduler's concern. */
+  (...schedulerArgs: unknown[]): Promise<void>
+}
+
 const TICK_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive', 'onError'] as const
 
 /**
@@ -67,7 +83,7 @@ export function leasedTick<T>(
   leaseMs: number,
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeasedTickOptions,
-): () => Promise<LeaseOutcome<T> | undefined> {
+): LeasedTick<T> {
   checkQueryable(db)
   checkJobName(jobName)
   const ms = checkMs(leaseMs, 'leaseMs')
@@ -84,7 +100,7 @@ export function leasedTick<T>(
   const leaseOptions = keepAlive ? { holder, table, logger, keepAlive } : { holder, table, logger }
 
   // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
-  return async () => {
+  const tick = async (): Promise<LeaseOutcome<T> | undefined> => {
     try {
       return await withCronLease(db, jobName, ms, runTick, leaseOptions)
     } catch (error) {
@@ -96,6 +112,7 @@ export function leasedTick<T>(
       return undefined
     }
   }
+  return tick as LeasedTick<T>
 }
 
 function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
