@@ -72,7 +72,7 @@ const TICK_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive', 'onError'] a
  *
  * @example
  * import { Cron } from 'croner'
- * import { leasedTick, leaseForInterval } from 'pg-cron-lease'
+ * import { LEASE, leasedTick, leaseForInterval } from 'pg-cron-lease'
  *
  * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
  * new Cron('0 * * * *', leasedTick(pool, 'billing', LEASE.HOURLY, charge, { onError: alert }))
@@ -195,8 +195,10 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   checkQueryable(db)
   const options = checkOptions(opts, COORDINATOR_OPTION_KEYS)
   const leaseOption = options.leaseMs
-  const fixedMs =
-    typeof leaseOption === 'function' || leaseOption === undefined ? undefined : checkMs(leaseOption, 'opts.leaseMs')
+  if (leaseOption !== undefined && typeof leaseOption !== 'number' && typeof leaseOption !== 'function') {
+    fail('opts.leaseMs', 'a number of milliseconds or a function of the task name returning one', leaseOption)
+  }
+  const fixedMs = typeof leaseOption === 'number' ? checkMs(leaseOption, 'opts.leaseMs') : undefined
   const leaseFor = typeof leaseOption === 'function' ? (leaseOption as (taskName: string) => number) : undefined
   const table = checkTable(options.table)
   const holder = checkHolder(options.holder)

@@ -55,6 +55,29 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
     assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h'])
   })
 
+  test('holder, table, logger and keepAlive reach withCronLease', async () => {
+    const lines: string[] = []
+    const lost = leasedTick(
+      standIn(() => LOSS),
+      'job',
+      1000,
+      tick,
+      { logger: { debug: (m) => void lines.push(m) } },
+    )
+    assert.deepEqual(await lost(), { ran: false, result: null })
+    assert.deepEqual(lines, ["pg-cron-lease: 'job' skipped: lease held by another replica"])
+
+    const db = standIn()
+    const slow = leasedTick(db, 'job', 1000, () => new Promise((resolve) => setTimeout(resolve, 120)), {
+      keepAlive: { everyMs: 20, extendMs: 500 },
+    })
+    await slow()
+    assert.ok(
+      db.calls.slice(1).some((c) => /GREATEST/.test(c.text) && c.params[1] === 500),
+      'a keep-alive beat ran',
+    )
+  })
+
   test('scheduler arguments passed to the wrapper never reach the tick', async () => {
     let seen: unknown
     const run = leasedTick(standIn(), 'job', 1000, (ctx) => {
@@ -190,7 +213,8 @@ describe('leaseCoordinator validates its options when it is made', () => {
       ['x', /opts must be an object/],
       [{ lease: 1000 }, /opts\.lease must be one of the known options \(leaseMs, table, holder, logger\)/],
       [{ leaseMs: 0 }, /opts\.leaseMs must be at least 1 ms/],
-      [{ leaseMs: '800' }, /opts\.leaseMs must be a finite number/],
+      [{ leaseMs: '800' }, /opts\.leaseMs must be a number of milliseconds or a function of the task name/],
+      [{ leaseMs: Number.NaN }, /opts\.leaseMs must be a finite number/],
       [{ leaseMs: MAX_LEASE_MS + 1 }, /opts\.leaseMs must be at most/],
       [{ table: 'a.b.c' }, /opts\.table must be/],
       [{ holder: 7 }, /opts\.holder must be/],
