@@ -117,7 +117,7 @@ export function leasedTick<T>(
 
 function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
   return (error, jobName) => {
-    const message = `pg-cron-lease: the tick of '${jobName}' failed`
+    const message = `pg-cron-lease: '${jobName}' failed: its claim or its tick threw`
     if (logger?.error) logger.error(message, error)
     else console.error(message, error)
   }

@@ -164,7 +164,7 @@ describe('leasedTick never rejects: errors go to onError', () => {
       { logger: { error: (...args: unknown[]) => void logged.push(args) } },
     )
     assert.equal(await run(), undefined)
-    assert.deepEqual(logged, [["pg-cron-lease: the tick of 'job' failed", failure]])
+    assert.deepEqual(logged, [["pg-cron-lease: 'job' failed: its claim or its tick threw", failure]])
   })
 
   test('without onError or logger.error, the error goes to console.error', async (t) => {
@@ -178,7 +178,10 @@ describe('leasedTick never rejects: errors go to onError', () => {
       { logger: { debug: () => {} } },
     )
     assert.equal(await run(), undefined)
-    assert.deepEqual(logged.mock.calls[0]?.arguments, ["pg-cron-lease: the tick of 'job' failed", failure])
+    assert.deepEqual(logged.mock.calls[0]?.arguments, [
+      "pg-cron-lease: 'job' failed: its claim or its tick threw",
+      failure,
+    ])
   })
 
   test('an onError that throws or rejects still leaves the call resolved; both errors reach console.error', async (t) => {
