@@ -2,6 +2,14 @@ export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from
 export { type LeaseInfo, type ListLeasesOptions, listLeases } from './inspect.js'
 export { withCronLease } from './lease.js'
 export { LEASE, leaseForInterval } from './presets.js'
+export {
+  type LeaseCoordinator,
+  type LeaseCoordinatorOptions,
+  type LeasedTick,
+  type LeasedTickOptions,
+  leaseCoordinator,
+  leasedTick,
+} from './schedulers.js'
 export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable } from './sql.js'
 export type {
   KeepAlive,

@@ -2,7 +2,7 @@ import { publishClaim, traceTick } from './channels.js'
 import { monotonicMs, openContext } from './context.js'
 import { readResult } from './result.js'
 import { claimSql } from './sql.js'
-import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
+import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import {
   checkFunction,
   checkHolder,
@@ -58,13 +58,8 @@ export async function withCronLease<T>(
   const logger = checkLogger(options.logger)
   const keepAlive = checkKeepAlive(options.keepAlive, ms)
 
-  const sentAt = monotonicMs()
-  const { won, claimToken } = readResult(await db.query(claimSql(table), [jobName, ms, holder]), jobName, 'claimed')
-  publishClaim(() => ({ jobName, holder, won, claimToken }))
-  if (!won) {
-    logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
-    return { ran: false, result: null }
-  }
+  const { won, claimToken, sentAt } = await claim({ db, table, jobName, leaseMs: ms, holder, logger })
+  if (!won) return { ran: false, result: null }
   if (keepAlive && claimToken === null) {
     throw new TypeError(
       `pg-cron-lease: keepAlive cannot fence the lease for '${jobName}': the claim's result had no row to read ` +
@@ -82,4 +77,34 @@ export async function withCronLease<T>(
   } finally {
     close()
   }
+}
+
+/** A claim's validated inputs. */
+export interface ClaimRequest {
+  db: Queryable
+  table: string
+  jobName: string
+  leaseMs: number
+  holder: string
+  logger: LeaseLogger | undefined
+}
+
+/**
+ * The claim step on its own: one statement, its result read, the outcome published. Shared by
+ * withCronLease and leaseCoordinator (which runs no tick itself), so there is one claim path.
+ * Arguments must already be validated. A driver error or an unreadable result rejects.
+ */
+export async function claim(
+  request: ClaimRequest,
+): Promise<{ won: boolean; claimToken: string | null; sentAt: number }> {
+  const { db, table, jobName, leaseMs, holder, logger } = request
+  const sentAt = monotonicMs()
+  const { won, claimToken } = readResult(
+    await db.query(claimSql(table), [jobName, leaseMs, holder]),
+    jobName,
+    'claimed',
+  )
+  publishClaim(() => ({ jobName, holder, won, claimToken }))
+  if (!won) logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
+  return { won, claimToken, sentAt }
 }

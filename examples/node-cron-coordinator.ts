@@ -1,0 +1,42 @@
+/**
+ * node-cron 4 in distributed mode, with pg-cron-lease as its run coordinator: node-cron asks the
+ * coordinator before each fire, and only the replica that wins the lease runs the task.
+ *
+ *   DATABASE_URL=postgres://... npx tsx examples/node-cron-coordinator.ts
+ *
+ * Start it in two terminals: each second exactly one of them prints "ran". It stops by itself
+ * after EXAMPLE_DURATION_MS (default 30000).
+ */
+import cron from 'node-cron'
+import pg from 'pg'
+import { CRON_LEASES_TABLE_SQL, leaseCoordinator, leaseForInterval } from 'pg-cron-lease'
+
+const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
+// Once at startup is enough (or create the table in a migration: see examples/migration.ts).
+await pool.query(CRON_LEASES_TABLE_SQL)
+
+let runs = 0
+const task = cron.schedule(
+  '* * * * * *',
+  () => {
+    console.log(`ran example:node-cron-coordinator #${++runs}`)
+  },
+  {
+    // The lease is claimed on this name, so every replica must use the same one.
+    name: 'example:node-cron-coordinator',
+    distributed: true,
+    // node-cron passes this to the coordinator as the lease length: about 80% of the interval.
+    distributedLease: leaseForInterval(1000),
+    runCoordinator: leaseCoordinator(pool),
+  },
+)
+task.on('execution:skipped', (ctx) => {
+  if (ctx.reason === 'coordinator-error') console.error('claim failed; this fire was skipped', ctx.error)
+})
+
+setTimeout(async () => {
+  await task.destroy()
+  await pool.end()
+  console.log(`stopped after ${runs} runs`)
+}, durationMs)

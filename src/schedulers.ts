@@ -1,0 +1,224 @@
+/**
+ * Scheduler adapters: a tick wrapper for any scheduler that calls a function on a timer
+ * (`setInterval`, croner, node-cron's callback, a NestJS method), and a run coordinator for
+ * node-cron 4's `distributed` mode. Both validate everything when they are created, so a wiring
+ * mistake throws at startup instead of at the first fire.
+ */
+import { claim, withCronLease } from './lease.js'
+import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOutcome, Queryable } from './types.js'
+import {
+  checkFunction,
+  checkHolder,
+  checkJobName,
+  checkKeepAlive,
+  checkLogger,
+  checkMs,
+  checkOptions,
+  checkQueryable,
+  checkTable,
+  fail,
+} from './validate.js'
+
+/**
+ * Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. Every key is
+ * optional; an unknown key is rejected.
+ *
+ * @example
+ * const opts: LeasedTickOptions = { holder: 'worker-3', onError: (err, job) => report(job, err) }
+ */
+export interface LeasedTickOptions {
+  /** Informational name stored in the row. Default: `hostname:pid`. */
+  holder?: string
+  /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
+  table?: string
+  /** Receives a debug line when the claim loses, and errors when `onError` is not given. */
+  logger?: LeaseLogger
+  /** Renew in the background while the tick runs. Default: off. */
+  keepAlive?: KeepAlive
+  /**
+   * Receives a claim error or an error thrown by the tick. Default: `logger.error(message, err)`
+   * when a logger with `error` is given, else `console.error`. If it throws or rejects, that error
+   * is written to `console.error`: the wrapper still resolves.
+   */
+  onError?: (error: unknown, jobName: string) => void | Promise<void>
+}
+
+/**
+ * The function {@link leasedTick} returns. Called with no arguments it resolves the outcome;
+ * the second signature is the same function as a scheduler sees it (croner's callback must return
+ * `void | Promise<void>`, and passes arguments that are ignored). It never rejects.
+ *
+ * @example
+ * const tick: LeasedTick<number> = leasedTick(pool, 'count', 800, () => 42)
+ * const outcome = await tick() // { ran: true, result: 42 }, { ran: false, result: null }, or undefined
+ */
+export interface LeasedTick<T> {
+  /** Claims and, on a win, runs the tick: its outcome, or `undefined` after an error (sent to `onError`). */
+  (): Promise<LeaseOutcome<T> | undefined>
+  /** As a scheduler calls it: the arguments are ignored, the resolved value is not the scheduler's concern. */
+  (...schedulerArgs: unknown[]): Promise<void>
+}
+
+const TICK_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive', 'onError'] as const
+
+/**
+ * Wraps a tick so any scheduler can call it: each call runs `runTick` through `withCronLease`,
+ * so exactly one replica runs each occurrence. The returned function never rejects, because a
+ * rejected promise inside `setInterval` or a timer callback is an unhandled rejection that ends
+ * the process: a claim error or a tick error goes to `onError` and the call resolves `undefined`.
+ * The lease semantics do not change: a failed claim runs nothing, a failed tick keeps its lease.
+ *
+ * Every argument is checked here, when the wrapper is made (a TypeError, before any query).
+ *
+ * @example
+ * import { Cron } from 'croner'
+ * import { LEASE, leasedTick, leaseForInterval } from 'pg-cron-lease'
+ *
+ * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
+ * new Cron('0 * * * *', leasedTick(pool, 'billing', LEASE.HOURLY, charge, { onError: alert }))
+ */
+export function leasedTick<T>(
+  db: Queryable,
+  jobName: string,
+  leaseMs: number,
+  runTick: (ctx: LeaseContext) => Promise<T> | T,
+  opts?: LeasedTickOptions,
+): LeasedTick<T> {
+  checkQueryable(db)
+  checkJobName(jobName)
+  const ms = checkMs(leaseMs, 'leaseMs')
+  checkFunction(runTick, 'runTick')
+  const options = checkOptions(opts, TICK_OPTION_KEYS)
+  const holder = checkHolder(options.holder)
+  const table = checkTable(options.table)
+  const logger = checkLogger(options.logger)
+  const keepAlive = checkKeepAlive(options.keepAlive, ms)
+  const onError =
+    options.onError === undefined
+      ? defaultOnError(logger)
+      : checkFunction<NonNullable<LeasedTickOptions['onError']>>(options.onError, 'opts.onError')
+  const leaseOptions = keepAlive ? { holder, table, logger, keepAlive } : { holder, table, logger }
+
+  // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
+  const tick = async (): Promise<LeaseOutcome<T> | undefined> => {
+    try {
+      return await withCronLease(db, jobName, ms, runTick, leaseOptions)
+    } catch (error) {
+      try {
+        await onError(error, jobName)
+      } catch (onErrorFailure) {
+        console.error(`pg-cron-lease: onError threw while handling an error of '${jobName}'`, onErrorFailure, error)
+      }
+      return undefined
+    }
+  }
+  return tick as LeasedTick<T>
+}
+
+function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
+  return (error, jobName) => {
+    const message = `pg-cron-lease: '${jobName}' failed: its claim or its tick threw`
+    if (logger?.error) logger.error(message, error)
+    else console.error(message, error)
+  }
+}
+
+/**
+ * The shape of node-cron 4's `RunCoordinator`, written here so the library never imports
+ * node-cron: a coordinator is any object with these methods.
+ *
+ * @example
+ * import cron from 'node-cron'
+ * const coordinator: LeaseCoordinator = leaseCoordinator(pool)
+ * cron.setRunCoordinator(coordinator)
+ */
+export interface LeaseCoordinator {
+  /** Claims the lease named by the task in `key`; resolves true only on the replica that won. */
+  shouldRun(key: string, ttlMs: number): Promise<boolean>
+  /** Does nothing: the lease is held until it expires. */
+  onComplete(key: string): void
+}
+
+/**
+ * Options for {@link leaseCoordinator}. Every key is optional; an unknown key is rejected.
+ *
+ * @example
+ * const opts: LeaseCoordinatorOptions = { leaseMs: (task) => (task === 'report' ? LEASE.HOURLY : LEASE.EVERY_MINUTE) }
+ */
+export interface LeaseCoordinatorOptions {
+  /**
+   * The lease length in ms, or a function of the task name returning it. Default: the task's
+   * `distributedLease` (node-cron's `ttlMs`, itself 30000 by default), which should then be set to
+   * about 80% of the interval (see `LEASE`, `leaseForInterval`).
+   */
+  leaseMs?: number | ((taskName: string) => number)
+  /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
+  table?: string
+  /** Informational name stored in the row. Default: `hostname:pid`. */
+  holder?: string
+  /** Receives a debug line when the claim loses. */
+  logger?: LeaseLogger
+}
+
+const COORDINATOR_OPTION_KEYS = ['leaseMs', 'table', 'holder', 'logger'] as const
+
+// node-cron builds the key as `${name}:${slot.toISOString()}`. Only this trailing slot is removed,
+// so a task name that itself contains ':' stays whole. (Years past 9999 are written with a sign.)
+const SLOT_SUFFIX = /:(?:[+-]\d{6}|\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+
+/**
+ * A node-cron 4 run coordinator backed by the lease table. Set it on a task (`distributed: true`,
+ * a `name`, `runCoordinator`) or for every task with `cron.setRunCoordinator`.
+ *
+ * node-cron's key ends with the slot time read from each replica's *own* clock; replicas whose
+ * clocks disagree would each see a different key. So the claim is made on the task name alone,
+ * and the database clock decides: the first replica to claim after the lease expires runs that
+ * occurrence. The lease is held to expiry, never released on completion, so a replica that fires
+ * late finds it still taken (a coordinator that releases on completion lets a late replica run the
+ * same occurrence again). A claim error rejects, which node-cron treats as "skip this fire".
+ *
+ * The task body runs outside the lease (node-cron calls it after `shouldRun`), so it has no
+ * `ctx.renew()`; use `withCronLease` in a plain callback when a tick needs one.
+ *
+ * @example
+ * import cron from 'node-cron'
+ * import { LEASE, leaseCoordinator } from 'pg-cron-lease'
+ *
+ * cron.schedule('* * * * *', sendReport, {
+ *   name: 'report',
+ *   distributed: true,
+ *   distributedLease: LEASE.EVERY_MINUTE,
+ *   runCoordinator: leaseCoordinator(pool),
+ * })
+ */
+export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions): LeaseCoordinator {
+  checkQueryable(db)
+  const options = checkOptions(opts, COORDINATOR_OPTION_KEYS)
+  const leaseOption = options.leaseMs
+  if (leaseOption !== undefined && typeof leaseOption !== 'number' && typeof leaseOption !== 'function') {
+    fail('opts.leaseMs', 'a number of milliseconds or a function of the task name returning one', leaseOption)
+  }
+  const fixedMs = typeof leaseOption === 'number' ? checkMs(leaseOption, 'opts.leaseMs') : undefined
+  const leaseFor = typeof leaseOption === 'function' ? (leaseOption as (taskName: string) => number) : undefined
+  const table = checkTable(options.table)
+  const holder = checkHolder(options.holder)
+  const logger = checkLogger(options.logger)
+
+  return Object.freeze({
+    async shouldRun(key: string, ttlMs: number): Promise<boolean> {
+      if (typeof key !== 'string') fail('key', "node-cron's 'name:ISO-8601 slot' string", key)
+      const slot = SLOT_SUFFIX.exec(key)
+      if (!slot) fail('key', "node-cron's 'name:ISO-8601 slot' string", key)
+      const jobName = checkJobName(key.slice(0, slot.index), 'the task name in key')
+      const leaseMs =
+        fixedMs ??
+        (leaseFor
+          ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`)
+          : checkMs(ttlMs, 'ttlMs (distributedLease)'))
+      const { won } = await claim({ db, table, jobName, leaseMs, holder, logger })
+      return won
+    },
+    // Releasing here would let a replica whose timer fires late run the same occurrence again.
+    onComplete(): void {},
+  })
+}

@@ -1,0 +1,103 @@
+/**
+ * Every file in examples/ runs here, as its own process against the test database, so no example
+ * rots. Examples import 'pg-cron-lease' as users do; the package's own `exports` map resolves
+ * that name (a package may import itself by name). With the `pg-cron-lease-source` condition it
+ * resolves to src/index.ts, so the examples run against the code under test with no build step.
+ */
+import assert from 'node:assert/strict'
+import { execFileSync, spawn } from 'node:child_process'
+import { readdirSync } from 'node:fs'
+import { after, before, describe, test } from 'node:test'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import type pg from 'pg'
+import { testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const DURATION_MS = 3500
+const SCHEDULER_EXAMPLES = ['node-cron-coordinator.ts', 'node-cron-callback.ts', 'croner.ts', 'set-interval.ts']
+
+interface Run {
+  code: number | null
+  stdout: string[]
+  stderr: string
+}
+
+async function runExample(file: string): Promise<Run> {
+  const url = await testDatabaseUrl()
+  const child = spawn(process.execPath, ['--conditions=pg-cron-lease-source', '--import', 'tsx', `examples/${file}`], {
+    cwd: root,
+    env: { ...process.env, DATABASE_URL: url, EXAMPLE_DURATION_MS: String(DURATION_MS) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk
+  })
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk
+  })
+  // Bounded: an example that does not exit by itself is killed, and its test fails on the code.
+  const killer = setTimeout(() => child.kill('SIGKILL'), DURATION_MS + 20_000)
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  clearTimeout(killer)
+  return { code, stdout: stdout.split('\n').filter(Boolean), stderr }
+}
+
+let pool: pg.Pool
+before(async () => {
+  pool = await testPool()
+})
+after(async () => {
+  await pool.end()
+})
+
+describe('every example runs against the test database and exits by itself', () => {
+  test('every file in examples/ is covered by this test', () => {
+    const files = readdirSync(new URL('../../examples', import.meta.url)).filter((f) => f.endsWith('.ts'))
+    assert.deepEqual(files.sort(), ['migration.ts', ...SCHEDULER_EXAMPLES].sort())
+  })
+
+  test("'pg-cron-lease' resolves to the built package, or to src/ with the pg-cron-lease-source condition", () => {
+    const resolve = (...flags: string[]) =>
+      execFileSync(
+        process.execPath,
+        [...flags, '--input-type=module', '-e', "process.stdout.write(import.meta.resolve('pg-cron-lease'))"],
+        { cwd: root, encoding: 'utf8' },
+      )
+    assert.equal(resolve(), pathToFileURL(`${root}dist/index.mjs`).href)
+    assert.equal(resolve('--conditions=pg-cron-lease-source'), pathToFileURL(`${root}src/index.ts`).href)
+  })
+
+  test('the migration example creates cron_leases through node-pg-migrate, and a second run applies nothing', async () => {
+    const first = await runExample('migration.ts')
+    assert.equal(first.code, 0, first.stderr)
+    assert.match(first.stdout.join('\n'), /^applied (0 migration\(s\)|1 migration\(s\) 1764460800000_cron-leases)$/m)
+    assert.equal(first.stdout.at(-1), 'cron_leases is ready')
+    const second = await runExample('migration.ts')
+    assert.equal(second.code, 0, second.stderr)
+    assert.deepEqual(second.stdout, ['applied 0 migration(s)', 'cron_leases is ready'])
+  })
+
+  test('the four scheduler examples each run their job every second, then stop', async () => {
+    const runs = await Promise.all(SCHEDULER_EXAMPLES.map(runExample))
+    for (const [i, run] of runs.entries()) {
+      const name = SCHEDULER_EXAMPLES[i]!.replace(/\.ts$/, '')
+      const detail = `${name}: ${JSON.stringify(run)}`
+      assert.equal(run.code, 0, detail)
+      assert.equal(run.stderr, '', detail)
+      const ran = run.stdout.filter((line) => line.startsWith(`ran example:${name} #`))
+      // One replica alone wins every occurrence: a run each second for the duration.
+      assert.ok(ran.length >= 2, detail)
+      assert.equal(run.stdout.at(-1), `stopped after ${ran.length} runs`, detail)
+      console.log(`# ${name}: ${ran.length} runs in ${DURATION_MS} ms`)
+    }
+    const { rows } = await pool.query(
+      `SELECT job_name FROM cron_leases WHERE job_name LIKE 'example:%' ORDER BY job_name`,
+    )
+    assert.deepEqual(
+      rows.map((r) => r.job_name),
+      SCHEDULER_EXAMPLES.map((f) => `example:${f.replace(/\.ts$/, '')}`).sort(),
+    )
+  })
+})

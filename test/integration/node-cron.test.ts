@@ -1,0 +1,163 @@
+/**
+ * node-cron 4, for real: second-level schedules, several replicas, one `leaseCoordinator` each,
+ * on real Postgres. Occurrences are counted by the database clock (see helpers/occurrences.ts).
+ */
+import assert from 'node:assert/strict'
+import { type ChildProcess, spawn } from 'node:child_process'
+import readline from 'node:readline'
+import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import cron from 'node-cron'
+import type pg from 'pg'
+import { leaseCoordinator } from '../../src/index.ts'
+import { assertExactlyOnce, databaseMs, readRuns, recordRun, runsTable } from '../helpers/occurrences.ts'
+import { freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+
+const INTERVAL_MS = 1000
+const LEASE_MS = 800
+const REPLICAS = 3
+const MIN_OCCURRENCES = 5
+/** Long enough for at least MIN_OCCURRENCES second boundaries with all replicas up. */
+const WINDOW_MS = 6200
+const HOUR_MS = 3_600_000
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+let pool: pg.Pool
+before(async () => {
+  pool = await testPool()
+})
+after(async () => {
+  await pool.end()
+})
+
+describe('node-cron 4 with leaseCoordinator: every occurrence runs exactly once', () => {
+  test('three replicas as separate tasks with separate holders and pools, every second for six seconds', async () => {
+    const leases = await freshTable(pool, 'cron_tasks')
+    const runs = await runsTable(pool)
+    const pools = await Promise.all(Array.from({ length: REPLICAS }, () => testPool({ max: 2 })))
+    const inFlight = new Set<Promise<unknown>>()
+    const tasks = pools.map((replicaPool, i) =>
+      cron.schedule(
+        '* * * * * *',
+        () => {
+          const run = recordRun(replicaPool, runs, `replica-${i}`)
+          inFlight.add(run)
+          return run.finally(() => inFlight.delete(run))
+        },
+        {
+          name: 'report:every-second',
+          distributed: true,
+          distributedLease: LEASE_MS,
+          runCoordinator: leaseCoordinator(replicaPool, { table: leases, holder: `replica-${i}` }),
+        },
+      ),
+    )
+    try {
+      await sleep(WINDOW_MS)
+    } finally {
+      await Promise.all(tasks.map((task) => task.destroy()))
+      await sleep(300)
+      await Promise.allSettled([...inFlight])
+      await Promise.all(pools.map((p) => p.end()))
+    }
+    const report = await readRuns(pool, runs, INTERVAL_MS)
+    console.log(`# node-cron tasks: ${JSON.stringify(report)}`)
+    assertExactlyOnce(report, INTERVAL_MS, MIN_OCCURRENCES)
+    const { rows } = await pool.query(`SELECT job_name FROM "${leases}"`)
+    assert.deepEqual(rows, [{ job_name: 'report:every-second' }], 'the claim is on the task name, slot stripped')
+  })
+
+  test("three replicas as separate processes, one with its Date shifted by five hours: node-cron's keys disagree, the lease does not", async () => {
+    const skewMs = -5 * HOUR_MS
+    const { report, replicas, windowStartMs } = await runProcesses([skewMs, 0, 0])
+    console.log(`# node-cron processes, one skewed by ${skewMs} ms: ${JSON.stringify(report)}`)
+    assertExactlyOnce(report, INTERVAL_MS, MIN_OCCURRENCES)
+    // The skew really reached node-cron: the skewed replica's slot is five hours behind the database.
+    const slotOf = (key: string) => Date.parse(/\d{4}-\d\d-\d\dT[\d:.]+Z$/.exec(key)?.[0] ?? 'none')
+    const skewed = slotOf(replicas[0]!.firstKey!)
+    const straight = slotOf(replicas[1]!.firstKey!)
+    assert.ok(Math.abs(skewed - (windowStartMs + skewMs)) < 30_000, `skewed key ${replicas[0]!.firstKey}`)
+    assert.ok(Math.abs(straight - windowStartMs) < 30_000, `straight key ${replicas[1]!.firstKey}`)
+    for (const replica of replicas) {
+      assert.equal(replica.done?.errors, 0)
+      assert.ok(replica.done!.asked >= MIN_OCCURRENCES, `each replica competed: ${JSON.stringify(replica.done)}`)
+    }
+    assert.equal(
+      replicas.reduce((sum, r) => sum + r.done!.won, 0),
+      report.runs,
+      'every won claim ran its task once',
+    )
+  })
+})
+
+interface Replica {
+  child: ChildProcess
+  firstKey?: string
+  done?: { asked: number; won: number; errors: number; holder: string }
+  ready: Promise<void>
+  exited: Promise<number | null>
+  stderr: string[]
+}
+
+/** Starts one replica process per entry of `skews` (the Date shift of each), runs the window, stops them. */
+async function runProcesses(skews: number[]) {
+  const leases = await freshTable(pool, 'cron_procs')
+  const runs = await runsTable(pool)
+  const url = await testDatabaseUrl()
+  const replicas: Replica[] = skews.map((skewMs, i) => {
+    const args = ['--import', 'tsx']
+    if (skewMs !== 0) args.push('--import', './test/helpers/skew-clock.ts')
+    const child = spawn(process.execPath, [...args, 'test/helpers/cron-replica.ts'], {
+      cwd: root,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        DATABASE_URL: url,
+        LEASE_TABLE: leases,
+        RUNS_TABLE: runs,
+        JOB: 'sync:eu-west:every-second',
+        HOLDER: `process-${i}`,
+        LEASE_MS: String(LEASE_MS),
+        SKEW_MS: String(skewMs),
+      },
+    })
+    const replica = { child, stderr: [] as string[] } as Replica
+    child.stderr!.on('data', (chunk) => replica.stderr.push(String(chunk)))
+    replica.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)))
+    replica.ready = new Promise((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`replica ${i} exited (${code}): ${replica.stderr.join('')}`)))
+      readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+        const message = JSON.parse(line)
+        if (message.ready) resolve()
+        if (message.firstKey) replica.firstKey = message.firstKey
+        if (message.done) replica.done = message
+      })
+    })
+    return replica
+  })
+  let windowStartMs = 0
+  let windowEndMs = 0
+  try {
+    await Promise.all(replicas.map((r) => r.ready))
+    windowStartMs = await databaseMs(pool)
+    await sleep(WINDOW_MS)
+    windowEndMs = await databaseMs(pool)
+  } finally {
+    for (const r of replicas) r.child.stdin!.end()
+    // Bounded: a replica that does not stop on its own is killed, and the test fails.
+    const killer = setTimeout(() => {
+      for (const r of replicas) r.child.kill('SIGKILL')
+    }, 15_000)
+    await Promise.all(replicas.map((r) => r.exited))
+    clearTimeout(killer)
+  }
+  for (const [i, r] of replicas.entries()) {
+    assert.equal(await r.exited, 0, `replica ${i} exit code; stderr: ${r.stderr.join('')}`)
+  }
+  const report = await readRuns(pool, runs, INTERVAL_MS)
+  const inWindow = report.atMs.filter((ms) => ms >= windowStartMs && ms <= windowEndMs).length
+  assert.ok(inWindow >= MIN_OCCURRENCES, `${inWindow} runs while all ${skews.length} replicas were up`)
+  return { report: { ...report, inWindow }, replicas, windowStartMs }
+}
