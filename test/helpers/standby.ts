@@ -76,7 +76,12 @@ const STANDBY_NAME = 'standby1'
 /** Bounded waits: generous, because the machine running the tests may be busy. */
 const WAIT_MS = 30_000
 
-/** Polls `check` until it returns true (an error counts as not yet); throws saying what it waited for. */
+/**
+ * Polls `check` until it returns true (an error counts as not yet); throws saying what it waited for.
+ *
+ * @example
+ * await waitFor('the standby to be promoted', async () => !(await isInRecovery(standby)))
+ */
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = WAIT_MS): Promise<void> {
   const deadline = performance.now() + timeoutMs
   let last: unknown
@@ -91,7 +96,12 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`)
 }
 
-/** One query on a fresh connection, so a dead pooled socket never answers for a live server. */
+/**
+ * One query on a fresh connection, so a dead pooled socket never answers for a live server.
+ *
+ * @example
+ * const { rows } = await queryOnce(set.standby.adminUrl, 'SELECT pg_is_in_recovery() AS r')
+ */
 export async function queryOnce<R extends pg.QueryResultRow = pg.QueryResultRow>(
   url: string,
   text: string,
