@@ -151,17 +151,23 @@ function run(file: string, args: string[], user: { uid: number; gid: number } | 
 
 /**
  * A TCP link from a local port to the primary that can be severed, standing in for the network.
- * With `delayMs`, every chunk is held that long in each direction (a distant standby): an
+ * With a delay, every chunk is held that long in each direction (a distant standby): an
  * asynchronous commit is acknowledged long before the standby has it, a synchronous one only after.
  */
-async function openLink(targetPort: number, delayMs: number): Promise<{ port: number; cut(): Promise<void> }> {
+async function openLink(
+  targetPort: number,
+): Promise<{ port: number; cut(): Promise<void>; setDelay(ms: number): void }> {
   const sockets = new Set<net.Socket>()
   let severed = false
+  let delayMs = 0
   const forward = (from: net.Socket, to: net.Socket) => {
-    if (delayMs === 0) return void from.pipe(to)
-    // Timers of one duration fire in the order they were set, so the byte stream keeps its order;
-    // what is still in flight when the link is cut never arrives.
-    from.on('data', (chunk) => setTimeout(() => severed || to.write(chunk), delayMs).unref())
+    // Timers of one duration fire in the order they were set, and a chunk sent at once is sent
+    // before any later one, so the byte stream keeps its order; what is still in flight when the
+    // link is cut never arrives.
+    from.on('data', (chunk) => {
+      if (delayMs === 0) to.write(chunk)
+      else setTimeout(() => severed || to.write(chunk), delayMs).unref()
+    })
   }
   const server = net.createServer((inbound) => {
     const outbound = net.connect(targetPort, '127.0.0.1')
@@ -182,6 +188,9 @@ async function openLink(targetPort: number, delayMs: number): Promise<{ port: nu
   let closed: Promise<void> | undefined
   return {
     port,
+    setDelay(ms) {
+      delayMs = ms
+    },
     cut() {
       closed ??= new Promise<void>((resolve) => {
         severed = true
@@ -347,7 +356,7 @@ export async function startReplicaSet(
   major: Major,
   mode: ReplicationMode,
   options: {
-    /** Delay of the replication link in each direction, in ms (default 0). */
+    /** Delay of the replication link in each direction once the set is up, in ms (default 0). */
     linkDelayMs?: number
   } = {},
 ): Promise<ReplicaSet> {
@@ -379,7 +388,7 @@ export async function startReplicaSet(
     // Only the primary names a synchronous standby: once promoted, the standby has none, and
     // with the setting it would wait forever on every commit.
     await primary.start(mode === 'async' ? [] : ['-c', `synchronous_standby_names=${STANDBY_NAME}`])
-    link = await openLink(primaryPort, options.linkDelayMs ?? 0)
+    link = await openLink(primaryPort)
     appendFileSync(
       path.join(standby.dataDir, 'postgresql.conf'),
       `primary_conninfo = 'host=127.0.0.1 port=${link.port} user=replicator password=${PASSWORD} application_name=${STANDBY_NAME}'\n`,
@@ -443,6 +452,8 @@ export async function startReplicaSet(
     // set on the role the application connects as. In a synchronous mode this very statement
     // waits for the standby, so the standby has the setting too.
     await queryOnce(primary.adminUrl, `ALTER ROLE app SET synchronous_commit = '${mode === 'async' ? 'on' : mode}'`)
+    // Set up at full speed (connecting with SCRAM takes several round trips), then slow the link.
+    link?.setDelay(options.linkDelayMs ?? 0)
   } catch (error) {
     await stop()
     throw error
