@@ -26,10 +26,16 @@ export function checkQueryable(db: unknown, name = 'db'): Queryable {
   return db as Queryable
 }
 
+// In a `u` regular expression a paired surrogate is one code point, so only a lone half matches.
+const LONE_SURROGATE = /\p{Surrogate}/u
+
 export function checkJobName(jobName: unknown, name = 'jobName'): string {
   if (typeof jobName !== 'string' || jobName.length === 0) fail(name, 'a non-empty string', jobName)
   // Postgres text cannot hold U+0000; the claim would fail after validation otherwise.
   if (jobName.includes('\0')) fail(name, 'free of NUL characters', jobName)
+  // A lone surrogate has no UTF-8 form: the driver sends U+FFFD instead, so distinct names such as
+  // 'a\uD800' and 'a\uDC00' would share one lease row and one job would silently never run.
+  if (LONE_SURROGATE.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
   return jobName
 }
 
