@@ -9,6 +9,7 @@ import os from 'node:os'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
+import { isJobName, isNameText, isTableName } from '../helpers/rules.ts'
 import { standIn } from '../helpers/stand-in.ts'
 
 const OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive']
@@ -31,7 +32,14 @@ const anything = fc.anything({
 
 /** Strings of UTF-16 code units, lone surrogates included. */
 const codeUnits = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) })
-const anyString = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), codeUnits, fc.constantFrom('', '\0', 'a\0b'))
+const anyString = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'binary' }),
+  codeUnits,
+  fc.constantFrom('', '\0', 'a\0b'),
+  fc.string({ unit: 'binary', minLength: 400, maxLength: 800 }),
+  fc.integer({ min: 2040, max: 2056 }).map((n) => 'x'.repeat(n)),
+)
 
 /** Numbers around every boundary of the millisecond rule, and any double. */
 const msLike = fc.oneof(
@@ -154,48 +162,15 @@ const plausibleArguments = fc.record({
 
 const argumentSets = fc.oneof(anyArguments, plausibleArguments)
 
-// ---- The oracle: the documented rules, written independently of src/validate.ts ----
+// ---- The oracle: the documented rules (test/helpers/rules.ts), independent of src/validate.ts ----
 
 function isObjectBag(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
-function hasLoneSurrogate(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const next = text.charCodeAt(i + 1)
-      if (next >= 0xdc00 && next <= 0xdfff) i++
-      else return true
-    } else if (c >= 0xdc00 && c <= 0xdfff) return true
-  }
-  return false
-}
-
-function isNameText(value: unknown): value is string {
-  return typeof value === 'string' && value !== '' && value.indexOf('\u0000') === -1
-}
-
 /** Whole milliseconds after rounding half up, between 1 and `max`. */
 function isMs(value: unknown, max = MAX_LEASE_MS): value is number {
   return typeof value === 'number' && value >= 0.5 && value < max + 0.5
-}
-
-function isIdentifierPart(part: string): boolean {
-  if (part.length === 0) return false
-  for (let i = 0; i < part.length; i++) {
-    const c = part[i] as string
-    const letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c === '_'
-    const digit = c >= '0' && c <= '9'
-    if (!(letter || (i > 0 && (digit || c === '$')))) return false
-  }
-  return true
-}
-
-function isTableName(value: unknown): boolean {
-  if (typeof value !== 'string') return false
-  const parts = value.split('.')
-  return parts.length <= 2 && parts.every(isIdentifierPart)
 }
 
 /** The names of every argument that breaks a documented rule (empty when the call is valid). */
@@ -209,7 +184,7 @@ function problems(args: {
   const found: string[] = []
   const { db, jobName, leaseMs, runTick, opts } = args
   if (db !== STAND_IN && typeof (db as { query?: unknown } | null | undefined)?.query !== 'function') found.push('db')
-  if (!isNameText(jobName) || hasLoneSurrogate(jobName)) found.push('jobName')
+  if (!isJobName(jobName)) found.push('jobName')
   const leaseValid = isMs(leaseMs)
   if (!leaseValid) found.push('leaseMs')
   if (typeof runTick !== 'function') found.push('runTick')
@@ -295,7 +270,7 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
   })
 })
 
-describe('jobName must be well-formed Unicode', () => {
+describe('jobName must be well-formed Unicode of at most 2048 bytes', () => {
   test('a lone surrogate is rejected before any query, a paired one is accepted', async () => {
     for (const bad of ['a\uD800', '\uDC00', 'x\uDBFFy', '\uDE00\uD83D']) {
       const pool = standIn()
@@ -311,5 +286,29 @@ describe('jobName must be well-formed Unicode', () => {
     const pool = standIn()
     await withCronLease(pool, 'emoji \uD83D\uDE00', 1000, () => 1)
     assert.deepEqual(pool.calls[0]?.params[0], 'emoji 😀')
+  })
+
+  test('2048 bytes of UTF-8 are accepted and one byte more is rejected before any query', async () => {
+    for (const fits of ['a'.repeat(2048), '\u00e9'.repeat(1024), '😀'.repeat(512), `${'\u20ac'.repeat(682)}ab`]) {
+      const pool = standIn()
+      assert.equal((await withCronLease(pool, fits, 1000, () => 1)).ran, true)
+      assert.equal(pool.calls.length, 1)
+    }
+    for (const tooLong of [
+      'a'.repeat(2049),
+      `${'\u00e9'.repeat(1024)}a`,
+      `${'😀'.repeat(512)}a`,
+      '\u20ac'.repeat(683),
+    ]) {
+      const pool = standIn()
+      await assert.rejects(
+        withCronLease(pool, tooLong, 1000, () => 1),
+        {
+          name: 'TypeError',
+          message: /jobName must be at most 2048 bytes in UTF-8/,
+        },
+      )
+      assert.equal(pool.calls.length, 0)
+    }
   })
 })
