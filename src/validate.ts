@@ -5,7 +5,7 @@
  */
 import os from 'node:os'
 import { describe } from './describe.js'
-import { DEFAULT_TABLE, quoteTable } from './sql.js'
+import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import type { KeepAlive, LeaseLogger, Queryable } from './types.js'
 
 /**
@@ -89,7 +89,7 @@ export function checkTable(table: unknown, name = 'opts.table'): string {
   try {
     quoteTable(table as string)
   } catch {
-    fail(name, 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*)', table)
+    fail(name, TABLE_RULE, table)
   }
   return table as string
 }
