@@ -50,9 +50,13 @@ function isIdentifierPart(part: string): boolean {
   return true
 }
 
-/** The rule for a table: `name` or `schema.name`, each an ASCII identifier that may hold `$`. */
+/**
+ * The rule for a table: `name` or `schema.name`, each an ASCII identifier that may hold `$`; the
+ * schema must not be one of Postgres's own (`pg_` prefix, e.g. the per-session pg_temp).
+ */
 export function isTableName(value: unknown): value is string {
   if (typeof value !== 'string') return false
   const parts = value.split('.')
+  if (parts.length === 2 && (parts[0] as string).slice(0, 3) === 'pg_') return false
   return parts.length <= 2 && parts.every(isIdentifierPart)
 }

@@ -52,6 +52,7 @@ const msLike = fc.oneof(
 const tableLike = fc.oneof(
   fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_$]{0,8}(\.[A-Za-z_][A-Za-z0-9_$]{0,8})?$/),
   fc.string({ unit: fc.constantFrom('a', 'Z', '_', '$', '0', '.', ' ', '"', ';', '-', 'é') }),
+  fc.constantFrom('pg_temp.leases', 'pg_catalog.leases', 'pg_.x', 'PG_TEMP.leases', 'Pg_temp.x', 'pg_leases', 'a.pg_x'),
   anyString,
 )
 
