@@ -81,7 +81,8 @@ describe('Postgres stopped, then restarted: claims reject with the driver error,
     pool.on('error', (error) => idleErrors.push(error))
     try {
       await pool.query(createTableSql('leases'))
-      assert.equal((await withCronLease(pool, 'held', 60_000, () => 1, { table: 'leases' })).ran, true)
+      const held = await withCronLease(pool, 'held', 60_000, (ctx) => ctx, { table: 'leases' })
+      assert.equal(held.ran, true)
 
       await server.pause()
       let ticks = 0
@@ -110,8 +111,9 @@ describe('Postgres stopped, then restarted: claims reject with the driver error,
       })
       assert.deepEqual(afterRestart, { ran: true, result: 0 })
       assert.equal(ticks, 1)
-      // The lease taken before the shutdown is in the table and still held.
+      // The lease taken before the shutdown is in the table, still held, and still its claim's.
       assert.equal((await withCronLease(pool, 'held', 60_000, () => 1, { table: 'leases' })).ran, false)
+      assert.equal(await (held.result as LeaseContext).renew(), true)
     } finally {
       await pool.end()
       await server.stop()
@@ -276,6 +278,45 @@ describe('the claim’s reply lost after the server committed it', () => {
   })
 })
 
+describe('a renew’s reply lost after the server committed it', () => {
+  test('renew rejects while the lease was extended: the tick is left unsure, and the lease is only longer, never shorter', async () => {
+    const job = 'lost-renew'
+    const proxy = await lossyProxy(Number(new URL(url).port))
+    const proxied = new URL(url)
+    proxied.port = String(proxy.port)
+    const lossy = new pg.Pool({ connectionString: proxied.toString(), max: 1 })
+    lossy.on('error', () => {})
+    try {
+      await withCronLease(
+        lossy,
+        job,
+        5_000,
+        async (ctx) => {
+          const before = (await row(job))?.lease_until as string
+          const replyLost = proxy.loseRepliesAfter('SET lease_until = clock_timestamp()')
+          const renew = ctx.renew(60_000)
+          await replyLost
+          const extended = await eventually('the unanswered renew to commit', async () => {
+            const r = await row(job)
+            return r && r.lease_until !== before ? r : undefined
+          })
+          proxy.cut()
+          await assert.rejects(renew, isDriverError)
+          assert.equal(ctx.signal.aborted, false)
+          assert.equal(extended.token, ctx.claimToken, 'still this claim')
+          assert.ok(await notBefore(extended.lease_until, before))
+          // The pool reconnects, and the claim can still renew: nothing was lost but a reply.
+          assert.equal(await ctx.renew(60_000), true)
+        },
+        { table },
+      )
+    } finally {
+      await lossy.end()
+      await proxy.close()
+    }
+  })
+})
+
 describe('statement_timeout during the claim', () => {
   /** Makes the job's row exist, expired, and locked by another session until `release()`. */
   async function lockedExpiredRow(job: string) {
@@ -295,7 +336,8 @@ describe('statement_timeout during the claim', () => {
   test('a claim that waits on a row lock past statement_timeout rejects with 57014, the tick does not run, and the row is untouched', async () => {
     const job = 'statement-timeout'
     const lock = await lockedExpiredRow(job)
-    const claimant = await connect({ statement_timeout: 300 })
+    const claimant = await connect()
+    await claimant.query("SET statement_timeout = '300ms'")
     try {
       let ticks = 0
       await assert.rejects(
