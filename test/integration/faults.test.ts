@@ -394,31 +394,33 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
       await expire(job)
     }
 
-    test(`(${when}) a transaction whose snapshot predates a rival's committed claim fails with 40001 and only the rival runs`, async () => {
-      const job = `serializable-late-${rowExists}`
-      await prepare(job)
-      const txn = await connect()
-      try {
-        await txn.query('BEGIN ISOLATION LEVEL SERIALIZABLE')
-        await txn.query('SELECT 1') // takes the snapshot
-        assert.deepEqual(await withCronLease(admin, job, 60_000, () => 'rival', { table, holder: 'rival' }), {
-          ran: true,
-          result: 'rival',
-        })
-        let ticks = 0
-        await assert.rejects(
-          withCronLease(txn, job, 60_000, () => ticks++, { table, holder: 'txn' }),
-          {
-            code: '40001',
-          },
-        )
-        assert.equal(ticks, 0)
-      } finally {
-        await txn.query('ROLLBACK')
-        await txn.end()
-      }
-      assert.equal((await row(job))?.holder, 'rival')
-    })
+    for (const level of ['SERIALIZABLE', 'REPEATABLE READ']) {
+      test(`(${when}) a ${level} transaction whose snapshot predates a rival's committed claim fails with 40001 and only the rival runs`, async () => {
+        const job = `late-${level}-${rowExists}`
+        await prepare(job)
+        const txn = await connect()
+        try {
+          await txn.query(`BEGIN ISOLATION LEVEL ${level}`)
+          await txn.query('SELECT 1') // takes the snapshot
+          assert.deepEqual(await withCronLease(admin, job, 60_000, () => 'rival', { table, holder: 'rival' }), {
+            ran: true,
+            result: 'rival',
+          })
+          let ticks = 0
+          await assert.rejects(
+            withCronLease(txn, job, 60_000, () => ticks++, { table, holder: 'txn' }),
+            {
+              code: '40001',
+            },
+          )
+          assert.equal(ticks, 0)
+        } finally {
+          await txn.query('ROLLBACK')
+          await txn.end()
+        }
+        assert.equal((await row(job))?.holder, 'rival')
+      })
+    }
 
     test(`(${when}) a transaction that claims first runs its tick inside it; a rival waits on the row lock until the commit, then loses`, async () => {
       const job = `serializable-first-${rowExists}`
