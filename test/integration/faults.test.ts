@@ -68,13 +68,18 @@ async function connect(options: pg.ClientConfig = {}): Promise<pg.Client> {
   return client
 }
 
+/** No test may hang the suite: a fault that never resolves fails the test instead. */
+const TIMEOUT = 60_000
+
 /** A driver's error, not one of the library's own. */
 function isDriverError(error: unknown): boolean {
   return error instanceof Error && !(error instanceof TypeError) && !error.message.startsWith('pg-cron-lease')
 }
 
 describe('Postgres stopped, then restarted: claims reject with the driver error, then the same pool recovers', () => {
-  test('while the server is down a claim rejects with the driver error and the tick does not run; after a restart the same pool claims', async (t) => {
+  test('while the server is down a claim rejects with the driver error and the tick does not run; after a restart the same pool claims', {
+    timeout: TIMEOUT,
+  }, async (t) => {
     const server = await startEmbedded(requestedMajor() ?? 18)
     const pool = new pg.Pool({ connectionString: server.url, max: 2, connectionTimeoutMillis: 5000 })
     const idleErrors: unknown[] = []
@@ -122,7 +127,9 @@ describe('Postgres stopped, then restarted: claims reject with the driver error,
 })
 
 describe('a connection killed mid-tick (pg_terminate_backend)', () => {
-  test('on a single connection renew rejects with the driver error, and no other replica runs the occurrence inside the lease', async (t) => {
+  test('on a single connection renew rejects with the driver error, and no other replica runs the occurrence inside the lease', {
+    timeout: TIMEOUT,
+  }, async (t) => {
     const job = 'killed-client'
     const client = await connect()
     const other = await testPool({ max: 2 })
@@ -157,7 +164,9 @@ describe('a connection killed mid-tick (pg_terminate_backend)', () => {
     }
   })
 
-  test('with keep-alive the beats fail and ctx.signal aborts before another replica can take over, which happens only after the lease expired', async () => {
+  test('with keep-alive the beats fail and ctx.signal aborts before another replica can take over, which happens only after the lease expired', {
+    timeout: TIMEOUT,
+  }, async () => {
     const job = 'killed-keepalive'
     const client = await connect()
     const other = await testPool({ max: 2 })
@@ -199,7 +208,9 @@ describe('a connection killed mid-tick (pg_terminate_backend)', () => {
     }
   })
 
-  test('on a pool the dead connection is replaced, so renew succeeds (a lease belongs to its claim, not to a connection); once another claim replaces it, renew resolves false and ctx.signal aborts', async () => {
+  test('on a pool the dead connection is replaced, so renew succeeds (a lease belongs to its claim, not to a connection); once another claim replaces it, renew resolves false and ctx.signal aborts', {
+    timeout: TIMEOUT,
+  }, async () => {
     const job = 'killed-pool'
     const pool = await testPool({ max: 1 })
     const idleErrors: unknown[] = []
@@ -232,7 +243,9 @@ describe('a connection killed mid-tick (pg_terminate_backend)', () => {
 })
 
 describe('the claim’s reply lost after the server committed it', () => {
-  test('withCronLease rejects, the row shows the lease held, and no replica runs that occurrence before it expires', async (t) => {
+  test('withCronLease rejects, the row shows the lease held, and no replica runs that occurrence before it expires', {
+    timeout: TIMEOUT,
+  }, async (t) => {
     const job = 'lost-reply'
     const proxy = await lossyProxy(Number(new URL(url).port))
     const proxied = new URL(url)
@@ -279,7 +292,9 @@ describe('the claim’s reply lost after the server committed it', () => {
 })
 
 describe('a renew’s reply lost after the server committed it', () => {
-  test('renew rejects while the lease was extended: the tick is left unsure, and the lease is only longer, never shorter', async () => {
+  test('renew rejects while the lease was extended: the tick is left unsure, and the lease is only longer, never shorter', {
+    timeout: TIMEOUT,
+  }, async () => {
     const job = 'lost-renew'
     const proxy = await lossyProxy(Number(new URL(url).port))
     const proxied = new URL(url)
@@ -333,7 +348,9 @@ describe('statement_timeout during the claim', () => {
     }
   }
 
-  test('a claim that waits on a row lock past statement_timeout rejects with 57014, the tick does not run, and the row is untouched', async () => {
+  test('a claim that waits on a row lock past statement_timeout rejects with 57014, the tick does not run, and the row is untouched', {
+    timeout: TIMEOUT,
+  }, async () => {
     const job = 'statement-timeout'
     const lock = await lockedExpiredRow(job)
     const claimant = await connect()
@@ -357,7 +374,9 @@ describe('statement_timeout during the claim', () => {
     assert.equal((await withCronLease(admin, job, 60_000, () => 1, { table })).ran, true)
   })
 
-  test('a client-side query_timeout is not a statement_timeout: the call rejects, but the server still commits the claim, so nobody runs that occurrence', async () => {
+  test('a client-side query_timeout is not a statement_timeout: the call rejects, but the server still commits the claim, so nobody runs that occurrence', {
+    timeout: TIMEOUT,
+  }, async () => {
     const job = 'query-timeout'
     const lock = await lockedExpiredRow(job)
     const claimant = await connect({ query_timeout: 300 })
@@ -395,7 +414,9 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
     }
 
     for (const level of ['SERIALIZABLE', 'REPEATABLE READ']) {
-      test(`(${when}) a ${level} transaction whose snapshot predates a rival's committed claim fails with 40001 and only the rival runs`, async () => {
+      test(`(${when}) a ${level} transaction whose snapshot predates a rival's committed claim fails with 40001 and only the rival runs`, {
+        timeout: TIMEOUT,
+      }, async () => {
         const job = `late-${level}-${rowExists}`
         await prepare(job)
         const txn = await connect()
@@ -422,7 +443,9 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
       })
     }
 
-    test(`(${when}) a transaction that claims first runs its tick inside it; a rival waits on the row lock until the commit, then loses`, async () => {
+    test(`(${when}) a transaction that claims first runs its tick inside it; a rival waits on the row lock until the commit, then loses`, {
+      timeout: TIMEOUT,
+    }, async () => {
       const job = `serializable-first-${rowExists}`
       await prepare(job)
       const txn = await connect()
@@ -446,7 +469,9 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
       assert.equal((await row(job))?.holder, 'txn')
     })
 
-    test(`(${when}) two SERIALIZABLE transactions: the first claims, the second fails with 40001 once the first commits`, async () => {
+    test(`(${when}) two SERIALIZABLE transactions: the first claims, the second fails with 40001 once the first commits`, {
+      timeout: TIMEOUT,
+    }, async () => {
       const job = `serializable-both-${rowExists}`
       await prepare(job)
       const first = await connect()
@@ -471,7 +496,9 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
       assert.equal((await row(job))?.holder, 'first')
     })
 
-    test(`(${when}) a claim in a transaction that rolls back never happened: the waiting rival then wins, so the rolled-back tick's work must live in that transaction`, async () => {
+    test(`(${when}) a claim in a transaction that rolls back never happened: the waiting rival then wins, so the rolled-back tick's work must live in that transaction`, {
+      timeout: TIMEOUT,
+    }, async () => {
       const job = `serializable-rollback-${rowExists}`
       await prepare(job)
       const txn = await connect()

@@ -40,6 +40,9 @@ after(async () => {
  */
 const BOUNDED = { interruptAfterTimeLimit: 60_000, markInterruptAsFailure: true }
 
+/** No test may hang the suite: a fault that never resolves fails the test instead. */
+const TIMEOUT = 150_000
+
 /** A driver's error, not one of the library's own. */
 function isDriverError(error: unknown): boolean {
   return error instanceof Error && !(error instanceof TypeError) && !error.message.startsWith('pg-cron-lease')
@@ -61,7 +64,9 @@ describe('random table names: quoteTable throws, or the name works end to end', 
     fc.tuple(part, part, part).map((parts) => parts.join('.')),
   )
 
-  test('a few hundred names, reserved words, $, _, mixed case and >63-byte names included', async (t) => {
+  test('a few hundred names, reserved words, $, _, mixed case and >63-byte names included', {
+    timeout: TIMEOUT,
+  }, async (t) => {
     const seen = { rejected: 0, worked: 0, shadowed: 0 }
     await fc.assert(
       fc.asyncProperty(tableName, async (name) => {
@@ -107,7 +112,9 @@ describe('random table names: quoteTable throws, or the name works end to end', 
     assert.ok(seen.worked >= 20 && seen.rejected >= 20, 'both sides of the property were exercised')
   })
 
-  test('a schema named pg_* is refused before any query: in pg_temp every connection would hold its own lease', async () => {
+  test('a schema named pg_* is refused before any query: in pg_temp every connection would hold its own lease', {
+    timeout: TIMEOUT,
+  }, async () => {
     // What the library prevents: two sessions each create "pg_temp"."leases" and each insert the
     // same job, because each sees only its own temporary table.
     const sessions = [await db.connect(), await db.connect()]
@@ -135,7 +142,9 @@ describe('random table names: quoteTable throws, or the name works end to end', 
     }
   })
 
-  test('reserved words, $ and mixed case, unqualified and schema-qualified, each work end to end', async () => {
+  test('reserved words, $ and mixed case, unqualified and schema-qualified, each work end to end', {
+    timeout: TIMEOUT,
+  }, async () => {
     for (const name of [
       'select',
       'user',
@@ -192,7 +201,9 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
     await db.query(createTableSql(table))
   })
 
-  test('unicode, quotes, backslashes and very long names come back exactly; invalid ones are rejected first', async (t) => {
+  test('unicode, quotes, backslashes and very long names come back exactly; invalid ones are rejected first', {
+    timeout: TIMEOUT,
+  }, async (t) => {
     let stored = 0
     await fc.assert(
       fc.asyncProperty(jobName, async (name) => {
@@ -222,7 +233,7 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
     assert.ok(stored >= 100)
   })
 
-  test('a 2048-byte name that does not compress fits the primary key index', async () => {
+  test('a 2048-byte name that does not compress fits the primary key index', { timeout: TIMEOUT }, async () => {
     const name = randomBytes(1536).toString('base64')
     assert.equal(Buffer.byteLength(name), 2048)
     assert.equal((await withCronLease(db, name, 60_000, () => 1, { table })).ran, true)
@@ -231,7 +242,9 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
     await db.query(`DELETE FROM ${quoteTable(table)}`)
   })
 
-  test('names that differ only by Unicode normalisation or case are different leases', async () => {
+  test('names that differ only by Unicode normalisation or case are different leases', {
+    timeout: TIMEOUT,
+  }, async () => {
     for (const name of ['caf\u00e9', 'cafe\u0301', 'Job', 'job', 'a\\b', 'a\\\\b']) {
       assert.equal((await withCronLease(db, name, 60_000, () => 1, { table })).ran, true, name)
     }
@@ -304,7 +317,7 @@ describe('model-based: claim, renew, wait and force-expire by several holders fo
     await db.query(createTableSql(table))
   })
 
-  test('random command sequences on real Postgres agree with the model', async (t) => {
+  test('random command sequences on real Postgres agree with the model', { timeout: TIMEOUT }, async (t) => {
     const tally = {
       certainClaims: 0,
       wins: 0,
