@@ -16,6 +16,9 @@ export const DEFAULT_TABLE = 'cron_leases'
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_$]*$/
 
+/** What quoteTable accepts, in words, for error messages. */
+export const TABLE_RULE = 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*), the schema not named pg_*'
+
 /**
  * Quotes a table name, optionally schema-qualified, for use in SQL text. Only plain identifiers
  * are accepted, so the result is safe to splice into a statement.
@@ -24,13 +27,19 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_$]*$/
  * quoteTable('cron_leases') // '"cron_leases"'
  * quoteTable('jobs.leases') // '"jobs"."leases"'
  * quoteTable('x; DROP TABLE y') // throws TypeError
+ * quoteTable('pg_temp.leases') // throws TypeError: one table per session is no lease
  */
 export function quoteTable(table: string): string {
   const parts = typeof table === 'string' ? table.split('.') : []
-  if (parts.length < 1 || parts.length > 2 || !parts.every((part) => IDENTIFIER.test(part))) {
-    throw new TypeError(
-      `pg-cron-lease: table must be an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*), got ${describe(table)}`,
-    )
+  if (
+    parts.length < 1 ||
+    parts.length > 2 ||
+    !parts.every((part) => IDENTIFIER.test(part)) ||
+    // Schemas named pg_* belong to Postgres, and pg_temp is each session's own: a lease table
+    // there exists once per connection, so every replica would win every claim.
+    (parts.length === 2 && parts[0]?.startsWith('pg_'))
+  ) {
+    throw new TypeError(`pg-cron-lease: table must be ${TABLE_RULE}, got ${describe(table)}`)
   }
   return parts.map((part) => `"${part}"`).join('.')
 }

@@ -5,7 +5,7 @@
  */
 import os from 'node:os'
 import { describe } from './describe.js'
-import { DEFAULT_TABLE, quoteTable } from './sql.js'
+import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import type { KeepAlive, LeaseLogger, Queryable } from './types.js'
 
 /**
@@ -26,10 +26,24 @@ export function checkQueryable(db: unknown, name = 'db'): Queryable {
   return db as Queryable
 }
 
+/** The longest jobName accepted, in bytes of UTF-8; see checkJobName. */
+const MAX_JOB_NAME_BYTES = 2048
+
+// In a `u` regular expression a paired surrogate is one code point, so only a lone half matches.
+const LONE_SURROGATE = /\p{Surrogate}/u
+
 export function checkJobName(jobName: unknown, name = 'jobName'): string {
   if (typeof jobName !== 'string' || jobName.length === 0) fail(name, 'a non-empty string', jobName)
   // Postgres text cannot hold U+0000; the claim would fail after validation otherwise.
   if (jobName.includes('\0')) fail(name, 'free of NUL characters', jobName)
+  // A lone surrogate has no UTF-8 form: the driver sends U+FFFD instead, so distinct names such as
+  // 'a\uD800' and 'a\uDC00' would share one lease row and one job would silently never run.
+  if (LONE_SURROGATE.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
+  // The name is the table's primary key, and a btree entry holds at most 2704 bytes: a longer
+  // name that does not compress fails inside the claim (error 54000) instead of here.
+  if (Buffer.byteLength(jobName, 'utf8') > MAX_JOB_NAME_BYTES) {
+    fail(name, `at most ${MAX_JOB_NAME_BYTES} bytes in UTF-8`, jobName)
+  }
   return jobName
 }
 
@@ -75,7 +89,7 @@ export function checkTable(table: unknown, name = 'opts.table'): string {
   try {
     quoteTable(table as string)
   } catch {
-    fail(name, 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*)', table)
+    fail(name, TABLE_RULE, table)
   }
   return table as string
 }

