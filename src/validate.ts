@@ -26,9 +26,6 @@ export function checkQueryable(db: unknown, name = 'db'): Queryable {
   return db as Queryable
 }
 
-/** The longest jobName accepted, in bytes of UTF-8; see checkJobName. */
-const MAX_JOB_NAME_BYTES = 2048
-
 // In a `u` regular expression a paired surrogate is one code point, so only a lone half matches.
 const LONE_SURROGATE = /\p{Surrogate}/u
 
@@ -39,11 +36,9 @@ export function checkJobName(jobName: unknown, name = 'jobName'): string {
   // A lone surrogate has no UTF-8 form: the driver sends U+FFFD instead, so distinct names such as
   // 'a\uD800' and 'a\uDC00' would share one lease row and one job would silently never run.
   if (LONE_SURROGATE.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
-  // The name is the table's primary key, and a btree entry holds at most 2704 bytes: a longer
-  // name that does not compress fails inside the claim (error 54000) instead of here.
-  if (Buffer.byteLength(jobName, 'utf8') > MAX_JOB_NAME_BYTES) {
-    fail(name, `at most ${MAX_JOB_NAME_BYTES} bytes in UTF-8`, jobName)
-  }
+  // No length limit here: the name is the primary key, and whether a long one fits the index
+  // depends on how well it compresses, which only the server knows. One that does not fit makes
+  // the claim reject with the server's error (54000), before anything is written.
   return jobName
 }
 

@@ -12,7 +12,7 @@ import pg from 'pg'
 import { monotonicMs } from '../../src/context.ts'
 import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
 import { testDatabaseUrl, testPool } from '../helpers/postgres.ts'
-import { isJobName, isTableName } from '../helpers/rules.ts'
+import { ALWAYS_FITS_BYTES, isJobName, isTableName, utf8Bytes } from '../helpers/rules.ts'
 
 // Everything runs in a private database, so a random name can never meet another test's table.
 let admin: pg.Pool
@@ -190,7 +190,7 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
     fc.string({ unit: 'grapheme', minLength: 1 }),
     tricky,
     codeUnits,
-    // Around the 2048-byte limit: code points of 1 to 4 bytes, so some fit and some do not.
+    // Around what the index holds: code points of 1 to 4 bytes, so some fit and some do not.
     fc.string({ unit: 'binary', minLength: 400, maxLength: 1200 }),
     fc.string({ unit: 'grapheme-ascii', minLength: 1900, maxLength: 2200 }),
   )
@@ -205,6 +205,7 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
     timeout: TIMEOUT,
   }, async (t) => {
     let stored = 0
+    let tooLong = 0
     await fc.assert(
       fc.asyncProperty(jobName, async (name) => {
         if (!isJobName(name)) {
@@ -215,7 +216,34 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
           return
         }
         try {
-          const outcome = await withCronLease(db, name, 60_000, (ctx) => ctx.jobName, { table })
+          let ran = false
+          const claim = withCronLease(
+            db,
+            name,
+            60_000,
+            (ctx) => {
+              ran = true
+              return ctx.jobName
+            },
+            { table },
+          )
+          if (utf8Bytes(name) > ALWAYS_FITS_BYTES) {
+            // Too long for the index unless it compresses: the server decides, and a refusal is
+            // its error with no tick run and no row written.
+            const refused = await claim.then(
+              () => false,
+              (error: { code?: string }) => error.code === '54000',
+            )
+            if (refused) {
+              assert.equal(ran, false)
+              const { rowCount } = await db.query(`SELECT 1 FROM ${quoteTable(table)}`)
+              assert.equal(rowCount, 0)
+              tooLong++
+              return
+            }
+            assert.equal(ran, true)
+          }
+          const outcome = await claim
           assert.deepEqual(outcome, { ran: true, result: name })
           const { rows } = await db.query(`SELECT job_name FROM ${quoteTable(table)}`)
           assert.equal(rows.length, 1)
@@ -229,7 +257,7 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
       }),
       { numRuns: 200, ...BOUNDED },
     )
-    t.diagnostic(`${stored} of 200 names stored and read back`)
+    t.diagnostic(`${stored} of 200 names stored and read back, ${tooLong} refused by the index as too long`)
     assert.ok(stored >= 100)
   })
 
@@ -239,6 +267,33 @@ describe('random job names round-trip exactly through a claim and a SELECT', () 
     assert.equal((await withCronLease(db, name, 60_000, () => 1, { table })).ran, true)
     const { rows } = await db.query(`SELECT job_name FROM ${quoteTable(table)}`)
     assert.ok(rows[0]?.job_name === name)
+    await db.query(`DELETE FROM ${quoteTable(table)}`)
+  })
+
+  test('a name too long for the index rejects with the server error, runs no tick and writes nothing', {
+    timeout: TIMEOUT,
+  }, async () => {
+    let ran = false
+    await assert.rejects(
+      withCronLease(
+        db,
+        randomBytes(3000).toString('base64'),
+        60_000,
+        () => {
+          ran = true
+        },
+        { table },
+      ),
+      { code: '54000' },
+    )
+    assert.equal(ran, false)
+    assert.equal((await db.query(`SELECT 1 FROM ${quoteTable(table)}`)).rowCount, 0)
+    const compressible = 'x'.repeat(100_000)
+    assert.equal(
+      (await withCronLease(db, compressible, 60_000, () => 1, { table })).ran,
+      true,
+      'a long name that compresses fits',
+    )
     await db.query(`DELETE FROM ${quoteTable(table)}`)
   })
 
