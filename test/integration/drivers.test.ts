@@ -1,0 +1,157 @@
+/**
+ * The driver matrix: the same core cases (test/helpers/driver-cases.ts) against every driver the
+ * README lists as tested. Each entry is the recipe a user would copy.
+ *
+ * | driver                         | how the Queryable is made                         | sessions |
+ * | ------------------------------ | ------------------------------------------------- | -------- |
+ * | pg Pool                        | the pool itself                                   | many     |
+ * | pg Client                      | the connected client itself                       | many     |
+ * | pg PoolClient                  | `await pool.connect()`, released afterwards       | many     |
+ * | pg transaction client          | a client between BEGIN and COMMIT/ROLLBACK        | many     |
+ * | PGlite (in memory)             | the PGlite instance itself                        | one      |
+ * | postgres.js                    | `fromPostgresJs(sql)`                             | many     |
+ * | Drizzle (node-postgres)        | `db.$client`, the pg Pool under Drizzle           | many     |
+ * | Knex (pg)                      | `fromKnex(knex)`, a small adapter over knex.raw   | many     |
+ *
+ * PGlite is one session: the race case sends ten claims at once through it (they queue), since
+ * there is no second connection to race from.
+ */
+import { PGlite } from '@electric-sql/pglite'
+import { drizzle } from 'drizzle-orm/node-postgres'
+import knexFactory, { type Knex } from 'knex'
+import pg from 'pg'
+import postgres from 'postgres'
+import type { Queryable } from '../../src/index.ts'
+import { fromPostgresJs, withCronLease } from '../../src/index.ts'
+import { type Claimant, type Driver, direct, driverCases, type Session } from '../helpers/driver-cases.ts'
+import { testDatabaseUrl } from '../helpers/postgres.ts'
+
+/**
+ * The Knex recipe from the README: knex.raw takes `?` placeholders, so each `$n` becomes a `?` with
+ * its value (the claim uses `$1` twice). A literal `?` is escaped, and quoted identifiers are left
+ * as they are. knex.raw on pg resolves to pg's own result, with `rows` and `rowCount`.
+ */
+export function fromKnex(knex: Knex | Knex.Transaction): Queryable {
+  return {
+    query(text, params) {
+      const bindings: unknown[] = []
+      const sql = text.replace(/"[^"]*"|\?|\$(\d+)/g, (match, n?: string) => {
+        if (match === '?') return '\\?'
+        if (n === undefined) return match
+        bindings.push(params[Number(n) - 1])
+        return '?'
+      })
+      return knex.raw(sql, bindings as Knex.RawBinding[])
+    },
+  }
+}
+
+/** The drivers on the test server share one admin pool, for setup and inspection. */
+async function onServer(open: (url: string) => Promise<Session>, shared?: { end(): Promise<void> }) {
+  const url = await testDatabaseUrl()
+  const admin = new pg.Pool({ connectionString: url, max: 3 })
+  return {
+    admin,
+    open: () => open(url),
+    async stop() {
+      await shared?.end()
+      await admin.end()
+    },
+  }
+}
+
+const drivers: Driver[] = [
+  {
+    name: 'pg Pool',
+    sessions: 'many',
+    start: () =>
+      onServer(async (url) => {
+        const pool = new pg.Pool({ connectionString: url, max: 2 })
+        return { claimant: direct(pool), close: () => pool.end() }
+      }),
+  },
+  {
+    name: 'pg Client',
+    sessions: 'many',
+    start: () =>
+      onServer(async (url) => {
+        const client = new pg.Client({ connectionString: url })
+        await client.connect()
+        return { claimant: direct(client), close: () => client.end() }
+      }),
+  },
+  {
+    name: 'pg PoolClient (checked out)',
+    sessions: 'many',
+    async start() {
+      const pool = new pg.Pool({ connectionString: await testDatabaseUrl(), max: 12 })
+      return onServer(async () => {
+        const client = await pool.connect()
+        return { claimant: direct(client), close: () => client.release() }
+      }, pool)
+    },
+  },
+  {
+    name: 'pg transaction client (BEGIN … COMMIT, ROLLBACK on error)',
+    sessions: 'many',
+    transactional: true,
+    async start() {
+      const pool = new pg.Pool({ connectionString: await testDatabaseUrl(), max: 12 })
+      return onServer(async () => {
+        const client = await pool.connect()
+        const claimant: Claimant = {
+          db: client,
+          async lease(jobName, leaseMs, tick, opts) {
+            await client.query('BEGIN')
+            try {
+              const outcome = await withCronLease(client, jobName, leaseMs, tick, opts)
+              await client.query('COMMIT')
+              return outcome
+            } catch (error) {
+              await client.query('ROLLBACK')
+              throw error
+            }
+          },
+        }
+        return { claimant, close: () => client.release() }
+      }, pool)
+    },
+  },
+  {
+    name: 'PGlite (in memory)',
+    sessions: 'one',
+    async start() {
+      const db = new PGlite()
+      return { admin: db, open: async () => ({ claimant: direct(db), close() {} }), stop: () => db.close() }
+    },
+  },
+  {
+    name: 'postgres.js through fromPostgresJs',
+    sessions: 'many',
+    start: () =>
+      onServer(async (url) => {
+        const sql = postgres(url, { max: 1, onnotice: () => {} })
+        return { claimant: direct(fromPostgresJs(sql)), close: () => sql.end({ timeout: 5 }) }
+      }),
+  },
+  {
+    name: 'Drizzle (node-postgres) through db.$client',
+    sessions: 'many',
+    start: () =>
+      onServer(async (url) => {
+        const db = drizzle({ connection: { connectionString: url, max: 2 } })
+        return { claimant: direct(db.$client), close: () => db.$client.end() }
+      }),
+  },
+  {
+    name: 'Knex (pg) through an adapter over knex.raw',
+    sessions: 'many',
+    start: () =>
+      onServer(async (url) => {
+        const knex = knexFactory({ client: 'pg', connection: url, pool: { min: 0, max: 2 } })
+        return { claimant: direct(fromKnex(knex)), close: () => knex.destroy() }
+      }),
+  },
+]
+
+for (const driver of drivers) driverCases(driver)
