@@ -18,33 +18,13 @@
  */
 import { PGlite } from '@electric-sql/pglite'
 import { drizzle } from 'drizzle-orm/node-postgres'
-import knexFactory, { type Knex } from 'knex'
+import knexFactory from 'knex'
 import pg from 'pg'
 import postgres from 'postgres'
-import type { Queryable } from '../../src/index.ts'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
 import { type Claimant, type Driver, direct, driverCases, type Session } from '../helpers/driver-cases.ts'
 import { testDatabaseUrl } from '../helpers/postgres.ts'
-
-/**
- * The Knex recipe from the README: knex.raw takes `?` placeholders, so each `$n` becomes a `?` with
- * its value (the claim uses `$1` twice). A literal `?` is escaped, and quoted identifiers are left
- * as they are. knex.raw on pg resolves to pg's own result, with `rows` and `rowCount`.
- */
-export function fromKnex(knex: Knex | Knex.Transaction): Queryable {
-  return {
-    query(text, params) {
-      const bindings: unknown[] = []
-      const sql = text.replace(/"[^"]*"|\?|\$(\d+)/g, (match, n?: string) => {
-        if (match === '?') return '\\?'
-        if (n === undefined) return match
-        bindings.push(params[Number(n) - 1])
-        return '?'
-      })
-      return knex.raw(sql, bindings as Knex.RawBinding[])
-    },
-  }
-}
+import { fromKnex } from '../helpers/recipes.ts'
 
 /** The drivers on the test server share one admin pool, for setup and inspection. */
 async function onServer(open: (url: string) => Promise<Session>, shared?: { end(): Promise<void> }) {
