@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
 import { TOKEN } from '../helpers/stand-in.ts'
@@ -18,6 +19,14 @@ function fakeSql(answer: () => unknown) {
 function rowList(rows: unknown[], count: number) {
   return Object.assign([...rows], { count })
 }
+
+describe('fromPostgresJs needs postgres.js only as a shape', () => {
+  test('the adapter has no runtime import or require of the postgres package', () => {
+    const source = readFileSync(new URL('../../src/adapters/postgres-js.ts', import.meta.url), 'utf8')
+    assert.doesNotMatch(source, /^\s*import(?!\s+type\b)[^\n]*['"]postgres['"]/m)
+    assert.doesNotMatch(source, /(require|import)\(\s*['"]postgres['"]\s*\)/)
+  })
+})
 
 describe('fromPostgresJs validates its argument', () => {
   test('anything without an unsafe function is rejected with a TypeError naming sql and showing the value', () => {
