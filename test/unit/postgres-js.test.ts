@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
+import postgres from 'postgres'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
 import { TOKEN } from '../helpers/stand-in.ts'
 
@@ -45,6 +46,19 @@ describe('fromPostgresJs validates its argument', () => {
           error.message.endsWith(`got ${shown}`),
       )
     }
+  })
+})
+
+describe('a postgres.js sql passed without the adapter', () => {
+  test('is rejected before any query, and the message points at fromPostgresJs', async () => {
+    const sql = postgres({ host: '127.0.0.1', port: 1, max: 1 })
+    await assert.rejects(
+      withCronLease(sql as never, 'job', 1000, () => null),
+      (error: unknown) => {
+        return error instanceof TypeError && /^pg-cron-lease: db must be .*fromPostgresJs\(sql\)/.test(error.message)
+      },
+    )
+    await sql.end({ timeout: 0 })
   })
 })
 
