@@ -16,6 +16,8 @@
  * PGlite is one session: the race case sends ten claims at once through it (they queue), since
  * there is no second connection to race from.
  */
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
 import { PGlite } from '@electric-sql/pglite'
 import { drizzle } from 'drizzle-orm/node-postgres'
 import knexFactory from 'knex'
@@ -23,7 +25,7 @@ import pg from 'pg'
 import postgres from 'postgres'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
 import { type Claimant, type Driver, direct, driverCases, type Session } from '../helpers/driver-cases.ts'
-import { testDatabaseUrl } from '../helpers/postgres.ts'
+import { freshTable, testDatabaseUrl } from '../helpers/postgres.ts'
 import { fromKnex } from '../helpers/recipes.ts'
 
 /** The drivers on the test server share one admin pool, for setup and inspection. */
@@ -135,3 +137,42 @@ const drivers: Driver[] = [
 ]
 
 for (const driver of drivers) driverCases(driver)
+
+describe('a Knex whose postProcessResponse renames result columns', () => {
+  test('still claims, but hides the claim token, so renew rejects instead of guessing', async () => {
+    const url = await testDatabaseUrl()
+    const admin = new pg.Pool({ connectionString: url, max: 1 })
+    const camel = (key: string) => key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())
+    const knex = knexFactory({
+      client: 'pg',
+      connection: url,
+      pool: { min: 0, max: 1 },
+      // A common setup: camelCase every column name in every result, raw ones included.
+      postProcessResponse: (result) => {
+        if (!Array.isArray(result?.rows)) return result
+        const rows = result.rows.map((row: Record<string, unknown>) =>
+          Object.fromEntries(Object.entries(row).map(([k, v]) => [camel(k), v])),
+        )
+        return { ...result, rows }
+      },
+    })
+    try {
+      const table = await freshTable(admin, 'drv_camel')
+      const outcome = await withCronLease(
+        fromKnex(knex),
+        'camel',
+        60_000,
+        async (ctx) => ({ token: ctx.claimToken, renew: await ctx.renew().catch((error: Error) => error) }),
+        { table },
+      )
+      assert.equal(outcome.ran, true)
+      assert.equal(outcome.result?.token, null)
+      assert.ok(outcome.result?.renew instanceof TypeError)
+      assert.match(outcome.result.renew.message, /cannot renew the lease for 'camel'/)
+      await admin.query(`DROP TABLE "${table}"`)
+    } finally {
+      await knex.destroy()
+      await admin.end()
+    }
+  })
+})
