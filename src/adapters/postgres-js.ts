@@ -8,7 +8,12 @@ import { fail } from '../validate.js'
 
 /**
  * The one part of a postgres.js `sql` instance (or of the `sql` a `sql.begin()` or `sql.reserve()`
- * callback receives) that the adapter calls.
+ * callback receives) that the adapter calls. A real postgres.js `Sql` satisfies it; nothing else
+ * from postgres.js is required.
+ *
+ * @example
+ * const inMemory: PostgresJsSql = { unsafe: async () => Object.assign([], { count: 0 }) }
+ * const db = fromPostgresJs(inMemory) // every claim loses: no row came back
  */
 export interface PostgresJsSql {
   unsafe(query: string, parameters?: any[]): PromiseLike<ArrayLike<unknown> & { count?: number | null }>
