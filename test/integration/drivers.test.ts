@@ -28,7 +28,7 @@ import { type Claimant, type Driver, direct, driverCases, type Session } from '.
 import { freshTable, testDatabaseUrl } from '../helpers/postgres.ts'
 import { fromKnex } from '../helpers/recipes.ts'
 
-/** The drivers on the test server share one admin pool, for setup and inspection. */
+/** A driver on the test server: an admin pool for setup and inspection, and how to open a claimant. */
 async function onServer(open: (url: string) => Promise<Session>, shared?: { end(): Promise<void> }) {
   const url = await testDatabaseUrl()
   const admin = new pg.Pool({ connectionString: url, max: 3 })
