@@ -1,3 +1,4 @@
+export { fromPostgresJs, type PostgresJsSql } from './adapters/postgres-js.js'
 export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from './channels.js'
 export { type LeaseInfo, type ListLeasesOptions, listLeases } from './inspect.js'
 export { withCronLease } from './lease.js'

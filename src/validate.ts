@@ -21,7 +21,11 @@ export function fail(name: string, rule: string, value: unknown): never {
 
 export function checkQueryable(db: unknown, name = 'db'): Queryable {
   if (typeof (db as Queryable | null)?.query !== 'function') {
-    fail(name, 'an object with a query(text, params) function (a pg Pool, Client or PoolClient)', db)
+    fail(
+      name,
+      'an object with a query(text, params) function (a pg Pool, Client or PoolClient, a PGlite, or fromPostgresJs(sql) for postgres.js)',
+      db,
+    )
   }
   return db as Queryable
 }

@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { describe, test } from 'node:test'
+import postgres from 'postgres'
+import { fromPostgresJs, withCronLease } from '../../src/index.ts'
+import { TOKEN } from '../helpers/stand-in.ts'
+
+/** A stand-in for postgres.js's `sql`: `unsafe` resolves to an Array of rows with `.count`. */
+function fakeSql(answer: () => unknown) {
+  const calls: Array<{ text: string; params: unknown }> = []
+  return {
+    calls,
+    unsafe(text: string, params?: unknown[]) {
+      calls.push({ text, params })
+      return Promise.resolve().then(answer) as Promise<any>
+    },
+  }
+}
+
+function rowList(rows: unknown[], count: number) {
+  return Object.assign([...rows], { count })
+}
+
+describe('fromPostgresJs needs postgres.js only as a shape', () => {
+  test('the adapter has no runtime import or require of the postgres package', () => {
+    const source = readFileSync(new URL('../../src/adapters/postgres-js.ts', import.meta.url), 'utf8')
+    assert.doesNotMatch(source, /^\s*import(?!\s+type\b)[^\n]*['"]postgres['"]/m)
+    assert.doesNotMatch(source, /(require|import)\(\s*['"]postgres['"]\s*\)/)
+  })
+})
+
+describe('fromPostgresJs validates its argument', () => {
+  test('anything without an unsafe function is rejected with a TypeError naming sql and showing the value', () => {
+    for (const [bad, shown] of [
+      [undefined, 'undefined'],
+      [null, 'null'],
+      [{}, '{}'],
+      [{ unsafe: 'x' }, '{"unsafe":"x"}'],
+      ['postgres://x', '"postgres://x"'],
+    ] as const) {
+      assert.throws(
+        () => fromPostgresJs(bad as never),
+        (error: unknown) =>
+          error instanceof TypeError &&
+          /^pg-cron-lease: sql must be a postgres.js sql/.test(error.message) &&
+          error.message.endsWith(`got ${shown}`),
+      )
+    }
+  })
+})
+
+describe('a postgres.js sql passed without the adapter', () => {
+  test('is rejected before any query, and the message points at fromPostgresJs', async () => {
+    const sql = postgres({ host: '127.0.0.1', port: 1, max: 1 })
+    await assert.rejects(
+      withCronLease(sql as never, 'job', 1000, () => null),
+      (error: unknown) => {
+        return error instanceof TypeError && /^pg-cron-lease: db must be .*fromPostgresJs\(sql\)/.test(error.message)
+      },
+    )
+    await sql.end({ timeout: 0 })
+  })
+})
+
+describe('fromPostgresJs reads what postgres.js resolves to', () => {
+  test('a row list with count 1 is a win carrying the token; count 0 is a loss', async () => {
+    const win = fakeSql(() => rowList([{ claimed_at: TOKEN }], 1))
+    const won = await withCronLease(fromPostgresJs(win), 'job', 1000, (ctx) => ctx.claimToken)
+    assert.deepEqual(won, { ran: true, result: TOKEN })
+
+    const loss = fakeSql(() => rowList([], 0))
+    assert.deepEqual(await withCronLease(fromPostgresJs(loss), 'job', 1000, () => 'ran'), { ran: false, result: null })
+  })
+
+  test('the text and parameters are passed to unsafe unchanged', async () => {
+    const sql = fakeSql(() => rowList([{ claimed_at: TOKEN }], 1))
+    await withCronLease(fromPostgresJs(sql), 'job', 1000, () => null, { holder: 'h' })
+    assert.equal(sql.calls.length, 1)
+    assert.match(sql.calls[0]!.text, /^INSERT INTO "cron_leases"/)
+    assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h'])
+  })
+
+  test('a result that is neither a row list nor carries a count is refused and the tick does not run', async () => {
+    for (const odd of [undefined, null, {}, { count: 'one' }, 'INSERT 0 1']) {
+      let ran = false
+      await assert.rejects(
+        withCronLease(fromPostgresJs(fakeSql(() => odd)), 'job', 1000, () => {
+          ran = true
+        }),
+        /cannot tell whether the lease for 'job' was claimed/,
+      )
+      assert.equal(ran, false)
+    }
+  })
+
+  test('a driver error propagates unchanged and the tick does not run', async () => {
+    const failure = new Error('connection refused')
+    let ran = false
+    await assert.rejects(
+      withCronLease(fromPostgresJs(fakeSql(() => Promise.reject(failure))), 'job', 1000, () => {
+        ran = true
+      }),
+      (error) => error === failure,
+    )
+    assert.equal(ran, false)
+  })
+})
