@@ -3,19 +3,7 @@ import { monotonicMs, openContext } from './context.js'
 import { readResult } from './result.js'
 import { claimSql } from './sql.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
-import {
-  checkFunction,
-  checkHolder,
-  checkJobName,
-  checkKeepAlive,
-  checkLogger,
-  checkMs,
-  checkOptions,
-  checkQueryable,
-  checkTable,
-} from './validate.js'
-
-const OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive'] as const
+import { checkLeaseArgs } from './validate.js'
 
 /**
  * Runs `runTick` on exactly one replica per occurrence. Every replica calls this on every tick;
@@ -48,15 +36,7 @@ export async function withCronLease<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  checkQueryable(db)
-  checkJobName(jobName)
-  const ms = checkMs(leaseMs, 'leaseMs')
-  checkFunction(runTick, 'runTick')
-  const options = checkOptions(opts, OPTION_KEYS)
-  const holder = checkHolder(options.holder)
-  const table = checkTable(options.table)
-  const logger = checkLogger(options.logger)
-  const keepAlive = checkKeepAlive(options.keepAlive, ms)
+  const { leaseMs: ms, holder, table, logger, keepAlive } = checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
 
   const { won, claimToken, sentAt } = await claim({ db, table, jobName, leaseMs: ms, holder, logger })
   if (!won) return { ran: false, result: null }

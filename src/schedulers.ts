@@ -10,7 +10,7 @@ import {
   checkFunction,
   checkHolder,
   checkJobName,
-  checkKeepAlive,
+  checkLeaseArgs,
   checkLogger,
   checkMs,
   checkOptions,
@@ -59,8 +59,6 @@ export interface LeasedTick<T> {
   (...schedulerArgs: unknown[]): Promise<void>
 }
 
-const TICK_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive', 'onError'] as const
-
 /**
  * Wraps a tick so any scheduler can call it: each call runs `runTick` through `withCronLease`,
  * so exactly one replica runs each occurrence. The returned function never rejects, because a
@@ -84,15 +82,14 @@ export function leasedTick<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeasedTickOptions,
 ): LeasedTick<T> {
-  checkQueryable(db)
-  checkJobName(jobName)
-  const ms = checkMs(leaseMs, 'leaseMs')
-  checkFunction(runTick, 'runTick')
-  const options = checkOptions(opts, TICK_OPTION_KEYS)
-  const holder = checkHolder(options.holder)
-  const table = checkTable(options.table)
-  const logger = checkLogger(options.logger)
-  const keepAlive = checkKeepAlive(options.keepAlive, ms)
+  const {
+    leaseMs: ms,
+    holder,
+    table,
+    logger,
+    keepAlive,
+    options,
+  } = checkLeaseArgs(db, jobName, leaseMs, runTick, opts, ['onError'])
   const onError =
     options.onError === undefined
       ? defaultOnError(logger)

@@ -114,3 +114,32 @@ export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.kee
   if (every >= extend) fail(`${name}.everyMs`, `less than ${name}.extendMs (${extend} ms)`, everyMs)
   return { everyMs: every, extendMs: extend }
 }
+
+const LEASE_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive'] as const
+
+/**
+ * The arguments of every entry point that runs a tick (withCronLease, leasedTick), checked in
+ * the order they are declared. `extraKeys` are option keys the caller handles itself.
+ */
+export function checkLeaseArgs<K extends string = never>(
+  db: unknown,
+  jobName: unknown,
+  leaseMs: unknown,
+  runTick: unknown,
+  opts: unknown,
+  extraKeys: readonly K[] = [],
+) {
+  checkQueryable(db)
+  checkJobName(jobName)
+  const ms = checkMs(leaseMs, 'leaseMs')
+  checkFunction(runTick, 'runTick')
+  const options = checkOptions(opts, [...LEASE_OPTION_KEYS, ...extraKeys])
+  return {
+    leaseMs: ms,
+    holder: checkHolder(options.holder),
+    table: checkTable(options.table),
+    logger: checkLogger(options.logger),
+    keepAlive: checkKeepAlive(options.keepAlive, ms),
+    options,
+  }
+}
