@@ -244,10 +244,16 @@ export function formatReport(report: SoakReport): string {
     String(j.shortWindows),
   ])
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')
   const holders = [...new Set(report.jobs.flatMap((j) => Object.keys(j.byHolder)))].sort()
   const wins = report.jobs.map((j) => `${j.job}: ${holders.map((h) => `${h} ${j.byHolder[h] ?? 0}`).join(', ')}`)
-  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), '', 'claims won per holder:', ...wins].join(
-    '\n',
-  )
+  return [
+    line(head),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...rows.map(line),
+    '',
+    'claims won per holder:',
+    ...wins,
+  ].join('\n')
 }

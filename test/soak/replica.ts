@@ -65,10 +65,7 @@ async function tick(job: JobSpec, claimToken: string | null): Promise<void> {
     [job.name, holder],
   )
   const outcome = planned.rowCount === 1 ? 'threw' : 'ran'
-  await pool.query(`UPDATE "${history}" SET outcome = $2, finished_at = clock_timestamp() WHERE id = $1`, [
-    id,
-    outcome,
-  ])
+  await pool.query(`UPDATE "${history}" SET outcome = $2, finished_at = clock_timestamp() WHERE id = $1`, [id, outcome])
   if (outcome === 'threw') throw new PlannedThrow(`planned throw of ${job.name}`)
 }
 
