@@ -44,7 +44,10 @@ try {
   const fires = result.replicas.reduce((n, r) => n + r.fires, 0)
   const won = result.replicas.reduce((n, r) => n + r.won + r.threw, 0)
   console.log(
-    `\nsteady window ${(result.windowMs / 1000).toFixed(1)} s; fires ${fires}, won ${won} (replicas that were stopped cleanly)`,
+    `\nkilled replica: ${result.kills[0]?.holder}, ${result.killedMidTick ? 'inside a tick it had won' : 'between ticks'}`,
+  )
+  console.log(
+    `steady window ${(result.windowMs / 1000).toFixed(1)} s; fires ${fires}, won ${won} (replicas that were stopped cleanly)`,
   )
   console.log(
     `duplicates ${report.duplicates}, unexplained misses ${report.missedUnexplained}, short windows ${report.shortWindows}, errors ${result.errors.length}`,

@@ -14,6 +14,8 @@ export function assertCleanSoak(result: SoakResult): void {
   assert.equal(report.shortWindows, 0, `every window ran all but one of its occurrences${table}`)
   assert.deepEqual(result.errors, [], `no claim failed${table}`)
   assert.equal(result.kills.length, 1, 'one replica was killed')
+  const unfinished = report.jobs.reduce((n, j) => n + j.unfinished, 0)
+  if (result.killedMidTick) assert.ok(unfinished >= 1, `the tick the killed replica was inside is recorded${table}`)
   for (const job of report.jobs) {
     assert.equal(job.threw, 1, `${job.job}: its one planned throw happened${table}`)
     const expected = result.windowMs / job.intervalMs

@@ -17,11 +17,12 @@ import type { ReplicaConfig } from './replica.ts'
 export const DEFAULT_INTERVALS_MS = [1000, 1500, 2000, 2500, 3000]
 
 /**
- * Three hours less 150 ms: besides being hours off, the skewed replica fires 150 ms before the
- * others in every interval (a phase shift of 5-15% of it), so it wins most occurrences and the
- * others win when its drift is large: runs alternate between two phases.
+ * Three hours and 150 ms ahead: besides being hours off, the skewed replica reaches each multiple
+ * of an interval 150 ms before the others (three hours is a whole number of every default
+ * interval), so it fires 5-15% of the interval earlier. It wins most occurrences, and the others
+ * win when its drift is large: the runs alternate between two phases.
  */
-export const DEFAULT_SKEW_MS = 3 * 3600_000 - 150
+export const DEFAULT_SKEW_MS = 3 * 3600_000 + 150
 
 export interface SoakOptions {
   /** Where the replicas connect (the server, or PgBouncer in front of it). */
@@ -54,6 +55,8 @@ export interface SoakResult {
   /** Counters printed by every replica that was stopped (not the killed one). */
   replicas: ReplicaStats[]
   kills: KillRecord[]
+  /** Whether the kill landed inside a tick the killed replica had won. */
+  killedMidTick: boolean
   /** Steady window length, ms. */
   windowMs: number
   /** Claim or tick errors other than the planned throws, with their messages. */
@@ -187,16 +190,27 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       await admin.query(`INSERT INTO "${plan}" (job, at) VALUES ($1, to_timestamp($2::float8 / 1000))`, [job.name, at])
     }
 
-    // Kill replica-1 somewhere in the first half of the steady window; restart it after a few
-    // seconds, a new process with a new pool.
+    // Kill replica-1 in the first half of the steady window, preferably while it is inside a tick
+    // it won (its history row has no outcome yet): then the occurrence it held is lost, and no
+    // other replica may run it before the lease ends. Restart it a few seconds later, as a new
+    // process with a new pool.
     const kills: KillRecord[] = []
     const span = window.end - window.start
-    await sleep(window.start - t0 + (0.1 + Math.random() * 0.4) * span - elapsed(started))
+    await sleep(window.start - t0 + 0.1 * span - elapsed(started))
     const victim = all[1]!
-    kills.push({ holder: victim.holder, at: await dbNow() })
+    const giveUp = performance.now() + 0.4 * span
+    let midTick = false
+    while (!midTick && performance.now() < giveUp) {
+      const { rowCount } = await admin.query(`SELECT 1 FROM "${history}" WHERE holder = $1 AND outcome IS NULL`, [
+        victim.holder,
+      ])
+      midTick = rowCount !== null && rowCount > 0
+      if (!midTick) await sleep(5)
+    }
     victim.child.kill('SIGKILL')
+    kills.push({ holder: victim.holder, at: await dbNow() })
     await victim.stopped
-    log(`${victim.holder} killed`)
+    log(`${victim.holder} killed ${midTick ? 'inside a tick it had won' : 'between ticks'}`)
     await sleep(1000 + Math.random() * 2000)
     const reborn = startReplica(config('replica-1#2'), 0, errors)
     all.push(reborn)
@@ -223,6 +237,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       jobs,
       replicas: stats.filter((s): s is ReplicaStats => s !== null),
       kills,
+      killedMidTick: midTick,
       windowMs: span,
       errors,
     }
