@@ -99,6 +99,9 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     major,
     dataDir,
     async stop() {
+      // The process was unref'ed above; without a ref while stopping, nothing keeps the event
+      // loop alive until it exits, so the caller's process could end mid-stop (exit code 0).
+      child?.ref()
       await server.stop()
       rmSync(parent, { recursive: true, force: true })
     },
