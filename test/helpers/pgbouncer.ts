@@ -21,7 +21,12 @@ export interface PgBouncer {
 
 const SEARCH = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/bin']
 
-/** The pgbouncer binary, or null when it is not installed. */
+/**
+ * The pgbouncer binary, or null when it is not installed.
+ *
+ * @example
+ * findPgBouncer() // '/usr/sbin/pgbouncer'
+ */
 export function findPgBouncer(): string | null {
   const candidates = process.env.PGBOUNCER ? [process.env.PGBOUNCER] : SEARCH.map((dir) => path.join(dir, 'pgbouncer'))
   for (const file of candidates) {
@@ -33,7 +38,12 @@ export function findPgBouncer(): string | null {
   return null
 }
 
-/** Why the PgBouncer tests cannot run here, or null when they can. */
+/**
+ * Why the PgBouncer tests cannot run here, or null when they can.
+ *
+ * @example
+ * describe('through PgBouncer', { skip: pgbouncerMissing() ?? false }, () => {})
+ */
 export function pgbouncerMissing(): string | null {
   if (findPgBouncer() !== null) return null
   return 'pgbouncer is not installed (Debian: apt-get install -y pgbouncer; or set PGBOUNCER=/path/to/pgbouncer)'

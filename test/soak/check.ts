@@ -96,12 +96,22 @@ export interface SoakReport {
  * How many occurrences a gap between two successful runs skipped: a gap of about one interval
  * skipped none, about two skipped one. Drift (up to 20%) and a replica firing at another phase
  * stretch a gap to at most about 1.2 intervals, far from the 1.5 where rounding counts a miss.
+ *
+ * @example
+ * missedInGap(1200, 1000) // 0
+ * missedInGap(2050, 1000) // 1
  */
 export function missedInGap(gapMs: number, intervalMs: number): number {
   return Math.max(0, Math.round(gapMs / intervalMs) - 1)
 }
 
-/** Checks one job's history. `runs` may hold other jobs' runs and be in any order. */
+/**
+ * Checks one job's history. `allRuns` may hold other jobs' runs and be in any order.
+ *
+ * @example
+ * const r = checkJob({ name: 'a', intervalMs: 1000, leaseMs: 800 }, runs, [], { start, end })
+ * if (r.duplicates > 0) throw new Error('ran twice')
+ */
 export function checkJob(
   job: JobSpec,
   allRuns: readonly RunRecord[],
@@ -191,7 +201,13 @@ export function checkJob(
   }
 }
 
-/** Checks every job's history and sums the figures that must be zero. */
+/**
+ * Checks every job's history and sums the figures that must be zero.
+ *
+ * @example
+ * const report = checkHistory({ jobs, runs, kills, window: { start, end } })
+ * assert.equal(report.ok, true, formatReport(report))
+ */
 export function checkHistory(input: {
   jobs: readonly JobSpec[]
   runs: readonly RunRecord[]
@@ -205,7 +221,12 @@ export function checkHistory(input: {
   return { jobs, duplicates, missedUnexplained, shortWindows, ok: duplicates + missedUnexplained + shortWindows === 0 }
 }
 
-/** The report as a fixed-width table, one row per job. */
+/**
+ * The report as a fixed-width table, one row per job, then the claims won per holder.
+ *
+ * @example
+ * console.log(formatReport(checkHistory({ jobs, runs, kills, window })))
+ */
 export function formatReport(report: SoakReport): string {
   const head = [
     'job',

@@ -131,7 +131,14 @@ async function within<T>(promise: Promise<T>, ms: number, what: string): Promise
   }
 }
 
-/** Runs the soak and checks its history. Every process it starts is stopped before it returns. */
+/**
+ * Runs the soak and checks its history. Every process it starts is stopped, and its tables are
+ * dropped, before it returns.
+ *
+ * @example
+ * const { report } = await runSoak({ url: process.env.DATABASE_URL, seconds: 20, replicas: 4 })
+ * console.log(formatReport(report))
+ */
 export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const { url, seconds, replicas: count, log = () => {} } = options
   if (!(count >= 3)) throw new Error(`the soak needs at least 3 replicas, got ${count}`)
@@ -221,6 +228,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     const live = all.filter((r) => r !== victim)
     for (const r of live) r.child.kill('SIGTERM')
     const stats = await within(Promise.all(live.map((r) => r.stopped)), 30_000, 'stopping the replicas')
+    live.forEach((r, i) => {
+      if (stats[i] === null) errors.push(`${r.holder} exited before it was asked to stop`)
+    })
 
     const { rows } = await admin.query(
       `SELECT job, holder, (extract(epoch FROM claimed_at) * 1000)::text AS claimed_ms, outcome FROM "${history}"`,
