@@ -156,6 +156,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
   const history = `soak_history_${suffix}`
   const plan = `soak_plan_${suffix}`
   const admin = new pg.Pool({ connectionString: options.adminUrl ?? url, max: 2 })
+  // pool.end() resolves before its sockets close; a server stopping right after may still send
+  // them a FATAL, which must not crash the process that has already finished its work.
+  admin.on('error', () => {})
   const dbNow = async () =>
     Number((await admin.query(`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::text AS ms`)).rows[0].ms)
 
