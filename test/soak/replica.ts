@@ -60,12 +60,17 @@ async function tick(job: JobSpec, claimToken: string | null): Promise<void> {
   )
   const id = rows[0].id
   await sleep(Math.random() * workMs)
-  const planned = await pool.query(
-    `UPDATE "${plan}" SET taken_by = $2 WHERE job = $1 AND taken_by IS NULL AND at <= clock_timestamp() RETURNING job`,
-    [job.name, holder],
+  // Taking the planned throw and recording the outcome is one statement, so a kill cannot leave a
+  // throw taken but not recorded.
+  const { rows: marked } = await pool.query(
+    `WITH taken AS (
+       UPDATE "${plan}" SET taken_by = $2 WHERE job = $1 AND taken_by IS NULL AND at <= clock_timestamp() RETURNING job)
+     UPDATE "${history}" SET outcome = CASE WHEN EXISTS (SELECT 1 FROM taken) THEN 'threw' ELSE 'ran' END,
+       finished_at = clock_timestamp()
+     WHERE id = $3 RETURNING outcome`,
+    [job.name, holder, id],
   )
-  const outcome = planned.rowCount === 1 ? 'threw' : 'ran'
-  await pool.query(`UPDATE "${history}" SET outcome = $2, finished_at = clock_timestamp() WHERE id = $1`, [id, outcome])
+  const outcome = marked[0].outcome
   if (outcome === 'threw') throw new PlannedThrow(`planned throw of ${job.name}`)
 }
 
