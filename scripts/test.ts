@@ -45,6 +45,8 @@ try {
     process.once('SIGTERM', forward)
     child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)))
   })
+  // Set now, so the run still fails if anything after this point ends the process early.
+  process.exitCode = code
 } finally {
   await server?.stop()
 }

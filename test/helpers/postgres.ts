@@ -101,8 +101,9 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     throw new Error(`could not start embedded Postgres ${major}: ${String(error)}\n${logs.slice(-20).join('')}`)
   }
   // The server must not keep a test process alive on its own; stop() ends it.
+  const serverProcess = () => (server as { process?: import('node:child_process').ChildProcess }).process
   const unrefServer = () => {
-    const child = (server as { process?: import('node:child_process').ChildProcess }).process
+    const child = serverProcess()
     child?.unref()
     for (const stream of [child?.stdout, child?.stderr]) (stream as net.Socket | null | undefined)?.unref?.()
   }
@@ -115,10 +116,14 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     major,
     dataDir,
     async stop() {
+      // The process was unref'ed above; without a ref while stopping, nothing keeps the event
+      // loop alive until it exits, so the caller's process could end mid-stop (exit code 0).
+      serverProcess()?.ref()
       await server.stop()
       rmSync(parent, { recursive: true, force: true })
     },
     async pause() {
+      serverProcess()?.ref()
       await server.stop()
     },
     async resume() {
