@@ -99,7 +99,10 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     major,
     dataDir,
     async stop() {
-      await server.stop()
+      // A Ctrl-C reaches the whole process group, so the server may already have shut itself down;
+      // waiting for its exit then would wait forever.
+      const exited = child !== undefined && (child.exitCode !== null || child.signalCode !== null)
+      if (!exited) await server.stop()
       rmSync(parent, { recursive: true, force: true })
     },
   }
