@@ -33,8 +33,26 @@ const { values } = parseArgs({
 })
 const quick = values.quick
 const profile = quick
-  ? { rounds: 2, blockMs: 80, warmupOps: 50, raceMs: 400, fleetJobs: 300, fleetReplicas: 20, fleetRounds: 1 }
-  : { rounds: 6, blockMs: 500, warmupOps: 300, raceMs: 3000, fleetJobs: 10_000, fleetReplicas: 20, fleetRounds: 1 }
+  ? {
+      rounds: 2,
+      blockMs: 60,
+      warmupOps: 40,
+      raceMs: 300,
+      raceJobs: 1_000,
+      fleetJobs: 200,
+      fleetReplicas: 20,
+      fleetRounds: 1,
+    }
+  : {
+      rounds: 6,
+      blockMs: 500,
+      warmupOps: 300,
+      raceMs: 3000,
+      raceJobs: 20_000,
+      fleetJobs: 10_000,
+      fleetReplicas: 20,
+      fleetRounds: 1,
+    }
 if (values['fleet-jobs'] !== undefined) {
   const jobs = Number(values['fleet-jobs'])
   if (!Number.isInteger(jobs) || jobs < 1)
@@ -72,9 +90,11 @@ const suffix = randomBytes(3).toString('hex')
 // case only reads (reading a page full of dead row versions can prune it, which writes WAL).
 const tables = {
   win: `bench_win_${suffix}`,
+  winPrepared: `bench_win_prepared_${suffix}`,
   lose: `bench_lose_${suffix}`,
   renew: `bench_renew_${suffix}`,
   plainWin: `bench_plain_win_${suffix}`,
+  plainWinPrepared: `bench_plain_win_prepared_${suffix}`,
   plainLose: `bench_plain_lose_${suffix}`,
   shed: `bench_shed_${suffix}`,
   raceLease: `bench_race_lease_${suffix}`,
@@ -91,7 +111,7 @@ for (const table of [...Object.values(tables), ...Object.values(fleetTables)]) {
 const WIN_JOBS = 500
 const WIN_LEASE_MS = 20
 // Rows that exist, with an expired lease: the steady state of a job that has run before.
-for (const table of [tables.win, tables.plainWin]) {
+for (const table of [tables.win, tables.winPrepared, tables.plainWin, tables.plainWinPrepared]) {
   await observer.query(
     `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder)
      SELECT 'win-' || i, clock_timestamp() - interval '1 hour', 'setup' FROM generate_series(0, ${WIN_JOBS - 1}) AS i`,
@@ -146,15 +166,48 @@ const single: Case[] = [
     op: async () => expect(!(await withCronLease(db, 'held', HOUR, noop, { table: tables.lose, holder })).ran),
   },
   {
+    // The least any claim has to do: read the job's row with a parameterised statement.
+    id: 'select_held',
+    label: 'SELECT the held row (parameterised)',
+    group: 'diagnostic',
+    unit: 'query',
+    op: async () =>
+      expect(
+        (
+          await db.query(
+            `SELECT 1 FROM ${quoteTable(tables.lose)} WHERE job_name = $1::text AND lease_until > clock_timestamp()`,
+            ['held'],
+          )
+        ).rowCount === 1,
+      ),
+  },
+  {
     // Not something the library does (named statements break under PgBouncer's transaction
-    // pooling): it shows how much of a losing claim is the server parsing and planning the text.
+    // pooling): it shows how much of a claim is the server parsing, analysing and planning the
+    // text on every call.
+    id: 'claim_win_prepared',
+    label: 'claim, winning, as a named prepared statement',
+    group: 'diagnostic',
+    unit: 'claim',
+    op: async (i) =>
+      expect(
+        (
+          await db.query({
+            name: 'bench-claim-win',
+            text: claimSql(tables.winPrepared),
+            values: [`win-${i % WIN_JOBS}`, WIN_LEASE_MS, holder],
+          })
+        ).rowCount === 1,
+      ),
+  },
+  {
     id: 'claim_lose_prepared',
     label: 'claim, losing, as a named prepared statement',
     group: 'diagnostic',
     unit: 'claim',
     op: async () =>
       expect(
-        (await db.query({ name: 'bench-claim', text: claimSql(tables.lose), values: ['held', HOUR, holder] }))
+        (await db.query({ name: 'bench-claim-lose', text: claimSql(tables.lose), values: ['held', HOUR, holder] }))
           .rowCount === 0,
       ),
   },
@@ -173,6 +226,22 @@ const single: Case[] = [
     op: async (i) =>
       expect(
         (await db.query(plainUpsertSql(tables.plainWin), [`win-${i % WIN_JOBS}`, WIN_LEASE_MS, holder])).rowCount === 1,
+      ),
+  },
+  {
+    id: 'plain_win_prepared',
+    label: 'plain upsert, winning, as a named prepared statement',
+    group: 'diagnostic',
+    unit: 'claim',
+    op: async (i) =>
+      expect(
+        (
+          await db.query({
+            name: 'bench-plain-win',
+            text: plainUpsertSql(tables.plainWinPrepared),
+            values: [`win-${i % WIN_JOBS}`, WIN_LEASE_MS, holder],
+          })
+        ).rowCount === 1,
       ),
   },
   {
@@ -204,6 +273,9 @@ const single: Case[] = [
     op: async () => expect(!(await shedLockClaim(db, tables.shed, 'held', HOUR, holder, knownRows))),
   },
 ]
+// Shown in this order: the floor, the library, the other patterns, then the diagnostics.
+const GROUPS = ['floor', 'library', 'peer', 'diagnostic']
+single.sort((a, b) => GROUPS.indexOf(a.group) - GROUPS.indexOf(b.group))
 
 log(
   `pg-cron-lease bench${quick ? ' (--quick)' : ''}: Postgres ${serverVersion}, Node ${process.versions.node}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'})`,
@@ -228,7 +300,7 @@ interface RaceResult extends Stats {
 }
 // Each round races for a job of its own whose row exists with an expired lease, so every round
 // has exactly one lease to win and no statement is needed between rounds to expire the last one.
-const RACE_JOBS = 20_000
+const RACE_JOBS = profile.raceJobs
 async function raceCase(claimants: number, table: string, kind: 'lease' | 'plain'): Promise<RaceResult> {
   const conns = await Promise.all(Array.from({ length: claimants }, () => client()))
   await observer.query(

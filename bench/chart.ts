@@ -14,8 +14,8 @@ export interface ChartInput {
 }
 
 const COLOURS: Record<string, string> = { floor: '#6b7280', library: '#2563eb', peer: '#f59e0b', diagnostic: '#93c5fd' }
-const WIDTH = 860
-const LABEL_W = 330
+const WIDTH = 980
+const LABEL_W = 390
 const BAR_H = 18
 const GAP = 8
 
@@ -45,7 +45,7 @@ export function renderChart(input: ChartInput): string {
   const x = (ratio: number) => LABEL_W + ((Math.log10(Math.max(ratio, 0.5)) - lo) / (hi - lo)) * plotW
   const top = y + 10
   const bottom = top + input.rows.length * (BAR_H + GAP)
-  for (const tick of [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000].filter((t) => t <= max * 1.3)) {
+  for (const tick of [1, 3, 10, 30, 100, 300, 1000].filter((t) => t <= max * 1.3)) {
     parts.push(
       `<line x1="${x(tick).toFixed(1)}" y1="${top - 4}" x2="${x(tick).toFixed(1)}" y2="${bottom}" stroke="#e5e7eb"/>`,
     )
@@ -97,11 +97,11 @@ export function renderChart(input: ChartInput): string {
     ['floor', 'SELECT 1'],
     ['library', 'pg-cron-lease'],
     ['peer', 'other patterns'],
-    ['diagnostic', 'diagnostic: claim as a prepared statement'],
+    ['diagnostic', 'diagnostics (not what the library sends)'],
   ]
   legend.forEach(([group, label], i) => {
-    parts.push(`<rect x="${20 + i * 160}" y="${y - 10}" width="12" height="12" fill="${COLOURS[group]}"/>`)
-    parts.push(text(38 + i * 160, y, label, 12, 'normal', '#374151'))
+    parts.push(`<rect x="${20 + i * 180}" y="${y - 10}" width="12" height="12" fill="${COLOURS[group]}"/>`)
+    parts.push(text(38 + i * 180, y, label, 12, 'normal', '#374151'))
   })
   const height = y + 16
   return [

@@ -4,7 +4,7 @@
  * by a random drift), and runs it three ways: unguarded, with the advisory-lock pattern, and with
  * pg-cron-lease. Prints a timeline of who ran each occurrence and a summary per mode.
  *
- *   npm run demo -- [--mode none|advisory|lease] [--seconds 10] [--replicas 4] [--drift 150]
+ *   npm run demo -- [--mode none|advisory|lease[,…]] [--seconds 10] [--replicas 4] [--drift 150]
  *                   [--pg 18|14] [--database-url URL]
  *
  * `--database-url` runs against an existing server instead (a uniquely named table is created and
@@ -44,11 +44,12 @@ const { values } = parseArgs({
     'database-url': { type: 'string' },
   },
 })
-const modes = values.mode === undefined ? MODES : [values.mode as Mode]
+const modes = values.mode === undefined ? MODES : (values.mode.split(',') as Mode[])
 const seconds = whole('--seconds', values.seconds, 1, 600)
 const replicas = whole('--replicas', values.replicas, 2, 32)
 const driftMs = whole('--drift', values.drift, 0, 700)
-if (!modes.every((m) => MODES.includes(m))) usage(`--mode must be one of ${MODES.join(', ')}, got ${values.mode}`)
+if (!modes.every((m) => MODES.includes(m)))
+  usage(`--mode must be one of ${MODES.join(', ')} (or several, comma-separated), got ${values.mode}`)
 const major = parseMajor(values.pg)
 
 const out = process.stdout
@@ -220,7 +221,7 @@ function whole(flag: string, value: string | undefined, min: number, max: number
 
 function usage(message: string): never {
   process.stderr.write(
-    `${message}\nusage: npm run demo -- [--mode none|advisory|lease] [--seconds N] [--replicas N] [--drift MS] [--pg 18|14] [--database-url URL]\n`,
+    `${message}\nusage: npm run demo -- [--mode none|advisory|lease[,...]] [--seconds N] [--replicas N] [--drift MS] [--pg 18|14] [--database-url URL]\n`,
   )
   process.exit(2)
 }
