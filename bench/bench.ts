@@ -3,6 +3,7 @@
  * doing the same thing, in one process and one run, side by side.
  *
  *   npm run bench -- [--quick] [--pg 18|14] [--json PATH] [--svg PATH]
+ *                    [--fleet-jobs N] [--fleet-order lockstep|staggered]
  *
  * An embedded Postgres 18 by default (`--pg 14` for 14); `DATABASE_URL` targets another server
  * (tables with unique names are created and dropped). Writes a table to the terminal, the numbers
@@ -19,7 +20,7 @@ import { Cleanups, parseMajor, startServer } from '../scripts/lifecycle.ts'
 import { createTableSql, quoteTable, withCronLease } from '../src/index.ts'
 import { claimSql, renewSql } from '../src/sql.ts'
 import { renderChart } from './chart.ts'
-import { clockMs, mark, Series, type Series as SeriesType, type Stats, spent } from './measure.ts'
+import { clockMs, mark, Series, type Series as SeriesType, type Stats, serverCpu, spent } from './measure.ts'
 import { advisoryTick, plainUpsertSql, shedLockClaim } from './peers.ts'
 
 const { values } = parseArgs({
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     json: { type: 'string' },
     svg: { type: 'string' },
     'fleet-jobs': { type: 'string' },
+    'fleet-order': { type: 'string', default: 'lockstep' },
   },
 })
 const quick = values.quick
@@ -59,6 +61,12 @@ if (values['fleet-jobs'] !== undefined) {
     throw new Error(`--fleet-jobs must be a positive whole number, got ${values['fleet-jobs']}`)
   profile.fleetJobs = jobs
 }
+// lockstep: every replica claims the jobs in the same order from the same moment, as replicas whose
+// schedulers fire the same list at the same second do; staggered: each starts at its own offset.
+const fleetOrder = values['fleet-order']
+if (fleetOrder !== 'lockstep' && fleetOrder !== 'staggered') {
+  throw new Error(`--fleet-order must be lockstep or staggered, got ${fleetOrder}`)
+}
 const jsonPath = values.json ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json')
 const svgPath = values.svg ?? (quick ? 'bench/results/quick.svg' : 'docs/bench.svg')
 const HOUR = 3_600_000
@@ -83,6 +91,8 @@ const pool = new pg.Pool({ connectionString: server.url, max: 4 })
 pool.on('error', () => {})
 cleanups.add(() => pool.end())
 
+// Server CPU is read from /proc for the embedded server only; another server reports none.
+const cpu = serverCpu(server.dataDir)
 const { rows: versionRows } = await observer.query('SHOW server_version')
 const serverVersion = String(versionRows[0].server_version)
 const suffix = randomBytes(3).toString('hex')
@@ -288,7 +298,7 @@ await observer.query('CHECKPOINT')
 const series = new Map<string, SeriesType>(single.map((c) => [c.id, new Series()]))
 for (let round = 0; round < profile.rounds; round++) {
   log(`single operations: round ${round + 1} of ${profile.rounds}`)
-  for (const c of single) await series.get(c.id)!.block(observer, c.op, profile.blockMs)
+  for (const c of single) await series.get(c.id)!.block(observer, c.op, profile.blockMs, 20, cpu)
 }
 
 // Races: every claimant on its own connection fires at once; one round is timed until all answered.
@@ -325,7 +335,7 @@ async function raceCase(claimants: number, table: string, kind: 'lease' | 'plain
   }
   for (let r = 0; r < 20; r++) await round()
   const s = new Series()
-  for (let b = 0; b < profile.rounds; b++) await s.block(observer, round, profile.raceMs / profile.rounds, 5)
+  for (let b = 0; b < profile.rounds; b++) await s.block(observer, round, profile.raceMs / profile.rounds, 5, cpu)
   for (const c of conns) {
     clients.splice(clients.indexOf(c), 1)
     await c.end()
@@ -372,6 +382,7 @@ const connectionsHeld: Record<string, number> = {
 // The fleet: every replica claims every job once, all at the same time, each on its own
 // connection; the round is timed until the last claim has answered.
 interface FleetResult {
+  order: string
   jobs: number
   replicas: number
   claims: number
@@ -380,6 +391,9 @@ interface FleetResult {
   claimsPerSec: number
   xidsPerClaim: number
   walPerClaim: number
+  /** CPU per claim, in µs: every server process (null when not local), and this client process. */
+  serverCpuUsPerClaim: number | null
+  clientCpuUsPerClaim: number
 }
 async function fleetRound(kind: 'lease' | 'plain'): Promise<FleetResult> {
   const table = fleetTables[kind]
@@ -392,12 +406,14 @@ async function fleetRound(kind: 'lease' | 'plain'): Promise<FleetResult> {
   await observer.query(`VACUUM ANALYZE ${quoteTable(table)}`)
   const conns = await Promise.all(Array.from({ length: replicas }, () => client()))
   let winners = 0
+  const cpuBefore = cpu?.()
+  const clientBefore = process.cpuUsage()
   const before = await mark(observer)
   const start = clockMs()
   await Promise.all(
     conns.map(async (c, r) => {
       for (let j = 0; j < jobs; j++) {
-        const job = `job-${j}`
+        const job = `job-${fleetOrder === 'staggered' ? (j + Math.floor((r * jobs) / replicas)) % jobs : j}`
         const won =
           kind === 'lease'
             ? (await withCronLease(c, job, HOUR, noop, { table, holder: `replica-${r}` })).ran
@@ -408,12 +424,15 @@ async function fleetRound(kind: 'lease' | 'plain'): Promise<FleetResult> {
   )
   const ms = clockMs() - start
   const { xids, wal } = await spent(observer, before)
+  const clientCpu = process.cpuUsage(clientBefore)
+  const serverMs = cpu && cpuBefore !== undefined ? cpu() - cpuBefore : null
   for (const c of conns) {
     clients.splice(clients.indexOf(c), 1)
     await c.end()
   }
   const claims = jobs * replicas
   return {
+    order: fleetOrder,
     jobs,
     replicas,
     claims,
@@ -422,6 +441,8 @@ async function fleetRound(kind: 'lease' | 'plain'): Promise<FleetResult> {
     claimsPerSec: (claims / ms) * 1000,
     xidsPerClaim: xids / claims,
     walPerClaim: wal / claims,
+    serverCpuUsPerClaim: serverMs === null ? null : (serverMs / claims) * 1000,
+    clientCpuUsPerClaim: (clientCpu.user + clientCpu.system) / claims,
   }
 }
 const fleet: { lease: FleetResult[]; plain: FleetResult[] } = { lease: [], plain: [] }
@@ -451,6 +472,7 @@ interface Row {
   ratio: { p50: number; p90: number; p99: number; opsPerSec: number }
   xidsPerOp: number
   walBytesPerOp: number
+  serverCpuUsPerOp: number | null
   connectionsHeldDuringTick: number | null
   ops: number
   extra?: Record<string, number>
@@ -476,6 +498,7 @@ const toRow = (
   },
   xidsPerOp: s.xidsPerOp,
   walBytesPerOp: s.walPerOp,
+  serverCpuUsPerOp: s.serverCpuUsPerOp,
   connectionsHeldDuringTick: connectionsHeld[c.id] ?? null,
   ops: s.ops,
   ...(extra ? { extra } : {}),
@@ -557,6 +580,7 @@ function printTable(): void {
     'ops/s ×',
     'xids/op',
     'WAL B/op',
+    'srv µs/op',
     'conns',
   ]
   const body = rows.map((r) => [
@@ -571,6 +595,7 @@ function printTable(): void {
     fmt(r.ratio.opsPerSec),
     fmt(r.xidsPerOp),
     fmt(r.walBytesPerOp),
+    r.serverCpuUsPerOp === null ? '' : fmt(r.serverCpuUsPerOp),
     r.connectionsHeldDuringTick === null ? '' : String(r.connectionsHeldDuringTick),
   ])
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
@@ -580,7 +605,7 @@ function printTable(): void {
   log(line(head))
   for (const b of body) log(line(b))
   log(
-    '× = ratio to SELECT 1 in this run; xids and WAL are per operation (a race: per round); conns = connections held while the tick runs',
+    '× = ratio to SELECT 1 in this run; xids and WAL are per operation (a race: per round); srv µs/op = CPU of every server process per operation; conns = connections held while the tick runs',
   )
   for (const r of races) {
     log(
@@ -593,8 +618,9 @@ function printTable(): void {
     ['plain upsert', fleetPlain],
   ] as const) {
     log(
-      `fleet, ${kind}: ${f.jobs} jobs × ${f.replicas} replicas = ${f.claims} claims in ${(f.ms / 1000).toFixed(1)} s: ` +
-        `${Math.round(f.claimsPerSec)} claims/s, ${f.winners} won, ${fmt(f.xidsPerClaim)} xids and ${fmt(f.walPerClaim)} B WAL per claim`,
+      `fleet (${f.order}), ${kind}: ${f.jobs} jobs × ${f.replicas} replicas = ${f.claims} claims in ${(f.ms / 1000).toFixed(1)} s: ` +
+        `${Math.round(f.claimsPerSec)} claims/s, ${f.winners} won; per claim ${fmt(f.xidsPerClaim)} xids, ${fmt(f.walPerClaim)} B WAL, ` +
+        `${f.serverCpuUsPerClaim === null ? '?' : fmt(f.serverCpuUsPerClaim)} µs server CPU, ${fmt(f.clientCpuUsPerClaim)} µs client CPU`,
     )
   }
   log('')

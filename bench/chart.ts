@@ -7,7 +7,7 @@ export interface ChartInput {
   meta: { date: string; postgres: string; cpus: number; profile: string }
   rows: Array<{ label: string; group: string; p50: number; ratio: { p50: number } }>
   fleet: {
-    lease: { claimsPerSec: number; jobs: number; replicas: number }
+    lease: { claimsPerSec: number; jobs: number; replicas: number; order: string }
     plain: { claimsPerSec: number }
     ratio: number
   }
@@ -68,7 +68,7 @@ export function renderChart(input: ChartInput): string {
     text(
       20,
       y,
-      `Fleet round: ${input.fleet.lease.jobs.toLocaleString('en-US')} jobs × ${input.fleet.lease.replicas} replicas, claims per second (higher is better)`,
+      `Fleet round: ${input.fleet.lease.jobs.toLocaleString('en-US')} jobs × ${input.fleet.lease.replicas} replicas (${input.fleet.lease.order}), claims per second (higher is better)`,
       15,
       'bold',
     ),

@@ -2,6 +2,9 @@
  * Timing and server-side accounting for `npm run bench`: latency samples, percentiles, and the
  * transaction IDs and WAL bytes the server spent between two points.
  */
+import { execFileSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
 import type pg from 'pg'
 
 /** Nanosecond-resolution monotonic milliseconds, for the samples. */
@@ -40,17 +43,58 @@ export async function spent(observer: pg.Client, from: ServerMark): Promise<{ xi
   return { xids: Number(to.xid - from.xid), wal: Number(rows[0].wal) }
 }
 
+/**
+ * A reader of the CPU time (user + system, in ms) used so far by every process of a local server:
+ * the postmaster and its children (the backends, the WAL writer, autovacuum). Only for a server
+ * whose data directory this process can read (the embedded one); `undefined` otherwise.
+ */
+export function serverCpu(dataDir: string | undefined): (() => number) | undefined {
+  if (!dataDir || process.platform !== 'linux') return undefined
+  let postmaster: number
+  let ticksPerSecond: number
+  try {
+    postmaster = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0])
+    ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+  } catch {
+    return undefined
+  }
+  return () => {
+    let ticks = 0
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+        // "pid (comm) state ppid …": fields counted from after the last ')', as comm may hold spaces.
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        if (Number(entry) === postmaster || Number(fields[1]) === postmaster)
+          ticks += Number(fields[11]) + Number(fields[12])
+      } catch {
+        // The process ended while the list was read.
+      }
+    }
+    return (ticks / ticksPerSecond) * 1000
+  }
+}
+
 /** Samples of one case, gathered over several blocks, and the server work of each block. */
 export class Series {
   readonly samples: number[] = []
   /** Per block: operations, elapsed ms, xids and WAL bytes per operation. */
-  readonly blocks: Array<{ ops: number; ms: number; xidsPerOp: number; walPerOp: number }> = []
+  readonly blocks: Array<{ ops: number; ms: number; xidsPerOp: number; walPerOp: number; serverCpuMs: number | null }> =
+    []
 
   /**
    * Runs `op` for about `blockMs` (at least `minOps` times), one at a time, timing each, between
    * two server marks. `op(i)` gets a running index across blocks.
    */
-  async block(observer: pg.Client, op: (i: number) => Promise<void>, blockMs: number, minOps = 20): Promise<void> {
+  async block(
+    observer: pg.Client,
+    op: (i: number) => Promise<void>,
+    blockMs: number,
+    minOps = 20,
+    cpu?: () => number,
+  ): Promise<void> {
+    const cpuBefore = cpu?.()
     const before = await mark(observer)
     const start = clockMs()
     let ops = 0
@@ -62,7 +106,8 @@ export class Series {
     }
     const ms = clockMs() - start
     const { xids, wal } = await spent(observer, before)
-    this.blocks.push({ ops, ms, xidsPerOp: xids / ops, walPerOp: wal / ops })
+    const serverCpuMs = cpu && cpuBefore !== undefined ? cpu() - cpuBefore : null
+    this.blocks.push({ ops, ms, xidsPerOp: xids / ops, walPerOp: wal / ops, serverCpuMs })
   }
 
   stats(): Stats {
@@ -79,6 +124,11 @@ export class Series {
       // so the quietest block is the closest reading of what the operation itself costs.
       xidsPerOp: Math.min(...this.blocks.map((b) => b.xidsPerOp)),
       walPerOp: Math.min(...this.blocks.map((b) => b.walPerOp)),
+      // The server's CPU over all blocks (its clock ticks are 10 ms, so only a sum is meaningful);
+      // it includes the two marks per block and whatever else the server did meanwhile.
+      serverCpuUsPerOp: this.blocks.every((b) => b.serverCpuMs !== null)
+        ? (this.blocks.reduce((n, b) => n + b.serverCpuMs!, 0) / ops) * 1000
+        : null,
     }
   }
 }
@@ -91,4 +141,6 @@ export interface Stats {
   opsPerSec: number
   xidsPerOp: number
   walPerOp: number
+  /** Server CPU time per operation, in µs; `null` when the server is not local. */
+  serverCpuUsPerOp: number | null
 }
