@@ -5,10 +5,25 @@
 
 export interface ChartInput {
   meta: { date: string; postgres: string; cpus: number; profile: string }
-  rows: Array<{ label: string; group: string; p50: number; ratio: { p50: number } }>
+  rows: Array<{
+    id: string
+    label: string
+    group: string
+    p50: number
+    ratio: { p50: number }
+    xidsPerOp: number
+    walBytesPerOp: number
+  }>
   fleet: {
-    lease: { claimsPerSec: number; jobs: number; replicas: number; order: string }
-    plain: { claimsPerSec: number }
+    lease: {
+      claimsPerSec: number
+      jobs: number
+      replicas: number
+      order: string
+      xidsPerClaim: number
+      walPerClaim: number
+    }
+    plain: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
     ratio: number
   }
 }
@@ -92,7 +107,23 @@ export function renderChart(input: ChartInput): string {
   })
   y += 6 + 2 * (BAR_H + GAP) + 8
   parts.push(text(LABEL_W, y, `${round(input.fleet.ratio)}× the plain upsert`, 12, 'bold', COLOURS.library))
-  y += 26
+  y += 34
+
+  // The server-side work, where the claim differs most from the plain upsert.
+  parts.push(text(20, y, 'Server work per claim (what a losing replica pays every tick)', 15, 'bold'))
+  y += 22
+  const cell = (x: number, content: string, weight = 'normal') =>
+    parts.push(text(x, y, content, 12, weight, '#111827', 'end'))
+  cell(LABEL_W - 8, '')
+  cell(LABEL_W + 130, 'transaction IDs', 'bold')
+  cell(LABEL_W + 260, 'WAL bytes', 'bold')
+  for (const [label, work] of workRows(input)) {
+    y += 18
+    cell(LABEL_W - 8, label)
+    cell(LABEL_W + 130, work.xids)
+    cell(LABEL_W + 260, work.wal)
+  }
+  y += 30
   const legend: Array<[string, string]> = [
     ['floor', 'SELECT 1'],
     ['library', 'pg-cron-lease'],
@@ -105,12 +136,45 @@ export function renderChart(input: ChartInput): string {
   })
   const height = y + 16
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, -apple-system, Segoe UI, sans-serif">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" role="img" font-family="system-ui, -apple-system, Segoe UI, sans-serif">`,
+    `<title>${escapeXml(title(input))}</title>`,
     `<rect width="${WIDTH}" height="${height}" fill="#ffffff"/>`,
     ...parts,
     '</svg>',
     '',
   ].join('\n')
+}
+
+function workRows(input: ChartInput): Array<[string, { xids: string; wal: string }]> {
+  const byId = (id: string) => input.rows.find((r) => r.id === id)
+  const fixed = (n: number) => (n === 0 ? '0' : n.toFixed(2))
+  const out: Array<[string, { xids: string; wal: string }]> = []
+  for (const [id, label] of [
+    ['claim_lose', 'pg-cron-lease, losing claim'],
+    ['plain_lose', 'plain upsert, losing claim'],
+  ] as const) {
+    const r = byId(id)
+    if (r) out.push([label, { xids: fixed(r.xidsPerOp), wal: r.walBytesPerOp.toFixed(0) }])
+  }
+  for (const [label, f] of [
+    ['pg-cron-lease, fleet round (all claims)', input.fleet.lease],
+    ['plain upsert, fleet round (all claims)', input.fleet.plain],
+  ] as const) {
+    out.push([label, { xids: fixed(f.xidsPerClaim), wal: f.walPerClaim.toFixed(0) }])
+  }
+  return out
+}
+
+/** The chart's text alternative: the headline numbers in one sentence. */
+function title(input: ChartInput): string {
+  const ratio = (id: string) => input.rows.find((r) => r.label === id)?.ratio.p50
+  const lose = ratio('claim, losing')
+  const win = ratio('claim, winning')
+  return (
+    `pg-cron-lease benchmark, Postgres ${input.meta.postgres}: a losing claim takes ${lose === undefined ? '?' : round(lose)}× ` +
+    `a SELECT 1 and a winning claim ${win === undefined ? '?' : round(win)}×; in a fleet round the claim handles ` +
+    `${round(input.fleet.ratio)}× the plain upsert's claims per second`
+  )
 }
 
 function text(

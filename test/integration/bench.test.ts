@@ -83,6 +83,7 @@ describe('the benchmark runs and writes its results', () => {
       const chart = readFileSync(svg, 'utf8')
       assert.match(chart, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" width="\d+" height="\d+"/)
       assert.match(chart, /<\/svg>\n$/)
+      assert.match(chart, /<title>pg-cron-lease benchmark, Postgres [^<]+<\/title>/, 'the chart has a text alternative')
       assertBalancedTags(chart)
       assert.ok((chart.match(/<rect /g) ?? []).length >= report.rows.length + 2, 'a bar per row and per fleet result')
       assert.match(chart, /claim, losing/)
