@@ -290,6 +290,7 @@ single.sort((a, b) => GROUPS.indexOf(a.group) - GROUPS.indexOf(b.group))
 log(
   `pg-cron-lease bench${quick ? ' (--quick)' : ''}: Postgres ${serverVersion}, Node ${process.versions.node}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'})`,
 )
+if (server.dataDir) log(`embedded Postgres ${server.major} on 127.0.0.1:${server.port}, data in ${server.dataDir}`)
 log('warming up…')
 for (const c of single) for (let i = 0; i < profile.warmupOps; i++) await c.op(i)
 await observer.query('CHECKPOINT')

@@ -28,6 +28,8 @@ export async function startServer(url: string | undefined, major: Major, cleanup
   return server
 }
 
+const STEP_MS = 3000
+
 /**
  * A stack of cleanups run once, last added first: on `run()` at the end of the script, or on
  * SIGINT/SIGTERM/SIGHUP, after which the process exits with 128 + the signal number.
@@ -36,6 +38,7 @@ export class Cleanups {
   private readonly steps: Array<() => Promise<void> | void> = []
   private running: Promise<void> | undefined
   private signal: NodeJS.Signals | undefined
+  private installed = false
 
   add(step: () => Promise<void> | void): void {
     this.steps.push(step)
@@ -49,10 +52,21 @@ export class Cleanups {
   run(): Promise<void> {
     this.running ??= (async () => {
       for (const step of this.steps.reverse()) {
+        // Bounded, so a step that cannot finish (a pool whose server is already gone) never keeps
+        // the next ones, the server's stop and the temporary data's removal, from running.
+        let timer: NodeJS.Timeout | undefined
         try {
-          await step()
+          await Promise.race([
+            step(),
+            new Promise((_, reject) => {
+              timer = setTimeout(() => reject(new Error(`a step did not finish within ${STEP_MS} ms`)), STEP_MS)
+            }),
+          ])
         } catch (error) {
-          process.stderr.write(`cleanup: ${(error as Error).message}\n`)
+          // After a signal the server may be gone already, and the steps that talk to it fail.
+          if (!this.signal) process.stderr.write(`cleanup: ${(error as Error).message}\n`)
+        } finally {
+          clearTimeout(timer)
         }
       }
     })()
@@ -71,11 +85,24 @@ export class Cleanups {
       process.on(signal, () => {
         if (this.signal) return
         this.signal = signal
-        process.stderr.write(`\n${signal}: stopping the replicas and Postgres, removing temporary data…\n`)
+        process.stderr.write(`\n${signal}: stopping everything this started and removing its temporary data…\n`)
         // Bounded: a step that hangs must not keep the terminal.
         setTimeout(() => process.exit(codes[signal]), 20_000).unref()
         void this.run().then(() => process.exit(codes[signal]))
       })
     }
+    // A crash still cleans up. After a signal, the work in flight fails as its server goes away
+    // (a Ctrl-C reaches Postgres too); that is expected, and the cleanup is already running.
+    const fatal = (error: unknown) => {
+      if (this.signal) return
+      process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
+      setTimeout(() => process.exit(1), 20_000).unref()
+      void this.run().then(() => process.exit(1))
+    }
+    if (!this.installed) {
+      process.on('uncaughtException', fatal)
+      process.on('unhandledRejection', fatal)
+    }
+    this.installed = true
   }
 }
