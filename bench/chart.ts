@@ -3,6 +3,12 @@
  * p50 latency as a multiple of `SELECT 1` on a log scale, and the fleet round's claims per second.
  */
 
+/**
+ * The part of the benchmark results the chart draws.
+ *
+ * @example
+ * const input: ChartInput = JSON.parse(readFileSync('bench/results/latest.json', 'utf8'))
+ */
 export interface ChartInput {
   meta: { date: string; postgres: string; cpus: number; profile: string }
   rows: Array<{
@@ -34,6 +40,12 @@ const LABEL_W = 390
 const BAR_H = 18
 const GAP = 8
 
+/**
+ * The chart of one benchmark run, as SVG text.
+ *
+ * @example
+ * writeFileSync('docs/bench.svg', renderChart(results))
+ */
 export function renderChart(input: ChartInput): string {
   const parts: string[] = []
   const plotW = WIDTH - LABEL_W - 150

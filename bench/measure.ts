@@ -7,25 +7,46 @@ import { readdirSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import type pg from 'pg'
 
-/** Nanosecond-resolution monotonic milliseconds, for the samples. */
+/**
+ * Nanosecond-resolution monotonic milliseconds, for the samples.
+ *
+ * @example
+ * const t0 = clockMs(); await db.query('SELECT 1'); const ms = clockMs() - t0
+ */
 export function clockMs(): number {
   return Number(process.hrtime.bigint()) / 1e6
 }
 
-/** The nearest-rank percentile of sorted samples. */
+/**
+ * The nearest-rank percentile of sorted samples.
+ *
+ * @example
+ * percentile([1, 2, 3, 4], 0.5) // 2
+ */
 export function percentile(sorted: number[], q: number): number {
   if (sorted.length === 0) return Number.NaN
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))
   return sorted[rank]!
 }
 
+/**
+ * Where the server's counters stood at one moment.
+ *
+ * @example
+ * const before: ServerMark = await mark(observer)
+ */
 export interface ServerMark {
   /** The first transaction ID not yet completed. Reading it assigns none (unlike txid_current()). */
   xid: bigint
   lsn: string
 }
 
-/** Where the server's transaction counter and WAL insert position stand now. */
+/**
+ * Where the server's transaction counter and WAL insert position stand now.
+ *
+ * @example
+ * const before = await mark(observer)
+ */
 export async function mark(observer: pg.Client): Promise<ServerMark> {
   const { rows } = await observer.query(
     'SELECT txid_snapshot_xmax(txid_current_snapshot())::text AS xid, pg_current_wal_insert_lsn()::text AS lsn',
@@ -33,7 +54,14 @@ export async function mark(observer: pg.Client): Promise<ServerMark> {
   return { xid: BigInt(rows[0].xid), lsn: rows[0].lsn }
 }
 
-/** Transaction IDs consumed and WAL bytes written between two marks (by every session). */
+/**
+ * Transaction IDs consumed and WAL bytes written between two marks (by every session).
+ *
+ * @example
+ * const before = await mark(observer)
+ * await db.query(claimSql('cron_leases'), ['job', 1000, 'me'])
+ * const { xids, wal } = await spent(observer, before)
+ */
 export async function spent(observer: pg.Client, from: ServerMark): Promise<{ xids: number; wal: number }> {
   const to = await mark(observer)
   const { rows } = await observer.query('SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::float8 AS wal', [
@@ -47,6 +75,10 @@ export async function spent(observer: pg.Client, from: ServerMark): Promise<{ xi
  * A reader of the CPU time (user + system, in ms) used so far by every process of a local server:
  * the postmaster and its children (the backends, the WAL writer, autovacuum). Only for a server
  * whose data directory this process can read (the embedded one); `undefined` otherwise.
+ *
+ * @example
+ * const cpu = serverCpu(server.dataDir)
+ * const before = cpu?.() // ms of CPU so far, or undefined for a remote server
  */
 export function serverCpu(dataDir: string | undefined): (() => number) | undefined {
   if (!dataDir || process.platform !== 'linux') return undefined
@@ -76,7 +108,14 @@ export function serverCpu(dataDir: string | undefined): (() => number) | undefin
   }
 }
 
-/** Samples of one case, gathered over several blocks, and the server work of each block. */
+/**
+ * Samples of one case, gathered over several blocks, and the server work of each block.
+ *
+ * @example
+ * const s = new Series()
+ * await s.block(observer, () => db.query('SELECT 1').then(() => {}), 500)
+ * const { p50, xidsPerOp } = s.stats()
+ */
 export class Series {
   readonly samples: number[] = []
   /** Per block: operations, elapsed ms, xids and WAL bytes per operation. */
@@ -133,6 +172,12 @@ export class Series {
   }
 }
 
+/**
+ * What a {@link Series} measured.
+ *
+ * @example
+ * const { p50, p99, opsPerSec } = series.stats()
+ */
 export interface Stats {
   ops: number
   p50: number

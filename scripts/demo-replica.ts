@@ -12,9 +12,20 @@ import pg from 'pg'
 import { advisoryTick } from '../bench/peers.ts'
 import { leaseForInterval, withCronLease } from '../src/index.ts'
 
+/**
+ * How the replicas guard the tick.
+ *
+ * @example
+ * const mode: Mode = 'lease'
+ */
 export type Mode = 'none' | 'advisory' | 'lease'
 
-/** What the demo asks the replicas to do for the occurrences `first`..`last` (epoch seconds). */
+/**
+ * What the demo asks the replicas to do for the occurrences `first`..`last` (epoch seconds).
+ *
+ * @example
+ * const plan: Plan = { mode: 'lease', first, last: first + 9, jobName: 'demo:lease', table: 'cron_leases', driftMs: 150, tickMs: 50 }
+ */
 export interface Plan {
   mode: Mode
   first: number
@@ -25,7 +36,12 @@ export interface Plan {
   tickMs: number
 }
 
-/** What a replica reports for each occurrence in the plan. */
+/**
+ * What a replica reports for each occurrence in the plan.
+ *
+ * @example
+ * process.send?.({ type: 'tick', slot, replica: 1, ran: true } satisfies TickReport)
+ */
 export interface TickReport {
   type: 'tick'
   slot: number
@@ -34,7 +50,19 @@ export interface TickReport {
   error?: string
 }
 
+/**
+ * Messages from the demo to a replica.
+ *
+ * @example
+ * child.send({ type: 'stop' } satisfies ToReplica)
+ */
 export type ToReplica = { type: 'plan'; plan: Plan } | { type: 'stop' }
+/**
+ * Messages from a replica to the demo.
+ *
+ * @example
+ * child.on('message', (m: FromReplica) => m.type === 'ready' && started++)
+ */
 export type FromReplica = { type: 'ready'; replica: number } | TickReport
 
 const replica = Number(process.env.DEMO_REPLICA)

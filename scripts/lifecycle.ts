@@ -4,7 +4,12 @@
  */
 import { type Major, type Server, startEmbedded } from '../test/helpers/postgres.ts'
 
-/** `--pg` as a major version the embedded servers provide. */
+/**
+ * `--pg` as a major version the embedded servers provide.
+ *
+ * @example
+ * parseMajor('14') // 14; parseMajor(undefined) // 18
+ */
 export function parseMajor(value: string | undefined): Major {
   if (value === undefined || value === '18') return 18
   if (value === '14') return 14
@@ -15,6 +20,12 @@ export function parseMajor(value: string | undefined): Major {
  * The server at `url` as it is (its `stop()` does nothing), or a throwaway embedded Postgres.
  * `interrupted()` is checked once the embedded server is up, so a Ctrl-C during start-up still
  * stops it.
+ *
+ * @example
+ * const cleanups = new Cleanups()
+ * const server = await startServer(process.env.DATABASE_URL, 18, cleanups)
+ * // … use server.url …
+ * await cleanups.run()
  */
 export async function startServer(url: string | undefined, major: Major, cleanups: Cleanups): Promise<Server> {
   if (url) return { url, port: Number(new URL(url).port || 5432), major, stop: async () => {} }
@@ -33,6 +44,12 @@ const STEP_MS = 3000
 /**
  * A stack of cleanups run once, last added first: on `run()` at the end of the script, or on
  * SIGINT/SIGTERM/SIGHUP, after which the process exits with 128 + the signal number.
+ *
+ * @example
+ * const cleanups = new Cleanups()
+ * cleanups.install()
+ * cleanups.add(() => pool.end())
+ * await cleanups.run()
  */
 export class Cleanups {
   private readonly steps: Array<() => Promise<void> | void> = []
