@@ -116,10 +116,14 @@ export async function startEmbedded(major: Major, flags: string[] = []): Promise
     major,
     dataDir,
     async stop() {
+      // A Ctrl-C reaches the whole process group, so the server may already have shut itself down;
+      // waiting for its exit then would wait forever.
+      const child = serverProcess()
+      const exited = child !== undefined && (child.exitCode !== null || child.signalCode !== null)
       // The process was unref'ed above; without a ref while stopping, nothing keeps the event
       // loop alive until it exits, so the caller's process could end mid-stop (exit code 0).
-      serverProcess()?.ref()
-      await server.stop()
+      child?.ref()
+      if (!exited) await server.stop()
       rmSync(parent, { recursive: true, force: true })
     },
     async pause() {

@@ -1,0 +1,191 @@
+/**
+ * Timing and server-side accounting for `npm run bench`: latency samples, percentiles, and the
+ * transaction IDs and WAL bytes the server spent between two points.
+ */
+import { execFileSync } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
+import type pg from 'pg'
+
+/**
+ * Nanosecond-resolution monotonic milliseconds, for the samples.
+ *
+ * @example
+ * const t0 = clockMs(); await db.query('SELECT 1'); const ms = clockMs() - t0
+ */
+export function clockMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6
+}
+
+/**
+ * The nearest-rank percentile of sorted samples.
+ *
+ * @example
+ * percentile([1, 2, 3, 4], 0.5) // 2
+ */
+export function percentile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))
+  return sorted[rank]!
+}
+
+/**
+ * Where the server's counters stood at one moment.
+ *
+ * @example
+ * const before: ServerMark = await mark(observer)
+ */
+export interface ServerMark {
+  /** The first transaction ID not yet completed. Reading it assigns none (unlike txid_current()). */
+  xid: bigint
+  lsn: string
+}
+
+/**
+ * Where the server's transaction counter and WAL insert position stand now.
+ *
+ * @example
+ * const before = await mark(observer)
+ */
+export async function mark(observer: pg.Client): Promise<ServerMark> {
+  const { rows } = await observer.query(
+    'SELECT txid_snapshot_xmax(txid_current_snapshot())::text AS xid, pg_current_wal_insert_lsn()::text AS lsn',
+  )
+  return { xid: BigInt(rows[0].xid), lsn: rows[0].lsn }
+}
+
+/**
+ * Transaction IDs consumed and WAL bytes written between two marks (by every session).
+ *
+ * @example
+ * const before = await mark(observer)
+ * await db.query(claimSql('cron_leases'), ['job', 1000, 'me'])
+ * const { xids, wal } = await spent(observer, before)
+ */
+export async function spent(observer: pg.Client, from: ServerMark): Promise<{ xids: number; wal: number }> {
+  const to = await mark(observer)
+  const { rows } = await observer.query('SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::float8 AS wal', [
+    to.lsn,
+    from.lsn,
+  ])
+  return { xids: Number(to.xid - from.xid), wal: Number(rows[0].wal) }
+}
+
+/**
+ * A reader of the CPU time (user + system, in ms) used so far by every process of a local server:
+ * the postmaster and its children (the backends, the WAL writer, autovacuum). Only for a server
+ * whose data directory this process can read (the embedded one); `undefined` otherwise.
+ *
+ * @example
+ * const cpu = serverCpu(server.dataDir)
+ * const before = cpu?.() // ms of CPU so far, or undefined for a remote server
+ */
+export function serverCpu(dataDir: string | undefined): (() => number) | undefined {
+  if (!dataDir || process.platform !== 'linux') return undefined
+  let postmaster: number
+  let ticksPerSecond: number
+  try {
+    postmaster = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0])
+    ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+  } catch {
+    return undefined
+  }
+  return () => {
+    let ticks = 0
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+        // "pid (comm) state ppid …": fields counted from after the last ')', as comm may hold spaces.
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        if (Number(entry) === postmaster || Number(fields[1]) === postmaster)
+          ticks += Number(fields[11]) + Number(fields[12])
+      } catch {
+        // The process ended while the list was read.
+      }
+    }
+    return (ticks / ticksPerSecond) * 1000
+  }
+}
+
+/**
+ * Samples of one case, gathered over several blocks, and the server work of each block.
+ *
+ * @example
+ * const s = new Series()
+ * await s.block(observer, () => db.query('SELECT 1').then(() => {}), 500)
+ * const { p50, xidsPerOp } = s.stats()
+ */
+export class Series {
+  readonly samples: number[] = []
+  /** Per block: operations, elapsed ms, xids and WAL bytes per operation. */
+  readonly blocks: Array<{ ops: number; ms: number; xidsPerOp: number; walPerOp: number; serverCpuMs: number | null }> =
+    []
+
+  /**
+   * Runs `op` for about `blockMs` (at least `minOps` times), one at a time, timing each, between
+   * two server marks. `op(i)` gets a running index across blocks.
+   */
+  async block(
+    observer: pg.Client,
+    op: (i: number) => Promise<void>,
+    blockMs: number,
+    minOps = 20,
+    cpu?: () => number,
+  ): Promise<void> {
+    const cpuBefore = cpu?.()
+    const before = await mark(observer)
+    const start = clockMs()
+    let ops = 0
+    for (; ops < minOps || clockMs() - start < blockMs; ops++) {
+      const t0 = clockMs()
+      await op(this.samples.length)
+      this.samples.push(clockMs() - t0)
+      if (ops > 1_000_000) break
+    }
+    const ms = clockMs() - start
+    const { xids, wal } = await spent(observer, before)
+    const serverCpuMs = cpu && cpuBefore !== undefined ? cpu() - cpuBefore : null
+    this.blocks.push({ ops, ms, xidsPerOp: xids / ops, walPerOp: wal / ops, serverCpuMs })
+  }
+
+  stats(): Stats {
+    const sorted = [...this.samples].sort((a, b) => a - b)
+    const ops = this.blocks.reduce((n, b) => n + b.ops, 0)
+    const ms = this.blocks.reduce((n, b) => n + b.ms, 0)
+    return {
+      ops,
+      p50: percentile(sorted, 0.5),
+      p90: percentile(sorted, 0.9),
+      p99: percentile(sorted, 0.99),
+      opsPerSec: (ops / ms) * 1000,
+      // Other sessions (autovacuum, the checkpointer, the WAL of a standby snapshot) can only add,
+      // so the quietest block is the closest reading of what the operation itself costs.
+      xidsPerOp: Math.min(...this.blocks.map((b) => b.xidsPerOp)),
+      walPerOp: Math.min(...this.blocks.map((b) => b.walPerOp)),
+      // The server's CPU over all blocks (its clock ticks are 10 ms, so only a sum is meaningful);
+      // it includes the two marks per block and whatever else the server did meanwhile.
+      serverCpuUsPerOp: this.blocks.every((b) => b.serverCpuMs !== null)
+        ? (this.blocks.reduce((n, b) => n + b.serverCpuMs!, 0) / ops) * 1000
+        : null,
+    }
+  }
+}
+
+/**
+ * What a {@link Series} measured.
+ *
+ * @example
+ * const { p50, p99, opsPerSec } = series.stats()
+ */
+export interface Stats {
+  ops: number
+  p50: number
+  p90: number
+  p99: number
+  opsPerSec: number
+  xidsPerOp: number
+  walPerOp: number
+  /** Server CPU time per operation, in µs; `null` when the server is not local. */
+  serverCpuUsPerOp: number | null
+}

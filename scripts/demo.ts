@@ -1,0 +1,233 @@
+/**
+ * `npm run demo`: the problem and the fix in about a minute. Starts a throwaway Postgres, spawns
+ * replica processes that all schedule the same every-second job with node-cron (each fire late
+ * by a random drift), and runs it three ways: unguarded, with the advisory-lock pattern, and with
+ * pg-cron-lease. Prints a timeline of who ran each occurrence and a summary per mode.
+ *
+ *   npm run demo -- [--mode none|advisory|lease[,…]] [--seconds 10] [--replicas 4] [--drift 150]
+ *                   [--pg 18|14] [--database-url URL]
+ *
+ * `--database-url` runs against an existing server instead (a uniquely named table is created and
+ * dropped). Everything started is stopped, and the temporary data removed, on completion and on
+ * Ctrl-C.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import pg from 'pg'
+import { createTableSql, quoteTable } from '../src/index.ts'
+import type { FromReplica, Mode, Plan, ToReplica } from './demo-replica.ts'
+import {
+  MODE_TEXT,
+  type Occurrence,
+  paint,
+  type Summary,
+  summarise,
+  summaryTable,
+  timelineHeader,
+  timelineRow,
+} from './demo-view.ts'
+import { Cleanups, parseMajor, startServer } from './lifecycle.ts'
+
+const MODES: Mode[] = ['none', 'advisory', 'lease']
+const TICK_MS = 50
+
+const { values } = parseArgs({
+  options: {
+    mode: { type: 'string' },
+    seconds: { type: 'string', default: '10' },
+    replicas: { type: 'string', default: '4' },
+    drift: { type: 'string', default: '150' },
+    pg: { type: 'string' },
+    'database-url': { type: 'string' },
+  },
+})
+const modes = values.mode === undefined ? MODES : (values.mode.split(',') as Mode[])
+const seconds = whole('--seconds', values.seconds, 1, 600)
+const replicas = whole('--replicas', values.replicas, 2, 32)
+const driftMs = whole('--drift', values.drift, 0, 700)
+if (!modes.every((m) => MODES.includes(m)))
+  usage(`--mode must be one of ${MODES.join(', ')} (or several, comma-separated), got ${values.mode}`)
+const major = parseMajor(values.pg)
+
+const out = process.stdout
+const p = paint(out)
+const say = (line = '') => out.write(`${line}\n`)
+const cleanups = new Cleanups()
+cleanups.install()
+
+say(p.bold('pg-cron-lease demo'))
+say(
+  `${replicas} replicas schedule the same job every second with node-cron; each fire waits a random ` +
+    `0–${driftMs} ms (drift) and the tick takes ${TICK_MS} ms.`,
+)
+const server = await startServer(values['database-url'], major, cleanups)
+say(
+  p.dim(
+    values['database-url']
+      ? `Postgres at ${redact(server.url)}`
+      : `Postgres ${server.major} (embedded) on 127.0.0.1:${server.port}, data in ${server.dataDir}`,
+  ),
+)
+
+const admin = new pg.Client({ connectionString: server.url })
+// On Ctrl-C the server may shut down before this connection is closed; that is expected.
+admin.on('error', () => {})
+await admin.connect()
+cleanups.add(() => admin.end())
+// On an existing server, a table of its own that is dropped again; on the throwaway one, the default.
+const table = values['database-url'] ? `demo_leases_${randomBytes(4).toString('hex')}` : 'cron_leases'
+await admin.query(createTableSql(table))
+if (values['database-url']) cleanups.add(() => admin.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`).then(() => {}))
+
+const children = await spawnReplicas()
+const summaries: Summary[] = []
+for (const mode of modes) summaries.push(await runMode(mode))
+
+say()
+say(p.bold(`Summary: ${replicas} replicas, ${seconds} occurrences per mode, drift 0–${driftMs} ms`))
+say(summaryTable(summaries, p))
+say(p.dim('  duplicates = runs beyond the first of an occurrence; misses = occurrences no replica ran'))
+await cleanups.run()
+
+async function spawnReplicas(): Promise<ChildProcess[]> {
+  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'demo-replica.ts')
+  const started = Array.from({ length: replicas }, (_, i) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script], {
+      env: { ...process.env, DATABASE_URL: server.url, DEMO_REPLICA: String(i + 1) },
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    })
+    let stderr = ''
+    child.stderr?.on('data', (chunk) => {
+      stderr = (stderr + chunk).slice(-4000)
+    })
+    child.on('exit', (code, signal) => {
+      if (code !== 0 && !cleanups.interrupted && !stopping) {
+        process.stderr.write(`replica ${i + 1} exited (${signal ?? code}):\n${stderr}\n`)
+      }
+    })
+    return child
+  })
+  let stopping = false
+  cleanups.add(async () => {
+    stopping = true
+    await Promise.all(started.map((child) => stopChild(child)))
+  })
+  await Promise.all(
+    started.map(
+      (child, i) =>
+        new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`replica ${i + 1} did not start within 60 s`)), 60_000)
+          child.once('exit', () => reject(new Error(`replica ${i + 1} exited during start-up`)))
+          child.on('message', (m: FromReplica) => {
+            if (m.type === 'ready') {
+              clearTimeout(timer)
+              resolve()
+            }
+          })
+        }),
+    ),
+  ).catch(async (error) => {
+    process.stderr.write(`${(error as Error).message}\n`)
+    await cleanups.run()
+    process.exit(1)
+  })
+  await cleanups.checkpoint()
+  return started
+}
+
+/** Asks a replica to stop, then insists: SIGKILL if it has not exited within 3 s. */
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 3000)
+    child.once('exit', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+    if (child.connected) child.send({ type: 'stop' } satisfies ToReplica)
+    else child.kill('SIGTERM')
+  })
+}
+
+/** Runs one mode over `seconds` whole-second occurrences, printing each row once it is complete. */
+async function runMode(mode: Mode): Promise<Summary> {
+  say()
+  say(`${p.bold(`mode: ${mode}`)} ${p.dim(`(${MODE_TEXT[mode]})`)}`)
+  say(timelineHeader(replicas, p))
+  // Start two seconds out, so every replica has the plan before the first occurrence fires.
+  const first = Math.floor(Date.now() / 1000) + 2
+  const plan: Plan = {
+    mode,
+    first,
+    last: first + seconds - 1,
+    jobName: `demo:${mode}`,
+    table,
+    driftMs,
+    tickMs: TICK_MS,
+  }
+  const rows: Occurrence[] = Array.from({ length: seconds }, (_, i) => ({
+    slot: first + i,
+    marks: Array.from({ length: replicas }, () => undefined),
+  }))
+  const reported = rows.map(() => 0)
+  let printed = 0
+  let done!: () => void
+  const finished = new Promise<void>((resolve) => {
+    done = resolve
+  })
+  const flush = (force: boolean) => {
+    while (printed < rows.length && (reported[printed] === replicas || (force && deadline(printed) <= Date.now()))) {
+      say(timelineRow(rows[printed]!, p))
+      printed++
+    }
+    if (printed === rows.length) done()
+  }
+  // A replica that never reports (it crashed, or its timer fired far too late) must not stall the
+  // timeline: its cell is shown as '?' once the occurrence is well over.
+  const deadline = (i: number) => (first + i + 1) * 1000 + driftMs + TICK_MS + 2000
+  const onMessage = (m: FromReplica) => {
+    if (m.type !== 'tick') return
+    const i = m.slot - first
+    const row = rows[i]
+    if (!row || row.marks[m.replica - 1] !== undefined) return
+    row.marks[m.replica - 1] = m.error ? 'error' : m.ran ? 'ran' : 'skipped'
+    reported[i]!++
+    flush(false)
+  }
+  for (const child of children) child.on('message', onMessage)
+  for (const child of children) if (child.connected) child.send({ type: 'plan', plan } satisfies ToReplica)
+  const timer = setInterval(() => flush(true), 250)
+  await finished
+  clearInterval(timer)
+  for (const child of children) child.off('message', onMessage)
+  const summary = summarise(mode, rows)
+  say(
+    p.dim(
+      `  ${summary.occurrences} occurrences, ${summary.runs} runs, ${summary.duplicates} duplicates, ${summary.misses} misses`,
+    ),
+  )
+  return summary
+}
+
+function whole(flag: string, value: string | undefined, min: number, max: number): number {
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < min || n > max)
+    usage(`${flag} must be a whole number from ${min} to ${max}, got ${value}`)
+  return n
+}
+
+function usage(message: string): never {
+  process.stderr.write(
+    `${message}\nusage: npm run demo -- [--mode none|advisory|lease[,...]] [--seconds N] [--replicas N] [--drift MS] [--pg 18|14] [--database-url URL]\n`,
+  )
+  process.exit(2)
+}
+
+function redact(url: string): string {
+  const u = new URL(url)
+  if (u.password) u.password = '***'
+  return u.toString()
+}
