@@ -72,16 +72,22 @@ describe('a lease claimed through a transaction client follows the transaction',
     assert.equal(await count(job), 1, 'visible after COMMIT')
   })
 
+  /** A job with no row yet, or whose lease has expired. */
+  async function claimableJob(existing: boolean) {
+    const job = nextJob()
+    if (existing) {
+      await withCronLease(pool, job, 60_000, () => 0, { table })
+      await pool.query(`UPDATE ${t} SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`, [
+        job,
+      ])
+    }
+    return job
+  }
+
   for (const existing of [false, true]) {
     const what = existing ? 'an expired lease' : 'a job never claimed before'
     test(`for ${what}, a second claimant waits on the row lock until the commit, then skips`, async () => {
-      const job = nextJob()
-      if (existing) {
-        await withCronLease(pool, job, 60_000, () => 0, { table })
-        await pool.query(`UPDATE ${t} SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`, [
-          job,
-        ])
-      }
+      const job = await claimableJob(existing)
       await withClient(async (client) => {
         await client.query('BEGIN')
         assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
@@ -96,13 +102,7 @@ describe('a lease claimed through a transaction client follows the transaction',
     })
 
     test(`for ${what}, a rolled-back transaction loses its claim and the waiting claimant runs`, async () => {
-      const job = nextJob()
-      if (existing) {
-        await withCronLease(pool, job, 60_000, () => 0, { table })
-        await pool.query(`UPDATE ${t} SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`, [
-          job,
-        ])
-      }
+      const job = await claimableJob(existing)
       await withClient(async (client) => {
         await client.query('BEGIN')
         assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
