@@ -1,7 +1,7 @@
 /**
  * The long soak: `npm run soak -- --seconds 300 --replicas 6 [--pg 14|18] [--pgbouncer]`.
  * Runs the replicas against the test database (embedded, or DATABASE_URL), checks the history and
- * prints one row per job. Exits 1 on a duplicate, an unexplained miss or a claim error.
+ * prints one row per job. Exits 1 on a duplicate, an unexplained miss or a claim error, 2 on a usage error.
  */
 import { parseArgs } from 'node:util'
 import { startPgBouncer } from '../test/helpers/pgbouncer.ts'
@@ -9,20 +9,34 @@ import { startTestServer } from '../test/helpers/postgres.ts'
 import { formatReport } from '../test/soak/check.ts'
 import { runSoak } from '../test/soak/run.ts'
 
-const { values } = parseArgs({
-  options: {
-    seconds: { type: 'string', default: '60' },
-    replicas: { type: 'string', default: '4' },
-    pg: { type: 'string' },
-    pgbouncer: { type: 'boolean', default: false },
-  },
-})
+// The floors: four replicas leave three to compete while one is killed, and 15 s leave a steady
+// window of several intervals of the slowest job after start-up and before shutdown.
+function usage(message: string): never {
+  console.error(
+    `soak: ${message}; usage: npm run soak -- --seconds N (>= 15) --replicas R (>= 4) [--pg 14|18] [--pgbouncer]`,
+  )
+  process.exit(2)
+}
+
+let values: { seconds: string; replicas: string; pg?: string; pgbouncer: boolean }
+try {
+  ;({ values } = parseArgs({
+    options: {
+      seconds: { type: 'string', default: '60' },
+      replicas: { type: 'string', default: '4' },
+      pg: { type: 'string' },
+      pgbouncer: { type: 'boolean', default: false },
+    },
+  }))
+} catch (error) {
+  usage((error as Error).message)
+}
 if (values.pg) process.env.PG_TEST_VERSION = values.pg
 const seconds = Number(values.seconds)
 const replicas = Number(values.replicas)
-if (!Number.isFinite(seconds) || seconds < 15) throw new Error(`--seconds must be at least 15, got ${values.seconds}`)
+if (!Number.isFinite(seconds) || seconds < 15) usage(`--seconds must be at least 15, got ${values.seconds}`)
 if (!Number.isInteger(replicas) || replicas < 4)
-  throw new Error(`--replicas must be at least 4, got ${values.replicas}`)
+  usage(`--replicas must be an integer of at least 4, got ${values.replicas}`)
 
 const server = await startTestServer()
 const bouncer = values.pgbouncer ? await startPgBouncer(server.url) : undefined

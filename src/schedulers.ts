@@ -36,7 +36,7 @@ export interface LeasedTickOptions {
   /** Renew in the background while the tick runs. Default: off. */
   keepAlive?: KeepAlive
   /**
-   * Receives a claim error or an error thrown by the tick. Default: `logger.error(message, err)`
+   * Receives a claim error or an error thrown by the tick. Default: `logger.error(err, jobName)`
    * when a logger with `error` is given, else `console.error`. If it throws or rejects, that error
    * is written to `console.error`: the wrapper still resolves.
    */
@@ -112,11 +112,11 @@ export function leasedTick<T>(
   return tick as LeasedTick<T>
 }
 
+// The default is logger.error, else console.error, called exactly as onError would be.
 function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
   return (error, jobName) => {
-    const message = `pg-cron-lease: '${jobName}' failed: its claim or its tick threw`
-    if (logger?.error) logger.error(message, error)
-    else console.error(message, error)
+    if (logger?.error) logger.error(error, jobName)
+    else console.error(error, jobName)
   }
 }
 

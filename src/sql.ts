@@ -80,37 +80,42 @@ function isoText(column: string): string {
 }
 
 /**
- * The claim: one statement, no transaction. Parameters: $1 job name, $2 lease in whole
+ * The claim: one statement, no explicit transaction. Parameters: $1 job name, $2 lease in whole
  * milliseconds, $3 holder. Returns one row (the claim token) to the single winner, none to losers.
+ *
+ * - `WHERE NOT EXISTS`: a lease that is visibly held makes the SELECT empty, so a loser inserts
+ *   nothing and locks nothing: no transaction ID, no WAL, no commit flush.
+ * - `ON CONFLICT … WHERE lease_until <= clock_timestamp()`: the atomic arbiter when claimants race
+ *   past that check. The row lock serialises them and only the first still sees an expired lease.
+ * - Each branch reads the clock once, so the lease lasts exactly `$2` ms from `claimed_at`; the
+ *   update branch reads it when it wins, so a claimant that waited on the row lock still gets its
+ *   whole lease.
+ * - The SQL carries no comments: it is sent on every tick by every replica.
  */
 export function claimSql(table: string): string {
   const t = quoteTable(table)
   return `INSERT INTO ${t} (job_name, lease_until, holder, claimed_at)
-SELECT $1::text, clock_timestamp() + $2::integer * interval '1 millisecond', $3::text, clock_timestamp()
--- a lease that is visibly held makes this SELECT empty, so the loser inserts nothing and locks
--- nothing: no transaction ID, no WAL, no fsync
+SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
+FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until > clock_timestamp())
 ON CONFLICT (job_name) DO UPDATE
-  -- the clock is read again here: a claimant that waited on the row lock starts its lease when it
-  -- wins, not when its statement began
-  SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
-      holder = EXCLUDED.holder,
-      claimed_at = clock_timestamp()
-  -- the atomic arbiter when claimants race past the check above: the row lock serialises them and
-  -- only the first still sees an expired lease
-  WHERE ${t}.lease_until <= clock_timestamp()
+SET (lease_until, claimed_at) = (
+    SELECT clock.at + $2::integer * interval '1 millisecond', clock.at FROM (SELECT clock_timestamp() AS at) AS clock
+  ),
+  holder = EXCLUDED.holder
+WHERE ${t}.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
 /**
  * The fenced renew: moves this claim's expiry to `ms` from now. Parameters: $1 job name, $2 ms,
  * $3 claim token. Matches no row once another claim (even one with the same holder name) has
- * replaced this one, or once the lease has expired.
+ * replaced this one, or once the lease has expired. The token is sent as text and cast in SQL: a
+ * parameter the server types as timestamptz may be rounded to milliseconds by the driver.
  */
 export function renewSql(table: string): string {
   return `UPDATE ${quoteTable(table)}
 SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond'
--- the token is sent as text and cast here: a timestamptz parameter may be rounded by the driver
 WHERE job_name = $1::text AND claimed_at = ($3::text)::timestamptz AND lease_until > clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }

@@ -29,8 +29,11 @@ export interface Queryable {
 export interface LeaseLogger {
   /** Called when a claim loses because another replica holds the lease. */
   debug?(message: string): void
-  /** Called by `leasedTick` (when no `onError` is given) with a claim or tick error. */
-  error?(message: string, error: unknown): void
+  /**
+   * The default `onError` of `leasedTick`: called as `error(err, jobName)` with a claim or tick
+   * error, the argument order of `onError` (and of pino's `logger.error(err, msg)`).
+   */
+  error?(error: unknown, jobName: string): void
 }
 
 /**
@@ -114,4 +117,4 @@ export interface LeaseContext {
  * @example
  * const { ran, result } = await withCronLease(pool, 'report', LEASE.HOURLY, () => 42)
  */
-export type LeaseOutcome<T> = { ran: true; result: T } | { ran: false; result: null }
+export type LeaseOutcome<T = unknown> = { ran: true; result: T } | { ran: false; result: null }

@@ -82,7 +82,13 @@ describe('exactly one replica runs each occurrence', () => {
   test('the lease lasts leaseMs by the database clock', async () => {
     const jobName = nextJob()
     await withCronLease(pool, jobName, 1234, () => {}, { table })
-    assert.equal(Math.round((await row(jobName)).lease_ms), 1234)
+    assert.equal(Number((await row(jobName)).lease_ms), 1234, 'exactly, on the insert branch')
+    await pool.query(
+      `UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`,
+      [jobName],
+    )
+    await withCronLease(pool, jobName, 4321, () => {}, { table })
+    assert.equal(Number((await row(jobName)).lease_ms), 4321, 'exactly, on the update branch')
   })
 })
 

@@ -53,7 +53,12 @@ describe('the packed tarball installs and loads both ways', () => {
     assert.equal(m.hourly, 3_000_000)
   })
 
-  test('the tarball ships the DDL file for migration tools', () => {
+  test('the tarball ships the DDL file for migration tools, reachable through the exports map', () => {
     assert.ok(readdirSync(path.join(dir, 'node_modules/pg-cron-lease/sql')).includes('cron_leases.sql'))
+    const out = run('node', [
+      '-e',
+      "const fs = require('node:fs'); const { CRON_LEASES_TABLE_SQL } = require('pg-cron-lease'); console.log(fs.readFileSync(require.resolve('pg-cron-lease/sql/cron_leases.sql'), 'utf8') === CRON_LEASES_TABLE_SQL)",
+    ])
+    assert.equal(out.trim(), 'true')
   })
 })

@@ -44,11 +44,11 @@ export interface SteadyWindow {
 
 /**
  * Two claims of one job whose `claimed_at` are less than the lease apart, minus this much, are a
- * duplicate. The claim statement reads `clock_timestamp()` twice (for `lease_until` and for
- * `claimed_at`), microseconds apart, so claims can be a few microseconds closer than the lease
- * without any overlap; one millisecond is far above that and far below any real overlap.
+ * duplicate. The claim reads the clock once per branch, so `lease_until` is exactly `claimed_at`
+ * plus the lease and the next claim can come no earlier; the 10 µs only absorb the rounding of
+ * epoch milliseconds held in a double.
  */
-export const CLOCK_READS_TOLERANCE_MS = 1
+export const CLOCK_READS_TOLERANCE_MS = 0.01
 
 /** Runs per window of this many intervals: at least `WINDOW_INTERVALS - 1` must have run. */
 export const WINDOW_INTERVALS = 5

@@ -153,7 +153,7 @@ describe('leasedTick never rejects: errors go to onError', () => {
     assert.deepEqual(await run(), { ran: false, result: null })
   })
 
-  test('without onError, the error goes to logger.error with a message naming the job', async () => {
+  test('without onError, logger.error is the default: called with the error and the job name', async () => {
     const failure = new Error('boom')
     const logged: unknown[][] = []
     const run = leasedTick(
@@ -164,7 +164,7 @@ describe('leasedTick never rejects: errors go to onError', () => {
       { logger: { error: (...args: unknown[]) => void logged.push(args) } },
     )
     assert.equal(await run(), undefined)
-    assert.deepEqual(logged, [["pg-cron-lease: 'job' failed: its claim or its tick threw", failure]])
+    assert.deepEqual(logged, [[failure, 'job']])
   })
 
   test('without onError or logger.error, the error goes to console.error', async (t) => {
@@ -178,10 +178,7 @@ describe('leasedTick never rejects: errors go to onError', () => {
       { logger: { debug: () => {} } },
     )
     assert.equal(await run(), undefined)
-    assert.deepEqual(logged.mock.calls[0]?.arguments, [
-      "pg-cron-lease: 'job' failed: its claim or its tick threw",
-      failure,
-    ])
+    assert.deepEqual(logged.mock.calls[0]?.arguments, [failure, 'job'])
   })
 
   test('an onError that throws or rejects still leaves the call resolved; both errors reach console.error', async (t) => {
