@@ -3,11 +3,13 @@
  * (`test/integration/drivers.test.ts` lists them). A driver only says how to open a session and
  * how its users run one guarded tick; the cases and their assertions are the same for all.
  */
+
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, afterEach, before, describe, test } from 'node:test'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from '../../src/index.ts'
 import { createTableSql, quoteTable, withCronLease } from '../../src/index.ts'
+import { expireLease } from './postgres.ts'
 
 /** One replica's session on the database. */
 export interface Claimant {
@@ -97,10 +99,7 @@ export function driverCases(driver: Driver): void {
       await env?.stop()
     })
 
-    const expire = (jobName: string) =>
-      env.admin.query(`UPDATE ${t} SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`, [
-        jobName,
-      ])
+    const expire = (jobName: string) => expireLease(env.admin, table, jobName)
 
     const untilExpired = async (jobName: string) => {
       for (let i = 0; i < 500; i++) {

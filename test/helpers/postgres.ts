@@ -12,6 +12,8 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
+import type { Queryable } from '../../src/index.ts'
+import { quoteTable } from '../../src/sql.ts'
 
 export const CI = process.env.CI === 'true'
 export type Major = 14 | 18
@@ -210,4 +212,16 @@ export async function freshTable(db: pg.Pool, prefix = 'leases'): Promise<string
   const table = `${prefix}_${randomBytes(5).toString('hex')}`
   await db.query(createTableSql(table))
   return table
+}
+
+/**
+ * Ends a lease now, as if it had run out, so the next claim wins: the one way tests force an
+ * expiry. Without `jobName`, every lease in the table.
+ */
+export async function expireLease(db: Queryable, table: string, jobName?: string) {
+  const where = jobName === undefined ? '' : ' WHERE job_name = $1'
+  await db.query(
+    `UPDATE ${quoteTable(table)} SET lease_until = clock_timestamp() - interval '1 second'${where}`,
+    jobName === undefined ? [] : [jobName],
+  )
 }

@@ -3,8 +3,10 @@
  * every claimant fires the same claim at once on its own connection after the previous lease has
  * expired; exactly one must win.
  */
+
 import type { Queryable } from '../../src/index.ts'
 import { withCronLease } from '../../src/index.ts'
+import { expireLease } from './postgres.ts'
 
 export interface RaceReport {
   rounds: number
@@ -32,12 +34,7 @@ export async function race(options: {
   if (!admin) throw new Error('race needs at least one claimant')
   const report: RaceReport = { rounds: 0, single: 0, none: 0, violations: 0 }
   for (let round = 0; round < rounds; round++) {
-    if (round > 0) {
-      await admin.query(
-        `UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`,
-        [jobName],
-      )
-    }
+    if (round > 0) await expireLease(admin, table, jobName)
     const outcomes = await Promise.all(
       claimants.map((db, i) => withCronLease(db, jobName, leaseMs, () => i, { table, holder: `claimant-${i}` })),
     )

@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, test } from 'node:test'
+import { finished } from '../helpers/child.ts'
 import { testDatabaseUrl } from '../helpers/postgres.ts'
 
 /** Tags open and close in order (a small well-formedness check; the chart has no comments or CDATA). */
@@ -37,14 +38,8 @@ describe('the benchmark runs and writes its results', () => {
           stdio: ['ignore', 'pipe', 'pipe'],
         },
       )
-      let output = ''
-      child.stdout.on('data', (chunk) => {
-        output += chunk
-      })
-      child.stderr.on('data', (chunk) => {
-        output += chunk
-      })
-      const code = await new Promise((resolve) => child.on('exit', resolve))
+      const { code, stdout, stderr } = await finished(child)
+      const output = stdout + stderr
       assert.equal(code, 0, output)
       assert.match(output, /^(PASS|FAIL) {2}losing claim/m, 'the targets are printed')
 

@@ -8,7 +8,7 @@ import diagnostics from 'node:diagnostics_channel'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
 import { CHANNELS, type ClaimMessage, listLeases, type RenewMessage, withCronLease } from '../../src/index.ts'
-import { freshTable, testPool } from '../helpers/postgres.ts'
+import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 
 const TOKEN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
 const TICK_EVENTS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'] as const
@@ -55,11 +55,7 @@ async function observe<T>(body: (log: [string, any][]) => Promise<T>): Promise<{
 const names = (log: [string, any][]) => log.map(([name]) => name)
 
 /** Makes the lease of `jobName` claimable again, as if it had run out. */
-async function expire(jobName: string) {
-  await pool.query(`UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`, [
-    jobName,
-  ])
-}
+const expire = (jobName: string) => expireLease(pool, table, jobName)
 
 describe('the channel names are the contract', () => {
   test('claim, renew and tick are named pg-cron-lease:*', () => {

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
 import { withCronLease } from '../../src/index.ts'
-import { freshTable, testPool } from '../helpers/postgres.ts'
+import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 import { race } from '../helpers/race.ts'
 
 let pool: pg.Pool
@@ -83,10 +83,7 @@ describe('exactly one replica runs each occurrence', () => {
     const jobName = nextJob()
     await withCronLease(pool, jobName, 1234, () => {}, { table })
     assert.equal(Number((await row(jobName)).lease_ms), 1234, 'exactly, on the insert branch')
-    await pool.query(
-      `UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`,
-      [jobName],
-    )
+    await expireLease(pool, table, jobName)
     await withCronLease(pool, jobName, 4321, () => {}, { table })
     assert.equal(Number((await row(jobName)).lease_ms), 4321, 'exactly, on the update branch')
   })

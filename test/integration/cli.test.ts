@@ -14,6 +14,7 @@ import type pg from 'pg'
 import { build, type UserConfig } from 'tsdown'
 import { createTableSql, type LeaseInfo, listLeases, withCronLease } from '../../src/index.ts'
 import config from '../../tsdown.config.ts'
+import { finished } from '../helpers/child.ts'
 import { freePort, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 /** An ANSI SGR sequence (colour on or off) with the given code, or any code. */
@@ -59,26 +60,17 @@ interface Run {
  * Runs the bin with a clean colour environment and DATABASE_URL set to the test database, unless
  * `env` says otherwise (a value of undefined removes the variable).
  */
-function cli(args: string[], env: Record<string, string | undefined> = {}, dir = installed): Promise<Run> {
+async function cli(args: string[], env: Record<string, string | undefined> = {}, dir = installed): Promise<Run> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: url }
   for (const key of ['NO_COLOR', 'FORCE_COLOR', 'NODE_OPTIONS']) delete childEnv[key]
   for (const [key, value] of Object.entries(env)) {
     if (value === undefined) delete childEnv[key]
     else childEnv[key] = value
   }
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(dir, BIN_PATH), ...args], { env: childEnv })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => {
-      stdout += d
-    })
-    child.stderr.on('data', (d) => {
-      stderr += d
-    })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr }))
-  })
+  const { code, stdout, stderr } = await finished(
+    spawn(process.execPath, [path.join(dir, BIN_PATH), ...args], { env: childEnv }),
+  )
+  return { code, stdout, stderr }
 }
 
 /** A failure: the exit code, nothing on stdout, and exactly one line on stderr without a stack. */
@@ -105,14 +97,7 @@ describe('the package ships the bin it declares', () => {
     const file = path.join(installed, BIN_PATH)
     assert.match(readFileSync(file, 'utf8'), /^#!\/usr\/bin\/env node\n/)
     chmodSync(file, 0o755)
-    const run = await new Promise<Run>((resolve) => {
-      const child = spawn(file, ['sql'], { env: { ...process.env, NO_COLOR: '1' } })
-      let stdout = ''
-      child.stdout.on('data', (d) => {
-        stdout += d
-      })
-      child.on('close', (code) => resolve({ code, stdout, stderr: '' }))
-    })
+    const run = await finished(spawn(file, ['sql'], { env: { ...process.env, NO_COLOR: '1' } }))
     assert.deepEqual([run.code, run.stdout], [0, createTableSql()])
   })
 

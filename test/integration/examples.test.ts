@@ -10,6 +10,7 @@ import { readdirSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type pg from 'pg'
+import { finished } from '../helpers/child.ts'
 import { testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -29,18 +30,8 @@ async function runExample(file: string): Promise<Run> {
     env: { ...process.env, DATABASE_URL: url, EXAMPLE_DURATION_MS: String(DURATION_MS) },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk) => {
-    stdout += chunk
-  })
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk
-  })
   // Bounded: an example that does not exit by itself is killed, and its test fails on the code.
-  const killer = setTimeout(() => child.kill('SIGKILL'), DURATION_MS + 20_000)
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
-  clearTimeout(killer)
+  const { code, stdout, stderr } = await finished(child, { killAfterMs: DURATION_MS + 20_000 })
   return { code, stdout: stdout.split('\n').filter(Boolean), stderr }
 }
 

@@ -8,7 +8,14 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
-import { freshTable, requestedMajor, startEmbedded, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+import {
+  expireLease,
+  freshTable,
+  requestedMajor,
+  startEmbedded,
+  testDatabaseUrl,
+  testPool,
+} from '../helpers/postgres.ts'
 import { lossyProxy } from '../helpers/proxy.ts'
 
 let admin: pg.Pool
@@ -38,12 +45,7 @@ async function row(job: string, db: pg.Pool | pg.Client = admin) {
   return rows[0] as { holder: string; held: boolean; token: string; lease_until: string } | undefined
 }
 
-async function expire(job: string) {
-  await admin.query(
-    `UPDATE ${quoteTable(table)} SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`,
-    [job],
-  )
-}
+const expire = (job: string) => expireLease(admin, table, job)
 
 /** Polls `check` every 50 ms until it returns a value, for at most `ms`. */
 async function eventually<T>(what: string, check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {

@@ -11,7 +11,7 @@ import fc from 'fast-check'
 import pg from 'pg'
 import { monotonicMs } from '../../src/context.ts'
 import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
-import { testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+import { expireLease, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import { ALWAYS_FITS_BYTES, isJobName, isTableName, utf8Bytes } from '../helpers/rules.ts'
 
 // Everything runs in a private database, so a random name can never meet another test's table.
@@ -390,10 +390,7 @@ describe('model-based: claim, renew, wait and force-expire by several holders fo
         for (const step of commands) {
           if (step.kind === 'wait') await sleep(step.ms)
           else if (step.kind === 'expire') {
-            await db.query(
-              `UPDATE ${quoteTable(table)} SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`,
-              [job],
-            )
+            await expireLease(db, table, job)
             if (model.lease) model.lease = { ...model.lease, lo: -Infinity, hi: -Infinity }
           } else if (step.kind === 'claim') {
             const sent = monotonicMs()

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import type pg from 'pg'
 import { type LeaseContext, type Queryable, withCronLease } from '../../src/index.ts'
-import { freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+import { expireLease, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let table: string
@@ -109,10 +109,7 @@ describe('the signal aborts when the lease is lost', () => {
       jobName,
       2000,
       async (ctx) => {
-        await pool.query(
-          `UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`,
-          [jobName],
-        )
+        await expireLease(pool, table, jobName)
         assert.equal((await withCronLease(pool, jobName, 5000, () => {}, { table, holder: 'thief' })).ran, true)
         const stolenAt = performance.now()
         const abortedAt = await new Promise<number>((resolve) => {

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import pg from 'pg'
 import { withCronLease } from '../../src/index.ts'
 import { type PgBouncer, pgbouncerMissing, startPgBouncer } from '../helpers/pgbouncer.ts'
-import { CI, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+import { CI, expireLease, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import { race } from '../helpers/race.ts'
 import { assertCleanSoak } from '../soak/assert.ts'
 import { runSoak } from '../soak/run.ts'
@@ -59,7 +59,7 @@ describe('through PgBouncer in transaction pooling mode', { skip: missing ?? fal
           async (ctx) => {
             assert.equal(await ctx.renew(), true, 'a renew of the lease this claim holds')
             assert.equal(await ctx.renew(30_000), true)
-            await admin.query(`UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second'`)
+            await expireLease(admin, table)
             const other = await withCronLease(b, 'fenced', 60_000, () => 'other', { table, holder: otherHolder })
             assert.equal(other.ran, true, 'the expired lease was claimed again')
             assert.equal(await ctx.renew(), false, `renew after holder ${otherHolder} re-claimed`)
@@ -73,7 +73,7 @@ describe('through PgBouncer in transaction pooling mode', { skip: missing ?? fal
           `SELECT lease_until > clock_timestamp() + interval '50 seconds' AS held FROM "${table}"`,
         )
         assert.equal(rows[0].held, true, 'the fenced-out renew did not touch the new claim')
-        await admin.query(`UPDATE "${table}" SET lease_until = clock_timestamp() - interval '1 second'`)
+        await expireLease(admin, table)
       }
       await admin.query(`DROP TABLE "${table}"`)
     } finally {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
 import { quoteTable, withCronLease } from '../../src/index.ts'
-import { freshTable, testPool } from '../helpers/postgres.ts'
+import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let table: string
@@ -77,9 +77,7 @@ describe('a lease claimed through a transaction client follows the transaction',
     const job = nextJob()
     if (existing) {
       await withCronLease(pool, job, 60_000, () => 0, { table })
-      await pool.query(`UPDATE ${t} SET lease_until = clock_timestamp() - interval '1 second' WHERE job_name = $1`, [
-        job,
-      ])
+      await expireLease(pool, table, job)
     }
     return job
   }
