@@ -3,6 +3,7 @@
  * the tick does.
  */
 import { publishRenew } from './channels.js'
+import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { extendSql, renewSql } from './sql.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
@@ -26,11 +27,13 @@ export interface Claim {
   claimToken: string | null
   /** `monotonicMs()` when the claim statement was sent. */
   sentAt: number
+  /** Send renews and beats as named prepared statements where the driver allows it. */
+  prepare: boolean
 }
 
 /** The context handed to the tick, and `close()` to call once the tick has settled. */
 export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseContext; close(): void } {
-  const { db, table, jobName, holder, leaseMs, claimToken } = claim
+  const { db, table, jobName, holder, leaseMs, claimToken, prepare } = claim
   const controller = new AbortController()
   let closed = false
   let beatTimer: NodeJS.Timeout | undefined
@@ -56,7 +59,7 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
     }
     const sentAt = monotonicMs()
     const sql = beat ? extendSql(table) : renewSql(table)
-    const { won } = readResult(await db.query(sql, [jobName, ms, claimToken]), jobName, 'renewed')
+    const { won } = readResult(await runStatement(db, sql, [jobName, ms, claimToken], prepare), jobName, 'renewed')
     publishRenew(() => ({ jobName, holder, renewed: won, ms }))
     if (!won) lose('it expired or another claim replaced it')
     else if (keepAlive) {

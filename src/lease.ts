@@ -1,5 +1,6 @@
 import { publishClaim, traceTick } from './channels.js'
 import { monotonicMs, openContext } from './context.js'
+import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { claimSql } from './sql.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
@@ -36,9 +37,9 @@ export async function withCronLease<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  const { leaseMs: ms, holder, table, logger, keepAlive } = checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
+  const { leaseMs: ms, holder, table, logger, keepAlive, prepare } = checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
 
-  const { won, claimToken, sentAt } = await claim({ db, table, jobName, leaseMs: ms, holder, logger })
+  const { won, claimToken, sentAt } = await claim({ db, table, jobName, leaseMs: ms, holder, logger, prepare })
   if (!won) return { ran: false, result: null }
   if (keepAlive && claimToken === null) {
     throw new TypeError(
@@ -47,7 +48,10 @@ export async function withCronLease<T>(
     )
   }
 
-  const { ctx, close } = openContext({ db, table, jobName, holder, leaseMs: ms, claimToken, sentAt }, keepAlive)
+  const { ctx, close } = openContext(
+    { db, table, jobName, holder, leaseMs: ms, claimToken, sentAt, prepare },
+    keepAlive,
+  )
   try {
     const result = await traceTick(
       () => runTick(ctx),
@@ -67,6 +71,8 @@ export interface ClaimRequest {
   leaseMs: number
   holder: string
   logger: LeaseLogger | undefined
+  /** Send it as a named prepared statement where the driver allows it. */
+  prepare: boolean
 }
 
 /**
@@ -77,10 +83,10 @@ export interface ClaimRequest {
 export async function claim(
   request: ClaimRequest,
 ): Promise<{ won: boolean; claimToken: string | null; sentAt: number }> {
-  const { db, table, jobName, leaseMs, holder, logger } = request
+  const { db, table, jobName, leaseMs, holder, logger, prepare } = request
   const sentAt = monotonicMs()
   const { won, claimToken } = readResult(
-    await db.query(claimSql(table), [jobName, leaseMs, holder]),
+    await runStatement(db, claimSql(table), [jobName, leaseMs, holder], prepare),
     jobName,
     'claimed',
   )

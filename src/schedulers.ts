@@ -14,6 +14,7 @@ import {
   checkLogger,
   checkMs,
   checkOptions,
+  checkPrepare,
   checkQueryable,
   checkTable,
   fail,
@@ -88,13 +89,14 @@ export function leasedTick<T>(
     table,
     logger,
     keepAlive,
+    prepare,
     options,
   } = checkLeaseArgs(db, jobName, leaseMs, runTick, opts, ['onError'])
   const onError =
     options.onError === undefined
       ? defaultOnError(logger)
       : checkFunction<NonNullable<LeasedTickOptions['onError']>>(options.onError, 'opts.onError')
-  const leaseOptions = keepAlive ? { holder, table, logger, keepAlive } : { holder, table, logger }
+  const leaseOptions = keepAlive ? { holder, table, logger, keepAlive, prepare } : { holder, table, logger, prepare }
 
   // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
   const tick = async (): Promise<LeaseOutcome<T> | undefined> => {
@@ -155,9 +157,11 @@ export interface LeaseCoordinatorOptions {
   holder?: string
   /** Receives a debug line when the claim loses. */
   logger?: LeaseLogger
+  /** Send the claim as a named prepared statement with `pg` (see `LeaseOptions.prepare`). Default: `true`. */
+  prepare?: boolean
 }
 
-const COORDINATOR_OPTION_KEYS = ['leaseMs', 'table', 'holder', 'logger'] as const
+const COORDINATOR_OPTION_KEYS = ['leaseMs', 'table', 'holder', 'logger', 'prepare'] as const
 
 // node-cron builds the key as `${name}:${slot.toISOString()}`. Only this trailing slot is removed,
 // so a task name that itself contains ':' stays whole. (Years past 9999 are written with a sign.)
@@ -200,6 +204,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   const table = checkTable(options.table)
   const holder = checkHolder(options.holder)
   const logger = checkLogger(options.logger)
+  const prepare = checkPrepare(options.prepare)
 
   return Object.freeze({
     async shouldRun(key: string, ttlMs: number): Promise<boolean> {
@@ -212,7 +217,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         (leaseFor
           ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`)
           : checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      const { won } = await claim({ db, table, jobName, leaseMs, holder, logger })
+      const { won } = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
       return won
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.

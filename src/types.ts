@@ -68,6 +68,14 @@ export interface LeaseOptions {
   logger?: LeaseLogger
   /** Renew in the background while the tick runs. Default: off. */
   keepAlive?: KeepAlive
+  /**
+   * Send the claim, renews and keep-alive beats as named prepared statements when `db` is a `pg`
+   * Pool, Client or PoolClient, so the server parses and plans them once per connection. A pooler
+   * that refuses them (PgBouncer before 1.21 in transaction mode) is detected on the first refusal
+   * and that `db` falls back to plain statements for good, without an error or a missed tick.
+   * `false` never prepares. Other drivers are never sent a prepared statement. Default: `true`.
+   */
+  prepare?: boolean
 }
 
 /**

@@ -115,7 +115,13 @@ export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.kee
   return { everyMs: every, extendMs: extend }
 }
 
-const LEASE_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive'] as const
+export function checkPrepare(value: unknown, name = 'opts.prepare'): boolean {
+  if (value === undefined) return true
+  if (typeof value !== 'boolean') fail(name, 'true or false', value)
+  return value
+}
+
+const LEASE_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive', 'prepare'] as const
 
 /**
  * The arguments of every entry point that runs a tick (withCronLease, leasedTick), checked in
@@ -140,6 +146,7 @@ export function checkLeaseArgs<K extends string = never>(
     table: checkTable(options.table),
     logger: checkLogger(options.logger),
     keepAlive: checkKeepAlive(options.keepAlive, ms),
+    prepare: checkPrepare(options.prepare),
     options,
   }
 }

@@ -33,7 +33,7 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
   test('options are checked with the same rules as withCronLease, plus onError', () => {
     const cases: [unknown, RegExp][] = [
       [null, /opts must be an object/],
-      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(holder, table, logger, keepAlive, onError\)/],
+      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(holder, table, logger, keepAlive, prepare, onError\)/],
       [{ holder: '' }, /opts\.holder must be/],
       [{ table: 'x; DROP TABLE y' }, /opts\.table must be/],
       [{ logger: { error: 'no' } }, /opts\.logger\.error must be a function/],
@@ -211,7 +211,7 @@ describe('leaseCoordinator validates its options when it is made', () => {
     throwsAtCreation(() => leaseCoordinator(null as never), /db must be/)
     const cases: [unknown, RegExp][] = [
       ['x', /opts must be an object/],
-      [{ lease: 1000 }, /opts\.lease must be one of the known options \(leaseMs, table, holder, logger\)/],
+      [{ lease: 1000 }, /opts\.lease must be one of the known options \(leaseMs, table, holder, logger, prepare\)/],
       [{ leaseMs: 0 }, /opts\.leaseMs must be at least 1 ms/],
       [{ leaseMs: '800' }, /opts\.leaseMs must be a number of milliseconds or a function of the task name/],
       [{ leaseMs: Number.NaN }, /opts\.leaseMs must be a finite number/],

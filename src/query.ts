@@ -1,0 +1,72 @@
+/**
+ * Sending a statement. With `pg` the hot statements (claim, renew, keep-alive beat) go as named
+ * prepared statements, so the server parses and plans each once per connection instead of on
+ * every tick; everything else, and every other driver, sends plain parameterised text.
+ */
+import { createHash } from 'node:crypto'
+import type { Queryable, QueryResultLike } from './types.js'
+
+// A pooler that does not track protocol-level prepared statements (PgBouncer before 1.21 in
+// transaction mode, and similar) hands the statement to a server connection that never saw it
+// (26000), or that already has it from another client (42P05); after DDL or a failover the
+// server may refuse a cached plan (0A000). Each of these is raised before the statement runs,
+// so sending the same text unprepared at once cannot run it twice.
+const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])
+
+// Handles that hit one of those errors stay unprepared for the life of the process: the pooler
+// in front of them will not start keeping prepared statements.
+const unprepared = new WeakSet<object>()
+
+const names = new Map<string, string>()
+
+/**
+ * One name per statement text, so each table (each text) has its own, and a connection that
+ * prepared one text is never asked to run a different one under the same name.
+ */
+function statementName(text: string): string {
+  let name = names.get(text)
+  if (name === undefined) {
+    name = `pg_cron_lease_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`
+    names.set(text, name)
+  }
+  return name
+}
+
+/**
+ * Whether `db` is a `pg` Pool, Client or PoolClient, which take `query({ name, text, values })`.
+ * Anything else (PGlite, adapters, wrappers) may not, so it only ever gets `query(text, params)`.
+ */
+function isPg(db: object): boolean {
+  const d = db as { connectionParameters?: unknown; Client?: unknown; options?: unknown }
+  const client = typeof d.connectionParameters === 'object' && d.connectionParameters !== null
+  const pool = typeof d.Client === 'function' && typeof d.options === 'object' && 'totalCount' in d
+  return client || pool
+}
+
+/**
+ * Runs one statement: prepared when `prepare` is on and `db` is `pg`, plain text otherwise, and
+ * plain text again at once when a pooler refuses the prepared form.
+ */
+export async function runStatement(
+  db: Queryable,
+  text: string,
+  params: unknown[],
+  prepare: boolean,
+): Promise<QueryResultLike> {
+  if (!prepare || unprepared.has(db) || !isPg(db)) return db.query(text, params)
+  const named = db as unknown as {
+    query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
+  }
+  try {
+    return await named.query({ name: statementName(text), text, values: params })
+  } catch (error) {
+    if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error
+    unprepared.add(db)
+    return db.query(text, params)
+  }
+}
+
+/** Whether `db` has fallen back to plain text for good (for tests and the benchmark). */
+export function isUnprepared(db: Queryable): boolean {
+  return unprepared.has(db)
+}
