@@ -33,7 +33,10 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
   test('options are checked with the same rules as withCronLease, plus onError', () => {
     const cases: [unknown, RegExp][] = [
       [null, /opts must be an object/],
-      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(holder, table, logger, keepAlive, prepare, onError\)/],
+      [
+        { tabel: 'x' },
+        /opts\.tabel must be one of the known options \(holder, table, logger, keepAlive, prepare, onError\)/,
+      ],
       [{ holder: '' }, /opts\.holder must be/],
       [{ table: 'x; DROP TABLE y' }, /opts\.table must be/],
       [{ logger: { error: 'no' } }, /opts\.logger\.error must be a function/],
