@@ -1,6 +1,22 @@
-CREATE TABLE IF NOT EXISTS "cron_leases" (
-  job_name    TEXT PRIMARY KEY,
-  lease_until TIMESTAMPTZ NOT NULL,
-  holder      TEXT,
-  claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
-);
+DO $pg_cron_lease$
+BEGIN
+  IF to_regclass('"cron_leases"') IS NULL THEN
+    CREATE TABLE IF NOT EXISTS "cron_leases" (
+      job_name    TEXT PRIMARY KEY,
+      lease_until TIMESTAMPTZ NOT NULL,
+      holder      TEXT,
+      claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+      last_started_at  TIMESTAMPTZ,
+      last_finished_at TIMESTAMPTZ,
+      last_duration_ms DOUBLE PRECISION,
+      last_outcome     TEXT,
+      last_error       TEXT,
+      last_success_at  TIMESTAMPTZ,
+      every_ms         DOUBLE PRECISION,
+      paused_until     TIMESTAMPTZ
+    );
+  END IF;
+EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
+  NULL; -- another session created it at the same moment
+END
+$pg_cron_lease$;

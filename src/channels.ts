@@ -16,6 +16,11 @@ export interface ClaimMessage {
   won: boolean
   /** The winner's claim token; `null` for a loss. */
   claimToken: string | null
+  /**
+   * On a win, this replica's wall clock minus the database's, in ms, estimated from the claim's
+   * round trip (accurate to half of it); positive when this replica is ahead. `null` for a loss.
+   */
+  clockOffsetMs: number | null
 }
 
 /**

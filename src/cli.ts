@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { type LeaseInfo, listLeases } from './inspect.js'
-import { createTableSql, DEFAULT_TABLE } from './sql.js'
+import { createTableSql, DEFAULT_TABLE, quoteTable, upgradeTableSql } from './sql.js'
 import { checkTable } from './validate.js'
 
 const BIN = 'pg-cron-lease'
@@ -69,28 +69,31 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   migrate: {
-    summary: 'Create the lease table in the database (safe to run again)',
+    summary: 'Create the lease table, or upgrade an older one (safe to run again, and at once)',
     options: ['table', 'url'],
     details:
-      'Runs CREATE TABLE IF NOT EXISTS: an existing table is left as it is. The schema of a\n' +
-      'schema.name table must already exist.\n\n' +
+      'Creates the table if it does not exist, then adds the columns for outcomes, intervals and\n' +
+      'pauses if they are missing (what upgradeTableSql() does); a table that is up to date is left\n' +
+      'as it is, and needs no CREATE or ALTER privilege. Many replicas may run it at the same time.\n' +
+      'The schema of a schema.name table must already exist.\n\n' +
       'Examples:\n' +
       `  ${BIN} migrate --url postgres://app@db.internal:5432/app\n` +
       `  DATABASE_URL=postgres://localhost/app ${BIN} migrate --table jobs.cron_leases`,
     async run(values, io) {
       const target = connectionTarget(values, io.env)
-      let existed = false
-      await withClient(target, values, 'migrate', async (client) => {
-        // CREATE TABLE IF NOT EXISTS reports an existing table only as a notice (duplicate_table).
-        client.on('notice', (notice: { code?: string }) => {
-          if (notice.code === '42P07') existed = true
-        })
+      const { before, after } = await withClient(target, values, 'migrate', async (client) => {
+        const before = await columnCount(client, values.table)
         await client.query(createTableSql(values.table))
+        await client.query(upgradeTableSql(values.table))
+        return { before, after: (await columnCount(client, values.table)) ?? 0 }
       })
+      const { table } = values
       io.out(
-        existed
-          ? `Table ${values.table} already exists in ${target.label}; nothing to do.\n`
-          : `${io.paint.green('Created')} table ${values.table} in ${target.label}.\n`,
+        before === null
+          ? `${io.paint.green('Created')} table ${table} in ${target.label}.\n`
+          : after > before
+            ? `${io.paint.green('Upgraded')} table ${table} in ${target.label}: added ${after - before} columns for outcomes, intervals and pauses.\n`
+            : `Table ${table} already exists in ${target.label} and is up to date; nothing to do.\n`,
       )
     },
   },
@@ -257,6 +260,15 @@ function connectionTarget(values: Values, env: NodeJS.ProcessEnv): Target {
   const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost'
   const database = decodeURIComponent(parsed.pathname.slice(1)) || decodeURIComponent(parsed.username) || 'postgres'
   return { url, label: `${host}:${parsed.port || '5432'}/${database}` }
+}
+
+/** The table's number of columns, or null when it does not exist. */
+async function columnCount(client: pg.Client, table: string): Promise<number | null> {
+  const { rows } = await client.query(
+    'SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped)::int AS n, to_regclass($1) IS NULL AS missing',
+    [quoteTable(table)],
+  )
+  return rows[0].missing ? null : rows[0].n
 }
 
 async function loadPg(): Promise<typeof pg> {

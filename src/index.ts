@@ -1,8 +1,9 @@
 export { fromPostgresJs, type PostgresJsSql } from './adapters/postgres-js.js'
+export { type JobOptions, type PauseOptions, pauseJob, releaseLease, resumeJob } from './admin.js'
 export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from './channels.js'
 export { type LeaseInfo, type ListLeasesOptions, listLeases } from './inspect.js'
 export { withCronLease } from './lease.js'
-export { LEASE, leaseForInterval } from './presets.js'
+export { LEASE, leaseForInterval, MAX_LEASE_MS } from './presets.js'
 export {
   type LeaseCoordinator,
   type LeaseCoordinatorOptions,
@@ -11,7 +12,7 @@ export {
   leaseCoordinator,
   leasedTick,
 } from './schedulers.js'
-export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable } from './sql.js'
+export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable, upgradeTableSql } from './sql.js'
 export type {
   KeepAlive,
   LeaseContext,
@@ -21,4 +22,3 @@ export type {
   Queryable,
   QueryResultLike,
 } from './types.js'
-export { MAX_LEASE_MS } from './validate.js'

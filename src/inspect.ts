@@ -4,8 +4,8 @@
  */
 import { describe } from './describe.js'
 import { listLeasesSql } from './sql.js'
-import type { Queryable } from './types.js'
-import { checkOptions, checkQueryable, checkTable } from './validate.js'
+import type { LeaseOptions, Queryable } from './types.js'
+import { checkOptions, checkQueryable, checkTable, fail } from './validate.js'
 
 /**
  * One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, the same
@@ -21,6 +21,15 @@ import { checkOptions, checkQueryable, checkTable } from './validate.js'
  *   held: true,
  *   remainingMs: 2_820_000,
  *   checkedAt: '2026-11-29T22:03:00.012345Z',
+ *   lastOutcome: 'ok',
+ *   lastFinishedAt: '2026-11-29T21:00:04.210000Z',
+ *   lastDurationMs: 4_180,
+ *   lastError: null,
+ *   lastSuccessAt: '2026-11-29T21:00:04.210000Z',
+ *   everyMs: 3_600_000,
+ *   overdue: false,
+ *   paused: false,
+ *   pausedUntil: null,
  * }
  */
 export interface LeaseInfo {
@@ -30,17 +39,50 @@ export interface LeaseInfo {
   holder: string | null
   /** When the last claim was made (its claim token), database clock. */
   claimedAt: string
-  /** When the lease ends, database clock. A lease is never released early, so this is its end. */
+  /**
+   * When the lease ends, database clock: `'infinity'` while an open-ended pause holds it. A claim
+   * never ends it early; only `releaseLease` and `resumeJob` (or the CLI's release / resume) do.
+   */
   leaseUntil: string
   /** Whether the lease is still held at `checkedAt`: a claim made then would lose. */
   held: boolean
-  /** Whole milliseconds left at `checkedAt`, rounded up: at least 1 when held, 0 when not. */
+  /**
+   * Whole milliseconds left at `checkedAt`, rounded up: at least 1 when held, 0 when not,
+   * `Infinity` under an open-ended pause (`null` in JSON).
+   */
   remainingMs: number
   /**
    * The database clock reading every row of one `listLeases` call was judged at (the same for all
    * rows). Compare `claimedAt` and `leaseUntil` with it, not with this process's clock.
    */
   checkedAt: string
+  /**
+   * How the last recorded run ended: `'ok'`, `'error'`, or `null` (never recorded, recording off,
+   * a table without the 2.1 columns, or a node-cron coordinator run whose failure was not wired).
+   */
+  lastOutcome: 'ok' | 'error' | null
+  /** When the last recorded run settled, database clock; `null` if none was recorded. */
+  lastFinishedAt: string | null
+  /** How long the last recorded run took, in ms (this process's monotonic clock); `null` if none. */
+  lastDurationMs: number | null
+  /** For a last run that failed: `Name: first line of the message`, at most 500 characters. */
+  lastError: string | null
+  /** When a run last ended `ok`, database clock; `null` if none has. */
+  lastSuccessAt: string | null
+  /**
+   * The job's interval in ms: declared by the caller (`everyMs`, or `leaseForInterval`), else
+   * observed between its last two recorded runs; `null` while unknown.
+   */
+  everyMs: number | null
+  /**
+   * Not claimed for longer than `everyMs × overdueFactor` (by the database clock at `checkedAt`),
+   * and not paused. Always `false` while `everyMs` is unknown.
+   */
+  overdue: boolean
+  /** A pause (`pauseJob`, `pg-cron-lease pause`) holds the job at `checkedAt`: nobody can claim it. */
+  paused: boolean
+  /** When the pause ends, database clock (`'infinity'` when open-ended); `null` when not paused. */
+  pausedUntil: string | null
 }
 
 /**
@@ -49,12 +91,15 @@ export interface LeaseInfo {
  * @example
  * const opts: ListLeasesOptions = { table: 'jobs.leases' }
  */
-export interface ListLeasesOptions {
-  /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
-  table?: string
+export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
+  /** A job is overdue when not claimed for `everyMs × overdueFactor`. Default: 2. At least 1. */
+  overdueFactor?: number
 }
 
-const OPTION_KEYS = ['table'] as const
+const LIST_OPTION_KEYS = ['table', 'overdueFactor'] as const satisfies readonly (keyof ListLeasesOptions)[]
+
+/** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */
+export const DEFAULT_OVERDUE_FACTOR = 2
 
 /**
  * Every lease in the table, one entry per job name, ordered by job name in byte order. `held` and
@@ -74,8 +119,9 @@ const OPTION_KEYS = ['table'] as const
  */
 export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promise<LeaseInfo[]> {
   checkQueryable(db)
-  const options = checkOptions(opts, OPTION_KEYS)
+  const options = checkOptions(opts, LIST_OPTION_KEYS)
   const table = checkTable(options.table)
+  const factor = checkOverdueFactor(options.overdueFactor)
 
   const result = (await db.query(listLeasesSql(table), [])) as { rows?: unknown } | null | undefined
   const rows = result?.rows
@@ -84,13 +130,20 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
       `pg-cron-lease: cannot list the leases in ${table}: the driver's result has no rows array, got ${describe(result)}`,
     )
   }
-  return rows.map((row) => readLease(row, table))
+  return rows.map((row) => readLease(row, table, factor))
 }
 
-// The statement returns text, boolean and float8 columns, which every driver seen maps to string,
-// boolean and number. Anything else means a driver (or a table) this code does not understand, and
-// a guess could report a held lease as free.
-function readLease(row: unknown, table: string): LeaseInfo {
+export function checkOverdueFactor(value: unknown, name = 'opts.overdueFactor'): number {
+  if (value === undefined) return DEFAULT_OVERDUE_FACTOR
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 1)
+    fail(name, 'a finite number, at least 1', value)
+  return value
+}
+
+// The statement returns text, boolean and float8 columns; drivers map float8 to a number, or to a
+// numeric string (some do), which is accepted. Anything else means a driver (or a table) this code
+// does not understand, and a guess could report a held lease as free.
+function readLease(row: unknown, table: string, overdueFactor: number): LeaseInfo {
   const r = (row ?? {}) as Record<string, unknown>
   const bad = (column: string): never => {
     throw new TypeError(
@@ -98,18 +151,39 @@ function readLease(row: unknown, table: string): LeaseInfo {
     )
   }
   const text = (column: string): string => (typeof r[column] === 'string' ? (r[column] as string) : bad(column))
-  const held = typeof r.held === 'boolean' ? r.held : bad('held')
-  const raw = r.remaining_ms
-  const remainingMs = typeof raw === 'number' ? raw : typeof raw === 'string' && raw !== '' ? Number(raw) : Number.NaN
-  if (!Number.isInteger(remainingMs) || remainingMs < 0) bad('remaining_ms')
-  const holder = r.holder === null ? null : text('holder')
+  const textOrNull = (column: string): string | null => (r[column] === null ? null : text(column))
+  const number = (column: string): number => {
+    const raw = r[column]
+    const value = typeof raw === 'number' ? raw : typeof raw === 'string' && raw !== '' ? Number(raw) : Number.NaN
+    return Number.isNaN(value) ? bad(column) : value
+  }
+  const numberOrNull = (column: string): number | null => (r[column] === null ? null : number(column))
+  const flag = (column: string): boolean => (typeof r[column] === 'boolean' ? (r[column] as boolean) : bad(column))
+
+  const remainingMs = number('remaining_ms')
+  if (remainingMs < 0 || (!Number.isInteger(remainingMs) && remainingMs !== Number.POSITIVE_INFINITY))
+    bad('remaining_ms')
+  const lastOutcome = r.last_outcome
+  if (lastOutcome !== null && lastOutcome !== 'ok' && lastOutcome !== 'error') bad('last_outcome')
+  const everyMs = numberOrNull('every_ms')
+  const paused = flag('paused')
   return {
     jobName: text('job_name'),
-    holder,
+    holder: textOrNull('holder'),
     claimedAt: text('claimed_at'),
     leaseUntil: text('lease_until'),
-    held,
+    held: flag('held'),
     remainingMs,
     checkedAt: text('checked_at'),
+    lastOutcome: lastOutcome as LeaseInfo['lastOutcome'],
+    lastFinishedAt: textOrNull('last_finished_at'),
+    lastDurationMs: numberOrNull('last_duration_ms'),
+    lastError: textOrNull('last_error'),
+    lastSuccessAt: textOrNull('last_success_at'),
+    everyMs,
+    // Judged on the database's own difference of two of its timestamps, never this process's clock.
+    overdue: !paused && everyMs !== null && number('since_claim_ms') > everyMs * overdueFactor,
+    paused,
+    pausedUntil: paused ? text('paused_until') : null,
   }
 }

@@ -1,9 +1,10 @@
 import { publishClaim, traceTick } from './channels.js'
-import { monotonicMs, openContext } from './context.js'
+import { type Claim, monotonicMs, openContext } from './context.js'
+import { recordOutcome, type Settled, warn } from './outcome.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { claimSql } from './sql.js'
-import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
+import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkLeaseArgs } from './validate.js'
 
 /**
@@ -16,7 +17,8 @@ import { checkLeaseArgs } from './validate.js'
  *
  * Failure rule, a missed occurrence beats a duplicate: a bad argument rejects with a TypeError
  * before any query; a claim error rejects unchanged and the tick does not run; a tick that throws
- * rejects unchanged and keeps the lease.
+ * rejects unchanged and keeps the lease. When the tick settles, its outcome is recorded in the
+ * lease row (see `record`); that never changes the result.
  *
  * @example
  * import cron from 'node-cron'
@@ -37,9 +39,24 @@ export async function withCronLease<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  const { leaseMs: ms, holder, table, logger, keepAlive, prepare } = checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
+  return runLease(checkLeaseArgs(db, jobName, leaseMs, runTick, opts))
+}
 
-  const { won, claimToken, sentAt } = await claim({ db, table, jobName, leaseMs: ms, holder, logger, prepare })
+/** Everything one run needs, already validated: what `checkLeaseArgs` returns. */
+export interface LeaseRun<T> extends ClaimRequest {
+  runTick: (ctx: LeaseContext) => Promise<T> | T
+  keepAlive: KeepAlive | undefined
+  record: boolean
+  everyMs: number | undefined
+}
+
+/**
+ * The one run path behind `withCronLease` and `leasedTick`: claim, run the tick with its context,
+ * record the outcome. Arguments must already be validated.
+ */
+export async function runLease<T>(run: LeaseRun<T>): Promise<LeaseOutcome<T>> {
+  const { db, table, jobName, leaseMs, holder, keepAlive, prepare } = run
+  const { won, claimToken, sentAt } = await claim(run)
   if (!won) return { ran: false, result: null }
   if (keepAlive && claimToken === null) {
     throw new TypeError(
@@ -48,18 +65,25 @@ export async function withCronLease<T>(
     )
   }
 
-  const { ctx, close } = openContext(
-    { db, table, jobName, holder, leaseMs: ms, claimToken, sentAt, prepare },
-    keepAlive,
-  )
+  const claimed: Claim = { db, table, jobName, holder, leaseMs, claimToken, sentAt, prepare }
+  const { ctx, close } = openContext(claimed, keepAlive)
+  const startedAt = monotonicMs()
+  let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
-      () => runTick(ctx),
-      () => ({ jobName, holder, claimToken, leaseMs: ms }),
+      () => run.runTick(ctx),
+      () => ({ jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
+  } catch (error) {
+    settled = { outcome: 'error', error }
+    throw error
   } finally {
     close()
+    if (run.record) {
+      const durationMs = monotonicMs() - startedAt
+      await recordOutcome({ ...run, claimToken, durationMs }, settled)
+    }
   }
 }
 
@@ -75,9 +99,12 @@ export interface ClaimRequest {
   prepare: boolean
 }
 
+// Jobs whose claims currently show this replica's clock off by more than 10% of the lease.
+const skewedJobs = new Set<string>()
+
 /**
  * The claim step on its own: one statement, its result read, the outcome published. Shared by
- * withCronLease and leaseCoordinator (which runs no tick itself), so there is one claim path.
+ * runLease and leaseCoordinator (which runs no tick itself), so there is one claim path.
  * Arguments must already be validated. A driver error or an unreadable result rejects.
  */
 export async function claim(
@@ -85,12 +112,42 @@ export async function claim(
 ): Promise<{ won: boolean; claimToken: string | null; sentAt: number }> {
   const { db, table, jobName, leaseMs, holder, logger, prepare } = request
   const sentAt = monotonicMs()
+  const sentWallMs = Date.now()
   const { won, claimToken } = readResult(
     await runStatement(db, claimSql(table), [jobName, leaseMs, holder], prepare),
     jobName,
     'claimed',
   )
-  publishClaim(() => ({ jobName, holder, won, claimToken }))
+  const clockOffsetMs = won && claimToken !== null ? clockOffset(claimToken, sentWallMs, Date.now()) : null
+  publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
   if (!won) logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
+  if (clockOffsetMs !== null) checkClock(jobName, clockOffsetMs, leaseMs, logger)
   return { won, claimToken, sentAt }
+}
+
+/**
+ * This replica's wall clock minus the database's, estimated at no cost from a won claim: the
+ * token is the database time the statement ran, which lies between sending and receiving, so the
+ * midpoint is off by at most half the round trip. Positive: this replica's clock is ahead.
+ */
+function clockOffset(claimToken: string, sentWallMs: number, receivedWallMs: number): number | null {
+  const databaseMs = Date.parse(claimToken)
+  return Number.isFinite(databaseMs) ? Math.round((sentWallMs + receivedWallMs) / 2 - databaseMs) : null
+}
+
+// The database decides who wins, but this replica's clock decides when its timer fires: one that
+// is late by more than the gap between the lease and the interval runs the occurrence again.
+function checkClock(jobName: string, offsetMs: number, leaseMs: number, logger: LeaseLogger | undefined): void {
+  if (Math.abs(offsetMs) <= leaseMs * 0.1) {
+    skewedJobs.delete(jobName)
+    return
+  }
+  if (skewedJobs.has(jobName)) return
+  skewedJobs.add(jobName)
+  warn(
+    logger,
+    `pg-cron-lease: this replica's clock is ${Math.abs(offsetMs)} ms ${offsetMs > 0 ? 'ahead of' : 'behind'} the ` +
+      `database's (more than 10% of the ${leaseMs} ms lease of '${jobName}'); its scheduler fires at the wrong ` +
+      'moments, which the lease cannot correct: fix its time sync (NTP)',
+  )
 }

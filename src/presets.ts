@@ -1,5 +1,20 @@
 import { describe } from './describe.js'
-import { MAX_LEASE_MS } from './validate.js'
+
+/**
+ * The longest lease accepted, in ms: 2^31 - 1, about 24.8 days. It is the largest value the
+ * statement's `integer` parameter holds and the longest delay a Node timer can wait, and it still
+ * covers a monthly job's 80% lease.
+ *
+ * @example
+ * leaseMs <= MAX_LEASE_MS // true for every lease the library accepts
+ */
+export const MAX_LEASE_MS = 2_147_483_647
+
+// The interval each lease made by leaseForInterval came from, so the caller need not declare it
+// again as `everyMs`. A lease two different intervals round to is ambiguous (null), and the map is
+// bounded: past that, intervals are observed by the table instead.
+const intervals = new Map<number, number | null>()
+const REMEMBERED_INTERVALS = 1000
 
 /**
  * Lease lengths for common schedules, in milliseconds. Each is a little under the interval
@@ -42,5 +57,13 @@ export function leaseForInterval(intervalMs: number): number {
       `pg-cron-lease: intervalMs is too long: its lease would exceed ${MAX_LEASE_MS} ms (about 24.8 days), got ${describe(intervalMs)}`,
     )
   }
+  const known = intervals.get(leaseMs)
+  if (known === undefined && intervals.size < REMEMBERED_INTERVALS) intervals.set(leaseMs, intervalMs)
+  else if (known !== undefined && known !== intervalMs) intervals.set(leaseMs, null)
   return leaseMs
+}
+
+/** The interval `leaseForInterval` was given for this lease in this process, if exactly one was. */
+export function intervalOfLease(leaseMs: number): number | undefined {
+  return intervals.get(leaseMs) ?? undefined
 }

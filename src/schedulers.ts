@@ -4,9 +4,19 @@
  * node-cron 4's `distributed` mode. Both validate everything when they are created, so a wiring
  * mistake throws at startup instead of at the first fire.
  */
-import { claim, withCronLease } from './lease.js'
-import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOutcome, Queryable } from './types.js'
+import { monotonicMs } from './context.js'
+import { claim, runLease } from './lease.js'
+import { recordOutcome, type Settled } from './outcome.js'
 import {
+  LEASE_OPTION_KEYS,
+  type LeaseContext,
+  type LeaseLogger,
+  type LeaseOptions,
+  type LeaseOutcome,
+  type Queryable,
+} from './types.js'
+import {
+  checkBoolean,
   checkFunction,
   checkHolder,
   checkJobName,
@@ -14,7 +24,6 @@ import {
   checkLogger,
   checkMs,
   checkOptions,
-  checkPrepare,
   checkQueryable,
   checkTable,
   fail,
@@ -27,15 +36,7 @@ import {
  * @example
  * const opts: LeasedTickOptions = { holder: 'worker-3', onError: (err, job) => report(job, err) }
  */
-export interface LeasedTickOptions {
-  /** Informational name stored in the row. Default: `hostname:pid`. */
-  holder?: string
-  /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
-  table?: string
-  /** Receives a debug line when the claim loses, and errors when `onError` is not given. */
-  logger?: LeaseLogger
-  /** Renew in the background while the tick runs. Default: off. */
-  keepAlive?: KeepAlive
+export interface LeasedTickOptions extends LeaseOptions {
   /**
    * Receives a claim error or an error thrown by the tick. Default: `logger.error(err, jobName)`
    * when a logger with `error` is given, else `console.error`. If it throws or rejects, that error
@@ -43,6 +44,11 @@ export interface LeasedTickOptions {
    */
   onError?: (error: unknown, jobName: string) => void | Promise<void>
 }
+
+const LEASED_TICK_OPTION_KEYS = [
+  ...LEASE_OPTION_KEYS,
+  'onError',
+] as const satisfies readonly (keyof LeasedTickOptions)[]
 
 /**
  * The function {@link leasedTick} returns. Called with no arguments it resolves the outcome;
@@ -83,25 +89,23 @@ export function leasedTick<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeasedTickOptions,
 ): LeasedTick<T> {
-  const {
-    leaseMs: ms,
-    holder,
-    table,
-    logger,
-    keepAlive,
-    prepare,
-    options,
-  } = checkLeaseArgs(db, jobName, leaseMs, runTick, opts, ['onError'])
+  const { options, ...run } = checkLeaseArgs<T, (typeof LEASED_TICK_OPTION_KEYS)[number]>(
+    db,
+    jobName,
+    leaseMs,
+    runTick,
+    opts,
+    LEASED_TICK_OPTION_KEYS,
+  )
   const onError =
     options.onError === undefined
-      ? defaultOnError(logger)
+      ? defaultOnError(run.logger)
       : checkFunction<NonNullable<LeasedTickOptions['onError']>>(options.onError, 'opts.onError')
-  const leaseOptions = keepAlive ? { holder, table, logger, keepAlive, prepare } : { holder, table, logger, prepare }
 
   // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
   const tick = async (): Promise<LeaseOutcome<T> | undefined> => {
     try {
-      return await withCronLease(db, jobName, ms, runTick, leaseOptions)
+      return await runLease(run)
     } catch (error) {
       try {
         await onError(error, jobName)
@@ -134,8 +138,22 @@ function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobNa
 export interface LeaseCoordinator {
   /** Claims the lease named by the task in `key`; resolves true only on the replica that won. */
   shouldRun(key: string, ttlMs: number): Promise<boolean>
-  /** Does nothing: the lease is held until it expires. */
-  onComplete(key: string): void
+  /**
+   * Records the run's end in the lease row (fenced on its claim; never rejects). It never
+   * releases the lease: that is held until it expires.
+   */
+  onComplete(key: string): Promise<void>
+  /**
+   * node-cron does not tell `onComplete` whether the task threw, so a run is recorded with no
+   * outcome unless this is wired to the task's `execution:failed` event, which node-cron emits
+   * before `onComplete`; the run is then recorded as an error with its message.
+   *
+   * @example
+   * const coordinator = leaseCoordinator(pool)
+   * const task = cron.schedule('* * * * *', run, { name: 'report', distributed: true, runCoordinator: coordinator })
+   * task.on('execution:failed', coordinator.onExecutionFailed)
+   */
+  onExecutionFailed(context: { task?: { name?: unknown }; execution?: { error?: unknown } }): void
 }
 
 /**
@@ -144,24 +162,24 @@ export interface LeaseCoordinator {
  * @example
  * const opts: LeaseCoordinatorOptions = { leaseMs: (task) => (task === 'report' ? LEASE.HOURLY : LEASE.EVERY_MINUTE) }
  */
-export interface LeaseCoordinatorOptions {
+export interface LeaseCoordinatorOptions
+  extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record'> {
   /**
    * The lease length in ms, or a function of the task name returning it. Default: the task's
    * `distributedLease` (node-cron's `ttlMs`, itself 30000 by default), which should then be set to
    * about 80% of the interval (see `LEASE`, `leaseForInterval`).
    */
   leaseMs?: number | ((taskName: string) => number)
-  /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
-  table?: string
-  /** Informational name stored in the row. Default: `hostname:pid`. */
-  holder?: string
-  /** Receives a debug line when the claim loses. */
-  logger?: LeaseLogger
-  /** Send the claim as a named prepared statement with `pg` (see `LeaseOptions.prepare`). Default: `true`. */
-  prepare?: boolean
 }
 
-const COORDINATOR_OPTION_KEYS = ['leaseMs', 'table', 'holder', 'logger', 'prepare'] as const
+const COORDINATOR_OPTION_KEYS = [
+  'leaseMs',
+  'table',
+  'holder',
+  'logger',
+  'prepare',
+  'record',
+] as const satisfies readonly (keyof LeaseCoordinatorOptions)[]
 
 // node-cron builds the key as `${name}:${slot.toISOString()}`. Only this trailing slot is removed,
 // so a task name that itself contains ':' stays whole. (Years past 9999 are written with a sign.)
@@ -204,9 +222,15 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   const table = checkTable(options.table)
   const holder = checkHolder(options.holder)
   const logger = checkLogger(options.logger)
-  const prepare = checkPrepare(options.prepare)
+  const prepare = checkBoolean(options.prepare, 'opts.prepare', true)
+  const record = checkBoolean(options.record, 'opts.record', true)
+  // Runs this process won and has not completed, by node-cron's key (one run per key).
+  const running = new Map<
+    string,
+    { jobName: string; claimToken: string | null; startedAt: number; failed?: unknown[] }
+  >()
 
-  return Object.freeze({
+  const coordinator: LeaseCoordinator = {
     async shouldRun(key: string, ttlMs: number): Promise<boolean> {
       if (typeof key !== 'string') fail('key', "node-cron's 'name:ISO-8601 slot' string", key)
       const slot = SLOT_SUFFIX.exec(key)
@@ -217,10 +241,26 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         (leaseFor
           ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`)
           : checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      const { won } = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
+      const { won, claimToken } = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
+      if (won && record) running.set(key, { jobName, claimToken, startedAt: monotonicMs() })
       return won
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.
-    onComplete(): void {},
-  })
+    async onComplete(key: string): Promise<void> {
+      const run = running.get(key)
+      if (!run) return
+      running.delete(key)
+      const durationMs = monotonicMs() - run.startedAt
+      const settled: Settled = run.failed ? { outcome: 'error', error: run.failed[0] } : { outcome: 'unknown' }
+      const { jobName, claimToken } = run
+      await recordOutcome({ db, table, jobName, claimToken, durationMs, everyMs: undefined, logger }, settled)
+    },
+    onExecutionFailed(context): void {
+      const name = context?.task?.name
+      for (const run of running.values()) {
+        if (run.jobName === name) run.failed = [context?.execution?.error]
+      }
+    },
+  }
+  return Object.freeze(coordinator)
 }

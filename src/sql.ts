@@ -1,7 +1,6 @@
 /**
  * Every SQL text the library sends lives here, so the whole database contract can be read in one
- * place. Statements are plain parameterised text: no named (prepared) statements, which break
- * under PgBouncer's transaction pooling.
+ * place, as plain parameterised text (src/query.ts decides whether it goes prepared).
  *
  * Every timestamp is `clock_timestamp()`, the database's wall clock at the moment the statement
  * runs. `NOW()` would be the start of the caller's transaction, so a claim made through a client
@@ -45,20 +44,94 @@ export function quoteTable(table: string): string {
 }
 
 /**
- * The `CREATE TABLE IF NOT EXISTS` statement for a lease table. The columns are the ones existing
- * installations already have, so an old table keeps working.
+ * The columns every lease table has had since the first release: all the claim, renew and list
+ * statements need. A table of only this shape keeps working; the outcome columns are optional.
+ */
+const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
+  lease_until TIMESTAMPTZ NOT NULL,
+  holder      TEXT,
+  claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()`
+
+/**
+ * The columns added in 2.1 for the last outcome, overdue detection and pausing, all nullable so
+ * adding them rewrites nothing and old replicas, which never name them, are unaffected.
+ */
+const OUTCOME_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+  // The claim (claimed_at) of the run recorded below; the next run's claim minus this one is the
+  // job's observed interval.
+  ['last_started_at', 'TIMESTAMPTZ'],
+  ['last_finished_at', 'TIMESTAMPTZ'],
+  ['last_duration_ms', 'DOUBLE PRECISION'],
+  // 'ok', 'error', or NULL when the scheduler could not say (node-cron's coordinator).
+  ['last_outcome', 'TEXT'],
+  ['last_error', 'TEXT'],
+  ['last_success_at', 'TIMESTAMPTZ'],
+  // Declared by the caller, else observed between the last two recorded runs.
+  ['every_ms', 'DOUBLE PRECISION'],
+  // No claim succeeds before it: a pause holds the lease until then ('infinity' when open-ended).
+  ['paused_until', 'TIMESTAMPTZ'],
+]
+
+/**
+ * Wraps a PL/pgSQL body in a DO statement, with a dollar-quote tag that the body (which holds a
+ * table name, and table names may contain `$`) cannot close early.
+ */
+function doBlock(body: string): string {
+  let tag = '$pg_cron_lease$'
+  for (let n = 1; body.includes(tag); n++) tag = `$pg_cron_lease_${n}$`
+  return `DO ${tag}\n${body}${tag};\n`
+}
+
+/**
+ * The DDL that creates a lease table of the current shape, safe to run on every start by every
+ * replica at once:
+ * - `CREATE TABLE IF NOT EXISTS` alone is not: sessions that race it fail with 23505 on the
+ *   catalog's unique index (or 42P07), so the loser of that race is caught and ignored;
+ * - on an existing table it creates nothing and needs no `CREATE` privilege on the schema (which
+ *   `CREATE TABLE IF NOT EXISTS` asks for even when the table exists), so a role that may only use
+ *   the table can run it too.
+ * It never changes an existing table; {@link upgradeTableSql} adds the new columns to an old one.
  *
  * @example
  * await pool.query(createTableSql('jobs.leases'))
  */
 export function createTableSql(table: string = DEFAULT_TABLE): string {
-  return `CREATE TABLE IF NOT EXISTS ${quoteTable(table)} (
-  job_name    TEXT PRIMARY KEY,
-  lease_until TIMESTAMPTZ NOT NULL,
-  holder      TEXT,
-  claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
-);
-`
+  const t = quoteTable(table)
+  const columns = [LEASE_COLUMNS, ...OUTCOME_COLUMNS.map(([name, type]) => `  ${name.padEnd(16)} ${type}`)]
+  return doBlock(`BEGIN
+  IF to_regclass('${t}') IS NULL THEN
+    CREATE TABLE IF NOT EXISTS ${t} (
+${columns.join(',\n').replace(/^/gm, '    ')}
+    );
+  END IF;
+EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
+  NULL; -- another session created it at the same moment
+END
+`)
+}
+
+/**
+ * The DDL that adds the 2.1 columns (last outcome, interval, pause) to a lease table of the
+ * original shape. Idempotent and safe when many replicas run it at once (ALTER TABLE takes the
+ * table's lock, so they queue); when every column is there it alters nothing, so a role that may
+ * only use the table can run it too. Until it has run, the library works as before and skips
+ * recording outcomes. `sql/cron_leases_upgrade.sql` holds it for the default table.
+ *
+ * @example
+ * await pool.query(upgradeTableSql()) // then `pg-cron-lease status` shows each job's last run
+ */
+export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
+  const t = quoteTable(table)
+  const names = OUTCOME_COLUMNS.map(([name]) => `'${name}'`).join(', ')
+  const adds = OUTCOME_COLUMNS.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
+  return doBlock(`BEGIN
+  IF (SELECT count(*) FROM pg_attribute
+      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${names})) < ${OUTCOME_COLUMNS.length} THEN
+    ALTER TABLE ${t}
+${adds.join(',\n')};
+  END IF;
+END
+`)
 }
 
 /**
@@ -74,9 +147,35 @@ export const CRON_LEASES_TABLE_SQL: string = createTableSql(DEFAULT_TABLE)
 // compared against a rounded value would match the wrong claim or none.
 const CLAIM_TOKEN = isoText('claimed_at')
 
-/** A timestamptz column as ISO-8601 UTC text with microseconds, the claim token's format. */
-function isoText(column: string): string {
-  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+/**
+ * A timestamptz as ISO-8601 UTC text with microseconds, the claim token's format. The shift to UTC
+ * is by an interval, not a zone name: on Postgres 18 the abbreviations of a POSIX-form session
+ * zone (`SET TimeZone = 'UTC+3'`) take precedence, so `AT TIME ZONE 'UTC'` would mean UTC+3.
+ */
+function isoText(expression: string): string {
+  return `to_char(${expression} AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+}
+
+/** {@link isoText} for a value that may be 'infinity' (an open-ended pause), written as such. */
+function isoTextOrInfinity(expression: string): string {
+  return `CASE WHEN isfinite(${expression}) THEN ${isoText(expression)} ELSE ${expression}::text END`
+}
+
+/**
+ * A claim token (or any ISO text ending in `Z`) read back as a timestamptz. Read as a timestamp
+ * without zone, the `Z` is ignored instead of looked up among the session's abbreviations, and the
+ * UTC offset is applied by interval, for the same reason as in {@link isoText}.
+ */
+function fromIsoText(parameter: string): string {
+  return `((${parameter}::text)::timestamp AT TIME ZONE INTERVAL '+00:00')`
+}
+
+/**
+ * A paused job's end of pause, read through `to_jsonb` so the same text also runs on a table of
+ * the original shape, which has no `paused_until` (the key is then absent: never paused).
+ */
+function pausedUntil(alias: string): string {
+  return `(to_jsonb(${alias}) ->> 'paused_until')::timestamptz`
 }
 
 /**
@@ -107,16 +206,22 @@ WHERE ${t}.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
+// This claim ($3), still unexpired, and not paused since.
+const FENCE = `WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until > clock_timestamp()
+  AND NOT coalesce(${pausedUntil('lease')} > clock_timestamp(), false)`
+
 /**
  * The fenced renew: moves this claim's expiry to `ms` from now. Parameters: $1 job name, $2 ms,
  * $3 claim token. Matches no row once another claim (even one with the same holder name) has
- * replaced this one, or once the lease has expired. The token is sent as text and cast in SQL: a
- * parameter the server types as timestamptz may be rounded to milliseconds by the driver.
+ * replaced this one, once the lease has expired or been released, or while the job is paused (a
+ * pause holds the lease until its end, and a renew must not cut that short). The token is sent as
+ * text and cast in SQL: a parameter the server types as timestamptz may be rounded to
+ * milliseconds by the driver.
  */
 export function renewSql(table: string): string {
-  return `UPDATE ${quoteTable(table)}
+  return `UPDATE ${quoteTable(table)} AS lease
 SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond'
-WHERE job_name = $1::text AND claimed_at = ($3::text)::timestamptz AND lease_until > clock_timestamp()
+${FENCE}
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
@@ -125,35 +230,127 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at`
  * cannot undo a longer `renew(ms)` made by the tick itself.
  */
 export function extendSql(table: string): string {
-  return `UPDATE ${quoteTable(table)}
+  return `UPDATE ${quoteTable(table)} AS lease
 SET lease_until = GREATEST(lease_until, clock_timestamp() + $2::integer * interval '1 millisecond')
-WHERE job_name = $1::text AND claimed_at = ($3::text)::timestamptz AND lease_until > clock_timestamp()
+${FENCE}
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
+
+/**
+ * Records how a won tick ended, fenced on its claim: a tick whose lease was taken over records
+ * nothing over its successor's row. It never touches the lease. Parameters: $1 job name, $2 claim
+ * token, $3 duration in ms, $4 'ok', 'error' or NULL, $5 the error's first line or NULL, $6 the
+ * declared interval in ms or NULL. Without a declared interval the job's is the time between this
+ * claim and the claim of the run recorded before it. Needs the 2.1 columns (42703 without them).
+ */
+export function recordOutcomeSql(table: string): string {
+  return `UPDATE ${quoteTable(table)} AS lease
+SET every_ms = coalesce($6::float8,
+    CASE WHEN lease.last_started_at < lease.claimed_at
+      THEN (extract(epoch FROM lease.claimed_at - lease.last_started_at) * 1000)::float8 END,
+    lease.every_ms),
+  last_started_at = lease.claimed_at,
+  last_finished_at = clock.at,
+  last_duration_ms = $3::float8,
+  last_outcome = $4::text,
+  last_error = $5::text,
+  last_success_at = CASE WHEN $4::text = 'ok' THEN clock.at ELSE lease.last_success_at END
+FROM (SELECT clock_timestamp() AS at) AS clock
+WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
+}
+
+// The columns of the 2.1 shape that reading statements use. Read through jsonb_to_record, a column
+// the table does not have comes back NULL, so one text serves tables of either shape.
+const OUTCOME_RECORD = `jsonb_to_record(to_jsonb(lease)) AS extra(last_outcome text, last_finished_at timestamptz,
+    last_duration_ms float8, last_error text, last_success_at timestamptz, every_ms float8, paused_until timestamptz)`
 
 /**
  * Every lease in the table, one row per job, ordered by job name in byte order (`COLLATE "C"`, so
  * the order is the same on every server whatever its collation). No parameters.
  *
- * `held` and `remaining_ms` are computed here, against one `clock_timestamp()` read for the whole
+ * Everything time-based is computed here, against one `clock_timestamp()` read for the whole
  * list (`checked_at`): the replica's clock plays no part, and every row is judged at the same
  * instant. A materialized CTE is read once however the plan scans it; a subquery on the inner side
  * of a join could be rescanned, reading the clock again. Its name is quoted with a space, so no
  * table name `quoteTable` accepts can be shadowed by it. `held` is the negation of the claim's
  * expiry test (`lease_until <= clock_timestamp()`), and `remaining_ms` is rounded up, so a held
- * lease always shows at least 1 ms and an expired one 0.
+ * lease always shows at least 1 ms and an expired one 0 (an open-ended pause: Infinity).
  */
 export function listLeasesSql(table: string): string {
+  const at = '"db clock".at'
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
-SELECT job_name,
-  holder,
-  ${isoText('claimed_at')} AS claimed_at,
-  ${isoText('lease_until')} AS lease_until,
-  lease_until > "db clock".at AS held,
-  CASE WHEN lease_until > "db clock".at
-    THEN ceil(extract(epoch FROM lease_until - "db clock".at) * 1000)::float8
+SELECT lease.job_name,
+  lease.holder,
+  ${isoText('lease.claimed_at')} AS claimed_at,
+  ${isoTextOrInfinity('lease.lease_until')} AS lease_until,
+  lease.lease_until > ${at} AS held,
+  CASE WHEN NOT isfinite(lease.lease_until) THEN 'Infinity'::float8
+    WHEN lease.lease_until > ${at} THEN ceil(extract(epoch FROM lease.lease_until - ${at}) * 1000)::float8
     ELSE 0::float8 END AS remaining_ms,
-  ${isoText('"db clock".at')} AS checked_at
-FROM ${quoteTable(table)} CROSS JOIN "db clock"
-ORDER BY job_name COLLATE "C"`
+  ${isoText(at)} AS checked_at,
+  (extract(epoch FROM ${at} - lease.claimed_at) * 1000)::float8 AS since_claim_ms,
+  extra.last_outcome,
+  ${isoText('extra.last_finished_at')} AS last_finished_at,
+  extra.last_duration_ms,
+  extra.last_error,
+  ${isoText('extra.last_success_at')} AS last_success_at,
+  extra.every_ms,
+  ${isoTextOrInfinity('extra.paused_until')} AS paused_until,
+  coalesce(extra.paused_until > ${at}, false) AS paused
+FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
+  CROSS JOIN LATERAL ${OUTCOME_RECORD}
+ORDER BY lease.job_name COLLATE "C"`
+}
+
+// What an admin statement returns: the job's lease and pause after the change, and when (by the
+// database clock) the change was made.
+const ADMIN_RETURNING = `RETURNING lease.job_name,
+  ${isoTextOrInfinity('lease.lease_until')} AS lease_until,
+  ${isoTextOrInfinity(pausedUntil('lease'))} AS paused_until,
+  ${isoText('clock.at')} AS checked_at`
+
+/**
+ * Pauses a job: no claim succeeds until the pause ends, because the pause holds the lease until
+ * then (the claim statement is unchanged, so replicas of any version respect it). A tick running
+ * at that moment keeps running, but its renew and keep-alive beats now fail, so its `ctx.signal`
+ * aborts. Parameters: $1 job name, $2 pause length in ms or NULL, $3 end as ISO-8601 UTC text or
+ * NULL; neither: open-ended ('infinity'). Needs the 2.1 columns.
+ */
+export function pauseSql(table: string): string {
+  return `UPDATE ${quoteTable(table)} AS lease
+SET paused_until = pause.until, lease_until = GREATEST(lease.lease_until, pause.until)
+FROM (SELECT clock_timestamp() AS at) AS clock,
+  LATERAL (SELECT CASE WHEN $2::float8 IS NOT NULL THEN clock.at + $2::float8 * interval '1 millisecond'
+    WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
+    ELSE 'infinity'::timestamptz END AS until) AS pause
+WHERE lease.job_name = $1::text
+${ADMIN_RETURNING}`
+}
+
+/**
+ * Ends a job's pause: it is claimable at once (the lease the pause held ends now). An expired
+ * pause is only cleared, so a lease claimed since then is left alone. Parameter: $1 job name.
+ */
+export function resumeSql(table: string): string {
+  return `UPDATE ${quoteTable(table)} AS lease
+SET paused_until = NULL,
+  lease_until = CASE WHEN lease.paused_until > clock.at THEN LEAST(lease.lease_until, clock.at) ELSE lease.lease_until END
+FROM (SELECT clock_timestamp() AS at) AS clock
+WHERE lease.job_name = $1::text
+${ADMIN_RETURNING}`
+}
+
+/**
+ * Ends a job's current lease now, for a holder that crashed with a long lease; the job is
+ * claimable at once. A pause is not lifted: the lease then ends when the pause does. A tick that
+ * is still running finds its renew and keep-alive beats failing, so its `ctx.signal` aborts.
+ * Works on tables of either shape. Parameter: $1 job name.
+ */
+export function releaseSql(table: string): string {
+  return `UPDATE ${quoteTable(table)} AS lease
+SET lease_until = CASE WHEN ${pausedUntil('lease')} > clock.at THEN LEAST(lease.lease_until, ${pausedUntil('lease')})
+  ELSE LEAST(lease.lease_until, clock.at) END
+FROM (SELECT clock_timestamp() AS at) AS clock
+WHERE lease.job_name = $1::text
+${ADMIN_RETURNING}`
 }

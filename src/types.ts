@@ -30,6 +30,12 @@ export interface LeaseLogger {
   /** Called when a claim loses because another replica holds the lease. */
   debug?(message: string): void
   /**
+   * Called with something an operator should fix: a lease table of the original shape (outcomes
+   * are not recorded until `pg-cron-lease migrate` upgrades it), an outcome that could not be
+   * recorded, or this replica's clock off by more than 10% of a lease. Without it, `console.warn`.
+   */
+  warn?(message: string): void
+  /**
    * The default `onError` of `leasedTick`: called as `error(err, jobName)` with a claim or tick
    * error, the argument order of `onError` (and of pino's `logger.error(err, msg)`).
    */
@@ -53,19 +59,20 @@ export interface KeepAlive {
 }
 
 /**
- * Options for {@link withCronLease}. Every key is optional; an unknown key is rejected, so a
- * misspelt option never silently falls back to a default.
+ * Options for {@link withCronLease}, and the declarations every other entry point picks its
+ * options from. Every key is optional; an unknown key is rejected, so a misspelt option never
+ * silently falls back to a default.
  *
  * @example
  * const opts: LeaseOptions = { table: 'jobs.leases', holder: 'worker-3', logger: console }
  */
 export interface LeaseOptions {
-  /** Informational name stored in the row. Default: `hostname:pid`. */
-  holder?: string
+  /** Informational name stored in the row. Default (also for `''` and `null`): `hostname:pid`. */
+  holder?: string | null
   /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
   table?: string
-  /** Receives a debug line when the claim loses. */
-  logger?: LeaseLogger
+  /** Receives a debug line when the claim loses, and warnings (see {@link LeaseLogger}). */
+  logger?: LeaseLogger | null
   /** Renew in the background while the tick runs. Default: off. */
   keepAlive?: KeepAlive
   /**
@@ -76,7 +83,32 @@ export interface LeaseOptions {
    * `false` never prepares. Other drivers are never sent a prepared statement. Default: `true`.
    */
   prepare?: boolean
+  /**
+   * Record how each won tick ended (when it settled, how long it ran, `ok` or `error` with the
+   * error's first line) in the lease row, for `listLeases`, `pg-cron-lease status` and `check`.
+   * Needs the 2.1 columns (`pg-cron-lease migrate`); on a table without them recording is skipped
+   * with one warning. Default: `true`.
+   */
+  record?: boolean
+  /**
+   * How often the job is scheduled, in ms, so it can be reported overdue when it has not been
+   * claimed for `everyMs × overdueFactor`. Default: the interval given to `leaseForInterval` for
+   * this `leaseMs`, if that is how the lease was made; otherwise the table observes it between
+   * two recorded runs.
+   */
+  everyMs?: number
 }
+
+/** Every key of {@link LeaseOptions}, for validation; a test proves the list is complete. */
+export const LEASE_OPTION_KEYS = [
+  'holder',
+  'table',
+  'logger',
+  'keepAlive',
+  'prepare',
+  'record',
+  'everyMs',
+] as const satisfies readonly (keyof LeaseOptions)[]
 
 /**
  * What a tick receives: who it is, and the only safe way to hold its lease longer.

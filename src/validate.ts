@@ -5,15 +5,9 @@
  */
 import os from 'node:os'
 import { describe } from './describe.js'
+import { intervalOfLease, MAX_LEASE_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
-import type { KeepAlive, LeaseLogger, Queryable } from './types.js'
-
-/**
- * The longest lease accepted, in ms: 2^31 - 1, about 24.8 days. It is the largest value the
- * statement's `integer` parameter holds and the longest delay a Node timer can wait, and it still
- * covers a monthly job's 80% lease.
- */
-export const MAX_LEASE_MS = 2_147_483_647
+import { type KeepAlive, LEASE_OPTION_KEYS, type LeaseContext, type LeaseLogger, type Queryable } from './types.js'
 
 export function fail(name: string, rule: string, value: unknown): never {
   throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${describe(value)}`)
@@ -96,9 +90,9 @@ export function checkTable(table: unknown, name = 'opts.table'): string {
 export function checkLogger(logger: unknown, name = 'opts.logger'): LeaseLogger | undefined {
   if (logger === undefined) return undefined
   if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) {
-    fail(name, 'an object with optional debug and error functions', logger)
+    fail(name, 'an object with optional debug, warn and error functions', logger)
   }
-  for (const method of ['debug', 'error'] as const) {
+  for (const method of ['debug', 'warn', 'error'] as const) {
     const fn = (logger as Record<string, unknown>)[method]
     if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
   }
@@ -115,38 +109,48 @@ export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.kee
   return { everyMs: every, extendMs: extend }
 }
 
-export function checkPrepare(value: unknown, name = 'opts.prepare'): boolean {
-  if (value === undefined) return true
+export function checkBoolean(value: unknown, name: string, fallback: boolean): boolean {
+  if (value === undefined) return fallback
   if (typeof value !== 'boolean') fail(name, 'true or false', value)
   return value
 }
 
-const LEASE_OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive', 'prepare'] as const
+/** A declared interval; undefined falls back to the one `leaseForInterval` was given for this lease. */
+export function checkEveryMs(value: unknown, leaseMs: number, name = 'opts.everyMs'): number | undefined {
+  if (value === undefined) return intervalOfLease(leaseMs)
+  return checkMs(value, name, Number.MAX_SAFE_INTEGER)
+}
 
 /**
  * The arguments of every entry point that runs a tick (withCronLease, leasedTick), checked in
- * the order they are declared. `extraKeys` are option keys the caller handles itself.
+ * the order they are declared, and returned as the run they describe. `keys` is the entry point's
+ * option list (a superset of LEASE_OPTION_KEYS); the caller handles the extra ones itself.
  */
-export function checkLeaseArgs<K extends string = never>(
+export function checkLeaseArgs<T, K extends string = (typeof LEASE_OPTION_KEYS)[number]>(
   db: unknown,
   jobName: unknown,
   leaseMs: unknown,
   runTick: unknown,
   opts: unknown,
-  extraKeys: readonly K[] = [],
+  keys: readonly K[] = LEASE_OPTION_KEYS as readonly string[] as readonly K[],
 ) {
-  checkQueryable(db)
-  checkJobName(jobName)
+  const queryable = checkQueryable(db)
+  const job = checkJobName(jobName)
   const ms = checkMs(leaseMs, 'leaseMs')
-  checkFunction(runTick, 'runTick')
-  const options = checkOptions(opts, [...LEASE_OPTION_KEYS, ...extraKeys])
+  const tick = checkFunction<(ctx: LeaseContext) => Promise<T> | T>(runTick, 'runTick')
+  const options = checkOptions(opts, keys) as Partial<Record<K | (typeof LEASE_OPTION_KEYS)[number], unknown>>
   return {
+    db: queryable,
+    jobName: job,
     leaseMs: ms,
+    runTick: tick,
     holder: checkHolder(options.holder),
     table: checkTable(options.table),
     logger: checkLogger(options.logger),
     keepAlive: checkKeepAlive(options.keepAlive, ms),
-    prepare: checkPrepare(options.prepare),
+    prepare: checkBoolean(options.prepare, 'opts.prepare', true),
+    record: checkBoolean(options.record, 'opts.record', true),
+    everyMs: checkEveryMs(options.everyMs, ms),
     options,
   }
 }

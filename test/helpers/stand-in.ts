@@ -6,6 +6,9 @@ export const TOKEN = '2026-11-29T22:12:11.428993Z'
 export const WIN = { rowCount: 1, rows: [{ claimed_at: TOKEN }] }
 export const LOSS = { rowCount: 0, rows: [] }
 
+/** Whether a call is the statement that records a won tick's outcome, sent after it settles. */
+export const isRecord = (call: Call): boolean => /^UPDATE \S+ AS lease\nSET every_ms/.test(call.text)
+
 export interface Call {
   text: string
   params: unknown[]

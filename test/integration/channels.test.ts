@@ -82,14 +82,15 @@ describe('pg-cron-lease:claim reports every claim the database answered', () => 
       ),
     )
     assert.deepEqual(names(log), ['claim', 'tick:start', 'tick:end', 'tick:asyncStart', 'tick:asyncEnd'])
-    const message = log[0]![1] as ClaimMessage
+    const { clockOffsetMs, ...message } = log[0]![1] as ClaimMessage
     assert.deepEqual(message, { jobName: 'claim:win', holder: 'replica-a', won: true, claimToken: seenByTick })
+    assert.ok(typeof clockOffsetMs === 'number' && Math.abs(clockOffsetMs) < 1000, `same machine: ${clockOffsetMs}`)
     assert.match(message.claimToken!, TOKEN)
     const [row] = (await listLeases(pool, { table })).filter((l) => l.jobName === 'claim:win')
     assert.equal(message.claimToken, row!.claimedAt, 'the token is the claimed_at the row holds')
   })
 
-  test('a loss publishes { won: false, claimToken: null } and nothing else', async () => {
+  test('a loss publishes { won: false, claimToken: null, clockOffsetMs: null } and nothing else', async () => {
     await withCronLease(pool, 'claim:loss', 60_000, () => {}, { table, holder: 'replica-a' })
     let ran = false
     const { log } = await observe(() =>
@@ -104,7 +105,9 @@ describe('pg-cron-lease:claim reports every claim the database answered', () => 
       ),
     )
     assert.equal(ran, false)
-    assert.deepEqual(log, [['claim', { jobName: 'claim:loss', holder: 'replica-b', won: false, claimToken: null }]])
+    assert.deepEqual(log, [
+      ['claim', { jobName: 'claim:loss', holder: 'replica-b', won: false, claimToken: null, clockOffsetMs: null }],
+    ])
   })
 
   test('a claim the database rejects publishes nothing (the error reaches the caller instead)', async () => {

@@ -193,7 +193,7 @@ describe('migrate creates the table, and running it again changes nothing', () =
     })
     assert.deepEqual(await cli(['migrate', '--table', table]), {
       code: 0,
-      stdout: `Table ${table} already exists in ${target}; nothing to do.\n`,
+      stdout: `Table ${table} already exists in ${target} and is up to date; nothing to do.\n`,
       stderr: '',
     })
     const { ran } = await withCronLease(pool, 'after-migrate', 60_000, () => {}, { table })

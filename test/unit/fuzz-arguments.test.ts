@@ -10,7 +10,7 @@ import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
 import { isJobName, isNameText, isTableName } from '../helpers/rules.ts'
-import { standIn } from '../helpers/stand-in.ts'
+import { isRecord, standIn } from '../helpers/stand-in.ts'
 
 const OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive']
 const KEEP_ALIVE_KEYS = ['everyMs', 'extendMs']
@@ -255,7 +255,8 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
         valid++
         assert.equal(error, undefined, `a valid call must not reject: ${String(error)}`)
         assert.equal((outcome as { ran: boolean }).ran, true)
-        assert.equal(pool.calls.length, 1, 'a valid call makes exactly one query')
+        assert.equal(pool.calls.length, 2, 'a valid call makes the claim, then records the outcome')
+        assert.ok(isRecord(pool.calls[1]!))
         const opts = (args.opts ?? {}) as { holder?: string }
         assert.deepEqual(pool.calls[0]?.params, [
           args.jobName,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { listLeases } from '../../src/index.ts'
+import { type LeaseInfo, listLeases } from '../../src/index.ts'
 import { standIn } from '../helpers/stand-in.ts'
 
 const ROW = {
@@ -11,6 +11,28 @@ const ROW = {
   held: true,
   remaining_ms: 1500,
   checked_at: '2026-11-29T22:12:59.928993Z',
+  since_claim_ms: 48500,
+  last_outcome: null,
+  last_finished_at: null,
+  last_duration_ms: null,
+  last_error: null,
+  last_success_at: null,
+  every_ms: null,
+  paused_until: null,
+  paused: false,
+}
+
+// The fields a row of the original table shape (no outcome recorded) maps to.
+const NOTHING_RECORDED = {
+  lastOutcome: null,
+  lastFinishedAt: null,
+  lastDurationMs: null,
+  lastError: null,
+  lastSuccessAt: null,
+  everyMs: null,
+  overdue: false,
+  paused: false,
+  pausedUntil: null,
 }
 
 describe('listLeases validates its arguments before the database is touched', () => {
@@ -27,7 +49,9 @@ describe('listLeases validates its arguments before the database is touched', ()
     for (const [opts, message] of [
       [null, /opts must be an object, got null/],
       ['cron_leases', /opts must be an object, got "cron_leases"/],
-      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(table\)/],
+      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(table, overdueFactor\)/],
+      [{ overdueFactor: 0.5 }, /opts\.overdueFactor must be a finite number, at least 1, got 0\.5/],
+      [{ overdueFactor: '2' }, /opts\.overdueFactor must be/],
       [{ table: 'x; DROP TABLE y' }, /opts\.table must be an identifier.*got "x; DROP TABLE y"/],
       [{ table: 'a.b.c' }, /opts\.table must be/],
       [{ table: 5 }, /opts\.table must be.*got 5/],
@@ -50,8 +74,8 @@ describe('listLeases sends one read-only statement', () => {
     const [call] = db.calls
     assert.deepEqual(call!.params, [])
     assert.match(call!.text, /^WITH "db clock" AS MATERIALIZED \(SELECT clock_timestamp\(\) AS at\)/)
-    assert.match(call!.text, /FROM "jobs"\."leases" CROSS JOIN "db clock"/)
-    assert.match(call!.text, /ORDER BY job_name COLLATE "C"$/)
+    assert.match(call!.text, /FROM "jobs"\."leases" AS lease CROSS JOIN "db clock"/)
+    assert.match(call!.text, /ORDER BY lease\.job_name COLLATE "C"$/)
     assert.doesNotMatch(call!.text, /now\(\)|\b(INSERT|UPDATE|DELETE|LOCK)\b/i)
   })
 })
@@ -68,6 +92,7 @@ describe('listLeases reads rows strictly', () => {
         held: true,
         remainingMs: 1500,
         checkedAt: ROW.checked_at,
+        ...NOTHING_RECORDED,
       },
       {
         jobName: 'k',
@@ -77,8 +102,55 @@ describe('listLeases reads rows strictly', () => {
         held: false,
         remainingMs: 0,
         checkedAt: ROW.checked_at,
+        ...NOTHING_RECORDED,
       },
     ])
+  })
+
+  test("the outcome columns map to their fields, and overdue is judged on the database's elapsed time", async () => {
+    const recorded = {
+      ...ROW,
+      last_outcome: 'error',
+      last_finished_at: '2026-11-29T22:12:12.000000Z',
+      last_duration_ms: 571.25,
+      last_error: 'Error: boom',
+      last_success_at: '2026-11-29T22:11:12.000000Z',
+      every_ms: 20_000,
+    }
+    const judged = async (overdueFactor: number): Promise<LeaseInfo> =>
+      (
+        await listLeases(
+          standIn(() => ({ rows: [recorded] })),
+          { overdueFactor },
+        )
+      )[0]!
+    const [lenient, strict] = [judged(4), judged(2)]
+    assert.deepEqual(await lenient, {
+      jobName: 'job',
+      holder: 'h',
+      claimedAt: ROW.claimed_at,
+      leaseUntil: ROW.lease_until,
+      held: true,
+      remainingMs: 1500,
+      checkedAt: ROW.checked_at,
+      lastOutcome: 'error',
+      lastFinishedAt: '2026-11-29T22:12:12.000000Z',
+      lastDurationMs: 571.25,
+      lastError: 'Error: boom',
+      lastSuccessAt: '2026-11-29T22:11:12.000000Z',
+      everyMs: 20_000,
+      overdue: false,
+      paused: false,
+      pausedUntil: null,
+    })
+    assert.equal((await strict).overdue, true, '48.5 s since the claim is over 2 × 20 s')
+    const [paused] = await listLeases(
+      standIn(() => ({ rows: [{ ...recorded, paused: true, paused_until: 'infinity', remaining_ms: Infinity }] })),
+    )
+    assert.deepEqual(
+      [paused!.overdue, paused!.paused, paused!.pausedUntil, paused!.remainingMs],
+      [false, true, 'infinity', Infinity],
+    )
   })
 
   test('a result without a rows array is an error, not an empty list', async () => {
@@ -99,6 +171,9 @@ describe('listLeases reads rows strictly', () => {
       [{ ...ROW, job_name: undefined }, 'job_name'],
       [{ ...ROW, holder: 7 }, 'holder'],
       [{ ...ROW, checked_at: null }, 'checked_at'],
+      [{ ...ROW, last_outcome: 'maybe' }, 'last_outcome'],
+      [{ ...ROW, paused: undefined }, 'paused'],
+      [{ ...ROW, every_ms: 'x' }, 'every_ms'],
     ] as const) {
       await assert.rejects(
         listLeases(standIn(() => ({ rows: [row] }))),

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { LEASE, leaseCoordinator, leasedTick, leaseForInterval, MAX_LEASE_MS } from '../../src/index.ts'
-import { LOSS, standIn, WIN } from '../helpers/stand-in.ts'
+import { isRecord, LOSS, standIn, WIN } from '../helpers/stand-in.ts'
 
 const tick = () => 'ran'
 const SLOT = '2026-11-29T22:12:11.000Z'
@@ -35,7 +35,7 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
       [null, /opts must be an object/],
       [
         { tabel: 'x' },
-        /opts\.tabel must be one of the known options \(holder, table, logger, keepAlive, prepare, onError\)/,
+        /opts\.tabel must be one of the known options \(holder, table, logger, keepAlive, prepare, record, everyMs, onError\)/,
       ],
       [{ holder: '' }, /opts\.holder must be/],
       [{ table: 'x; DROP TABLE y' }, /opts\.table must be/],
@@ -53,7 +53,8 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
     const run = leasedTick(db, 'job', 1000.4, tick, { holder: 'h', table: 'a.b' })
     assert.equal(db.calls.length, 0)
     assert.deepEqual(await run(), { ran: true, result: 'ran' })
-    assert.equal(db.calls.length, 1)
+    assert.equal(db.calls.length, 2)
+    assert.ok(isRecord(db.calls[1]!))
     assert.match(db.calls[0]!.text, /INSERT INTO "a"\."b"/)
     assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h'])
   })
@@ -214,7 +215,10 @@ describe('leaseCoordinator validates its options when it is made', () => {
     throwsAtCreation(() => leaseCoordinator(null as never), /db must be/)
     const cases: [unknown, RegExp][] = [
       ['x', /opts must be an object/],
-      [{ lease: 1000 }, /opts\.lease must be one of the known options \(leaseMs, table, holder, logger, prepare\)/],
+      [
+        { lease: 1000 },
+        /opts\.lease must be one of the known options \(leaseMs, table, holder, logger, prepare, record\)/,
+      ],
       [{ leaseMs: 0 }, /opts\.leaseMs must be at least 1 ms/],
       [{ leaseMs: '800' }, /opts\.leaseMs must be a number of milliseconds or a function of the task name/],
       [{ leaseMs: Number.NaN }, /opts\.leaseMs must be a finite number/],
@@ -299,13 +303,34 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
     await assert.rejects(leaseCoordinator(standIn(() => Promise.reject(failure))).shouldRun(`a:${SLOT}`, 800), failure)
   })
 
-  test('onComplete holds the lease: it makes no query', async () => {
+  test('onComplete holds the lease: its one statement records the run, with no outcome unless told', async () => {
     const db = standIn()
     const coordinator = leaseCoordinator(db)
     await coordinator.shouldRun(`a:${SLOT}`, 800)
     await coordinator.onComplete(`a:${SLOT}`)
-    assert.equal(db.calls.length, 1)
+    assert.equal(db.calls.length, 2)
     assert.match(db.calls[0]!.text, /^INSERT/)
+    assert.ok(isRecord(db.calls[1]!))
+    assert.deepEqual(db.calls[1]!.params.slice(3), [null, null, null])
+    await coordinator.onComplete(`a:${SLOT}`)
+    assert.equal(db.calls.length, 2, 'a second onComplete for the same key records nothing')
+  })
+
+  test("a failure reported through onExecutionFailed is recorded as the run's error", async () => {
+    const db = standIn()
+    const coordinator = leaseCoordinator(db)
+    await coordinator.shouldRun(`a:${SLOT}`, 800)
+    coordinator.onExecutionFailed({ task: { name: 'a' }, execution: { error: new RangeError('bad\nsecond line') } })
+    await coordinator.onComplete(`a:${SLOT}`)
+    assert.deepEqual(db.calls[1]!.params.slice(3), ['error', 'RangeError: bad', null])
+  })
+
+  test('record: false sends nothing after the claim', async () => {
+    const db = standIn()
+    const coordinator = leaseCoordinator(db, { record: false })
+    await coordinator.shouldRun(`a:${SLOT}`, 800)
+    await coordinator.onComplete(`a:${SLOT}`)
+    assert.equal(db.calls.length, 1)
   })
 
   test('a losing claim logs a debug line through the logger', async () => {

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
-import { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable, withCronLease } from '../../src/index.ts'
+import {
+  CRON_LEASES_TABLE_SQL,
+  createTableSql,
+  DEFAULT_TABLE,
+  quoteTable,
+  upgradeTableSql,
+  withCronLease,
+} from '../../src/index.ts'
 import { claimSql, extendSql, renewSql } from '../../src/sql.ts'
 import { standIn, TOKEN } from '../helpers/stand-in.ts'
 
@@ -23,8 +30,10 @@ describe('the SQL reads the database clock and nothing else', () => {
       [
         ['job', 1000, 'h'],
         ['job', 1000, TOKEN],
+        ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null],
       ],
     )
+    assert.equal(typeof db.calls[2]!.params[2], 'number', 'a duration, measured on a monotonic clock')
   })
 })
 
@@ -47,7 +56,12 @@ describe('the claim is one atomic upsert that losers do not write', () => {
   })
 
   test('the claim token comes back as UTC text with microseconds', () => {
-    assert.match(statements.claim, /to_char\(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS\.US"Z"'\)/)
+    // By interval, not by the name 'UTC', which a POSIX-form session zone can redefine on PG 18.
+    assert.match(
+      statements.claim,
+      /RETURNING to_char\(claimed_at AT TIME ZONE INTERVAL '\+00:00', 'YYYY-MM-DD"T"HH24:MI:SS\.US"Z"'\)/,
+    )
+    for (const text of Object.values(statements)) assert.doesNotMatch(text, /'UTC'|'Z'|timestamptz '/)
   })
 
   test('the driver is sent plain text and a params array, never a named statement', async () => {
@@ -70,7 +84,7 @@ describe('renew is fenced on this claim', () => {
     for (const text of [statements.renew, statements.extend]) {
       assert.match(
         text,
-        /WHERE job_name = \$1::text AND claimed_at = \(\$3::text\)::timestamptz AND lease_until > clock_timestamp\(\)/,
+        /WHERE job_name = \$1::text AND claimed_at = \(\(\$3::text\)::timestamp AT TIME ZONE INTERVAL '\+00:00'\) AND lease_until > clock_timestamp\(\)\n {2}AND NOT coalesce\(\(to_jsonb\(lease\) ->> 'paused_until'\)::timestamptz > clock_timestamp\(\), false\)/,
       )
     }
   })
@@ -82,27 +96,51 @@ describe('renew is fenced on this claim', () => {
 })
 
 describe('the table', () => {
-  test('the DDL has the columns existing installations have', () => {
+  test('the DDL has the columns existing installations have, then the nullable 2.1 columns', () => {
     assert.equal(DEFAULT_TABLE, 'cron_leases')
-    assert.equal(
-      CRON_LEASES_TABLE_SQL,
-      `CREATE TABLE IF NOT EXISTS "cron_leases" (
-  job_name    TEXT PRIMARY KEY,
-  lease_until TIMESTAMPTZ NOT NULL,
-  holder      TEXT,
-  claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
-);
-`,
+    assert.ok(
+      CRON_LEASES_TABLE_SQL.includes(`    CREATE TABLE IF NOT EXISTS "cron_leases" (
+      job_name    TEXT PRIMARY KEY,
+      lease_until TIMESTAMPTZ NOT NULL,
+      holder      TEXT,
+      claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+      last_started_at  TIMESTAMPTZ,
+`),
     )
+    for (const column of [
+      'last_finished_at',
+      'last_duration_ms',
+      'last_outcome',
+      'last_error',
+      'every_ms',
+      'paused_until',
+    ]) {
+      assert.match(CRON_LEASES_TABLE_SQL, new RegExp(`\\n      ${column} +[A-Z ]+,?\\n`), column)
+      assert.match(upgradeTableSql(), new RegExp(`ADD COLUMN IF NOT EXISTS ${column} `), column)
+    }
     assert.equal(createTableSql(), CRON_LEASES_TABLE_SQL)
   })
 
-  test('sql/cron_leases.sql is the same text the library exports', () => {
-    assert.equal(readFileSync(new URL('../../sql/cron_leases.sql', import.meta.url), 'utf8'), CRON_LEASES_TABLE_SQL)
+  test('sql/ holds the same DDL text the library exports', () => {
+    const file = (name: string) => readFileSync(new URL(`../../sql/${name}`, import.meta.url), 'utf8')
+    assert.equal(file('cron_leases.sql'), CRON_LEASES_TABLE_SQL)
+    assert.equal(file('cron_leases_upgrade.sql'), upgradeTableSql())
   })
 
-  test('createTableSql quotes both parts of a schema-qualified name', () => {
-    assert.match(createTableSql('jobs.leases'), /^CREATE TABLE IF NOT EXISTS "jobs"\."leases" \(/)
+  test('createTableSql and upgradeTableSql quote both parts of a schema-qualified name', () => {
+    assert.match(
+      createTableSql('jobs.leases'),
+      /IF to_regclass\('"jobs"\."leases"'\) IS NULL THEN\n {4}CREATE TABLE IF NOT EXISTS "jobs"\."leases" \(/,
+    )
+    assert.match(upgradeTableSql('jobs.leases'), /ALTER TABLE "jobs"\."leases"\n/)
+  })
+
+  test('a table name holding the dollar-quote tag cannot end the DO block early', () => {
+    for (const sql of [createTableSql('a$pg_cron_lease$b'), upgradeTableSql('a$pg_cron_lease$b')]) {
+      const tag = /^DO (\$\w*\$)\n/.exec(sql)?.[1]
+      assert.ok(tag && tag !== '$pg_cron_lease$')
+      assert.equal(sql.split(tag).length, 3, 'the tag opens and closes the block, and appears nowhere else')
+    }
   })
 
   test('quoteTable accepts identifiers and schema.identifier, preserving case', () => {

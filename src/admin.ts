@@ -1,0 +1,146 @@
+/**
+ * Acting on a job from a script, an admin page or the CLI, without a deploy: pause it across the
+ * fleet, resume it, or end a crashed holder's lease. Each is one statement on that job's row only.
+ */
+import { describe } from './describe.js'
+import { pauseSql, releaseSql, resumeSql } from './sql.js'
+import type { LeaseOptions, Queryable } from './types.js'
+import { checkJobName, checkMs, checkOptions, checkQueryable, checkTable, fail } from './validate.js'
+
+/**
+ * Options for {@link resumeJob} and {@link releaseLease}.
+ *
+ * @example
+ * const opts: JobOptions = { table: 'jobs.leases' }
+ */
+export interface JobOptions extends Pick<LeaseOptions, 'table'> {}
+
+/**
+ * Options for {@link pauseJob}: how long the pause lasts, as a length or an end; neither pauses
+ * until {@link resumeJob}.
+ *
+ * @example
+ * const opts: PauseOptions = { forMs: 2 * 60 * 60 * 1000 } // two hours, by the database clock
+ */
+export interface PauseOptions extends JobOptions {
+  /** When the pause ends: a `Date` or an ISO-8601 string with a zone (`Z` or `+02:00`). */
+  until?: Date | string
+  /** How long the pause lasts from now, by the database clock, in ms. */
+  forMs?: number
+}
+
+const JOB_OPTION_KEYS = ['table'] as const satisfies readonly (keyof JobOptions)[]
+const PAUSE_OPTION_KEYS = [...JOB_OPTION_KEYS, 'until', 'forMs'] as const satisfies readonly (keyof PauseOptions)[]
+
+/** A job's lease and pause right after a change, by the database clock. */
+export interface JobState {
+  jobName: string
+  leaseUntil: string
+  pausedUntil: string | null
+  /** When the change was made, database clock. */
+  changedAt: string
+}
+
+/**
+ * Pauses a job on every replica: no claim succeeds until the pause ends (the pause holds the
+ * job's lease until then, so replicas of any version of this library respect it). A tick running
+ * at that moment is not stopped, but its next `renew()` or keep-alive beat resolves false and its
+ * `ctx.signal` aborts. Resolves `true` when the job's row was changed, `false` when the job has no
+ * row yet (it has never been claimed). Needs the 2.1 columns (`pg-cron-lease migrate`).
+ *
+ * @example
+ * await pauseJob(pool, 'billing:hourly', { forMs: 30 * 60_000 }) // skip the next half hour
+ * await pauseJob(pool, 'billing:hourly') // until resumeJob
+ */
+export async function pauseJob(db: Queryable, jobName: string, opts?: PauseOptions): Promise<boolean> {
+  return (await pause(db, jobName, opts)) !== null
+}
+
+/**
+ * Ends a job's pause: it is claimable at once. A pause that already ran out is only cleared.
+ * Resolves `true` when the job's row was changed, `false` when the job has no row.
+ *
+ * @example
+ * await resumeJob(pool, 'billing:hourly')
+ */
+export async function resumeJob(db: Queryable, jobName: string, opts?: JobOptions): Promise<boolean> {
+  return (await resume(db, jobName, opts)) !== null
+}
+
+/**
+ * Ends a job's current lease now, for a holder that crashed with a long lease: the next claim, on
+ * any replica, runs. A tick that is in fact still running is not stopped, but its next `renew()`
+ * or keep-alive beat resolves false and its `ctx.signal` aborts. A pause stays in force. Resolves
+ * `true` when the job's row was changed, `false` when the job has no row. Works on tables of the
+ * original shape too.
+ *
+ * @example
+ * await releaseLease(pool, 'import:nightly')
+ */
+export async function releaseLease(db: Queryable, jobName: string, opts?: JobOptions): Promise<boolean> {
+  return (await release(db, jobName, opts)) !== null
+}
+
+/** {@link pauseJob}, resolving the job's state after the change (or null: no row). */
+export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
+  checkQueryable(db)
+  checkJobName(jobName)
+  const options = checkOptions(opts, PAUSE_OPTION_KEYS)
+  const table = checkTable(options.table)
+  if (options.until !== undefined && options.forMs !== undefined) {
+    fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', options.until)
+  }
+  const forMs = options.forMs === undefined ? null : checkMs(options.forMs, 'opts.forMs', Number.MAX_SAFE_INTEGER)
+  const until = options.until === undefined ? null : checkUntil(options.until)
+  return changeJob(db, pauseSql(table), [jobName, forMs, until], jobName)
+}
+
+/** {@link resumeJob}, resolving the job's state after the change (or null: no row). */
+export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
+  checkQueryable(db)
+  checkJobName(jobName)
+  const table = checkTable(checkOptions(opts, JOB_OPTION_KEYS).table)
+  return changeJob(db, resumeSql(table), [jobName], jobName)
+}
+
+/** {@link releaseLease}, resolving the job's state after the change (or null: no row). */
+export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
+  checkQueryable(db)
+  checkJobName(jobName)
+  const table = checkTable(checkOptions(opts, JOB_OPTION_KEYS).table)
+  return changeJob(db, releaseSql(table), [jobName], jobName)
+}
+
+// The end of a pause, as UTC ISO text (the statement reads it without any session zone).
+function checkUntil(value: unknown): string {
+  const ms = value instanceof Date ? value.getTime() : typeof value === 'string' ? isoMs(value) : Number.NaN
+  if (!Number.isFinite(ms)) {
+    fail('opts.until', 'a valid Date, or an ISO-8601 date-time with a zone such as 2026-12-01T06:00:00Z', value)
+  }
+  return new Date(ms).toISOString()
+}
+
+// Only a date-time with an explicit zone: a bare local time would depend on this machine's zone.
+function isoMs(text: string): number {
+  return /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/i.test(text)
+    ? Date.parse(text)
+    : Number.NaN
+}
+
+async function changeJob(db: Queryable, text: string, params: unknown[], jobName: string): Promise<JobState | null> {
+  const result = (await db.query(text, params)) as { rows?: unknown } | null | undefined
+  const rows = result?.rows
+  if (!Array.isArray(rows) || rows.length > 1) {
+    throw new TypeError(
+      `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${describe(result)}`,
+    )
+  }
+  const row = rows[0] as Record<string, unknown> | undefined
+  if (row === undefined) return null
+  return {
+    jobName: String(row.job_name),
+    leaseUntil: String(row.lease_until),
+    pausedUntil: typeof row.paused_until === 'string' ? row.paused_until : null,
+    changedAt: String(row.checked_at),
+  }
+}
