@@ -354,3 +354,12 @@ FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
 ${ADMIN_RETURNING}`
 }
+
+/**
+ * One reading of the database clock, in the format of every other timestamp: what a check reports
+ * as its `checkedAt` when there is no row to carry one, and what an end of pause is compared with.
+ * No parameters.
+ */
+export function clockSql(): string {
+  return `SELECT ${isoText('clock_timestamp()')} AS checked_at`
+}
