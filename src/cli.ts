@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * The `pg-cron-lease` command: print or apply the DDL, and show and check the jobs in the lease
- * table. This file reads the command line and dispatches; each output lives in src/cli/.
+ * The `pg-cron-lease` command: print or apply the DDL, show and check the jobs in the lease table,
+ * and pause, resume or release one job. This file reads the command line and dispatches; each
+ * output and action lives in src/cli/.
  *
  * Exit codes: 0 success, 1 the database (or the `pg` driver) could not do it, 2 a usage error, 3
  * `check` found a job unhealthy. Every error is one line on stderr that says what to do; no stack
@@ -9,6 +10,7 @@
  */
 import { readFileSync } from 'node:fs'
 import type pg from 'pg'
+import { type JobAction, runJobAction } from './cli/admin.js'
 import { checkJobs, renderCheck } from './cli/check.js'
 import { connectionTarget, withClient } from './cli/connect.js'
 import { Exit, oneLine, usage } from './cli/exit.js'
@@ -159,6 +161,64 @@ const COMMANDS: Record<string, Command> = {
       return result.healthy ? 0 : 3
     },
   },
+  pause: jobCommand(
+    'pause',
+    'Pause one job on every replica, for a while or until resumed',
+    'No claim of the job succeeds until the pause ends: with --for after that long, with --until at\n' +
+      'that instant, with neither when resumed. Times are by the database clock. A tick running at\n' +
+      'that moment is not stopped, but its renew and keep-alive beats fail and its ctx.signal aborts.\n' +
+      'A paused job is never overdue for check, but still FAILING if its last run failed. Needs the\n' +
+      `columns ${BIN} migrate adds.\n\n` +
+      'Examples:\n' +
+      `  ${BIN} pause billing:hourly --for 2h\n` +
+      `  ${BIN} pause billing:hourly --until 2026-12-01T06:00:00Z\n` +
+      `  ${BIN} pause billing:hourly`,
+  ),
+  resume: jobCommand(
+    'resume',
+    'End the pause of one job: the next claim on any replica runs it',
+    'Ends the pause at once; a pause that already ran out is only cleared. Needs the columns\n' +
+      `${BIN} migrate adds.\n\n` +
+      'Example:\n' +
+      `  ${BIN} resume billing:hourly`,
+  ),
+  release: jobCommand(
+    'release',
+    "End one job's current lease now, for a holder that crashed with a long lease",
+    'The next claim, on any replica, runs the job. A tick that is in fact still running is not\n' +
+      'stopped, but its renew and keep-alive beats fail and its ctx.signal aborts. A pause stays in\n' +
+      'force: the lease then ends when the pause does.\n\n' +
+      'Example:\n' +
+      `  ${BIN} release import:nightly`,
+  ),
+}
+
+function jobCommand(action: JobAction, summary: string, details: string): Command {
+  return {
+    summary,
+    options: action === 'pause' ? ['for', 'until', 'table', 'url'] : ['table', 'url'],
+    job: true,
+    details:
+      'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
+      `${details}\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
+    exitCodes: `0 changed, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
+    async run(values, io) {
+      const target = connectionTarget(values.url, io.env)
+      const { table } = values
+      const message = await withClient(target, { command: action, table }, (client) =>
+        runJobAction(client, {
+          action,
+          jobName: values.job!,
+          table,
+          where: target.label,
+          ...(values.forMs !== undefined && { forMs: values.forMs }),
+          ...(values.until !== undefined && { until: values.until }),
+        }),
+      )
+      io.out(message)
+      return 0
+    },
+  }
 }
 
 const NAMES = Object.keys(COMMANDS)
@@ -173,7 +233,7 @@ function mainHelp(): string {
   return [
     `Usage: ${BIN} <command> [options]`,
     '',
-    'Set up and inspect the lease table of pg-cron-lease.',
+    'Set up, inspect and act on the lease table of pg-cron-lease.',
     '',
     'Commands:',
     ...NAMES.map((name) => `  ${name.padEnd(width)}${COMMANDS[name]!.summary}`),
@@ -194,7 +254,16 @@ function mainHelp(): string {
 
 function commandHelp(name: string): string {
   const command = COMMANDS[name]!
-  const synopsis = command.options.map((o) => `[${flag(o)}]${o === 'job' ? '...' : ''}`)
+  const synopsis = [
+    ...(command.job ? ['<job>'] : []),
+    ...command.options.map((o) =>
+      o === 'for'
+        ? `[--for <duration> | --until <iso>]`
+        : o === 'until'
+          ? ''
+          : `[${flag(o)}]${o === 'job' ? '...' : ''}`,
+    ),
+  ].filter(Boolean)
   return [
     `Usage: ${BIN} ${name} ${synopsis.join(' ')}`,
     '',
@@ -242,8 +311,10 @@ async function dispatch(args: string[], io: Io): Promise<number> {
   if (first.startsWith('-')) throw usage(`expected a command (${NAMES.join(', ')}) before ${first}; see ${BIN} --help`)
   const name = first === 'help' ? rest[0]! : first
   if (!Object.hasOwn(COMMANDS, name)) throw unknownCommand(name)
-  // Help wins over anything else on the line, so `status --bogus --help` still helps.
-  if (first === 'help' || rest.some((a) => a === '-h' || a === '--help')) {
+  // Help wins over anything else on the line, so `status --bogus --help` still helps; after `--`
+  // a --help is a job's name.
+  const options = rest.indexOf('--') === -1 ? rest : rest.slice(0, rest.indexOf('--'))
+  if (first === 'help' || options.some((a) => a === '-h' || a === '--help')) {
     io.out(commandHelp(name))
     return 0
   }

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util'
 import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from '../inspect.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { checkJobName, checkTable } from '../validate.js'
+import { parseDuration, parseUntil } from './admin.js'
 import { oneLine, usage } from './exit.js'
 
 const BIN = 'pg-cron-lease'
@@ -39,6 +40,12 @@ export const OPTIONS = {
     arg: '<name>',
     help: 'Check only this job; repeat for more. A job with no row is unhealthy',
   },
+  for: { type: 'string', arg: '<duration>', help: 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m' },
+  until: {
+    type: 'string',
+    arg: '<iso>',
+    help: 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
+  },
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
@@ -53,11 +60,16 @@ export interface Values {
   overdueFactor: number
   /** check --job, in the order given. */
   jobs: string[]
+  /** The <job> argument of pause, resume and release. */
+  job?: string
+  forMs?: number
+  until?: string
 }
 
-/** What a command accepts. */
+/** What a command accepts: its options, and whether it takes one <job> argument. */
 export interface Accepts {
   options: readonly OptionName[]
+  job?: boolean
 }
 
 /** "--table <name>", as help shows an option. */
@@ -73,8 +85,9 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     options[o] = { type: spec.type, ...(spec.multiple && { multiple: true }) }
   }
   let values: Record<string, unknown>
+  let positionals: string[]
   try {
-    ;({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }))
+    ;({ values, positionals } = parseArgs({ args, options, strict: true, allowPositionals: accepts.job === true }))
   } catch (error) {
     throw usage(`${describeParseError(error, name)}; see ${BIN} ${name} --help`)
   }
@@ -87,6 +100,23 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   }
   const url = string('url')
   if (url !== undefined) result.url = url
+  if (accepts.job) {
+    if (positionals.length === 0) {
+      throw usage(`${name} needs the name of a job: ${BIN} ${name} <job>; see ${BIN} ${name} --help`)
+    }
+    if (positionals.length > 1) {
+      const got = positionals.map((p) => JSON.stringify(p)).join(' ')
+      throw usage(`${name} takes one job, got ${positionals.length}: ${got}`)
+    }
+    result.job = valid(() => checkJobName(positionals[0], '<job>'))
+  }
+  const forText = string('for')
+  const untilText = string('until')
+  if (forText !== undefined && untilText !== undefined) {
+    throw usage(`--for and --until cannot both be given: a pause has one end; see ${BIN} pause --help`)
+  }
+  if (forText !== undefined) result.forMs = parseDuration(forText, '--for')
+  if (untilText !== undefined) result.until = parseUntil(untilText, '--until')
   return result
 }
 

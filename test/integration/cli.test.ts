@@ -16,7 +16,7 @@ import { build, type UserConfig } from 'tsdown'
 import { createTableSql, type LeaseInfo, listLeases, pauseJob, withCronLease } from '../../src/index.ts'
 import config from '../../tsdown.config.ts'
 import { finished } from '../helpers/child.ts'
-import { freePort, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+import { expireLease, freePort, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
 
 /** An ANSI SGR sequence (colour on or off) with the given code, or any code. */
@@ -27,6 +27,8 @@ const PACKAGE = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')
 const BIN_PATH: string = PACKAGE.bin['pg-cron-lease']
 
 let pool: pg.Pool
+/** Another replica's pool: what the admin commands must reach. */
+let replica: pg.Pool
 let url: string
 /** A directory laid out like an installed package: package.json, dist/cli.mjs, node_modules. */
 let installed: string
@@ -36,6 +38,7 @@ let bare: string
 before(async () => {
   url = await testDatabaseUrl()
   pool = await testPool()
+  replica = await testPool()
   const cli = (config as UserConfig[]).find((c) => typeof c.entry === 'object' && 'cli' in (c.entry as object))
   assert.ok(cli, 'tsdown.config.ts has a cli entry')
   installed = mkdtempSync(path.join(os.tmpdir(), 'pgcl-cli-'))
@@ -49,6 +52,7 @@ before(async () => {
 
 after(async () => {
   await pool?.end()
+  await replica?.end()
   for (const dir of [installed, bare]) if (dir) rmSync(dir, { recursive: true, force: true })
 })
 
@@ -85,6 +89,12 @@ function assertFails(run: Run, code: 1 | 2, message: RegExp) {
 }
 
 const ISO_MICROS = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{6}Z'
+
+/** Microseconds since the epoch of an ISO-8601 UTC text with microseconds, exactly. */
+function micros(iso: string): bigint {
+  assert.match(iso, new RegExp(`^${ISO_MICROS}$`))
+  return BigInt(Date.parse(`${iso.slice(0, 19)}Z`)) * 1000n + BigInt(iso.slice(20, 26))
+}
 
 /** Sets a lease's claim and expiry relative to the database clock. */
 async function setTimes(table: string, jobName: string, claimedAgo: string, until: string) {
@@ -176,6 +186,11 @@ async function oldShapeTable(): Promise<string> {
   return table
 }
 
+/** Whether a claim made now by another replica (its own pool) wins. */
+async function replicaWins(table: string, jobName: string): Promise<boolean> {
+  return (await withCronLease(replica, jobName, 60_000, () => {}, { table, holder: 'replica-2' })).ran
+}
+
 describe('the package ships the bin it declares', () => {
   test('package.json bin names dist/cli.mjs, a Node script with a shebang that runs on its own', async () => {
     assert.deepEqual(PACKAGE.bin, { 'pg-cron-lease': './dist/cli.mjs' })
@@ -195,7 +210,7 @@ describe('help', () => {
   test('--help lists every command and exits 0; with no command the same text goes to stderr with exit 2', async () => {
     const help = await cli(['--help'])
     assert.equal(help.code, 0)
-    for (const word of ['sql', 'migrate', 'status', 'check', '--table', '--url']) {
+    for (const word of ['sql', 'migrate', 'status', 'check', 'pause', 'resume', 'release', '--table', '--url']) {
       assert.ok(help.stdout.includes(word), `help mentions ${word}`)
     }
     for (const word of ['DATABASE_URL', 'NO_COLOR']) assert.ok(help.stdout.includes(word), `help mentions ${word}`)
@@ -209,12 +224,15 @@ describe('help', () => {
   })
 
   test('each command has its own --help naming only its options and its exit codes, even next to a bad option', async () => {
-    const all = ['--table', '--url', '--json', '--format', '--overdue-factor', '--job']
+    const all = ['--table', '--url', '--json', '--format', '--overdue-factor', '--job', '--for', '--until']
     for (const [command, has, exits] of [
       ['sql', ['--table'], ['0', '2']],
       ['migrate', ['--table', '--url'], ['0', '1', '2']],
       ['status', ['--table', '--url', '--json', '--format', '--overdue-factor'], ['0', '1', '2']],
       ['check', ['--table', '--url', '--json', '--overdue-factor', '--job'], ['0', '1', '2', '3']],
+      ['pause', ['--table', '--url', '--for', '--until'], ['0', '1', '2']],
+      ['resume', ['--table', '--url'], ['0', '1', '2']],
+      ['release', ['--table', '--url'], ['0', '1', '2']],
     ] as const) {
       const run = await cli([command, '--help'])
       assert.equal(run.code, 0)
@@ -259,7 +277,10 @@ describe('help', () => {
 describe('usage errors exit 2 with one line that says what to do', () => {
   test('unknown commands and options, missing or stray values, and a bad --table', async () => {
     for (const [args, message] of [
-      [['frob'], /unknown command "frob": expected sql, migrate, status, check; see pg-cron-lease --help/],
+      [
+        ['frob'],
+        /unknown command "frob": expected sql, migrate, status, check, pause, resume, release; see pg-cron-lease --help/,
+      ],
       [['--frob'], /expected a command .* before --frob/],
       [['status', '--bogus'], /unknown option --bogus for status; see pg-cron-lease status --help/],
       [['sql', '--url', url], /unknown option --url for sql/],
@@ -853,11 +874,225 @@ describe('status --format prometheus prints a text exposition that parses strict
   })
 })
 
+describe('pause, resume and release act on one job, by the database clock, for every replica', () => {
+  /** A table with two claimable jobs, and the row of the one the test must not touch. */
+  async function twoJobs(prefix: string) {
+    const table = await freshTable(pool, prefix)
+    for (const job of ['billing:hourly', 'bystander']) {
+      await withCronLease(pool, job, 60_000, () => {}, { table, holder: 'web-1' })
+      await expireLease(pool, table, job)
+    }
+    const bystander = async () => (await pool.query(`SELECT * FROM "${table}" WHERE job_name = 'bystander'`)).rows
+    return { table, bystander, before: await bystander() }
+  }
+
+  test('pause --for: no replica can claim the job until resume, and the other job is untouched', async () => {
+    const { table, bystander, before } = await twoJobs('cli_pause')
+    const run = await cli(['pause', 'billing:hourly', '--for', '2h', '--table', table])
+    assert.deepEqual([run.code, run.stderr], [0, ''])
+    const said = new RegExp(
+      `^Paused billing:hourly until (${ISO_MICROS}) \\(database clock (${ISO_MICROS})\\); no replica can claim it until then\\.\\n$`,
+    ).exec(run.stdout)
+    assert.ok(said, run.stdout)
+    assert.equal(micros(said[1]!) - micros(said[2]!), 2n * 3600n * 1_000_000n, 'two hours by the database clock')
+    assert.equal(await replicaWins(table, 'billing:hourly'), false, 'a paused job cannot be claimed')
+
+    const resumed = await cli(['resume', 'billing:hourly', '--table', table])
+    assert.deepEqual([resumed.code, resumed.stderr], [0, ''])
+    assert.match(
+      resumed.stdout,
+      new RegExp(
+        `^Resumed billing:hourly \\(database clock ${ISO_MICROS}\\); it is not paused, and the next claim on any replica runs it\\.\\n$`,
+      ),
+    )
+    assert.equal(await replicaWins(table, 'billing:hourly'), true, 'after resume the next claim wins')
+    assert.deepEqual(await bystander(), before, 'the other job is untouched')
+  })
+
+  test('pause without an end holds until resume; --until takes a zone', async () => {
+    const { table, bystander, before } = await twoJobs('cli_pause_open')
+    const open = await cli(['pause', 'billing:hourly', '--table', table])
+    assert.equal(open.code, 0, open.stderr)
+    assert.match(
+      open.stdout,
+      new RegExp(
+        `^Paused billing:hourly until resumed \\(database clock ${ISO_MICROS}\\); no replica can claim it until pg-cron-lease resume\\.\\n$`,
+      ),
+    )
+    const [lease] = (await listLeases(pool, { table })).filter((l) => l.jobName === 'billing:hourly')
+    assert.deepEqual([lease!.paused, lease!.pausedUntil, lease!.leaseUntil], [true, 'infinity', 'infinity'])
+    assert.equal(await replicaWins(table, 'billing:hourly'), false)
+
+    // Tomorrow at this time of the database clock, written in a +02:00 zone.
+    const { rows } = await pool.query(
+      `SELECT to_char((clock_timestamp() + interval '1 day') AT TIME ZONE '+02:00'::interval, 'YYYY-MM-DD"T"HH24:MI:SS"+02:00"') AS local,
+              to_char(date_trunc('second', clock_timestamp() + interval '1 day') AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS".000000Z"') AS utc`,
+    )
+    const until = await cli(['pause', 'billing:hourly', '--until', rows[0].local, '--table', table])
+    assert.equal(until.code, 0, until.stderr)
+    assert.match(
+      until.stdout,
+      new RegExp(
+        `^Paused billing:hourly until ${rows[0].utc.replace(/\./g, '\\.')} \\(database clock ${ISO_MICROS}\\); no replica can claim it until then\\.\\n$`,
+      ),
+    )
+    const [after] = (await listLeases(pool, { table })).filter((l) => l.jobName === 'billing:hourly')
+    assert.equal(after!.pausedUntil, rows[0].utc)
+    assert.equal(await replicaWins(table, 'billing:hourly'), false)
+    assert.deepEqual(await bystander(), before)
+  })
+
+  test('release ends a held lease so the next claim wins; on a paused job the pause stays', async () => {
+    const { table, bystander, before } = await twoJobs('cli_release')
+    await withCronLease(pool, 'import:nightly', 3_600_000, () => {}, { table, holder: 'crashed' })
+    assert.equal(await replicaWins(table, 'import:nightly'), false, 'held for an hour')
+    const run = await cli(['release', 'import:nightly', '--table', table])
+    assert.deepEqual([run.code, run.stderr], [0, ''])
+    assert.match(
+      run.stdout,
+      new RegExp(
+        `^Released the lease of import:nightly \\(database clock ${ISO_MICROS}\\); the next claim on any replica runs it\\.\\n$`,
+      ),
+    )
+    assert.equal(await replicaWins(table, 'import:nightly'), true, 'released: the next claim wins')
+
+    assert.equal((await cli(['pause', 'billing:hourly', '--for', '1h', '--table', table])).code, 0)
+    const paused = await cli(['release', 'billing:hourly', '--table', table])
+    assert.equal(paused.code, 0, paused.stderr)
+    assert.match(
+      paused.stdout,
+      new RegExp(
+        `^Released the lease of billing:hourly \\(database clock ${ISO_MICROS}\\); it is still paused until ${ISO_MICROS}, so no replica can claim it before then\\.\\n$`,
+      ),
+    )
+    assert.equal(await replicaWins(table, 'billing:hourly'), false, 'release does not lift a pause')
+    assert.deepEqual(await bystander(), before)
+  })
+
+  test('a job with no row exits 1 and says so, changing nothing', async () => {
+    const { table, bystander, before } = await twoJobs('cli_no_row')
+    for (const command of ['pause', 'resume', 'release']) {
+      const run = await cli([command, 'billing:hourlly', '--table', table])
+      assertFails(
+        run,
+        1,
+        new RegExp(
+          `^pg-cron-lease: no job "billing:hourlly" in ${table} at [^ ]+: it has never been claimed, or the name has a typo; nothing was changed\\n$`,
+        ),
+      )
+      assert.doesNotMatch(run.stderr, /bystander/, 'lists nothing else')
+    }
+    // After --, a name that looks like an option is a name.
+    assertFails(await cli(['release', '--table', table, '--', '--help']), 1, /^pg-cron-lease: no job "--help" in /)
+    const { rows } = await pool.query(`SELECT job_name FROM "${table}" ORDER BY job_name`)
+    assert.deepEqual(
+      rows.map((r) => r.job_name),
+      ['billing:hourly', 'bystander'],
+      'no row created',
+    )
+    assert.deepEqual(await bystander(), before)
+  })
+
+  test('usage errors exit 2 before connecting: the job argument, durations, --until, and both ends at once', async () => {
+    // An unreachable database: a usage error must be found without it.
+    const env = { DATABASE_URL: `postgres://a:b@127.0.0.1:${await freePort()}/x` }
+    for (const [args, message] of [
+      [['pause'], /^pg-cron-lease: pause needs the name of a job: pg-cron-lease pause <job>/],
+      [['resume'], /resume needs the name of a job/],
+      [['release', '--table', 'x'], /release needs the name of a job/],
+      [['pause', 'a', 'b'], /pause takes one job, got 2: "a" "b"/],
+      [['release', ''], /<job> must be a non-empty string/],
+      [
+        ['pause', 'a', '--for', '1.5h'],
+        /--for must be a duration in whole d, h, m and s, such as 90s, 15m, 2h, 1d or 1h30m, got "1\.5h"/,
+      ],
+      [['pause', 'a', '--for', '90'], /--for must be a duration .* got "90"/],
+      [['pause', 'a', '--for', '15 m'], /--for must be a duration .* got "15 m"/],
+      [['pause', 'a', '--for', '30m1h'], /--for must be a duration .* got "30m1h"/],
+      [['pause', 'a', '--for', '0s'], /--for must be longer than zero, .* got "0s"/],
+      [['pause', 'a', '--for', '99999999999999d'], /--for must be shorter than that/],
+      [['pause', 'a', '--for'], /--for needs a value/],
+      [
+        ['pause', 'a', '--until', '2026-12-01T06:00:00'],
+        /--until must be an ISO-8601 date-time with a zone, .* got "2026-12-01T06:00:00"/,
+      ],
+      [['pause', 'a', '--until', '2027-02-30T06:00:00Z'], /--until must be an ISO-8601 date-time with a zone/],
+      [['pause', 'a', '--until', 'tomorrow'], /--until must be an ISO-8601 date-time/],
+      [['pause', 'a', '--for', '1h', '--until', '2030-01-01T00:00:00Z'], /--for and --until cannot both be given/],
+      [['resume', 'a', '--for', '1h'], /unknown option --for for resume/],
+      [['release', 'a', '--until', '2030-01-01T00:00:00Z'], /unknown option --until for release/],
+    ] as const) {
+      assertFails(await cli([...args], env), 2, message)
+    }
+  })
+
+  test('durations read as d, h, m and s, alone or combined', async () => {
+    const { table } = await twoJobs('cli_durations')
+    for (const [text, seconds] of [
+      ['90s', 90n],
+      ['15m', 900n],
+      ['2h', 7200n],
+      ['1d', 86_400n],
+      ['1h30m', 5400n],
+      ['1d2h3m4s', 93_784n],
+    ] as const) {
+      const run = await cli(['pause', 'billing:hourly', '--for', text, '--table', table])
+      assert.equal(run.code, 0, run.stderr)
+      const [, until, at] = new RegExp(`until (${ISO_MICROS}) \\(database clock (${ISO_MICROS})\\)`).exec(run.stdout)!
+      assert.equal(micros(until!) - micros(at!), seconds * 1_000_000n, text)
+    }
+  })
+
+  test('--until in the past by the database clock is a usage error that changes nothing', async () => {
+    const { table } = await twoJobs('cli_past')
+    const before = await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)
+    assertFails(
+      await cli(['pause', 'billing:hourly', '--until', '2001-01-01T00:00:00Z', '--table', table]),
+      2,
+      new RegExp(
+        `--until 2001-01-01T00:00:00.000Z is not in the future by the database clock \\(${ISO_MICROS}\\); nothing was changed`,
+      ),
+    )
+    assert.deepEqual((await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows, before.rows)
+  })
+
+  test('on a table of the original shape pause and resume say to run migrate (exit 1); release works', async () => {
+    const table = await oldShapeTable()
+    await withCronLease(pool, 'old', 3_600_000, () => {}, { table, record: false })
+    for (const args of [
+      ['pause', 'old'],
+      ['pause', 'old', '--for', '1h'],
+      ['resume', 'old'],
+    ]) {
+      assertFails(
+        await cli([...args, '--table', table]),
+        1,
+        new RegExp(
+          `^pg-cron-lease: ${table} in [^ ]+ has the original shape, without the pause columns; add them with: pg-cron-lease migrate --table ${table} \\(same --url\\)\\n$`,
+        ),
+      )
+    }
+    const released = await cli(['release', 'old', '--table', table])
+    assert.equal(released.code, 0, released.stderr)
+    assert.match(released.stdout, /^Released the lease of old /)
+    assert.equal(await replicaWins(table, 'old'), true)
+    const checked = await cli(['check', '--table', table])
+    assert.equal(checked.code, 0, 'check reads a table of the original shape; nothing is known to be wrong')
+  })
+
+  test('an unreachable database is exit 1', async () => {
+    const port = await freePort()
+    for (const command of ['pause', 'resume', 'release']) {
+      assertFails(await cli([command, 'a', '--url', `postgres://a:b@127.0.0.1:${port}/x`]), 1, /connection refused/)
+    }
+  })
+})
+
 describe('names from the table are printed with their control characters escaped; JSON and Prometheus stay exact', () => {
   const NAME = 'evil\njob\x1b[2J\u202e'
   const HOLDER = 'host\r\x07'
 
-  test('status and check print one line per job, with \\n, \\x1b and \\u202e visible', async () => {
+  test('status, check and pause print one line per job, with \\n, \\x1b and \\u202e visible', async () => {
     const table = await freshTable(pool, 'cli_escape')
     await withCronLease(pool, NAME, 60_000, () => {}, { table, holder: HOLDER, everyMs: 1000 })
     await setTimes(table, NAME, '1 h', '-59 min')
@@ -879,7 +1114,10 @@ describe('names from the table are printed with their control characters escaped
       check.stdout,
       `${shown}: OVERDUE: last claimed 1 h ago, every 1 s (factor 2); FAILING: last run failed 1 h ago: Error: \\x1b]0;pwned\\x07\n`,
     )
-    for (const run of [status, check]) {
+    const pause = await cli(['pause', NAME, '--for', '1m', '--table', table])
+    assert.equal(pause.code, 0, pause.stderr)
+    assert.match(pause.stdout, new RegExp(`^Paused ${shown.replace(/[\\[]/g, '\\$&')} until `))
+    for (const run of [status, check, pause]) {
       const lines = run.stdout.split('\n')
       assert.ok(!lines.some((l) => /[\p{Cc}\u202e]/u.test(l)), 'no raw control character reaches the terminal')
     }
