@@ -909,7 +909,7 @@ describe('pause, resume and release act on one job, by the database clock, for e
     assert.deepEqual(await bystander(), before, 'the other job is untouched')
   })
 
-  test('pause without an end holds until resume; --until takes a zone', async () => {
+  test('pause without an end holds until resume; --until takes a zone and a new pause replaces the old one', async () => {
     const { table, bystander, before } = await twoJobs('cli_pause_open')
     const open = await cli(['pause', 'billing:hourly', '--table', table])
     assert.equal(open.code, 0, open.stderr)
@@ -937,9 +937,29 @@ describe('pause, resume and release act on one job, by the database clock, for e
       ),
     )
     const [after] = (await listLeases(pool, { table })).filter((l) => l.jobName === 'billing:hourly')
-    assert.equal(after!.pausedUntil, rows[0].utc)
+    assert.deepEqual(
+      [after!.pausedUntil, after!.leaseUntil],
+      [rows[0].utc, rows[0].utc],
+      'the lease ends with the new pause',
+    )
     assert.equal(await replicaWins(table, 'billing:hourly'), false)
     assert.deepEqual(await bystander(), before)
+  })
+
+  test('a shorter pause given over an open-ended one ends when it says: the next claim after it wins', async () => {
+    const { table } = await twoJobs('cli_pause_shorter')
+    assert.equal((await cli(['pause', 'billing:hourly', '--table', table])).code, 0)
+    const short = await cli(['pause', 'billing:hourly', '--for', '1s', '--table', table])
+    assert.equal(short.code, 0, short.stderr)
+    const [lease] = (await listLeases(pool, { table })).filter((l) => l.jobName === 'billing:hourly')
+    assert.notEqual(lease!.leaseUntil, 'infinity', 'the open-ended lease of the first pause is replaced')
+    const deadline = Date.now() + 15_000
+    let won = false
+    while (!won && Date.now() < deadline) {
+      won = await replicaWins(table, 'billing:hourly')
+      if (!won) await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    assert.equal(won, true, 'claimable once the one-second pause is over')
   })
 
   test('release ends a held lease so the next claim wins; on a paused job the pause stays', async () => {
