@@ -96,7 +96,15 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
   }
 
   const ctx: LeaseContext = {
-    renew: async (ms: number = leaseMs) => extend(checkMs(ms, 'renew(ms)'), false),
+    renew: async (ms: number = leaseMs) => {
+      // A context kept past its tick would otherwise extend a lease nothing is using any more.
+      if (closed) {
+        throw new Error(
+          `pg-cron-lease: cannot renew the lease for '${jobName}': its tick has settled; the lease is held until it expires`,
+        )
+      }
+      return extend(checkMs(ms, 'renew(ms)'), false)
+    },
     jobName,
     holder,
     leaseMs,

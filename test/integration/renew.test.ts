@@ -108,6 +108,34 @@ describe('renew extends only the lease this claim holds', () => {
     release()
   })
 
+  test('a context kept after its tick settled cannot extend the lease: renew rejects and the row is unchanged', async () => {
+    for (const settle of ['returns', 'throws'] as const) {
+      const jobName = nextJob()
+      let kept!: LeaseContext
+      const run = withCronLease(
+        pool,
+        jobName,
+        1000,
+        (ctx) => {
+          kept = ctx
+          if (settle === 'throws') throw new Error('tick failed')
+        },
+        { table },
+      )
+      if (settle === 'throws') await assert.rejects(run, /tick failed/)
+      else await run
+      const before = await expiry(jobName)
+      await assert.rejects(kept.renew(600_000), /its tick has settled; the lease is held until it expires/)
+      const after = await expiry(jobName)
+      assert.equal(
+        after.lease_until.getTime(),
+        before.lease_until.getTime(),
+        `lease_until unchanged after a tick that ${settle}`,
+      )
+      assert.ok(after.left_ms <= 1000, `left ${after.left_ms} ms`)
+    }
+  })
+
   test('on a driver that reports only rowCount, the claim still wins but renew throws', async () => {
     const rowCountOnly = {
       query: async (text: string, params: unknown[]) => ({ rowCount: (await pool.query(text, params)).rowCount }),

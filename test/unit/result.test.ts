@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { withCronLease } from '../../src/index.ts'
+import { type LeaseContext, withCronLease } from '../../src/index.ts'
 import { readResult } from '../../src/result.ts'
 import { standIn, TOKEN } from '../helpers/stand-in.ts'
 
@@ -186,6 +186,29 @@ describe('what withCronLease does with each reading', () => {
     assert.ok(result instanceof TypeError)
     assert.match(result.message, /cannot renew the lease for 'j'/)
     assert.equal(db.calls.length, 1, 'no renew statement was sent')
+  })
+
+  test('a context kept after its tick settled cannot renew: renew rejects and sends nothing', async () => {
+    const db = standIn()
+    const { result: returned } = await withCronLease(db, 'j', 1000, (ctx) => ctx)
+    let threw: LeaseContext | undefined
+    await assert.rejects(
+      withCronLease(db, 'j', 1000, (ctx) => {
+        threw = ctx
+        throw new Error('tick failed')
+      }),
+      /tick failed/,
+    )
+    for (const ctx of [returned, threw]) {
+      await assert.rejects(
+        ctx!.renew(600_000),
+        (e: unknown) =>
+          e instanceof Error &&
+          /cannot renew the lease for 'j': its tick has settled/.test(e.message) &&
+          /held until it expires/.test(e.message),
+      )
+    }
+    assert.equal(db.calls.length, 2, 'only the two claims were sent')
   })
 
   test('renew validates ms like leaseMs, before any query', async () => {
