@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
+import { escapeControls } from './escape.js'
 import { type LeaseInfo, listLeases } from './inspect.js'
 import { createTableSql, DEFAULT_TABLE } from './sql.js'
 import { checkTable } from './validate.js'
@@ -362,8 +363,10 @@ function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string 
       ? { text: `in ${span(l.remainingMs)}`, paint: paint.green }
       : { text: `expired ${ago(at - Date.parse(l.leaseUntil))}`, paint: paint.dim }
     return [
-      { text: l.jobName, paint: paint.plain },
-      { text: l.holder ?? '-', paint: paint.plain },
+      // Names are shown escaped, and the columns measured on what is shown: a raw control
+      // character could recolour the terminal or, as a line break, forge a row.
+      { text: escapeControls(l.jobName), paint: paint.plain },
+      { text: l.holder === null ? '-' : escapeControls(l.holder), paint: paint.plain },
       { text: ago(at - Date.parse(l.claimedAt)), paint: paint.plain },
       expires,
     ]
