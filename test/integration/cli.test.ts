@@ -168,6 +168,24 @@ describe('usage errors exit 2 with one line that says what to do', () => {
     assertFails(run, 2, /DATABASE_URL must start with postgres:\/\/ or postgresql:\/\//)
     assert.ok(!run.stderr.includes('secret'))
   })
+
+  test('a malformed percent-encoding in --url or DATABASE_URL says which and where, and never echoes the URL', async () => {
+    const port = await freePort()
+    for (const [bad, part] of [
+      [`postgres://u:%zz@127.0.0.1:${port}/db`, 'password'],
+      [`postgres://u:%e9secret@127.0.0.1:${port}/db`, 'password'],
+      [`postgres://u%zz:secret@127.0.0.1:${port}/db`, 'user name'],
+      [`postgres://u:secret@127.0.0.1:${port}/d%zz`, 'database name'],
+    ] as const) {
+      const viaFlag = await cli(['status', '--url', bad])
+      assertFails(viaFlag, 2, new RegExp(`--url has a malformed percent-encoding in its ${part}`))
+      const viaEnv = await cli(['migrate'], { DATABASE_URL: bad })
+      assertFails(viaEnv, 2, new RegExp(`DATABASE_URL has a malformed percent-encoding in its ${part}`))
+      for (const { stderr } of [viaFlag, viaEnv]) {
+        assert.ok(!/secret|%zz|%e9/.test(stderr), `the URL is not echoed: ${stderr}`)
+      }
+    }
+  })
 })
 
 describe('sql prints the DDL without a database', () => {
