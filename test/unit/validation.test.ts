@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { type LeaseOptions, MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
+import { describe as describeValue } from '../../src/describe.ts'
+import {
+  type LeaseOptions,
+  leaseCoordinator,
+  leasedTick,
+  listLeases,
+  MAX_LEASE_MS,
+  withCronLease,
+} from '../../src/index.ts'
 import { standIn } from '../helpers/stand-in.ts'
 
 const tick = () => 'ran'
@@ -118,6 +126,68 @@ describe('every argument is validated before the database is touched', () => {
     })
     assert.equal(db.calls.length, 1)
   })
+})
+
+/** Arguments that cannot be looked at: a Proxy every trap of which throws, and a revoked Proxy. */
+function uninspectable(): [string, object][] {
+  const throwing = new Proxy(
+    {},
+    new Proxy(
+      {},
+      {
+        get: () => () => {
+          throw new Error('trap')
+        },
+      },
+    ),
+  )
+  const { proxy: revoked, revoke } = Proxy.revocable({}, {})
+  revoke()
+  return [
+    ['a Proxy whose traps throw', throwing],
+    ['a revoked Proxy', revoked],
+  ]
+}
+
+/** A TypeError whose message names `name` as the bad argument. */
+const names = (name: string) => (error: unknown) =>
+  error instanceof TypeError && new RegExp(`^pg-cron-lease: ${escapeRegExp(name)} must be`).test(error.message)
+
+describe('an argument that cannot be inspected is still named, before any query', () => {
+  for (const [kind, value] of uninspectable()) {
+    test(`${kind} as db, opts, opts.keepAlive or opts.logger of withCronLease`, async () => {
+      await assert.rejects(withCronLease(value as never, 'job', 1000, tick), names('db'))
+      for (const [name, opts] of [
+        ['opts', value],
+        ['opts.keepAlive', { keepAlive: value }],
+        ['opts.logger', { logger: value }],
+      ] as const) {
+        const db = standIn()
+        await assert.rejects(withCronLease(db, 'job', 1000, tick, opts as never), names(name))
+        assert.equal(db.calls.length, 0, name)
+      }
+    })
+
+    test(`${kind} as the db or the options of leasedTick, leaseCoordinator and listLeases`, async () => {
+      const db = standIn()
+      assert.throws(() => leasedTick(value as never, 'job', 1000, tick), names('db'))
+      assert.throws(() => leasedTick(db, 'job', 1000, tick, value as never), names('opts'))
+      assert.throws(() => leasedTick(db, 'job', 1000, tick, { logger: value as never }), names('opts.logger'))
+      assert.throws(() => leaseCoordinator(value as never), names('db'))
+      assert.throws(() => leaseCoordinator(db, value as never), names('opts'))
+      await assert.rejects(listLeases(value as never), names('db'))
+      await assert.rejects(listLeases(db, value as never), names('opts'))
+      assert.equal(db.calls.length, 0)
+    })
+
+    test(`${kind} is described without throwing, as what it is`, async () => {
+      assert.equal(describeValue(value), 'a Proxy that throws when inspected')
+      assert.equal(describeValue([value]), 'an array of length 1')
+      await assert.rejects(withCronLease(standIn(), 'job', 1000, tick, value as never), {
+        message: /^pg-cron-lease: opts must be .*, got a Proxy that throws when inspected$/,
+      })
+    })
+  }
 })
 
 function escapeRegExp(text: string) {
