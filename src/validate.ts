@@ -69,13 +69,16 @@ export function checkFunction<F>(value: unknown, name: string): F {
   return value as F
 }
 
-/** Plain option bags only; unknown keys are typos, and a typo must not fall back to a default. */
+/**
+ * Plain option bags only; unknown keys are typos, and a typo must not fall back to a default.
+ * `null` is no options, as the original package took it.
+ */
 export function checkOptions<K extends string>(
   opts: unknown,
   keys: readonly K[],
   name = 'opts',
 ): Partial<Record<K, unknown>> {
-  if (opts === undefined) return {}
+  if (opts === undefined || opts === null) return {}
   const { own, bag } = readBag(opts, keys, name)
   for (const key of own) {
     if (!(keys as readonly string[]).includes(key)) {
@@ -102,9 +105,10 @@ function readBag<K extends string>(opts: unknown, keys: readonly K[], name: stri
   return read
 }
 
+/** `null` and `''` ask for the default holder too, as the original package took them. */
 export function checkHolder(holder: unknown, name = 'opts.holder'): string {
-  if (holder === undefined) return `${os.hostname()}:${process.pid}`
-  if (typeof holder !== 'string' || holder.length === 0) fail(name, 'a non-empty string', holder)
+  if (holder === undefined || holder === null || holder === '') return `${os.hostname()}:${process.pid}`
+  if (typeof holder !== 'string') fail(name, 'a string', holder)
   if (holder.includes('\0')) fail(name, 'free of NUL characters', holder)
   return holder
 }
@@ -121,9 +125,10 @@ export function checkTable(table: unknown, name = 'opts.table'): string {
 
 const LOGGER_RULE = 'an object with optional debug and error functions'
 
+/** `null` is no logger, as the original package took it. */
 export function checkLogger(logger: unknown, name = 'opts.logger'): LeaseLogger | undefined {
-  if (logger === undefined) return undefined
-  if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) fail(name, LOGGER_RULE, logger)
+  if (logger === undefined || logger === null) return undefined
+  if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
   // The logger itself is kept, not a copy of its methods: a logger may replace them later (pino
   // does when its level changes).
   for (const method of ['debug', 'error'] as const) {
@@ -135,6 +140,9 @@ export function checkLogger(logger: unknown, name = 'opts.logger'): LeaseLogger 
 
 export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.keepAlive'): KeepAlive | undefined {
   if (value === undefined) return undefined
+  // Unlike an option bag, null is refused: the original package had no keep-alive to be lenient
+  // about, and a tick that asked for one must not run without it and outlast its lease.
+  if (value === null) fail(name, 'an object', value)
   const { everyMs, extendMs } = checkOptions(value, ['everyMs', 'extendMs'], name)
   const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
   const every = checkMs(everyMs, `${name}.everyMs`)
