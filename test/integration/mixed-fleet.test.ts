@@ -7,7 +7,8 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
 import { plainUpsertSql } from '../../bench/peers.ts'
-import { type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
+import { quoteTable, withCronLease } from '../../src/index.ts'
+import { holdClaim } from '../helpers/held-claim.ts'
 import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
@@ -40,27 +41,6 @@ async function originalRenew(jobName: string, claimedAt: string): Promise<number
 /** A replica on this package claims: whether its tick ran. */
 async function upgradedClaim(jobName: string, holder: string): Promise<boolean> {
   return (await withCronLease(pool, jobName, LEASE_MS, () => {}, { table, holder })).ran
-}
-
-/** A claim by this package whose tick keeps running, handing out its context, until released. */
-async function heldClaim(jobName: string, holder: string) {
-  let release!: () => void
-  const released = new Promise<void>((resolve) => {
-    release = resolve
-  })
-  const ctx = await new Promise<LeaseContext>((resolve, reject) => {
-    withCronLease(
-      pool,
-      jobName,
-      LEASE_MS,
-      (c) => {
-        resolve(c)
-        return released
-      },
-      { table, holder },
-    ).then((outcome) => outcome.ran || reject(new Error(`the claim of ${jobName} lost`)), reject)
-  })
-  return { ctx, release }
 }
 
 /** The items in a uniformly random order (Fisher-Yates). */
@@ -104,7 +84,7 @@ describe('a mixed fleet during a rolling upgrade shares one lease', () => {
 
   test('after an original claimant wins, an upgraded tick still holding its earlier claim renews false, even with the same holder name', async () => {
     const jobName = 'fleet:upgraded-then-original'
-    const { ctx, release } = await heldClaim(jobName, 'replica-1')
+    const { ctx, release } = await holdClaim(pool, jobName, LEASE_MS, { table, holder: 'replica-1' })
     assert.equal(await ctx.renew(LEASE_MS), true, 'the renew matches while this claim holds')
     await expireLease(pool, table, jobName)
     const token = await originalClaim(jobName, 'replica-1')

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
 import { type LeaseContext, withCronLease } from '../../src/index.ts'
+import { holdClaim as heldClaim } from '../helpers/held-claim.ts'
 import { freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
@@ -24,29 +25,9 @@ const expiry = async (jobName: string) =>
     )
   ).rows[0]
 
-/** Runs a claim whose tick hands its context out and waits until released. */
-async function holdClaim(jobName: string, leaseMs: number, holder: string) {
-  let ctx!: LeaseContext
-  let release!: () => void
-  const done = new Promise<void>((r) => {
-    release = r
-  })
-  const claimed = new Promise<void>((resolve, reject) => {
-    withCronLease(
-      pool,
-      jobName,
-      leaseMs,
-      (c) => {
-        ctx = c
-        resolve()
-        return done
-      },
-      { table, holder },
-    ).then((o) => o.ran || reject(new Error('claim lost')), reject)
-  })
-  await claimed
-  return { ctx, release }
-}
+/** A claim by `holder` whose tick runs until released. */
+const holdClaim = (jobName: string, leaseMs: number, holder: string) =>
+  heldClaim(pool, jobName, leaseMs, { table, holder })
 
 describe('renew extends only the lease this claim holds', () => {
   test('renew moves lease_until forward and resolves true', async () => {
