@@ -9,7 +9,7 @@ import os from 'node:os'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
-import { isJobName, isNameText, isTableName } from '../helpers/rules.ts'
+import { asksForDefaultHolder, isJobName, isNameText, isNone, isTableName } from '../helpers/rules.ts'
 import { isRecord, standIn } from '../helpers/stand-in.ts'
 
 const OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive']
@@ -189,14 +189,14 @@ function problems(args: {
   const leaseValid = isMs(leaseMs)
   if (!leaseValid) found.push('leaseMs')
   if (typeof runTick !== 'function') found.push('runTick')
-  if (opts === undefined) return found
+  if (isNone(opts)) return found
   if (!isObjectBag(opts)) return [...found, 'opts']
   for (const key of Object.keys(opts)) if (!OPTION_KEYS.includes(key)) found.push(`opts.${key}`)
   const { holder, table, logger, keepAlive } = opts
-  if (holder !== undefined && !isNameText(holder)) found.push('opts.holder')
+  if (!asksForDefaultHolder(holder) && !isNameText(holder)) found.push('opts.holder')
   if (table !== undefined && !isTableName(table)) found.push('opts.table')
-  if (logger !== undefined) {
-    if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) found.push('opts.logger')
+  if (!isNone(logger)) {
+    if (typeof logger !== 'object' && typeof logger !== 'function') found.push('opts.logger')
     else {
       for (const method of ['debug', 'error']) {
         const fn = (logger as Record<string, unknown>)[method]
@@ -257,11 +257,11 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
         assert.equal((outcome as { ran: boolean }).ran, true)
         assert.equal(pool.calls.length, 2, 'a valid call makes the claim, then records the outcome')
         assert.ok(isRecord(pool.calls[1]!))
-        const opts = (args.opts ?? {}) as { holder?: string }
+        const { holder } = (args.opts ?? {}) as { holder?: string }
         assert.deepEqual(pool.calls[0]?.params, [
           args.jobName,
           Math.round(args.leaseMs as number),
-          opts.holder ?? `${os.hostname()}:${process.pid}`,
+          asksForDefaultHolder(holder) ? `${os.hostname()}:${process.pid}` : holder,
         ])
       }),
       { numRuns: 10_000 },
