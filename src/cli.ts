@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { escapeControls } from './escape.js'
-import { type LeaseInfo, listLeases } from './inspect.js'
+import { type LeaseInfo, listLeases } from './list-leases.js'
 import { createTableSql, DEFAULT_TABLE, quoteTable, upgradeTableSql } from './sql.js'
 import { checkTable } from './validate.js'
 

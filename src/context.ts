@@ -76,11 +76,15 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
     // back (if it ever does), so the shorter end is the one to watch from now on.
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
     const sql = beat ? extendSql(table) : renewSql(table)
-    const { won } = readResult(await runStatement(db, sql, [jobName, ms, claimToken], prepare), jobName, 'renewed')
-    publishRenew(() => ({ jobName, holder, renewed: won, ms }))
-    if (!won) lose('it expired or another claim replaced it')
+    const { matched: renewed } = readResult(
+      await runStatement(db, sql, [jobName, ms, claimToken], prepare),
+      jobName,
+      'renewed',
+    )
+    publishRenew(() => ({ jobName, holder, renewed, ms }))
+    if (!renewed) lose('it expired or another claim replaced it')
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
-    return won
+    return renewed
   }
 
   // With keep-alive the library promised to notice a lapse: if no beat lands before the lease can

@@ -2,10 +2,10 @@
  * Reading a driver's result. Drivers disagree on its shape, and guessing wrong in the winning
  * direction would run a tick twice, so anything that is not clearly a win or a loss is an error.
  */
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 
-/** A claim or renew that matched a row (`won`), and the claim token read from that row. */
-export type Reading = { won: false; claimToken: null } | { won: true; claimToken: string | null }
+/** A claim or renew that matched a row (`matched`), and the claim token read from that row. */
+export type Reading = { matched: false; claimToken: null } | { matched: true; claimToken: string | null }
 
 /**
  * `rowCount` decides when the driver gives one (not null); otherwise the length of `rows`. When
@@ -16,7 +16,7 @@ export function readResult(result: unknown, jobName: string, action: string): Re
   const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
   const cannotTell = (why: string): never => {
     throw new TypeError(
-      `pg-cron-lease: cannot tell whether the lease for '${jobName}' was ${action}: ${why}, got ${describe(result)}`,
+      `pg-cron-lease: cannot tell whether the lease for '${jobName}' was ${action}: ${why}, got ${formatValue(result)}`,
     )
   }
   const counted = rowCount !== undefined && rowCount !== null
@@ -27,10 +27,10 @@ export function readResult(result: unknown, jobName: string, action: string): Re
   if (counted && rowCount !== 0 && rowCount !== 1) cannotTell('its rowCount is not 0 or 1')
   if (listed && rows.length > 1) cannotTell(`it has ${rows.length} rows`)
   if (counted && listed && rowCount !== rows.length) cannotTell('its rowCount and its rows disagree')
-  const won = counted ? rowCount === 1 : (rows as unknown[]).length === 1
-  if (!won) return { won, claimToken: null }
+  const matched = counted ? rowCount === 1 : (rows as unknown[]).length === 1
+  if (!matched) return { matched, claimToken: null }
   const first: unknown = Array.isArray(rows) ? rows[0] : undefined
   const token = (first as { claimed_at?: unknown } | undefined)?.claimed_at
   // Only text can carry the microseconds; a Date (a driver that parsed it) would fence on a rounded value.
-  return { won, claimToken: typeof token === 'string' && token.length > 0 ? token : null }
+  return { matched, claimToken: typeof token === 'string' && token.length > 0 ? token : null }
 }

@@ -4,13 +4,13 @@
  * never take a lease.
  */
 import os from 'node:os'
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 import { intervalOfLease, MAX_LEASE_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import { type KeepAlive, LEASE_OPTION_KEYS, type LeaseContext, type LeaseLogger, type Queryable } from './types.js'
 
 export function fail(name: string, rule: string, value: unknown): never {
-  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${describe(value)}`)
+  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${formatValue(value)}`)
 }
 
 const QUERYABLE_RULE =

@@ -6,17 +6,17 @@ import { isRecord, standIn, TOKEN } from '../helpers/stand-in.ts'
 
 describe('reading the driver result: won, lost, or cannot tell', () => {
   test('a rowCount of 0 or 1 decides, and agrees with the rows when both are given', () => {
-    assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: TOKEN }] }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rowCount: 0, rows: [] }, 'j', 'claimed').won, false)
-    assert.equal(readResult({ rowCount: 1 }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rowCount: 0 }, 'j', 'claimed').won, false)
+    assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: TOKEN }] }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rowCount: 0, rows: [] }, 'j', 'claimed').matched, false)
+    assert.equal(readResult({ rowCount: 1 }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rowCount: 0 }, 'j', 'claimed').matched, false)
   })
 
   test('without a rowCount (absent or null), the length of rows decides', () => {
-    assert.equal(readResult({ rows: [{}] }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rows: [] }, 'j', 'claimed').won, false)
-    assert.equal(readResult({ rowCount: null, rows: [{}] }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rowCount: undefined, rows: [] }, 'j', 'claimed').won, false)
+    assert.equal(readResult({ rows: [{}] }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rows: [] }, 'j', 'claimed').matched, false)
+    assert.equal(readResult({ rowCount: null, rows: [{}] }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rowCount: undefined, rows: [] }, 'j', 'claimed').matched, false)
   })
 
   test('anything else throws a TypeError saying it cannot tell, naming the job', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import os from 'node:os'
 import { describe, test } from 'node:test'
-import { describe as describeValue } from '../../src/describe.ts'
+import { formatValue as describeValue } from '../../src/format-value.ts'
 import {
   type LeaseOptions,
   leaseCoordinator,

@@ -4,7 +4,7 @@ import { types } from 'node:util'
  * Renders a bad argument for an error message: short, and safe for any value (a getter that
  * throws, a cycle, a symbol, a revoked Proxy), because the message is built on the failure path.
  */
-export function describe(value: unknown): string {
+export function formatValue(value: unknown): string {
   try {
     return render(value)
   } catch {
