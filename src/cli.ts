@@ -18,7 +18,7 @@ import { type Accepts, flag, OPTIONS, type OptionName, parseOptions, type Values
 import { type Paint, painter } from './cli/paint.js'
 import { renderPrometheus } from './cli/prometheus.js'
 import { renderStatus } from './cli/status-text.js'
-import { listLeases } from './inspect.js'
+import { listLeases } from './list-leases.js'
 import { clockSql, createTableSql, quoteTable, upgradeTableSql } from './sql.js'
 
 const BIN = 'pg-cron-lease'

@@ -4,10 +4,11 @@
  */
 import type pg from 'pg'
 import { type JobState, pause, release, resume } from '../admin.js'
+import { escapeControls } from '../escape.js'
 import { clockSql } from '../sql.js'
 import { Exit, usage } from './exit.js'
 import { untilText } from './health.js'
-import { escapeControl, msBetween } from './human.js'
+import { msBetween } from './human.js'
 
 export type JobAction = 'pause' | 'resume' | 'release'
 
@@ -80,7 +81,7 @@ export async function runJobAction(client: pg.Client, request: JobRequest): Prom
       : action === 'resume'
         ? await resume(client, jobName, { table })
         : await release(client, jobName, { table })
-  const name = escapeControl(jobName)
+  const name = escapeControls(jobName)
   if (state === null) {
     throw new Exit(
       `no job "${name}" in ${table} at ${request.where}: it has never been claimed, or the name has a typo; nothing was changed`,

@@ -2,9 +2,10 @@
  * `pg-cron-lease check`: the verdict over every job (or the jobs named with --job), and how it is
  * printed, as text for people and monitors that read a line, or as JSON for scripts.
  */
-import type { LeaseInfo } from '../inspect.js'
+
+import { escapeControls } from '../escape.js'
+import type { LeaseInfo } from '../list-leases.js'
 import { type JobHealth, judge, neverClaimed } from './health.js'
-import { escapeControl } from './human.js'
 
 /** What `check --json` prints. */
 export interface CheckResult {
@@ -53,6 +54,6 @@ export function renderCheck(result: CheckResult): string {
   }
   return result.jobs
     .filter((j) => !j.healthy)
-    .map((j) => `${escapeControl(j.jobName)}: ${escapeControl(j.reason ?? '')}\n`)
+    .map((j) => `${escapeControls(j.jobName)}: ${escapeControls(j.reason ?? '')}\n`)
     .join('')
 }

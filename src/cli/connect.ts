@@ -38,9 +38,27 @@ export function connectionTarget(url: string | undefined, env: NodeJS.ProcessEnv
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     throw usage(`${source} must start with postgres:// or postgresql://, got ${parsed.protocol}//…`)
   }
+  // Every part pg decodes is decoded here first, only so a malformed one is a usage error.
+  const user = decodePart(parsed.username, 'user name', source)
+  decodePart(parsed.password, 'password', source)
+  decodePart(parsed.hostname, 'host', source)
+  const database = decodePart(parsed.pathname.slice(1), 'database name', source)
+  decodePart(parsed.search, 'parameters', source)
   const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost'
-  const database = decodeURIComponent(parsed.pathname.slice(1)) || decodeURIComponent(parsed.username) || 'postgres'
-  return { url: text, label: `${host}:${parsed.port || '5432'}/${database}` }
+  return { url: text, label: `${host}:${parsed.port || '5432'}/${database || user || 'postgres'}` }
+}
+
+// pg fails on some malformed escapes with a bare "URI malformed"; on others it re-encodes the whole
+// URL, which turns other escapes in it (%3A in a password) into literal text. Say which part is
+// wrong instead, without showing it.
+function decodePart(text: string, part: string, source: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw usage(
+      `${source} has a malformed percent-encoding in its ${part}: each % must start an escape of UTF-8 bytes such as %40; write a literal % as %25`,
+    )
+  }
 }
 
 async function loadPg(): Promise<typeof pg> {

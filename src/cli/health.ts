@@ -9,7 +9,7 @@
  * - a job asked for by name that has no row has never been claimed (or the name has a typo), and
  *   that is unhealthy too: a job that never ran is the miss a check exists to catch.
  */
-import type { LeaseInfo } from '../inspect.js'
+import type { LeaseInfo } from '../list-leases.js'
 import { ago, duration, msBetween } from './human.js'
 
 /** One job's verdict, as `check --json` prints it. */

@@ -1,30 +1,7 @@
 /**
- * How values read for a person in the command's text output: names with their control characters
- * made visible, durations, and ages measured between two database timestamps.
+ * How values read for a person in the command's text output: durations, and ages measured between
+ * two database timestamps. (Names are escaped by src/escape.ts.)
  */
-
-// C0 and C1 controls and DEL move the cursor, clear the screen or end a line; the Unicode line
-// separators end a line too; the bidirectional overrides and isolates reorder what follows them
-// on the screen. A job name, holder or error text is data from the table, and must not do any of
-// that to the terminal, nor pass for two lines of output.
-const CONTROL = /[\p{Cc}\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu
-const SHORT: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' }
-
-/**
- * `text` with every control character written as a visible escape (`\n`, `\x1b`, `\u202e`), so a
- * name shows as one line that cannot change the terminal. Other characters, backslash included,
- * are left as they are. Machine formats (JSON, Prometheus) use their own escaping instead.
- */
-export function escapeControl(text: string): string {
-  return text.replace(CONTROL, (c) => {
-    const code = c.charCodeAt(0)
-    return SHORT[c] ?? (code < 0x100 ? `\\x${hex(code, 2)}` : `\\u${hex(code, 4)}`)
-  })
-}
-
-function hex(code: number, width: number): string {
-  return code.toString(16).padStart(width, '0')
-}
 
 /**
  * Microseconds since the epoch of a timestamp as the library prints them (ISO-8601 UTC with six

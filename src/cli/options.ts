@@ -4,7 +4,7 @@
  * usage error (exit 2) found before any connection is made.
  */
 import { parseArgs } from 'node:util'
-import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from '../inspect.js'
+import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { checkJobName, checkTable } from '../validate.js'
 import { parseDuration, parseUntil } from './admin.js'

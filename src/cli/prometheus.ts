@@ -14,7 +14,7 @@
  * left out rather than printed as a made-up number. Ages are checkedAt minus another database
  * timestamp, so the clock of the machine that runs this plays no part.
  */
-import type { LeaseInfo } from '../inspect.js'
+import type { LeaseInfo } from '../list-leases.js'
 import { msBetween } from './human.js'
 
 interface Family {

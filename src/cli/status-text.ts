@@ -2,9 +2,11 @@
  * `pg-cron-lease status` as a table for people: who holds each lease, when it was claimed and
  * expires, how its last run ended and how long it took, and a FAILING / OVERDUE / PAUSED marker.
  */
-import type { LeaseInfo } from '../inspect.js'
+
+import { escapeControls } from '../escape.js'
+import type { LeaseInfo } from '../list-leases.js'
 import { type Marker, markers } from './health.js'
-import { ago, duration, escapeControl, msBetween, span } from './human.js'
+import { ago, duration, msBetween, span } from './human.js'
 import type { Paint } from './paint.js'
 
 interface Cell {
@@ -23,8 +25,8 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
   const rows = leases.map((l): Cell[] => {
     const state = markers(l)
     return [
-      { text: escapeControl(l.jobName), paint: paint.plain },
-      { text: l.holder === null ? '-' : escapeControl(l.holder), paint: paint.plain },
+      { text: escapeControls(l.jobName), paint: paint.plain },
+      { text: l.holder === null ? '-' : escapeControls(l.holder), paint: paint.plain },
       // Every age is checkedAt minus another database timestamp, never this machine's clock.
       { text: ago(msBetween(checked, l.claimedAt)), paint: paint.plain },
       expires(l, paint),
@@ -51,7 +53,7 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
     count(leases.filter((l) => l.paused).length, 'paused')
   const failures = leases
     .filter((l) => l.lastOutcome === 'error')
-    .map((l) => `${escapeControl(l.jobName)}: ${escapeControl(l.lastError ?? 'no error text recorded')}`)
+    .map((l) => `${escapeControls(l.jobName)}: ${escapeControls(l.lastError ?? 'no error text recorded')}`)
   return [
     `${table}: ${summary} (database clock ${checked})`,
     '',
