@@ -100,7 +100,8 @@ const COMMANDS: Record<string, Command> = {
       '(LAST RUN) and how long it took (TOOK), and STATE: FAILING (its last run failed), OVERDUE (not\n' +
       'claimed for its interval × the overdue factor, and not paused) or PAUSED. Ages are differences\n' +
       "of two database timestamps read in one statement; this machine's clock plays no part. Job\n" +
-      'names, holders and errors are printed with control characters escaped (\\n, \\x1b).\n\n' +
+      'names, holders and errors are printed with control characters and backslashes escaped\n' +
+      '(\\n, \\x1b, \\\\).\n\n' +
       '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
       'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastFinishedAt,\n' +
       'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil. Timestamps are\n' +
