@@ -11,7 +11,17 @@ import { createTableSql, quoteTable, withCronLease } from '../src/index.ts'
 import { isUnprepared, runStatement } from '../src/query.ts'
 import { renewSql } from '../src/sql.ts'
 import type { Server } from '../test/helpers/postgres.ts'
-import { backendCpu, clockMs, mark, Series, type Stats, serverCpu, spent } from './measure.ts'
+import {
+  backendCpu,
+  type CpuMark,
+  clockMs,
+  cpuMsBetween,
+  mark,
+  Series,
+  type Stats,
+  serverCpu,
+  spent,
+} from './measure.ts'
 import { advisoryTick, guardedClaimSql, plainUpsertSql, shedLockClaim } from './peers.ts'
 
 /** How long each part runs. */
@@ -90,8 +100,8 @@ export interface Bench {
    */
   shedClient: pg.Client
   tables: Record<TableRole, string>
-  /** CPU of every server process so far, in ms (embedded server only). */
-  cpu: (() => number) | undefined
+  /** The CPU each server process has used so far (embedded server only). */
+  cpu: (() => CpuMark) | undefined
   /** A new connected client, ended by the cleanups unless `release`d first. */
   connect(url?: string): Promise<pg.Client>
   release(client: pg.Client): Promise<void>
@@ -528,8 +538,8 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
   const ms = clockMs() - start
   const { xids, wal } = await spent(observer, before)
   const clientCpu = process.cpuUsage(clientBefore)
-  const serverMs = b.cpu && cpuBefore !== undefined ? b.cpu() - cpuBefore : null
-  const backendMs = backends && backendsBefore !== undefined ? backends() - backendsBefore : null
+  const serverMs = b.cpu && cpuBefore !== undefined ? cpuMsBetween(cpuBefore, b.cpu()) : null
+  const backendMs = backends && backendsBefore !== undefined ? cpuMsBetween(backendsBefore, backends()) : null
   for (const c of conns) await b.release(c)
   const claims = jobs * replicas
   b.expect(winners === jobs)

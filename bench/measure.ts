@@ -80,28 +80,50 @@ function ticksPerSecond(): number {
   }
 }
 
-/** User + system clock ticks of one process so far, from /proc/PID/stat; 0 once it has ended. */
-function processTicks(pid: number): number {
+/** User + system clock ticks of one process so far, from /proc/PID/stat; undefined once it has ended. */
+function processTicks(pid: number): number | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // "pid (comm) state ppid …": fields counted from after the last ')', as comm may hold spaces.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     return Number(fields[11]) + Number(fields[12])
   } catch {
-    return 0
+    return undefined
   }
 }
 
 /**
- * A reader of the CPU time (user + system, in ms) used so far by every process of a local server:
- * the postmaster and its children (the backends, the WAL writer, autovacuum). Only for a server
- * whose data directory this process can read (the embedded one); `undefined` otherwise.
+ * The CPU time (user + system, in ms) each process of a set had used at one moment, by pid.
+ *
+ * @example
+ * const before: CpuMark = cpu()
+ */
+export type CpuMark = Map<number, number>
+
+/**
+ * The CPU time spent between two marks: each process's growth, counting a process that started
+ * in between from zero. A process that ended in between is left out (its last reading is gone);
+ * it is never subtracted, as a plain difference of totals would do.
+ *
+ * @example
+ * const before = cpu(); await work(); const ms = cpuMsBetween(before, cpu())
+ */
+export function cpuMsBetween(before: CpuMark, after: CpuMark): number {
+  let ms = 0
+  for (const [pid, now] of after) ms += now - (before.get(pid) ?? 0)
+  return ms
+}
+
+/**
+ * A reader of the CPU time used so far by every process of a local server: the postmaster and its
+ * children (the backends, the WAL writer, autovacuum). Only for a server whose data directory this
+ * process can read (the embedded one); `undefined` otherwise.
  *
  * @example
  * const cpu = serverCpu(server.dataDir)
- * const before = cpu?.() // ms of CPU so far, or undefined for a remote server
+ * const before = cpu?.() // a CpuMark, or undefined for a remote server
  */
-export function serverCpu(dataDir: string | undefined): (() => number) | undefined {
+export function serverCpu(dataDir: string | undefined): (() => CpuMark) | undefined {
   if (!dataDir || process.platform !== 'linux') return undefined
   let postmaster: number
   try {
@@ -109,36 +131,45 @@ export function serverCpu(dataDir: string | undefined): (() => number) | undefin
   } catch {
     return undefined
   }
-  const perSecond = ticksPerSecond()
+  const msPerTick = 1000 / ticksPerSecond()
   return () => {
-    let ticks = 0
+    const mark: CpuMark = new Map()
     for (const entry of readdirSync('/proc')) {
       if (!/^\d+$/.test(entry)) continue
       try {
         const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
         const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-        if (Number(entry) === postmaster || ppid === postmaster) ticks += processTicks(Number(entry))
+        if (Number(entry) !== postmaster && ppid !== postmaster) continue
+        const ticks = processTicks(Number(entry))
+        if (ticks !== undefined) mark.set(Number(entry), ticks * msPerTick)
       } catch {
         // The process ended while the list was read.
       }
     }
-    return (ticks / perSecond) * 1000
+    return mark
   }
 }
 
 /**
- * A reader of the CPU time (user + system, in ms) used so far by the given server backends
- * (`pg_backend_pid()` of each connection): the work of serving those sessions alone, without the
- * WAL writer, the checkpointer or autovacuum. Linux and a local server only; `undefined` otherwise.
+ * A reader of the CPU time used so far by the given server backends (`pg_backend_pid()` of each
+ * connection): the work of serving those sessions alone, without the WAL writer, the checkpointer
+ * or autovacuum. Linux and a local server only; `undefined` otherwise.
  *
  * @example
  * const pids = await Promise.all(conns.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid))
  * const cpu = backendCpu(pids, server.dataDir)
  */
-export function backendCpu(pids: number[], dataDir: string | undefined): (() => number) | undefined {
+export function backendCpu(pids: number[], dataDir: string | undefined): (() => CpuMark) | undefined {
   if (!dataDir || process.platform !== 'linux') return undefined
-  const perSecond = ticksPerSecond()
-  return () => (pids.reduce((n, pid) => n + processTicks(pid), 0) / perSecond) * 1000
+  const msPerTick = 1000 / ticksPerSecond()
+  return () => {
+    const mark: CpuMark = new Map()
+    for (const pid of pids) {
+      const ticks = processTicks(pid)
+      if (ticks !== undefined) mark.set(pid, ticks * msPerTick)
+    }
+    return mark
+  }
 }
 
 /**
@@ -174,7 +205,7 @@ export class Series {
     op: (i: number) => Promise<void>,
     blockMs: number,
     minOps = 20,
-    cpu?: () => number,
+    cpu?: () => CpuMark,
     timed = true,
   ): Promise<void> {
     const cpuBefore = cpu?.()
@@ -188,7 +219,7 @@ export class Series {
     }
     const ms = clockMs() - start
     const { xids, wal } = await spent(observer, before)
-    const serverCpuMs = cpu && cpuBefore !== undefined ? cpu() - cpuBefore : null
+    const serverCpuMs = cpu && cpuBefore !== undefined ? cpuMsBetween(cpuBefore, cpu()) : null
     this.blocks.push({ ops, ms, xidsPerOp: xids / ops, walPerOp: wal / ops, serverCpuMs })
   }
 
