@@ -215,6 +215,7 @@ function escapeXml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 }
 
+// Two decimals below 10: the targets sit at 1.05, 1.15 and 1.3, and 1.34 must not read as 1.3.
 function round(n: number): string {
-  return n >= 10 ? n.toFixed(0) : n.toFixed(1)
+  return n >= 10 ? n.toFixed(0) : n.toFixed(2)
 }
