@@ -144,7 +144,7 @@ const held = await connectionsHeld(bench)
 // Kinds alternate round by round, so a noisy moment does not fall on one kind only.
 const fleetRounds: FleetResult[] = []
 for (let r = 0; r < profile.fleetRounds; r++) {
-  for (const kind of ['plain', 'lease', 'guarded'] as FleetKind[]) {
+  for (const kind of ['plain', 'lease', 'waiting'] as FleetKind[]) {
     log(
       `fleet ${r + 1} of ${profile.fleetRounds}: ${profile.fleetJobs} jobs × ${profile.fleetReplicas} replicas, ${kind}`,
     )
@@ -153,7 +153,7 @@ for (let r = 0; r < profile.fleetRounds; r++) {
 }
 const best = (kind: FleetKind) =>
   fleetRounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
-const fleet = { lease: best('lease'), plain: best('plain'), guarded: best('guarded') }
+const fleet = { lease: best('lease'), plain: best('plain'), waiting: best('waiting') }
 
 const { floor, rows } = buildRows(
   shown.map((c) => ({ c, stats: series.get(c.id)!.stats() })),

@@ -30,8 +30,8 @@ export interface ChartInput {
       walPerClaim: number
     }
     plain: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
-    /** The candidate form of the claim with a SKIP LOCKED guard, when it was measured. */
-    guarded?: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
+    /** The claim of 2.0 (waits on a row lock instead of skipping it), when it was measured. */
+    waiting?: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
     ratio: number
   }
 }
@@ -107,12 +107,8 @@ export function renderChart(input: ChartInput): string {
     ['pg-cron-lease claim', input.fleet.lease.claimsPerSec, COLOURS.library!],
     ['plain upsert', input.fleet.plain.claimsPerSec, COLOURS.peer!],
   ]
-  if (input.fleet.guarded) {
-    fleetBars.push([
-      'claim with a SKIP LOCKED guard (candidate)',
-      input.fleet.guarded.claimsPerSec,
-      COLOURS.diagnostic!,
-    ])
+  if (input.fleet.waiting) {
+    fleetBars.push(['claim of 2.0 (waits on the row lock)', input.fleet.waiting.claimsPerSec, COLOURS.diagnostic!])
   }
   const fleetMax = Math.max(...fleetBars.map(([, value]) => value))
   fleetBars.forEach(([label, value, colour], i) => {
@@ -180,7 +176,7 @@ function workRows(input: ChartInput): Array<[string, { xids: string; wal: string
   for (const [label, f] of [
     ['pg-cron-lease, fleet round (all claims)', input.fleet.lease],
     ['plain upsert, fleet round (all claims)', input.fleet.plain],
-    ['SKIP LOCKED guard (candidate), fleet round', input.fleet.guarded],
+    ['claim of 2.0 (waits on the row lock), fleet round', input.fleet.waiting],
   ] as const) {
     if (f) out.push([label, { xids: fixed(f.xidsPerClaim), wal: f.walPerClaim.toFixed(0) }])
   }

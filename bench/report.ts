@@ -63,7 +63,7 @@ export interface Results {
   fleet: {
     lease: FleetResult
     plain: FleetResult
-    guarded: FleetResult
+    waiting: FleetResult
     /** Claims per second, the library's over the plain upsert's. */
     ratio: number
     /** Every round, in the order run. */
@@ -246,7 +246,7 @@ export function formatReport(results: Results): string {
   const names: Record<string, string> = {
     lease: 'the library',
     plain: 'plain upsert',
-    guarded: 'SKIP LOCKED guard (candidate)',
+    waiting: 'claim of 2.0 (waits on the row lock)',
   }
   const cpu = (n: number | null) => (n === null ? '?' : fmt(n))
   for (const f of results.fleet.rounds) {

@@ -5,7 +5,7 @@
 import { publishRenew } from './channels.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { extendSql, renewSql } from './sql.js'
+import { tickStatements } from './sql.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs } from './validate.js'
 
@@ -75,7 +75,7 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
     // A renew can shorten the lease the moment the database runs it, long before its reply comes
     // back (if it ever does), so the shorter end is the one to watch from now on.
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
-    const sql = beat ? extendSql(table) : renewSql(table)
+    const sql = beat ? tickStatements(table).extend : tickStatements(table).renew
     const { matched: renewed } = readResult(
       await runStatement(db, sql, [jobName, ms, claimToken], prepare),
       jobName,

@@ -3,7 +3,7 @@ import { type Claim, monotonicMs, openContext } from './context.js'
 import { recordOutcome, type Settled, warn } from './outcome.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { claimSql } from './sql.js'
+import { tickStatements } from './sql.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkLeaseArgs } from './validate.js'
 
@@ -114,7 +114,7 @@ export async function claim(
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
   const { matched: won, claimToken } = readResult(
-    await runStatement(db, claimSql(table), [jobName, leaseMs, holder], prepare),
+    await runStatement(db, tickStatements(table).claim, [jobName, leaseMs, holder], prepare),
     jobName,
     'claimed',
   )

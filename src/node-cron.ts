@@ -145,7 +145,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const durationMs = monotonicMs() - run.startedAt
       const settled: Settled = run.failed ? { outcome: 'error', error: run.failed[0] } : { outcome: 'unknown' }
       const { jobName, claimToken } = run
-      await recordOutcome({ db, table, jobName, claimToken, durationMs, everyMs: undefined, logger }, settled)
+      await recordOutcome({ db, table, jobName, claimToken, durationMs, everyMs: undefined, logger, prepare }, settled)
     },
     onExecutionFailed(context): void {
       const name = context?.task?.name

@@ -2,7 +2,8 @@
  * Recording how a won tick ended, in the lease row's 2.1 columns, so `listLeases`, `status` and
  * `check` can tell a failing or overdue job from a healthy one.
  */
-import { recordOutcomeSql } from './sql.js'
+import { runStatement } from './query.js'
+import { tickStatements } from './sql.js'
 import type { LeaseLogger, Queryable } from './types.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */
@@ -18,6 +19,8 @@ export interface RecordRequest {
   /** The declared interval, or undefined to let the table observe it. */
   everyMs: number | undefined
   logger: LeaseLogger | undefined
+  /** Send it as a named prepared statement where the driver allows it. */
+  prepare: boolean
 }
 
 const ERROR_TEXT_LIMIT = 500
@@ -50,14 +53,15 @@ export async function recordOutcome(request: RecordRequest, settled: Settled): P
 }
 
 async function write(request: RecordRequest, settled: Settled): Promise<void> {
-  const { db, table, jobName, claimToken, durationMs, everyMs, logger } = request
+  const { db, table, jobName, claimToken, durationMs, everyMs, logger, prepare } = request
   if (claimToken === null) return
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
   try {
-    // Plain text, not prepared: it runs once per won tick, and on a table of the original shape
-    // it fails to parse every time until the table is upgraded.
-    await db.query(recordOutcomeSql(table), [jobName, claimToken, durationMs, outcome, errorText, everyMs ?? null])
+    // On a table of the original shape this fails to parse (42703) until the table is upgraded; a
+    // statement that failed to parse is not kept, so it costs the prepared path nothing.
+    const params = [jobName, claimToken, durationMs, outcome, errorText, everyMs ?? null]
+    await runStatement(db, tickStatements(table).record, params, prepare)
   } catch (error) {
     if ((error as { code?: unknown } | null)?.code === '42703') {
       if (warnedTables.has(table)) return

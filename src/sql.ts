@@ -182,13 +182,19 @@ function pausedUntil(alias: string): string {
  * The claim: one statement, no explicit transaction. Parameters: $1 job name, $2 lease in whole
  * milliseconds, $3 holder. Returns one row (the claim token) to the single winner, none to losers.
  *
- * - `WHERE NOT EXISTS`: a lease that is visibly held makes the SELECT empty, so a loser inserts
+ * - The guard in `WHERE CASE …` decides who may try at all, and a loser that stops there inserts
  *   nothing and locks nothing: no transaction ID, no WAL, no commit flush.
- * - `ON CONFLICT … WHERE lease_until <= clock_timestamp()`: the atomic arbiter when claimants race
- *   past that check. The row lock serialises them and only the first still sees an expired lease.
+ *   - A lease that is visibly held: lose.
+ *   - No row yet (the job's first claim): try; racers of the first claim queue on the insert.
+ *   - An expired row: try only if this claimant can lock it now (`FOR UPDATE SKIP LOCKED`). A
+ *     claimant that finds it locked, in practice by a claim racing it, loses at once instead of
+ *     waiting for that claim's commit and then locking the row for nothing; the claim holding the
+ *     lock wins, or, if it fails, the occurrence is missed rather than run twice.
+ * - `ON CONFLICT … WHERE lease_until <= clock_timestamp()`: the atomic arbiter, as in the original
+ *   package's statement; only a claimant that still sees an expired lease under the row lock wins.
  * - Each branch reads the clock once, so the lease lasts exactly `$2` ms from `claimed_at`; the
- *   update branch reads it when it wins, so a claimant that waited on the row lock still gets its
- *   whole lease.
+ *   update branch reads it when it wins, so a claimant that waited on the first insert still gets
+ *   its whole lease.
  * - The SQL carries no comments: it is sent on every tick by every replica.
  */
 export function claimSql(table: string): string {
@@ -196,7 +202,11 @@ export function claimSql(table: string): string {
   return `INSERT INTO ${t} (job_name, lease_until, holder, claimed_at)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
 FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until > clock_timestamp())
+WHERE CASE
+  WHEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until > clock_timestamp()) THEN false
+  WHEN NOT EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text) THEN true
+  ELSE EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+END
 ON CONFLICT (job_name) DO UPDATE
 SET (lease_until, claimed_at) = (
     SELECT clock.at + $2::integer * interval '1 millisecond', clock.at FROM (SELECT clock_timestamp() AS at) AS clock
@@ -204,6 +214,37 @@ SET (lease_until, claimed_at) = (
   holder = EXCLUDED.holder
 WHERE ${t}.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
+}
+
+/** The statements a tick sends, for one table. */
+export interface TickStatements {
+  claim: string
+  renew: string
+  extend: string
+  record: string
+}
+
+const built = new Map<string, TickStatements>()
+const BUILT_TABLES = 100
+
+/**
+ * The tick's statements for `table`, built once per table: rebuilding them on every call also
+ * made every prepared-statement lookup hash a fresh copy of the same long text.
+ */
+export function tickStatements(table: string): TickStatements {
+  let statements = built.get(table)
+  if (statements === undefined) {
+    statements = {
+      claim: claimSql(table),
+      renew: renewSql(table),
+      extend: extendSql(table),
+      record: recordOutcomeSql(table),
+    }
+    // A process that claims on thousands of tables (a fuzz test) must not keep them all.
+    if (built.size >= BUILT_TABLES) built.clear()
+    built.set(table, statements)
+  }
+  return statements
 }
 
 // This claim ($3), still unexpired, and not paused since.

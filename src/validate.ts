@@ -100,8 +100,14 @@ function readBag<K extends string>(opts: unknown, keys: readonly K[], name: stri
 }
 
 /** `null` and `''` ask for the default holder too, as the original package took them. */
+// Read once: os.hostname() is a system call, and the claim path runs on every tick.
+let defaultHolder: string | undefined
+
 export function checkHolder(holder: unknown, name = 'opts.holder'): string {
-  if (holder === undefined || holder === null || holder === '') return `${os.hostname()}:${process.pid}`
+  if (holder === undefined || holder === null || holder === '') {
+    defaultHolder ??= `${os.hostname()}:${process.pid}`
+    return defaultHolder
+  }
   if (typeof holder !== 'string') fail(name, 'a string', holder)
   if (holder.includes('\0')) fail(name, 'free of NUL characters', holder)
   return holder

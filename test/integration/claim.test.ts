@@ -106,7 +106,7 @@ describe('the clock is clock_timestamp(), not the transaction start', () => {
     }
     assert.equal((await row(jobName)).holder, 'in-tx')
   })
-  test('a claimant that waited on the row lock starts its lease when it wins, not when it was sent', async () => {
+  test('a claimant that finds an expired row locked (by a claim racing it) loses at once: no wait, no write', async () => {
     const jobName = nextJob()
     await withCronLease(pool, jobName, 50, () => {}, { table })
     await sleep(100)
@@ -114,13 +114,15 @@ describe('the clock is clock_timestamp(), not the transaction start', () => {
     try {
       await locker.query('BEGIN')
       await locker.query(`SELECT 1 FROM "${table}" WHERE job_name = $1 FOR UPDATE`, [jobName])
-      const claim = withCronLease(pool, jobName, 1000, () => 'won', { table, holder: 'waited' })
-      await sleep(600)
+      const claim = withCronLease(pool, jobName, 1000, () => 'won', { table, holder: 'skipped' })
+      const first = await Promise.race([claim, sleep(5000).then(() => 'still waiting')])
+      assert.deepEqual(first, { ran: false, result: null }, 'it did not wait for the lock')
       await locker.query('COMMIT')
-      assert.deepEqual(await claim, { ran: true, result: 'won' })
     } finally {
       locker.release()
     }
+    const next = await withCronLease(pool, jobName, 1000, () => 'won', { table, holder: 'after' })
+    assert.deepEqual(next, { ran: true, result: 'won' }, 'once nobody holds the row, the next claim wins')
     const { rows } = await pool.query(
       `SELECT extract(epoch FROM lease_until - clock_timestamp()) * 1000 AS left_ms FROM "${table}" WHERE job_name = $1`,
       [jobName],

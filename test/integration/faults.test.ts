@@ -338,13 +338,18 @@ describe('a renew’s reply lost after the server committed it', () => {
 })
 
 describe('statement_timeout during the claim', () => {
-  /** Makes the job's row exist, expired, and locked by another session until `release()`. */
-  async function lockedExpiredRow(job: string) {
-    await withCronLease(admin, job, 60_000, () => 0, { table, holder: 'previous' })
-    await expire(job)
+  /**
+   * Another session's first claim of the job, in flight until `release()` rolls it back: claimants
+   * see no row yet, try to insert, and wait on that insert (the one wait the claim still has; an
+   * existing row locked by a racing claim is skipped, not waited for).
+   */
+  async function firstClaimInFlight(job: string) {
     const locker = await admin.connect()
     await locker.query('BEGIN')
-    await locker.query(`SELECT 1 FROM ${quoteTable(table)} WHERE job_name = $1 FOR UPDATE`, [job])
+    await locker.query(
+      `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder) VALUES ($1, clock_timestamp(), 'in flight')`,
+      [job],
+    )
     return {
       async release() {
         await locker.query('ROLLBACK')
@@ -353,11 +358,11 @@ describe('statement_timeout during the claim', () => {
     }
   }
 
-  test('a claim that waits on a row lock past statement_timeout rejects with 57014, the tick does not run, and the row is untouched', {
+  test('a claim that waits on a row lock past statement_timeout rejects with 57014, the tick does not run, and nothing is written', {
     timeout: TIMEOUT,
   }, async () => {
     const job = 'statement-timeout'
-    const lock = await lockedExpiredRow(job)
+    const lock = await firstClaimInFlight(job)
     const claimant = await connect()
     await claimant.query("SET statement_timeout = '300ms'")
     try {
@@ -373,9 +378,7 @@ describe('statement_timeout during the claim', () => {
       await lock.release()
       await claimant.end()
     }
-    const now = await row(job)
-    assert.equal(now?.holder, 'previous')
-    assert.equal(now?.held, false)
+    assert.equal(await row(job), undefined)
     assert.equal((await withCronLease(admin, job, 60_000, () => 1, { table })).ran, true)
   })
 
@@ -383,7 +386,7 @@ describe('statement_timeout during the claim', () => {
     timeout: TIMEOUT,
   }, async () => {
     const job = 'query-timeout'
-    const lock = await lockedExpiredRow(job)
+    const lock = await firstClaimInFlight(job)
     const claimant = await connect({ query_timeout: 300 })
     let ticks = 0
     try {
@@ -448,7 +451,10 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
       })
     }
 
-    test(`(${when}) a transaction that claims first runs its tick inside it; a rival waits on the row lock until the commit, then loses`, {
+    // With no row yet, a rival's insert waits on the transaction's; an expired row the transaction
+    // has locked is skipped, so the rival loses at once.
+    const rivalWaits = !rowExists
+    test(`(${when}) a transaction that claims first runs its tick inside it; a rival ${rivalWaits ? 'waits on the row lock until the commit, then loses' : 'loses at once, without waiting'}`, {
       timeout: TIMEOUT,
     }, async () => {
       const job = `serializable-first-${rowExists}`
@@ -465,7 +471,11 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
           settled = true
         })
         await sleep(300)
-        assert.equal(settled, false, 'the rival waits for the transaction')
+        assert.equal(
+          settled,
+          !rivalWaits,
+          rivalWaits ? 'the rival waits for the transaction' : 'the rival did not wait',
+        )
         await txn.query('COMMIT')
         assert.deepEqual(await rival, { ran: false, result: null })
       } finally {
@@ -474,7 +484,7 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
       assert.equal((await row(job))?.holder, 'txn')
     })
 
-    test(`(${when}) two SERIALIZABLE transactions: the first claims, the second fails with 40001 once the first commits`, {
+    test(`(${when}) two SERIALIZABLE transactions: the first claims, the second ${rivalWaits ? 'fails with 40001 once the first commits' : 'loses at once'}`, {
       timeout: TIMEOUT,
     }, async () => {
       const job = `serializable-both-${rowExists}`
@@ -491,7 +501,8 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
         late.catch(() => {})
         await sleep(100)
         await first.query('COMMIT')
-        await assert.rejects(late, { code: '40001' })
+        if (rivalWaits) await assert.rejects(late, { code: '40001' })
+        else assert.deepEqual(await late, { ran: false, result: null })
         assert.equal(ticks, 0)
       } finally {
         await second.query('ROLLBACK')
@@ -501,7 +512,7 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
       assert.equal((await row(job))?.holder, 'first')
     })
 
-    test(`(${when}) a claim in a transaction that rolls back never happened: the waiting rival then wins, so the rolled-back tick's work must live in that transaction`, {
+    test(`(${when}) a claim in a transaction that rolls back never happened: ${rivalWaits ? 'the waiting rival then wins' : 'the rival lost at once, and the next claim wins'}, so the rolled-back tick's work must live in that transaction`, {
       timeout: TIMEOUT,
     }, async () => {
       const job = `serializable-rollback-${rowExists}`
@@ -514,7 +525,8 @@ describe('a SERIALIZABLE transaction handle racing another claimant: never two w
         const rival = withCronLease(admin, job, 60_000, () => ran.push('rival'), { table, holder: 'rival' })
         await sleep(100)
         await txn.query('ROLLBACK')
-        assert.equal((await rival).ran, true)
+        assert.equal((await rival).ran, rivalWaits)
+        if (!rivalWaits) await withCronLease(admin, job, 60_000, () => ran.push('rival'), { table, holder: 'rival' })
       } finally {
         await txn.end()
       }

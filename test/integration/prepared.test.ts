@@ -26,7 +26,7 @@ import {
   withCronLease,
 } from '../../src/index.ts'
 import { isUnprepared } from '../../src/query.ts'
-import { claimSql, extendSql, renewSql } from '../../src/sql.ts'
+import { claimSql, extendSql, recordOutcomeSql, renewSql } from '../../src/sql.ts'
 import { finished } from '../helpers/child.ts'
 import { runsTable } from '../helpers/occurrences.ts'
 import { type PgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../helpers/pgbouncer.ts'
@@ -58,7 +58,9 @@ async function preparedTexts(db: pg.Pool | pg.Client): Promise<string[]> {
   return rows.map((r) => r.statement)
 }
 
-const hot = (t: string) => [claimSql(t), extendSql(t), renewSql(t)].sort()
+const hot = (t: string) => [claimSql(t), extendSql(t), recordOutcomeSql(t), renewSql(t)].sort()
+/** What a connection holds after one won claim: the claim and the statement recording its outcome. */
+const afterWin = (t: string) => [claimSql(t), recordOutcomeSql(t)].sort()
 
 /** Resolves at the next keep-alive beat of `jobName` that renewed (bounded). */
 function nextBeat(jobName: string): Promise<void> {
@@ -107,7 +109,7 @@ async function claimRenewBeatLose(db: Queryable, t: string, opts: LeaseOptions =
 }
 
 describe('with pg and the default options, the hot statements are prepared', () => {
-  test('a Pool: after a claim, a renew, a beat and a loss, its connection holds the three statements', async () => {
+  test('a Pool: after a claim, a renew, a beat and a loss, its connection holds the four statements', async () => {
     const pool = await testPool({ max: 1 })
     try {
       await claimRenewBeatLose(pool, table)
@@ -146,7 +148,12 @@ describe('with pg and the default options, the hot statements are prepared', () 
       const report = await race({ claimants: clients, table: raceTable, jobName: 'prepared-race', rounds: 100 })
       assert.deepEqual(report, { rounds: 100, single: 100, none: 0, violations: 0 })
       for (const c of clients) {
-        assert.deepEqual(await preparedTexts(c), [claimSql(raceTable)], 'each claimant sent the prepared claim')
+        const texts = await preparedTexts(c)
+        assert.ok(texts.includes(claimSql(raceTable)), 'each claimant sent the prepared claim')
+        assert.ok(
+          texts.every((text) => afterWin(raceTable).includes(text)),
+          'and, having won, the outcome record',
+        )
         assert.equal(isUnprepared(c), false)
       }
       await admin.query(`DROP TABLE ${quoteTable(raceTable)}`)
@@ -260,7 +267,7 @@ describe('a refused prepared statement on a direct connection is retried as plai
       try {
         const held = nextJob()
         assert.equal((await withCronLease(client, held, HOUR, () => 1, { table })).ran, true)
-        assert.deepEqual(await preparedTexts(client), [claimSql(table)])
+        assert.deepEqual(await preparedTexts(client), afterWin(table))
         // pg still believes the claim is prepared, so it sends only Bind and Execute: the server
         // answers 26000 (prepared statement does not exist).
         await client.query('DEALLOCATE ALL')

@@ -82,37 +82,67 @@ describe('a lease claimed through a transaction client follows the transaction',
     return job
   }
 
-  for (const existing of [false, true]) {
-    const what = existing ? 'an expired lease' : 'a job never claimed before'
-    test(`for ${what}, a second claimant waits on the row lock until the commit, then skips`, async () => {
-      const job = await claimableJob(existing)
-      await withClient(async (client) => {
-        await client.query('BEGIN')
-        assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
-        const waiter = await blockedClaim(job)
-        assert.equal(waiter.waiting, true, 'the second claim waits on a lock while the transaction is open')
-        assert.equal(waiter.settled(), false)
-        await client.query('COMMIT')
-        assert.deepEqual(await waiter.outcome, { ran: false, result: null })
-      })
-      const { rows } = await pool.query(`SELECT holder FROM ${t} WHERE job_name = $1`, [job])
-      assert.deepEqual(rows, [{ holder: 'tx' }])
+  // A job's first claim is an insert, which a second claimant's insert must wait for. An expired
+  // row the transaction has locked is skipped instead (FOR UPDATE SKIP LOCKED): the second claimant
+  // loses at once and locks nothing, and if the transaction then rolls back, that occurrence is
+  // missed (the next one runs), never run twice.
+  test('for a job never claimed before, a second claimant waits on the row lock until the commit, then skips', async () => {
+    const job = await claimableJob(false)
+    await withClient(async (client) => {
+      await client.query('BEGIN')
+      assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
+      const waiter = await blockedClaim(job)
+      assert.equal(waiter.waiting, true, 'the second claim waits on a lock while the transaction is open')
+      assert.equal(waiter.settled(), false)
+      await client.query('COMMIT')
+      assert.deepEqual(await waiter.outcome, { ran: false, result: null })
     })
+    const { rows } = await pool.query(`SELECT holder FROM ${t} WHERE job_name = $1`, [job])
+    assert.deepEqual(rows, [{ holder: 'tx' }])
+  })
 
-    test(`for ${what}, a rolled-back transaction loses its claim and the waiting claimant runs`, async () => {
-      const job = await claimableJob(existing)
-      await withClient(async (client) => {
-        await client.query('BEGIN')
-        assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
-        const waiter = await blockedClaim(job)
-        assert.equal(waiter.waiting, true, 'the second claim waits on a lock while the transaction is open')
-        await client.query('ROLLBACK')
-        assert.deepEqual(await waiter.outcome, { ran: true, result: 'waiter' })
-      })
-      const { rows } = await pool.query(`SELECT holder FROM ${t} WHERE job_name = $1`, [job])
-      assert.deepEqual(rows, [{ holder: 'waiter' }])
+  test('for a job never claimed before, a rolled-back transaction loses its claim and the waiting claimant runs', async () => {
+    const job = await claimableJob(false)
+    await withClient(async (client) => {
+      await client.query('BEGIN')
+      assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
+      const waiter = await blockedClaim(job)
+      assert.equal(waiter.waiting, true, 'the second claim waits on a lock while the transaction is open')
+      await client.query('ROLLBACK')
+      assert.deepEqual(await waiter.outcome, { ran: true, result: 'waiter' })
     })
-  }
+    const { rows } = await pool.query(`SELECT holder FROM ${t} WHERE job_name = $1`, [job])
+    assert.deepEqual(rows, [{ holder: 'waiter' }])
+  })
+
+  test('for an expired lease, a second claimant loses at once while the transaction is open, without waiting', async () => {
+    const job = await claimableJob(true)
+    await withClient(async (client) => {
+      await client.query('BEGIN')
+      assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
+      const second = await blockedClaim(job)
+      assert.equal(second.waiting, false, 'it never waited on a lock')
+      assert.deepEqual(await second.outcome, { ran: false, result: null })
+      await client.query('COMMIT')
+    })
+    const { rows } = await pool.query(`SELECT holder FROM ${t} WHERE job_name = $1`, [job])
+    assert.deepEqual(rows, [{ holder: 'tx' }])
+  })
+
+  test('for an expired lease, a rolled-back claim leaves the lease expired: the next claim runs', async () => {
+    const job = await claimableJob(true)
+    await withClient(async (client) => {
+      await client.query('BEGIN')
+      assert.equal((await withCronLease(client, job, 60_000, () => 1, { table, holder: 'tx' })).ran, true)
+      const second = await blockedClaim(job)
+      assert.deepEqual(await second.outcome, { ran: false, result: null }, 'skipped while the claim was in flight')
+      await client.query('ROLLBACK')
+    })
+    assert.deepEqual(await withCronLease(pool, job, 60_000, () => 'next', { table, holder: 'next' }), {
+      ran: true,
+      result: 'next',
+    })
+  })
 
   test('the lease is measured from the claim statement, so a transaction open past it commits an expired lease', async () => {
     const job = nextJob()

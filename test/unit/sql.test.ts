@@ -44,14 +44,21 @@ describe('the claim is one atomic upsert that losers do not write', () => {
     assert.match(text, /ON CONFLICT \(job_name\) DO UPDATE/)
     assert.match(text, /WHERE "cron_leases"\.lease_until <= clock_timestamp\(\)/)
     assert.match(text, /RETURNING /)
-    assert.doesNotMatch(text, /\b(BEGIN|COMMIT|pg_advisory|FOR UPDATE)\b/i)
+    assert.doesNotMatch(text, /\b(BEGIN|COMMIT|pg_advisory)\b/i)
+    // The only row lock taken before the arbiter is one nobody waits for.
+    assert.equal(text.match(/FOR UPDATE/g)?.length, 1)
+    assert.match(text, /FOR UPDATE SKIP LOCKED\)/)
     assert.equal(text.split(';').length, 1, 'one statement')
   })
 
-  test('the insert only happens when no unexpired lease is visible', () => {
-    assert.match(
-      statements.claim,
-      /WHERE NOT EXISTS \(SELECT 1 FROM "cron_leases" WHERE job_name = \$1::text AND lease_until > clock_timestamp\(\)\)/,
+  test('the insert is tried only when no unexpired lease is visible, and an expired row only when it can be locked now', () => {
+    assert.ok(
+      statements.claim.includes(`WHERE CASE
+  WHEN EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text AND lease_until > clock_timestamp()) THEN false
+  WHEN NOT EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text) THEN true
+  ELSE EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+END
+ON CONFLICT (job_name) DO UPDATE`),
     )
   })
 
