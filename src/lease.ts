@@ -118,10 +118,15 @@ export async function claim(
     jobName,
     'claimed',
   )
-  const clockOffsetMs = won && claimToken !== null ? clockOffset(claimToken, sentWallMs, Date.now()) : null
+  const receivedWallMs = Date.now()
+  const clockOffsetMs = won && claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
   if (!won) logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
-  if (clockOffsetMs !== null) checkClock(jobName, clockOffsetMs, leaseMs, logger)
+  if (clockOffsetMs !== null) {
+    // Only what the round trip cannot explain counts: half of it, plus the wall clock's 1 ms step.
+    const uncertaintyMs = (receivedWallMs - sentWallMs) / 2 + 1
+    checkClock(jobName, clockOffsetMs, uncertaintyMs, leaseMs, logger)
+  }
   return { won, claimToken, sentAt }
 }
 
@@ -137,8 +142,14 @@ function clockOffset(claimToken: string, sentWallMs: number, receivedWallMs: num
 
 // The database decides who wins, but this replica's clock decides when its timer fires: one that
 // is late by more than the gap between the lease and the interval runs the occurrence again.
-function checkClock(jobName: string, offsetMs: number, leaseMs: number, logger: LeaseLogger | undefined): void {
-  if (Math.abs(offsetMs) <= leaseMs * 0.1) {
+function checkClock(
+  jobName: string,
+  offsetMs: number,
+  uncertaintyMs: number,
+  leaseMs: number,
+  logger: LeaseLogger | undefined,
+): void {
+  if (Math.abs(offsetMs) - uncertaintyMs <= leaseMs * 0.1) {
     skewedJobs.delete(jobName)
     return
   }

@@ -113,13 +113,20 @@ export function checkHolder(holder: unknown, name = 'opts.holder'): string {
   return holder
 }
 
+// Names already accepted: checking one costs a split and a regular expression per part, on every
+// tick of every replica. Bounded, as a process may see many (a fuzz test does).
+const acceptedTables = new Set<string>()
+
 export function checkTable(table: unknown, name = 'opts.table'): string {
   if (table === undefined) return DEFAULT_TABLE
+  if (typeof table === 'string' && acceptedTables.has(table)) return table
   try {
     quoteTable(table as string)
   } catch {
     fail(name, TABLE_RULE, table)
   }
+  if (acceptedTables.size >= 100) acceptedTables.clear()
+  acceptedTables.add(table as string)
   return table as string
 }
 
