@@ -32,7 +32,8 @@ const task = cron.schedule(
   },
 )
 task.on('execution:skipped', (ctx) => {
-  if (ctx.reason === 'coordinator-error') console.error('claim failed; this fire was skipped', ctx.error)
+  if (ctx.reason === 'coordinator-error')
+    console.error('claim failed; this fire was skipped', ctx.error)
 })
 
 setTimeout(async () => {
