@@ -2,7 +2,7 @@
  * Acting on a job from a script, an admin page or the CLI, without a deploy: pause it across the
  * fleet, resume it, or end a crashed holder's lease. Each is one statement on that job's row only.
  */
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 import { pauseSql, releaseSql, resumeSql } from './sql.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkOptions, checkQueryable, checkTable, fail } from './validate.js'
@@ -132,7 +132,7 @@ async function changeJob(db: Queryable, text: string, params: unknown[], jobName
   const rows = result?.rows
   if (!Array.isArray(rows) || rows.length > 1) {
     throw new TypeError(
-      `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${describe(result)}`,
+      `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${formatValue(result)}`,
     )
   }
   const row = rows[0] as Record<string, unknown> | undefined

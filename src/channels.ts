@@ -51,7 +51,14 @@ export interface TickMessage {
   leaseMs: number
 }
 
-/** The channel names, which are part of the public contract. */
+/**
+ * The channel names, which are part of the public contract.
+ *
+ * A subscriber that throws does not stop the claim, renew or tick that published, but Node
+ * re-throws its error on the next tick as an uncaught exception (the rule of
+ * `node:diagnostics_channel`), which ends the process unless something handles it: catch errors
+ * inside the subscriber.
+ */
 export const CHANNELS = Object.freeze({
   claim: 'pg-cron-lease:claim',
   renew: 'pg-cron-lease:renew',

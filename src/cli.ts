@@ -9,7 +9,8 @@
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
-import { type LeaseInfo, listLeases } from './inspect.js'
+import { escapeControls } from './escape.js'
+import { type LeaseInfo, listLeases } from './list-leases.js'
 import { createTableSql, DEFAULT_TABLE, quoteTable, upgradeTableSql } from './sql.js'
 import { checkTable } from './validate.js'
 
@@ -257,9 +258,27 @@ function connectionTarget(values: Values, env: NodeJS.ProcessEnv): Target {
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     throw usage(`${source} must start with postgres:// or postgresql://, got ${parsed.protocol}//…`)
   }
+  // Every part pg decodes is decoded here first, only so a malformed one is a usage error.
+  const user = decodePart(parsed.username, 'user name', source)
+  decodePart(parsed.password, 'password', source)
+  decodePart(parsed.hostname, 'host', source)
+  const database = decodePart(parsed.pathname.slice(1), 'database name', source)
+  decodePart(parsed.search, 'parameters', source)
   const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost'
-  const database = decodeURIComponent(parsed.pathname.slice(1)) || decodeURIComponent(parsed.username) || 'postgres'
-  return { url, label: `${host}:${parsed.port || '5432'}/${database}` }
+  return { url, label: `${host}:${parsed.port || '5432'}/${database || user || 'postgres'}` }
+}
+
+// pg fails on some malformed escapes with a bare "URI malformed"; on others it re-encodes the whole
+// URL, which turns other escapes in it (%3A in a password) into literal text. Say which part is
+// wrong instead, without showing it.
+function decodePart(text: string, part: string, source: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw usage(
+      `${source} has a malformed percent-encoding in its ${part}: each % must start an escape of UTF-8 bytes such as %40; write a literal % as %25`,
+    )
+  }
 }
 
 /** The table's number of columns, or null when it does not exist. */
@@ -374,8 +393,10 @@ function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string 
       ? { text: `in ${span(l.remainingMs)}`, paint: paint.green }
       : { text: `expired ${ago(at - Date.parse(l.leaseUntil))}`, paint: paint.dim }
     return [
-      { text: l.jobName, paint: paint.plain },
-      { text: l.holder ?? '-', paint: paint.plain },
+      // Names are shown escaped, and the columns measured on what is shown: a raw control
+      // character could recolour the terminal or, as a line break, forge a row.
+      { text: escapeControls(l.jobName), paint: paint.plain },
+      { text: l.holder === null ? '-' : escapeControls(l.holder), paint: paint.plain },
       { text: ago(at - Date.parse(l.claimedAt)), paint: paint.plain },
       expires,
     ]

@@ -49,6 +49,20 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
     }
   }
 
+  // One fenced statement at a time: with none overlapping, the last reply is from the last
+  // statement the database ran, so each reply alone can say where the lease ends.
+  let queue: Promise<unknown> = Promise.resolve()
+  function serially<T>(send: () => Promise<T>): Promise<T> {
+    const turn = queue.then(send)
+    queue = turn.catch(() => {})
+    return turn
+  }
+
+  function setExpiresAt(at: number) {
+    expiresAt = at
+    if (keepAlive) armDeadline()
+  }
+
   // A beat uses the statement that never shortens the lease; renew(ms) sets it to ms from now.
   async function extend(ms: number, beat: boolean): Promise<boolean> {
     if (claimToken === null) {
@@ -58,15 +72,19 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
       )
     }
     const sentAt = monotonicMs()
+    // A renew can shorten the lease the moment the database runs it, long before its reply comes
+    // back (if it ever does), so the shorter end is the one to watch from now on.
+    if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
     const sql = beat ? extendSql(table) : renewSql(table)
-    const { won } = readResult(await runStatement(db, sql, [jobName, ms, claimToken], prepare), jobName, 'renewed')
-    publishRenew(() => ({ jobName, holder, renewed: won, ms }))
-    if (!won) lose('it expired or another claim replaced it')
-    else if (keepAlive) {
-      expiresAt = beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms
-      armDeadline()
-    }
-    return won
+    const { matched: renewed } = readResult(
+      await runStatement(db, sql, [jobName, ms, claimToken], prepare),
+      jobName,
+      'renewed',
+    )
+    publishRenew(() => ({ jobName, holder, renewed, ms }))
+    if (!renewed) lose('it expired or another claim replaced it')
+    else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
+    return renewed
   }
 
   // With keep-alive the library promised to notice a lapse: if no beat lands before the lease can
@@ -84,7 +102,9 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
   function scheduleBeat(every: number, extendMs: number) {
     beatTimer = setTimeout(async () => {
       try {
-        await extend(extendMs, true)
+        await serially(async () => {
+          if (!closed && !controller.signal.aborted) await extend(extendMs, true)
+        })
       } catch {
         // A transient error: the next beat retries, and the deadline aborts if none lands in time.
       }
@@ -99,7 +119,16 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
   }
 
   const ctx: LeaseContext = {
-    renew: async (ms: number = leaseMs) => extend(checkMs(ms, 'renew(ms)'), false),
+    renew: async (ms: number = leaseMs) => {
+      // A context kept past its tick would otherwise extend a lease nothing is using any more.
+      if (closed) {
+        throw new Error(
+          `pg-cron-lease: cannot renew the lease for '${jobName}': its tick has settled; the lease is held until it expires`,
+        )
+      }
+      const checked = checkMs(ms, 'renew(ms)')
+      return serially(() => extend(checked, false))
+    },
     jobName,
     holder,
     leaseMs,

@@ -113,7 +113,7 @@ export async function claim(
   const { db, table, jobName, leaseMs, holder, logger, prepare } = request
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  const { won, claimToken } = readResult(
+  const { matched: won, claimToken } = readResult(
     await runStatement(db, claimSql(table), [jobName, leaseMs, holder], prepare),
     jobName,
     'claimed',

@@ -1,4 +1,4 @@
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 
 /**
  * The longest lease accepted, in ms: 2^31 - 1, about 24.8 days. It is the largest value the
@@ -48,13 +48,13 @@ export const LEASE: Readonly<{
 export function leaseForInterval(intervalMs: number): number {
   if (typeof intervalMs !== 'number' || !Number.isFinite(intervalMs) || intervalMs <= 0) {
     throw new TypeError(
-      `pg-cron-lease: intervalMs must be a positive finite number of milliseconds, got ${describe(intervalMs)}`,
+      `pg-cron-lease: intervalMs must be a positive finite number of milliseconds, got ${formatValue(intervalMs)}`,
     )
   }
   const leaseMs = Math.max(1, Math.round(intervalMs * 0.8))
   if (leaseMs > MAX_LEASE_MS) {
     throw new TypeError(
-      `pg-cron-lease: intervalMs is too long: its lease would exceed ${MAX_LEASE_MS} ms (about 24.8 days), got ${describe(intervalMs)}`,
+      `pg-cron-lease: intervalMs is too long: its lease would exceed ${MAX_LEASE_MS} ms (about 24.8 days), got ${formatValue(intervalMs)}`,
     )
   }
   const known = intervals.get(leaseMs)

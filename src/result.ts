@@ -2,29 +2,35 @@
  * Reading a driver's result. Drivers disagree on its shape, and guessing wrong in the winning
  * direction would run a tick twice, so anything that is not clearly a win or a loss is an error.
  */
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 
-/** A claim or renew that matched a row (`won`), and the claim token read from that row. */
-export type Reading = { won: false; claimToken: null } | { won: true; claimToken: string | null }
+/** A claim or renew that matched a row (`matched`), and the claim token read from that row. */
+export type Reading = { matched: false; claimToken: null } | { matched: true; claimToken: string | null }
 
 /**
- * `rowCount` decides when it is a whole number; otherwise the length of `rows`. `action` names
- * what was attempted ("claimed", "renewed") for the error message.
+ * `rowCount` decides when the driver gives one (not null); otherwise the length of `rows`. When
+ * both are given they must agree. `action` names what was attempted ("claimed", "renewed") for the
+ * error message.
  */
 export function readResult(result: unknown, jobName: string, action: string): Reading {
   const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
-  let won: boolean
-  if (typeof rowCount === 'number' && Number.isInteger(rowCount) && rowCount >= 0) won = rowCount > 0
-  else if (Array.isArray(rows)) won = rows.length > 0
-  else {
+  const cannotTell = (why: string): never => {
     throw new TypeError(
-      `pg-cron-lease: cannot tell whether the lease for '${jobName}' was ${action}: the driver's result has ` +
-        `neither a whole-number rowCount nor a rows array, got ${describe(result)}`,
+      `pg-cron-lease: cannot tell whether the lease for '${jobName}' was ${action}: ${why}, got ${formatValue(result)}`,
     )
   }
-  if (!won) return { won, claimToken: null }
+  const counted = rowCount !== undefined && rowCount !== null
+  const listed = Array.isArray(rows)
+  if (!counted && !listed) cannotTell("the driver's result has neither a rowCount nor a rows array")
+  // job_name is the key, so a statement matches at most one row: any other count is a driver this
+  // code misreads, and taking it for a win could run a tick twice.
+  if (counted && rowCount !== 0 && rowCount !== 1) cannotTell('its rowCount is not 0 or 1')
+  if (listed && rows.length > 1) cannotTell(`it has ${rows.length} rows`)
+  if (counted && listed && rowCount !== rows.length) cannotTell('its rowCount and its rows disagree')
+  const matched = counted ? rowCount === 1 : (rows as unknown[]).length === 1
+  if (!matched) return { matched, claimToken: null }
   const first: unknown = Array.isArray(rows) ? rows[0] : undefined
   const token = (first as { claimed_at?: unknown } | undefined)?.claimed_at
   // Only text can carry the microseconds; a Date (a driver that parsed it) would fence on a rounded value.
-  return { won, claimToken: typeof token === 'string' && token.length > 0 ? token : null }
+  return { matched, claimToken: typeof token === 'string' && token.length > 0 ? token : null }
 }

@@ -8,7 +8,7 @@
  * replica's own clock would make the lease depend on every replica being in sync.
  */
 
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 
 /** The table used when no `table` option is given. */
 export const DEFAULT_TABLE = 'cron_leases'
@@ -38,7 +38,7 @@ export function quoteTable(table: string): string {
     // there exists once per connection, so every replica would win every claim.
     (parts.length === 2 && parts[0]?.startsWith('pg_'))
   ) {
-    throw new TypeError(`pg-cron-lease: table must be ${TABLE_RULE}, got ${describe(table)}`)
+    throw new TypeError(`pg-cron-lease: table must be ${TABLE_RULE}, got ${formatValue(table)}`)
   }
   return parts.map((part) => `"${part}"`).join('.')
 }

@@ -4,24 +4,33 @@
  * never take a lease.
  */
 import os from 'node:os'
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 import { intervalOfLease, MAX_LEASE_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import { type KeepAlive, LEASE_OPTION_KEYS, type LeaseContext, type LeaseLogger, type Queryable } from './types.js'
 
 export function fail(name: string, rule: string, value: unknown): never {
-  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${describe(value)}`)
+  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${formatValue(value)}`)
 }
 
+const QUERYABLE_RULE =
+  'an object with a query(text, params) function (a pg Pool, Client or PoolClient, a PGlite, or fromPostgresJs(sql) for postgres.js)'
+
 export function checkQueryable(db: unknown, name = 'db'): Queryable {
-  if (typeof (db as Queryable | null)?.query !== 'function') {
-    fail(
-      name,
-      'an object with a query(text, params) function (a pg Pool, Client or PoolClient, a PGlite, or fromPostgresJs(sql) for postgres.js)',
-      db,
-    )
-  }
+  if (typeof readOrFail(db, 'query', name, QUERYABLE_RULE) !== 'function') fail(name, QUERYABLE_RULE, db)
   return db as Queryable
+}
+
+/**
+ * `value[key]`, where looking can throw (a Proxy whose trap throws, a revoked Proxy): then the
+ * argument is bad like any other, and the TypeError names it.
+ */
+function readOrFail(value: unknown, key: string, name: string, rule: string): unknown {
+  try {
+    return (value as Record<string, unknown> | null | undefined)?.[key]
+  } catch {
+    return fail(name, rule, value)
+  }
 }
 
 // In a `u` regular expression a paired surrogate is one code point, so only a lone half matches.
@@ -54,25 +63,46 @@ export function checkFunction<F>(value: unknown, name: string): F {
   return value as F
 }
 
-/** Plain option bags only; unknown keys are typos, and a typo must not fall back to a default. */
+/**
+ * Plain option bags only; unknown keys are typos, and a typo must not fall back to a default.
+ * `null` is no options, as the original package took it.
+ */
 export function checkOptions<K extends string>(
   opts: unknown,
   keys: readonly K[],
   name = 'opts',
 ): Partial<Record<K, unknown>> {
-  if (opts === undefined) return {}
-  if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) fail(name, 'an object', opts)
-  for (const key of Object.keys(opts)) {
+  if (opts === undefined || opts === null) return {}
+  const { own, bag } = readBag(opts, keys, name)
+  for (const key of own) {
     if (!(keys as readonly string[]).includes(key)) {
       fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
     }
   }
-  return opts as Partial<Record<K, unknown>>
+  return bag
 }
 
+// The bag is read once, here, into a plain object: a Proxy trap that throws is then reported as
+// this argument, and a getter cannot give the check one value and the use another.
+function readBag<K extends string>(opts: unknown, keys: readonly K[], name: string) {
+  let read: { own: string[]; bag: Partial<Record<K, unknown>> } | undefined
+  try {
+    if (opts !== null && typeof opts === 'object' && !Array.isArray(opts)) {
+      const bag: Partial<Record<K, unknown>> = {}
+      for (const key of keys) bag[key] = (opts as Record<string, unknown>)[key]
+      read = { own: Object.keys(opts), bag }
+    }
+  } catch {
+    fail(name, 'an object whose properties can be read', opts)
+  }
+  if (read === undefined) return fail(name, 'an object', opts)
+  return read
+}
+
+/** `null` and `''` ask for the default holder too, as the original package took them. */
 export function checkHolder(holder: unknown, name = 'opts.holder'): string {
-  if (holder === undefined) return `${os.hostname()}:${process.pid}`
-  if (typeof holder !== 'string' || holder.length === 0) fail(name, 'a non-empty string', holder)
+  if (holder === undefined || holder === null || holder === '') return `${os.hostname()}:${process.pid}`
+  if (typeof holder !== 'string') fail(name, 'a string', holder)
   if (holder.includes('\0')) fail(name, 'free of NUL characters', holder)
   return holder
 }
@@ -87,13 +117,16 @@ export function checkTable(table: unknown, name = 'opts.table'): string {
   return table as string
 }
 
+const LOGGER_RULE = 'an object with optional debug, warn and error functions'
+
+/** `null` is no logger, as the original package took it. */
 export function checkLogger(logger: unknown, name = 'opts.logger'): LeaseLogger | undefined {
-  if (logger === undefined) return undefined
-  if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) {
-    fail(name, 'an object with optional debug, warn and error functions', logger)
-  }
+  if (logger === undefined || logger === null) return undefined
+  if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
+  // The logger itself is kept, not a copy of its methods: a logger may replace them later (pino
+  // does when its level changes).
   for (const method of ['debug', 'warn', 'error'] as const) {
-    const fn = (logger as Record<string, unknown>)[method]
+    const fn = readOrFail(logger, method, name, LOGGER_RULE)
     if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
   }
   return logger as LeaseLogger
@@ -101,6 +134,9 @@ export function checkLogger(logger: unknown, name = 'opts.logger'): LeaseLogger 
 
 export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.keepAlive'): KeepAlive | undefined {
   if (value === undefined) return undefined
+  // Unlike an option bag, null is refused: the original package had no keep-alive to be lenient
+  // about, and a tick that asked for one must not run without it and outlast its lease.
+  if (value === null) fail(name, 'an object', value)
   const { everyMs, extendMs } = checkOptions(value, ['everyMs', 'extendMs'], name)
   const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
   const every = checkMs(everyMs, `${name}.everyMs`)

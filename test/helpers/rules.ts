@@ -16,9 +16,19 @@ export function hasLoneSurrogate(text: string): boolean {
   return false
 }
 
-/** A non-empty string without NUL (the rule for holder). */
+/** A non-empty string without NUL (the rule for jobName, and for a holder that is not the default). */
 export function isNameText(value: unknown): value is string {
   return typeof value === 'string' && value !== '' && value.indexOf('\u0000') === -1
+}
+
+/** Nothing given: undefined, or null as the original package took it for options and a logger. */
+export function isNone(value: unknown): value is null | undefined {
+  return value === undefined || value === null
+}
+
+/** A holder that asks for the default (hostname:pid): none, or '' as the original package took it. */
+export function asksForDefaultHolder(value: unknown): boolean {
+  return isNone(value) || value === ''
 }
 
 /** Bytes of UTF-8 for well-formed text, counted code point by code point. */

@@ -49,7 +49,13 @@ async function running(jobName: string, opts: { keepAlive?: { everyMs: number; e
     { table, holder: 'running', ...opts },
   )
   while (!ctx) await sleep(5)
-  return { ctx, finish: () => (finish(), outcome) }
+  return {
+    ctx,
+    finish: () => {
+      finish()
+      return outcome
+    },
+  }
 }
 
 describe('pause and resume', () => {

@@ -168,6 +168,24 @@ describe('usage errors exit 2 with one line that says what to do', () => {
     assertFails(run, 2, /DATABASE_URL must start with postgres:\/\/ or postgresql:\/\//)
     assert.ok(!run.stderr.includes('secret'))
   })
+
+  test('a malformed percent-encoding in --url or DATABASE_URL says which and where, and never echoes the URL', async () => {
+    const port = await freePort()
+    for (const [bad, part] of [
+      [`postgres://u:%zz@127.0.0.1:${port}/db`, 'password'],
+      [`postgres://u:%e9secret@127.0.0.1:${port}/db`, 'password'],
+      [`postgres://u%zz:secret@127.0.0.1:${port}/db`, 'user name'],
+      [`postgres://u:secret@127.0.0.1:${port}/d%zz`, 'database name'],
+    ] as const) {
+      const viaFlag = await cli(['status', '--url', bad])
+      assertFails(viaFlag, 2, new RegExp(`--url has a malformed percent-encoding in its ${part}`))
+      const viaEnv = await cli(['migrate'], { DATABASE_URL: bad })
+      assertFails(viaEnv, 2, new RegExp(`DATABASE_URL has a malformed percent-encoding in its ${part}`))
+      for (const { stderr } of [viaFlag, viaEnv]) {
+        assert.ok(!/secret|%zz|%e9/.test(stderr), `the URL is not echoed: ${stderr}`)
+      }
+    }
+  })
 })
 
 describe('sql prints the DDL without a database', () => {
@@ -245,6 +263,47 @@ describe('status shows who holds each lease, by the database clock', () => {
       ],
     )
     assert.doesNotMatch(run.stdout, sgr(), 'no colour when stdout is not a terminal')
+  })
+
+  test('control characters in a job name or holder are shown as escapes, so they cannot drive the terminal or forge a row', async () => {
+    const table = await freshTable(pool, 'cli_escape')
+    const shown = new Map([
+      ['job\nevil:hourly   web-9:1   just now   in 59 min', 'job\\nevil:hourly   web-9:1   just now   in 59 min'],
+      ['red\x1b[31mtext\x1b[0m', 'red\\x1b[31mtext\\x1b[0m'],
+      ['nel\u0085csi\u009b2J', 'nel\\x85csi\\x9b2J'],
+      ['ls\u2028ps\u2029end', 'ls\\u2028ps\\u2029end'],
+      ['tab\there\rcr\x7fdel\\n', 'tab\\there\\rcr\\x7fdel\\\\n'],
+      ['plain', 'plain'],
+    ])
+    const holder = 'h\x1b]0;title\x07'
+    for (const job of shown.keys()) {
+      await withCronLease(pool, job, 60_000, () => {}, { table, holder })
+      await setTimes(table, job, '3 min 10 s', '47 min 30 s')
+    }
+    const run = await cli(['status', '--table', table])
+    assert.equal(run.code, 0, run.stderr)
+    const raw = [...run.stdout].filter((c) => c !== '\n' && /[\p{Cc}\u2028\u2029]/u.test(c))
+    assert.deepEqual(raw, [], 'no control character reaches the terminal but the line ends')
+
+    // Rows in the order listLeases gives, columns as wide as their widest escaped cell.
+    const rows = (await listLeases(pool, { table })).map((l) => [
+      shown.get(l.jobName)!,
+      'h\\x1b]0;title\\x07',
+      '3 min ago',
+      'in 47 min',
+    ])
+    const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES']
+    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+    const line = (cells: string[]) => cells.map((c, i) => (i === 3 ? c : c.padEnd(widths[i]!))).join('   ')
+    assert.deepEqual(run.stdout.split('\n').slice(2), [line(header), ...rows.map(line), ''])
+
+    const json = await cli(['status', '--table', table, '--json'])
+    const printed: LeaseInfo[] = JSON.parse(json.stdout)
+    assert.deepEqual(printed.map((l) => l.jobName).sort(), [...shown.keys()].sort(), '--json keeps the exact names')
+    assert.ok(
+      printed.every((l) => l.holder === holder),
+      '--json keeps the exact holder',
+    )
   })
 
   test('--json prints exactly what listLeases returns, for scripts', async () => {

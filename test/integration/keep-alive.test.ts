@@ -191,6 +191,72 @@ describe('the signal aborts when the lease is lost', () => {
   })
 })
 
+/**
+ * The test pool, with the replies of the statements `late` picks held back by `ms`: the database
+ * has already run them, the tick has not heard yet.
+ */
+function lateReplies(late: (text: string) => boolean, ms: number): Queryable {
+  return {
+    query: async (text, params) => {
+      const result = await pool.query(text, params as unknown[])
+      if (late(text)) await sleep(ms)
+      return result
+    },
+  }
+}
+
+// The keep-alive beat is the statement that keeps the later of two expiries.
+const isBeat = (text: string) => text.includes('GREATEST')
+const isRenew = (text: string) => text.startsWith('UPDATE') && !isBeat(text)
+
+/**
+ * A tick with long beats (everyMs 100, extendMs 5000) shortens its lease with renew(250) at 120 ms,
+ * while a rival claims every 50 ms. Resolves when the signal aborted and when the rival won, both
+ * on performance.now().
+ */
+async function shortRenewRace(db: Queryable) {
+  const jobName = nextJob()
+  let abortedAt = Number.POSITIVE_INFINITY
+  let rival!: ReturnType<typeof competitor>
+  await withCronLease(
+    db,
+    jobName,
+    5000,
+    async (ctx) => {
+      ctx.signal.addEventListener('abort', () => (abortedAt = performance.now()), { once: true })
+      rival = competitor(jobName)
+      await sleep(120)
+      assert.equal(await ctx.renew(250), true)
+      const deadline = performance.now() + 10_000
+      while (rival.wins.length === 0 && performance.now() < deadline) await sleep(20)
+    },
+    { table, holder: 'short-renew', keepAlive: { everyMs: 100, extendMs: 5000 } },
+  )
+  await rival.stop()
+  assert.equal(rival.wins.length, 1, 'the rival won once the lease had run out')
+  return { abortedAt, rivalWonAt: rival.wins[0]! }
+}
+
+describe('the signal aborts no later than the expiry the database holds, whatever the reply delays', () => {
+  for (const [name, late] of [
+    ['a beat whose reply comes 200 ms late never moves the deadline past a shorter renew the database kept', isBeat],
+    ['a renew whose reply comes 400 ms late shortens the deadline from the moment it was sent', isRenew],
+  ] as const) {
+    test(`${name}: the signal aborts before a rival wins, 4 times in 4`, async () => {
+      const db = lateReplies(late, isBeat === late ? 200 : 400)
+      const races = await Promise.all([1, 2, 3, 4].map(() => shortRenewRace(db)))
+      for (const { abortedAt, rivalWonAt } of races) {
+        assert.ok(
+          abortedAt <= rivalWonAt,
+          abortedAt === Number.POSITIVE_INFINITY
+            ? 'the rival won and the signal never aborted'
+            : `the signal aborted ${Math.round(abortedAt - rivalWonAt)} ms after the rival won`,
+        )
+      }
+    })
+  }
+})
+
 describe('keep-alive leaves nothing behind', () => {
   test('validation errors take no lease', async () => {
     const jobName = nextJob()

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
 import { type LeaseContext, withCronLease } from '../../src/index.ts'
+import { holdClaim as heldClaim } from '../helpers/held-claim.ts'
 import { freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
@@ -24,29 +25,9 @@ const expiry = async (jobName: string) =>
     )
   ).rows[0]
 
-/** Runs a claim whose tick hands its context out and waits until released. */
-async function holdClaim(jobName: string, leaseMs: number, holder: string) {
-  let ctx!: LeaseContext
-  let release!: () => void
-  const done = new Promise<void>((r) => {
-    release = r
-  })
-  const claimed = new Promise<void>((resolve, reject) => {
-    withCronLease(
-      pool,
-      jobName,
-      leaseMs,
-      (c) => {
-        ctx = c
-        resolve()
-        return done
-      },
-      { table, holder },
-    ).then((o) => o.ran || reject(new Error('claim lost')), reject)
-  })
-  await claimed
-  return { ctx, release }
-}
+/** A claim by `holder` whose tick runs until released. */
+const holdClaim = (jobName: string, leaseMs: number, holder: string) =>
+  heldClaim(pool, jobName, leaseMs, { table, holder })
 
 describe('renew extends only the lease this claim holds', () => {
   test('renew moves lease_until forward and resolves true', async () => {
@@ -106,6 +87,34 @@ describe('renew extends only the lease this claim holds', () => {
     await sleep(200)
     assert.equal(await ctx.renew(), false)
     release()
+  })
+
+  test('a context kept after its tick settled cannot extend the lease: renew rejects and the row is unchanged', async () => {
+    for (const settle of ['returns', 'throws'] as const) {
+      const jobName = nextJob()
+      let kept!: LeaseContext
+      const run = withCronLease(
+        pool,
+        jobName,
+        1000,
+        (ctx) => {
+          kept = ctx
+          if (settle === 'throws') throw new Error('tick failed')
+        },
+        { table },
+      )
+      if (settle === 'throws') await assert.rejects(run, /tick failed/)
+      else await run
+      const before = await expiry(jobName)
+      await assert.rejects(kept.renew(600_000), /its tick has settled; the lease is held until it expires/)
+      const after = await expiry(jobName)
+      assert.equal(
+        after.lease_until.getTime(),
+        before.lease_until.getTime(),
+        `lease_until unchanged after a tick that ${settle}`,
+      )
+      assert.ok(after.left_ms <= 1000, `left ${after.left_ms} ms`)
+    }
   })
 
   test('on a driver that reports only rowCount, the claim still wins but renew throws', async () => {

@@ -9,10 +9,12 @@ import os from 'node:os'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
-import { isJobName, isNameText, isTableName } from '../helpers/rules.ts'
+import { LEASE_OPTION_KEYS } from '../../src/types.ts'
+import { asksForDefaultHolder, isJobName, isNameText, isNone, isTableName } from '../helpers/rules.ts'
 import { isRecord, standIn } from '../helpers/stand-in.ts'
 
-const OPTION_KEYS = ['holder', 'table', 'logger', 'keepAlive']
+// The option list comes from its declaration; the rules for each value are written out below.
+const OPTION_KEYS: string[] = [...LEASE_OPTION_KEYS]
 const KEEP_ALIVE_KEYS = ['everyMs', 'extendMs']
 
 /** Any value fast-check can build, with every optional kind switched on. */
@@ -102,6 +104,9 @@ const optsLike = fc.oneof(
       table: fc.oneof(tableLike, anything),
       logger: loggerLike,
       keepAlive: keepAliveLike,
+      prepare: fc.oneof(fc.boolean(), anything),
+      record: fc.oneof(fc.boolean(), anything),
+      everyMs: fc.oneof(msLike, anything),
     },
     { requiredKeys: [] },
   ),
@@ -189,16 +194,20 @@ function problems(args: {
   const leaseValid = isMs(leaseMs)
   if (!leaseValid) found.push('leaseMs')
   if (typeof runTick !== 'function') found.push('runTick')
-  if (opts === undefined) return found
+  if (isNone(opts)) return found
   if (!isObjectBag(opts)) return [...found, 'opts']
   for (const key of Object.keys(opts)) if (!OPTION_KEYS.includes(key)) found.push(`opts.${key}`)
-  const { holder, table, logger, keepAlive } = opts
-  if (holder !== undefined && !isNameText(holder)) found.push('opts.holder')
+  const { holder, table, logger, keepAlive, prepare, record, everyMs } = opts
+  for (const [key, value] of Object.entries({ prepare, record })) {
+    if (value !== undefined && typeof value !== 'boolean') found.push(`opts.${key}`)
+  }
+  if (everyMs !== undefined && !isMs(everyMs, Number.MAX_SAFE_INTEGER)) found.push('opts.everyMs')
+  if (!asksForDefaultHolder(holder) && !isNameText(holder)) found.push('opts.holder')
   if (table !== undefined && !isTableName(table)) found.push('opts.table')
-  if (logger !== undefined) {
-    if (logger === null || (typeof logger !== 'object' && typeof logger !== 'function')) found.push('opts.logger')
+  if (!isNone(logger)) {
+    if (typeof logger !== 'object' && typeof logger !== 'function') found.push('opts.logger')
     else {
-      for (const method of ['debug', 'error']) {
+      for (const method of ['debug', 'warn', 'error']) {
         const fn = (logger as Record<string, unknown>)[method]
         if (fn !== undefined && typeof fn !== 'function') found.push(`opts.logger.${method}`)
       }
@@ -255,13 +264,14 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
         valid++
         assert.equal(error, undefined, `a valid call must not reject: ${String(error)}`)
         assert.equal((outcome as { ran: boolean }).ran, true)
-        assert.equal(pool.calls.length, 2, 'a valid call makes the claim, then records the outcome')
-        assert.ok(isRecord(pool.calls[1]!))
-        const opts = (args.opts ?? {}) as { holder?: string }
+        const records = (args.opts as { record?: boolean } | undefined)?.record === false ? 0 : 1
+        assert.equal(pool.calls.length, 1 + records, 'a valid call makes the claim, then records the outcome')
+        if (records) assert.ok(isRecord(pool.calls[1]!))
+        const { holder } = (args.opts ?? {}) as { holder?: string }
         assert.deepEqual(pool.calls[0]?.params, [
           args.jobName,
           Math.round(args.leaseMs as number),
-          opts.holder ?? `${os.hostname()}:${process.pid}`,
+          asksForDefaultHolder(holder) ? `${os.hostname()}:${process.pid}` : holder,
         ])
       }),
       { numRuns: 10_000 },

@@ -47,7 +47,7 @@ describe('listLeases validates its arguments before the database is touched', ()
 
   test('opts must be an object with known keys, and table a (schema.)identifier', async () => {
     for (const [opts, message] of [
-      [null, /opts must be an object, got null/],
+      [[], /opts must be an object, got an array of length 0/],
       ['cron_leases', /opts must be an object, got "cron_leases"/],
       [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(table, overdueFactor\)/],
       [{ overdueFactor: 0.5 }, /opts\.overdueFactor must be a finite number, at least 1, got 0\.5/],

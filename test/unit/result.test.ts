@@ -1,22 +1,22 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { withCronLease } from '../../src/index.ts'
+import { type LeaseContext, withCronLease } from '../../src/index.ts'
 import { readResult } from '../../src/result.ts'
 import { isRecord, standIn, TOKEN } from '../helpers/stand-in.ts'
 
 describe('reading the driver result: won, lost, or cannot tell', () => {
-  test('rowCount decides when it is a whole number', () => {
-    assert.equal(readResult({ rowCount: 1, rows: [] }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rowCount: 0, rows: [{ claimed_at: TOKEN }] }, 'j', 'claimed').won, false)
-    assert.equal(readResult({ rowCount: 1 }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rowCount: 0 }, 'j', 'claimed').won, false)
+  test('a rowCount of 0 or 1 decides, and agrees with the rows when both are given', () => {
+    assert.equal(readResult({ rowCount: 1, rows: [{ claimed_at: TOKEN }] }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rowCount: 0, rows: [] }, 'j', 'claimed').matched, false)
+    assert.equal(readResult({ rowCount: 1 }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rowCount: 0 }, 'j', 'claimed').matched, false)
   })
 
-  test('without a usable rowCount, the length of rows decides', () => {
-    assert.equal(readResult({ rows: [{}] }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rows: [] }, 'j', 'claimed').won, false)
-    assert.equal(readResult({ rowCount: null, rows: [{}] }, 'j', 'claimed').won, true)
-    assert.equal(readResult({ rowCount: Number.NaN, rows: [] }, 'j', 'claimed').won, false)
+  test('without a rowCount (absent or null), the length of rows decides', () => {
+    assert.equal(readResult({ rows: [{}] }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rows: [] }, 'j', 'claimed').matched, false)
+    assert.equal(readResult({ rowCount: null, rows: [{}] }, 'j', 'claimed').matched, true)
+    assert.equal(readResult({ rowCount: undefined, rows: [] }, 'j', 'claimed').matched, false)
   })
 
   test('anything else throws a TypeError saying it cannot tell, naming the job', () => {
@@ -27,6 +27,32 @@ describe('reading the driver result: won, lost, or cannot tell', () => {
           e instanceof TypeError && e.message.includes("cannot tell whether the lease for 'billing' was claimed"),
         String(bad),
       )
+    }
+  })
+
+  test('the statements match at most one row, so any other count cannot tell, and neither can a disagreement', () => {
+    const row = { claimed_at: TOKEN }
+    for (const impossible of [
+      { rowCount: 2, rows: [row, row] },
+      { rowCount: 2 },
+      { rowCount: 1e9 },
+      { rowCount: 0.5 },
+      { rowCount: Number.NaN, rows: [] },
+      { rowCount: -1, rows: [] },
+      { rowCount: '1', rows: [row] },
+      { rows: [row, row] },
+      { rowCount: 1, rows: [row, row] },
+      { rowCount: 1, rows: [] },
+      { rowCount: 0, rows: [row] },
+    ]) {
+      for (const action of ['claimed', 'renewed']) {
+        assert.throws(
+          () => readResult(impossible, 'billing', action),
+          (e: unknown) =>
+            e instanceof TypeError && e.message.includes(`cannot tell whether the lease for 'billing' was ${action}`),
+          JSON.stringify(impossible),
+        )
+      }
     }
   })
 
@@ -56,6 +82,30 @@ describe('what withCronLease does with each reading', () => {
         /cannot tell whether the lease for 'report' was claimed/,
       )
       assert.equal(ran, false)
+    }
+  })
+
+  test('a result that reports more than one matched row rejects, and the tick does not run', async () => {
+    const row = { claimed_at: TOKEN }
+    for (const impossible of [
+      { rowCount: 2, rows: [row, row] },
+      { rowCount: 1e9, rows: [row] },
+      { rows: [row, row] },
+    ]) {
+      let ran = false
+      await assert.rejects(
+        withCronLease(
+          standIn(() => impossible),
+          'report',
+          1000,
+          () => {
+            ran = true
+          },
+        ),
+        (e: unknown) =>
+          e instanceof TypeError && e.message.includes("cannot tell whether the lease for 'report' was claimed"),
+      )
+      assert.equal(ran, false, JSON.stringify(impossible))
     }
   })
 
@@ -137,6 +187,29 @@ describe('what withCronLease does with each reading', () => {
     assert.ok(result instanceof TypeError)
     assert.match(result.message, /cannot renew the lease for 'j'/)
     assert.equal(db.calls.length, 1, 'no renew statement was sent')
+  })
+
+  test('a context kept after its tick settled cannot renew: renew rejects and sends nothing', async () => {
+    const db = standIn()
+    const { result: returned } = await withCronLease(db, 'j', 1000, (ctx) => ctx)
+    let threw: LeaseContext | undefined
+    await assert.rejects(
+      withCronLease(db, 'j', 1000, (ctx) => {
+        threw = ctx
+        throw new Error('tick failed')
+      }),
+      /tick failed/,
+    )
+    for (const ctx of [returned, threw]) {
+      await assert.rejects(
+        ctx!.renew(600_000),
+        (e: unknown) =>
+          e instanceof Error &&
+          /cannot renew the lease for 'j': its tick has settled/.test(e.message) &&
+          /held until it expires/.test(e.message),
+      )
+    }
+    assert.equal(db.calls.filter((call) => !isRecord(call)).length, 2, 'only the two claims were sent')
   })
 
   test('renew validates ms like leaseMs, before any query', async () => {

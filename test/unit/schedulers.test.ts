@@ -32,12 +32,12 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
 
   test('options are checked with the same rules as withCronLease, plus onError', () => {
     const cases: [unknown, RegExp][] = [
-      [null, /opts must be an object/],
+      ['x', /opts must be an object/],
       [
         { tabel: 'x' },
         /opts\.tabel must be one of the known options \(holder, table, logger, keepAlive, prepare, record, everyMs, onError\)/,
       ],
-      [{ holder: '' }, /opts\.holder must be/],
+      [{ holder: 5 }, /opts\.holder must be/],
       [{ table: 'x; DROP TABLE y' }, /opts\.table must be/],
       [{ logger: { error: 'no' } }, /opts\.logger\.error must be a function/],
       [{ keepAlive: { everyMs: 500, extendMs: 2000 } }, /opts\.keepAlive\.extendMs must be at most 1000/],

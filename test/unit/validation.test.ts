@@ -1,7 +1,18 @@
 import assert from 'node:assert/strict'
+import os from 'node:os'
 import { describe, test } from 'node:test'
-import { type LeaseOptions, MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
-import { isRecord, standIn } from '../helpers/stand-in.ts'
+import { formatValue as describeValue } from '../../src/format-value.ts'
+import {
+  type LeaseOptions,
+  leaseCoordinator,
+  leasedTick,
+  listLeases,
+  MAX_LEASE_MS,
+  withCronLease,
+} from '../../src/index.ts'
+import { isRecord, LOSS, standIn, WIN } from '../helpers/stand-in.ts'
+
+const DEFAULT_HOLDER = `${os.hostname()}:${process.pid}`
 
 const tick = () => 'ran'
 
@@ -61,8 +72,8 @@ describe('every argument is validated before the database is touched', () => {
     }
   })
 
-  test('opts must be a plain object', async () => {
-    for (const bad of [null, 'x', 5, [], true]) {
+  test('opts must be a plain object (or null, for none)', async () => {
+    for (const bad of ['x', 5, [], true]) {
       await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, bad as never], /opts must be an object/)
     }
   })
@@ -74,8 +85,8 @@ describe('every argument is validated before the database is touched', () => {
     )
   })
 
-  test('holder, when given, must be a non-empty string', async () => {
-    for (const bad of ['', 5, null, {}, 'a\0']) {
+  test('holder, when given, must be a string without NUL', async () => {
+    for (const bad of [5, {}, 'a\0']) {
       await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, { holder: bad as never }], /opts\.holder must be/)
     }
   })
@@ -87,7 +98,7 @@ describe('every argument is validated before the database is touched', () => {
   })
 
   test('logger must be an object whose debug and error, if present, are functions', async () => {
-    for (const bad of [null, 'console', 5, { debug: 'yes' }, { error: 1 }]) {
+    for (const bad of ['console', 5, { debug: 'yes' }, { error: 1 }]) {
       await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, { logger: bad as never }], /opts\.logger/)
     }
   })
@@ -119,6 +130,121 @@ describe('every argument is validated before the database is touched', () => {
     assert.equal(db.calls.length, 2)
     assert.ok(isRecord(db.calls[1]!), 'the second records the outcome')
   })
+})
+
+describe('null options, an empty or null holder and a null logger mean the defaults, as in the original package', () => {
+  test('null opts is no options, for withCronLease, leasedTick, leaseCoordinator and listLeases', async () => {
+    const db = standIn()
+    assert.deepEqual(await withCronLease(db, 'job', 1000, tick, null as never), { ran: true, result: 'ran' })
+    assert.deepEqual(await leasedTick(db, 'job', 1000, tick, null as never)(), { ran: true, result: 'ran' })
+    assert.equal(await leaseCoordinator(db, null as never).shouldRun('job:2026-11-29T22:00:00.000Z', 800), true)
+    assert.deepEqual(
+      db.calls.filter((c) => !isRecord(c)).map((c) => c.params),
+      [
+        ['job', 1000, DEFAULT_HOLDER],
+        ['job', 1000, DEFAULT_HOLDER],
+        ['job', 800, DEFAULT_HOLDER],
+      ],
+    )
+    const empty = standIn(() => ({ rows: [] }))
+    assert.deepEqual(await listLeases(empty, null as never), [])
+    assert.match(empty.calls[0]!.text, /FROM "cron_leases"/)
+  })
+
+  test("a holder of '' or null is the default holder, hostname:pid", async () => {
+    for (const holder of ['', null]) {
+      const db = standIn()
+      await withCronLease(db, 'job', 1000, tick, { holder: holder as never })
+      await leasedTick(db, 'job', 1000, tick, { holder: holder as never })()
+      await leaseCoordinator(db, { holder: holder as never }).shouldRun('job:2026-11-29T22:00:00.000Z', 800)
+      assert.deepEqual(
+        db.calls.filter((c) => !isRecord(c)).map((c) => c.params[2]),
+        [DEFAULT_HOLDER, DEFAULT_HOLDER, DEFAULT_HOLDER],
+      )
+    }
+  })
+
+  test('a null logger is no logger, on a loss as on a win', async () => {
+    for (const answer of [LOSS, WIN]) {
+      const outcome = await withCronLease(
+        standIn(() => answer),
+        'job',
+        1000,
+        tick,
+        { logger: null as never },
+      )
+      assert.equal(outcome.ran, answer === WIN)
+    }
+  })
+
+  test('a null keepAlive is still refused: a tick that asked for keep-alive must not run without it', async () => {
+    await rejectsBeforeQuery(
+      (db) => [db, 'job', 1000, tick, { keepAlive: null as never }],
+      /^pg-cron-lease: opts\.keepAlive must be an object, got null$/,
+    )
+  })
+})
+
+/** Arguments that cannot be looked at: a Proxy every trap of which throws, and a revoked Proxy. */
+function uninspectable(): [string, object][] {
+  const throwing = new Proxy(
+    {},
+    new Proxy(
+      {},
+      {
+        get: () => () => {
+          throw new Error('trap')
+        },
+      },
+    ),
+  )
+  const { proxy: revoked, revoke } = Proxy.revocable({}, {})
+  revoke()
+  return [
+    ['a Proxy whose traps throw', throwing],
+    ['a revoked Proxy', revoked],
+  ]
+}
+
+/** A TypeError whose message names `name` as the bad argument. */
+const names = (name: string) => (error: unknown) =>
+  error instanceof TypeError && new RegExp(`^pg-cron-lease: ${escapeRegExp(name)} must be`).test(error.message)
+
+describe('an argument that cannot be inspected is still named, before any query', () => {
+  for (const [kind, value] of uninspectable()) {
+    test(`${kind} as db, opts, opts.keepAlive or opts.logger of withCronLease`, async () => {
+      await assert.rejects(withCronLease(value as never, 'job', 1000, tick), names('db'))
+      for (const [name, opts] of [
+        ['opts', value],
+        ['opts.keepAlive', { keepAlive: value }],
+        ['opts.logger', { logger: value }],
+      ] as const) {
+        const db = standIn()
+        await assert.rejects(withCronLease(db, 'job', 1000, tick, opts as never), names(name))
+        assert.equal(db.calls.length, 0, name)
+      }
+    })
+
+    test(`${kind} as the db or the options of leasedTick, leaseCoordinator and listLeases`, async () => {
+      const db = standIn()
+      assert.throws(() => leasedTick(value as never, 'job', 1000, tick), names('db'))
+      assert.throws(() => leasedTick(db, 'job', 1000, tick, value as never), names('opts'))
+      assert.throws(() => leasedTick(db, 'job', 1000, tick, { logger: value as never }), names('opts.logger'))
+      assert.throws(() => leaseCoordinator(value as never), names('db'))
+      assert.throws(() => leaseCoordinator(db, value as never), names('opts'))
+      await assert.rejects(listLeases(value as never), names('db'))
+      await assert.rejects(listLeases(db, value as never), names('opts'))
+      assert.equal(db.calls.length, 0)
+    })
+
+    test(`${kind} is described without throwing, as what it is`, async () => {
+      assert.equal(describeValue(value), 'a Proxy that throws when inspected')
+      assert.equal(describeValue([value]), 'an array of length 1')
+      await assert.rejects(withCronLease(standIn(), 'job', 1000, tick, value as never), {
+        message: /^pg-cron-lease: opts must be .*, got a Proxy that throws when inspected$/,
+      })
+    })
+  }
 })
 
 function escapeRegExp(text: string) {

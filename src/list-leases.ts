@@ -2,7 +2,7 @@
  * Inspecting the lease table: who holds which job, since when, and for how long, as the database
  * clock sees it.
  */
-import { describe } from './describe.js'
+import { formatValue } from './format-value.js'
 import { listLeasesSql } from './sql.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkOptions, checkQueryable, checkTable, fail } from './validate.js'
@@ -127,7 +127,7 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
   const rows = result?.rows
   if (!Array.isArray(rows)) {
     throw new TypeError(
-      `pg-cron-lease: cannot list the leases in ${table}: the driver's result has no rows array, got ${describe(result)}`,
+      `pg-cron-lease: cannot list the leases in ${table}: the driver's result has no rows array, got ${formatValue(result)}`,
     )
   }
   return rows.map((row) => readLease(row, table, factor))
@@ -147,7 +147,7 @@ function readLease(row: unknown, table: string, overdueFactor: number): LeaseInf
   const r = (row ?? {}) as Record<string, unknown>
   const bad = (column: string): never => {
     throw new TypeError(
-      `pg-cron-lease: cannot read a lease row of ${table}: column ${column} has an unexpected value, got ${describe(row)}`,
+      `pg-cron-lease: cannot read a lease row of ${table}: column ${column} has an unexpected value, got ${formatValue(row)}`,
     )
   }
   const text = (column: string): string => (typeof r[column] === 'string' ? (r[column] as string) : bad(column))

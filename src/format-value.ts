@@ -1,8 +1,20 @@
+import { types } from 'node:util'
+
 /**
  * Renders a bad argument for an error message: short, and safe for any value (a getter that
- * throws, a cycle, a symbol), because the message is built on the failure path.
+ * throws, a cycle, a symbol, a revoked Proxy), because the message is built on the failure path.
  */
-export function describe(value: unknown): string {
+export function formatValue(value: unknown): string {
+  try {
+    return render(value)
+  } catch {
+    // Every look at a revoked Proxy throws, Array.isArray included, and so may any trap of a live
+    // one; isProxy only asks the engine, so it cannot.
+    return `${types.isProxy(value) ? 'a Proxy' : 'a value'} that throws when inspected`
+  }
+}
+
+function render(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(clip(value))
   if (typeof value === 'bigint') return `${value}n`
   if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`

@@ -1,0 +1,112 @@
+/**
+ * A tick wrapper for any scheduler that calls a function on a timer (`setInterval`, croner,
+ * node-cron's callback, a NestJS method). It validates everything when it is made, so a wiring
+ * mistake throws at startup instead of at the first fire.
+ */
+import { runLease } from './lease.js'
+import {
+  LEASE_OPTION_KEYS,
+  type LeaseContext,
+  type LeaseLogger,
+  type LeaseOptions,
+  type LeaseOutcome,
+  type Queryable,
+} from './types.js'
+import { checkFunction, checkLeaseArgs } from './validate.js'
+
+/**
+ * Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. Every key is
+ * optional; an unknown key is rejected.
+ *
+ * @example
+ * const opts: LeasedTickOptions = { holder: 'worker-3', onError: (err, job) => report(job, err) }
+ */
+export interface LeasedTickOptions extends LeaseOptions {
+  /**
+   * Receives a claim error or an error thrown by the tick. Default: `logger.error(err, jobName)`
+   * when a logger with `error` is given, else `console.error`. If it throws or rejects, that error
+   * is written to `console.error`: the wrapper still resolves.
+   */
+  onError?: (error: unknown, jobName: string) => void | Promise<void>
+}
+
+const LEASED_TICK_OPTION_KEYS = [
+  ...LEASE_OPTION_KEYS,
+  'onError',
+] as const satisfies readonly (keyof LeasedTickOptions)[]
+
+/**
+ * The function {@link leasedTick} returns. Called with no arguments it resolves the outcome;
+ * the second signature is the same function as a scheduler sees it (croner's callback must return
+ * `void | Promise<void>`, and passes arguments that are ignored). It never rejects.
+ *
+ * @example
+ * const tick: LeasedTick<number> = leasedTick(pool, 'count', 800, () => 42)
+ * const outcome = await tick() // { ran: true, result: 42 }, { ran: false, result: null }, or undefined
+ */
+export interface LeasedTick<T> {
+  /** Claims and, on a win, runs the tick: its outcome, or `undefined` after an error (sent to `onError`). */
+  (): Promise<LeaseOutcome<T> | undefined>
+  /** As a scheduler calls it: the arguments are ignored, the resolved value is not the scheduler's concern. */
+  (...schedulerArgs: unknown[]): Promise<void>
+}
+
+/**
+ * Wraps a tick so any scheduler can call it: each call runs `runTick` through `withCronLease`,
+ * so exactly one replica runs each occurrence. The returned function never rejects, because a
+ * rejected promise inside `setInterval` or a timer callback is an unhandled rejection that ends
+ * the process: a claim error or a tick error goes to `onError` and the call resolves `undefined`.
+ * The lease semantics do not change: a failed claim runs nothing, a failed tick keeps its lease.
+ *
+ * Every argument is checked here, when the wrapper is made (a TypeError, before any query).
+ *
+ * @example
+ * import { Cron } from 'croner'
+ * import { LEASE, leasedTick, leaseForInterval } from 'pg-cron-lease'
+ *
+ * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
+ * new Cron('0 * * * *', leasedTick(pool, 'billing', LEASE.HOURLY, charge, { onError: alert }))
+ */
+export function leasedTick<T>(
+  db: Queryable,
+  jobName: string,
+  leaseMs: number,
+  runTick: (ctx: LeaseContext) => Promise<T> | T,
+  opts?: LeasedTickOptions,
+): LeasedTick<T> {
+  const { options, ...run } = checkLeaseArgs<T, (typeof LEASED_TICK_OPTION_KEYS)[number]>(
+    db,
+    jobName,
+    leaseMs,
+    runTick,
+    opts,
+    LEASED_TICK_OPTION_KEYS,
+  )
+  const onError =
+    options.onError === undefined
+      ? defaultOnError(run.logger)
+      : checkFunction<NonNullable<LeasedTickOptions['onError']>>(options.onError, 'opts.onError')
+
+  // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
+  const tick = async (): Promise<LeaseOutcome<T> | undefined> => {
+    try {
+      return await runLease(run)
+    } catch (error) {
+      try {
+        await onError(error, jobName)
+      } catch (onErrorFailure) {
+        console.error(`pg-cron-lease: onError threw while handling an error of '${jobName}'`, onErrorFailure, error)
+      }
+      return undefined
+    }
+  }
+  return tick as LeasedTick<T>
+}
+
+// The default is logger.error, else console.error, called exactly as onError would be.
+function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
+  return (error, jobName) => {
+    if (logger?.error) logger.error(error, jobName)
+    else console.error(error, jobName)
+  }
+}
