@@ -46,7 +46,8 @@ export interface JobState {
  * job's lease until then, so replicas of any version of this library respect it). A tick running
  * at that moment is not stopped, but its next `renew()` or keep-alive beat resolves false and its
  * `ctx.signal` aborts. Resolves `true` when the job's row was changed, `false` when the job has no
- * row yet (it has never been claimed). Needs the 2.1 columns (`pg-cron-lease migrate`).
+ * row yet (it has never been claimed). A pause given while another holds the job replaces it, so
+ * its end is the new one, earlier or later. Needs the 2.1 columns (`pg-cron-lease migrate`).
  *
  * @example
  * await pauseJob(pool, 'billing:hourly', { forMs: 30 * 60_000 }) // skip the next half hour

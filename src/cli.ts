@@ -1,42 +1,27 @@
 #!/usr/bin/env node
 /**
- * The `pg-cron-lease` command: print or apply the DDL, and show who holds which lease.
+ * The `pg-cron-lease` command: print or apply the DDL, show and check the jobs in the lease table,
+ * and pause, resume or release one job. This file reads the command line and dispatches; each
+ * output and action lives in src/cli/.
  *
- * Exit codes: 0 success, 1 the database (or the `pg` driver) could not do it, 2 a usage error.
- * Every error is one line on stderr that says what to do; no stack trace. The URL is never
- * printed, because it usually carries a password.
+ * Exit codes: 0 success, 1 the database (or the `pg` driver) could not do it, 2 a usage error, 3
+ * `check` found a job unhealthy. Every error is one line on stderr that says what to do; no stack
+ * trace. The URL is never printed, because it usually carries a password.
  */
 import { readFileSync } from 'node:fs'
-import { parseArgs } from 'node:util'
 import type pg from 'pg'
-import { escapeControls } from './escape.js'
-import { type LeaseInfo, listLeases } from './list-leases.js'
-import { createTableSql, DEFAULT_TABLE, quoteTable, upgradeTableSql } from './sql.js'
-import { checkTable } from './validate.js'
+import { type JobAction, runJobAction } from './cli/admin.js'
+import { checkJobs, renderCheck } from './cli/check.js'
+import { connectionTarget, withClient } from './cli/connect.js'
+import { Exit, oneLine, usage } from './cli/exit.js'
+import { type Accepts, flag, OPTIONS, type OptionName, parseOptions, type Values } from './cli/options.js'
+import { type Paint, painter } from './cli/paint.js'
+import { renderPrometheus } from './cli/prometheus.js'
+import { renderStatus } from './cli/status-text.js'
+import { listLeases } from './list-leases.js'
+import { clockSql, createTableSql, quoteTable, upgradeTableSql } from './sql.js'
 
 const BIN = 'pg-cron-lease'
-const CONNECT_TIMEOUT_MS = 10_000
-
-type OptionName = 'table' | 'url' | 'json'
-
-const OPTIONS = {
-  table: { type: 'string', help: `--table <name>  The lease table, name or schema.name (default: ${DEFAULT_TABLE})` },
-  url: { type: 'string', help: '--url <url>     Postgres connection URL (default: the DATABASE_URL variable)' },
-  json: { type: 'boolean', help: '--json          Print the leases as JSON, the entries listLeases() returns' },
-} as const
-
-interface Command {
-  summary: string
-  options: OptionName[]
-  details: string
-  run(values: Values, io: Io): Promise<void>
-}
-
-interface Values {
-  table: string
-  url?: string
-  json?: boolean
-}
 
 interface Io {
   env: NodeJS.ProcessEnv
@@ -44,17 +29,17 @@ interface Io {
   paint: Paint
 }
 
-/** An error that ends the command with one line on stderr and an exit code. */
-class Exit extends Error {
-  constructor(
-    message: string,
-    readonly code: 1 | 2,
-  ) {
-    super(message)
-  }
+interface Command extends Accepts {
+  summary: string
+  /** Help for an option where this command's differs from the one in OPTIONS. */
+  optionHelp?: Partial<Record<OptionName, string>>
+  details: string
+  exitCodes: string
+  /** Resolves the exit code. */
+  run(values: Values, io: Io): Promise<number>
 }
 
-const usage = (message: string) => new Exit(message, 2)
+const DATABASE_EXIT = '1 the database cannot be reached or read (or pg is not installed)'
 
 const COMMANDS: Record<string, Command> = {
   sql: {
@@ -65,8 +50,10 @@ const COMMANDS: Record<string, Command> = {
       'Examples:\n' +
       `  ${BIN} sql > migrations/001_cron_leases.sql\n` +
       `  ${BIN} sql --table jobs.cron_leases | psql "$DATABASE_URL"`,
+    exitCodes: '0 printed, 2 usage error',
     async run(values, io) {
       io.out(createTableSql(values.table))
+      return 0
     },
   },
   migrate: {
@@ -80,14 +67,19 @@ const COMMANDS: Record<string, Command> = {
       'Examples:\n' +
       `  ${BIN} migrate --url postgres://app@db.internal:5432/app\n` +
       `  DATABASE_URL=postgres://localhost/app ${BIN} migrate --table jobs.cron_leases`,
+    exitCodes: `0 created, upgraded or already up to date, ${DATABASE_EXIT}, 2 usage error`,
     async run(values, io) {
-      const target = connectionTarget(values, io.env)
-      const { before, after } = await withClient(target, values, 'migrate', async (client) => {
-        const before = await columnCount(client, values.table)
-        await client.query(createTableSql(values.table))
-        await client.query(upgradeTableSql(values.table))
-        return { before, after: (await columnCount(client, values.table)) ?? 0 }
-      })
+      const target = connectionTarget(values.url, io.env)
+      const { before, after } = await withClient(
+        target,
+        { command: 'migrate', table: values.table },
+        async (client) => {
+          const before = await columnCount(client, values.table)
+          await client.query(createTableSql(values.table))
+          await client.query(upgradeTableSql(values.table))
+          return { before, after: (await columnCount(client, values.table)) ?? 0 }
+        },
+      )
       const { table } = values
       io.out(
         before === null
@@ -96,53 +88,183 @@ const COMMANDS: Record<string, Command> = {
             ? `${io.paint.green('Upgraded')} table ${table} in ${target.label}: added ${after - before} columns for outcomes, intervals and pauses.\n`
             : `Table ${table} already exists in ${target.label} and is up to date; nothing to do.\n`,
       )
+      return 0
     },
   },
   status: {
-    summary: 'Show every lease: its holder, when it was claimed, when it expires',
-    options: ['table', 'url', 'json'],
+    summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
+    options: ['table', 'url', 'format', 'json', 'overdue-factor'],
+    optionHelp: { json: 'The same as --format json' },
     details:
-      "Times are judged by the database clock, in one reading for all rows; this machine's clock\n" +
-      'plays no part. With --json the output is an array of { jobName, holder, claimedAt,\n' +
-      'leaseUntil, held, remainingMs, checkedAt } ordered by job name.\n\n' +
+      'Per job: the holder, when it was claimed, when its lease expires, how its last run ended\n' +
+      '(LAST RUN) and how long it took (TOOK), and STATE: FAILING (its last run failed), OVERDUE (not\n' +
+      'claimed for its interval × the overdue factor, and not paused) or PAUSED. Ages are differences\n' +
+      "of two database timestamps read in one statement; this machine's clock plays no part. Job\n" +
+      'names, holders and errors are printed with control characters and backslashes escaped\n' +
+      '(\\n, \\x1b, \\\\).\n\n' +
+      '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
+      'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastFinishedAt,\n' +
+      'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil. Timestamps are\n' +
+      'ISO-8601 UTC text with microseconds; under an open-ended pause leaseUntil and pausedUntil are\n' +
+      '"infinity" and remainingMs is null (JSON has no Infinity).\n\n' +
+      '--format prometheus prints gauges in the Prometheus text format 0.0.4, ending with # EOF so it\n' +
+      "is valid OpenMetrics too; node_exporter's textfile collector reads it. Per job_name label:\n" +
+      'pg_cron_lease_held, _last_claim_age_seconds, _last_success_age_seconds, _last_duration_seconds,\n' +
+      '_last_outcome_ok, _interval_seconds, _overdue, _paused; a value not known yet is left out.\n\n' +
       'Examples:\n' +
       `  ${BIN} status --url postgres://app@db.internal:5432/app\n` +
-      `  ${BIN} status --json | jq '.[] | select(.held) | .jobName'`,
+      `  ${BIN} status --json | jq -r '.[] | select(.lastOutcome == "error") | .jobName'\n` +
+      `  ${BIN} status --format prometheus > /var/lib/node_exporter/textfile/pg_cron_lease.prom.$$ &&\n` +
+      '    mv /var/lib/node_exporter/textfile/pg_cron_lease.prom.$$ /var/lib/node_exporter/textfile/pg_cron_lease.prom',
+    exitCodes: `0 printed, ${DATABASE_EXIT}, 2 usage error`,
     async run(values, io) {
-      const target = connectionTarget(values, io.env)
-      const leases = await withClient(target, values, 'status', (client) => listLeases(client, { table: values.table }))
-      io.out(values.json ? `${JSON.stringify(leases, null, 2)}\n` : renderStatus(leases, values.table, io.paint))
+      const target = connectionTarget(values.url, io.env)
+      const leases = await withClient(target, { command: 'status', table: values.table }, (client) =>
+        listLeases(client, { table: values.table, overdueFactor: values.overdueFactor }),
+      )
+      const render = {
+        text: () => renderStatus(leases, values.table, io.paint),
+        json: () => `${JSON.stringify(leases, null, 2)}\n`,
+        prometheus: () => renderPrometheus(leases),
+      }
+      io.out(render[values.format]())
+      return 0
     },
   },
+  check: {
+    summary: 'Exit 3 when a job is overdue or its last run failed, for monitors and probes',
+    options: ['table', 'url', 'job', 'json', 'overdue-factor'],
+    optionHelp: { json: 'Print the verdict as JSON (the exit code is the same)' },
+    details:
+      'Checks every job in the table, or only those named with --job. A job is unhealthy when:\n' +
+      '  OVERDUE        it has not been claimed for its interval × the overdue factor;\n' +
+      '  FAILING        its last recorded run failed (until a run ends ok);\n' +
+      '  NEVER CLAIMED  it was named with --job but has no row: never claimed, or a typo.\n' +
+      'A paused job is never overdue, but a paused job whose last run failed is still FAILING:\n' +
+      'pausing does not fix it. With no job unhealthy it prints one OK line and exits 0; otherwise\n' +
+      'one line per unhealthy job, saying which and why, and exits 3. Ages come from the database\n' +
+      'clock. --json prints { healthy, checkedAt, table, overdueFactor, jobs: [{ jobName, healthy,\n' +
+      'neverClaimed, overdue, failing, paused, reason }] } with the same exit codes.\n\n' +
+      'Examples:\n' +
+      `  ${BIN} check --job billing:hourly --job report:daily\n` +
+      `  ${BIN} check --json --overdue-factor 3 | jq '.jobs[] | select(.healthy | not)'`,
+    exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing or never claimed`,
+    async run(values, io) {
+      const target = connectionTarget(values.url, io.env)
+      const { table, overdueFactor, jobs } = values
+      const result = await withClient(target, { command: 'check', table }, async (client) => {
+        const leases = await listLeases(client, { table, overdueFactor })
+        // An empty table carries no clock reading of its own.
+        const checkedAt: string = leases[0]?.checkedAt ?? (await client.query(clockSql())).rows[0].checked_at
+        return checkJobs({ leases, jobs, table, overdueFactor, checkedAt })
+      })
+      io.out(values.format === 'json' ? `${JSON.stringify(result, null, 2)}\n` : renderCheck(result))
+      return result.healthy ? 0 : 3
+    },
+  },
+  pause: jobCommand(
+    'pause',
+    'Pause one job on every replica, for a while or until resumed',
+    'No claim of the job succeeds until the pause ends: with --for after that long, with --until at\n' +
+      'that instant, with neither when resumed. Times are by the database clock. A tick running at\n' +
+      'that moment is not stopped, but its renew and keep-alive beats fail and its ctx.signal aborts.\n' +
+      'A paused job is never overdue for check, but still FAILING if its last run failed. Needs the\n' +
+      `columns ${BIN} migrate adds.\n\n` +
+      'Examples:\n' +
+      `  ${BIN} pause billing:hourly --for 2h\n` +
+      `  ${BIN} pause billing:hourly --until 2026-12-01T06:00:00Z\n` +
+      `  ${BIN} pause billing:hourly`,
+  ),
+  resume: jobCommand(
+    'resume',
+    'End the pause of one job: the next claim on any replica runs it',
+    'Ends the pause at once; a pause that already ran out is only cleared. Needs the columns\n' +
+      `${BIN} migrate adds.\n\n` +
+      'Example:\n' +
+      `  ${BIN} resume billing:hourly`,
+  ),
+  release: jobCommand(
+    'release',
+    "End one job's current lease now, for a holder that crashed with a long lease",
+    'The next claim, on any replica, runs the job. A tick that is in fact still running is not\n' +
+      'stopped, but its renew and keep-alive beats fail and its ctx.signal aborts. A pause stays in\n' +
+      'force: the lease then ends when the pause does.\n\n' +
+      'Example:\n' +
+      `  ${BIN} release import:nightly`,
+  ),
+}
+
+function jobCommand(action: JobAction, summary: string, details: string): Command {
+  return {
+    summary,
+    options: action === 'pause' ? ['for', 'until', 'table', 'url'] : ['table', 'url'],
+    job: true,
+    details:
+      'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
+      `${details}\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
+    exitCodes: `0 changed, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
+    async run(values, io) {
+      const target = connectionTarget(values.url, io.env)
+      const { table } = values
+      const message = await withClient(target, { command: action, table }, (client) =>
+        runJobAction(client, {
+          action,
+          jobName: values.job!,
+          table,
+          where: target.label,
+          ...(values.forMs !== undefined && { forMs: values.forMs }),
+          ...(values.until !== undefined && { until: values.until }),
+        }),
+      )
+      io.out(message)
+      return 0
+    },
+  }
 }
 
 const NAMES = Object.keys(COMMANDS)
+
+function optionLines(rows: [string, string][]): string[] {
+  const width = Math.max(...rows.map(([f]) => f.length)) + 2
+  return rows.map(([f, help]) => `  ${f.padEnd(width)}${help}`)
+}
 
 function mainHelp(): string {
   const width = Math.max(...NAMES.map((n) => n.length)) + 3
   return [
     `Usage: ${BIN} <command> [options]`,
     '',
-    'Inspect and set up the lease table of pg-cron-lease.',
+    'Set up, inspect and act on the lease table of pg-cron-lease.',
     '',
     'Commands:',
     ...NAMES.map((name) => `  ${name.padEnd(width)}${COMMANDS[name]!.summary}`),
     '',
-    'Options:',
-    ...Object.values(OPTIONS).map((o) => `  ${o.help}`),
-    '  -h, --help      Show help; for one command: pg-cron-lease <command> --help',
-    '  -v, --version   Print the version',
+    'Common options:',
+    ...optionLines([
+      [flag('table'), OPTIONS.table.help],
+      [flag('url'), OPTIONS.url.help],
+      ['-h, --help', `Show help; for one command and its own options: ${BIN} <command> --help`],
+      ['-v, --version', 'Print the version'],
+    ]),
     '',
-    'Exit codes: 0 success, 1 database error, 2 usage error. NO_COLOR turns colours off.',
+    'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job.',
+    'NO_COLOR turns colours off.',
     '',
   ].join('\n')
 }
 
 function commandHelp(name: string): string {
   const command = COMMANDS[name]!
-  const synopsis = command.options.map((o) =>
-    o === 'json' ? '[--json]' : `[--${o} <${o === 'url' ? 'url' : 'name'}>]`,
-  )
+  const synopsis = [
+    ...(command.job ? ['<job>'] : []),
+    ...command.options.map((o) =>
+      o === 'for'
+        ? `[--for <duration> | --until <iso>]`
+        : o === 'until'
+          ? ''
+          : `[${flag(o)}]${o === 'job' ? '...' : ''}`,
+    ),
+  ].filter(Boolean)
   return [
     `Usage: ${BIN} ${name} ${synopsis.join(' ')}`,
     '',
@@ -151,8 +273,12 @@ function commandHelp(name: string): string {
     command.details,
     '',
     'Options:',
-    ...command.options.map((o) => `  ${OPTIONS[o].help}`),
-    '  -h, --help      Show this help',
+    ...optionLines([
+      ...command.options.map((o): [string, string] => [flag(o), command.optionHelp?.[o] ?? OPTIONS[o].help]),
+      ['-h, --help', 'Show this help'],
+    ]),
+    '',
+    `Exit codes: ${command.exitCodes}.`,
     '',
   ].join('\n')
 }
@@ -186,99 +312,19 @@ async function dispatch(args: string[], io: Io): Promise<number> {
   if (first.startsWith('-')) throw usage(`expected a command (${NAMES.join(', ')}) before ${first}; see ${BIN} --help`)
   const name = first === 'help' ? rest[0]! : first
   if (!Object.hasOwn(COMMANDS, name)) throw unknownCommand(name)
-  // Help wins over anything else on the line, so `status --bogus --help` still helps.
-  if (first === 'help' || rest.some((a) => a === '-h' || a === '--help')) {
+  // Help wins over anything else on the line, so `status --bogus --help` still helps; after `--`
+  // a --help is a job's name.
+  const options = rest.indexOf('--') === -1 ? rest : rest.slice(0, rest.indexOf('--'))
+  if (first === 'help' || options.some((a) => a === '-h' || a === '--help')) {
     io.out(commandHelp(name))
     return 0
   }
   const command = COMMANDS[name]!
-  await command.run(parseOptions(name, command, rest), io)
-  return 0
+  return command.run(parseOptions(name, command, rest), io)
 }
 
 function unknownCommand(name: string): Exit {
   return usage(`unknown command ${JSON.stringify(name)}: expected ${NAMES.join(', ')}; see ${BIN} --help`)
-}
-
-function parseOptions(name: string, command: Command, args: string[]): Values {
-  const options: Record<string, { type: 'string' | 'boolean' }> = {}
-  for (const o of command.options) options[o] = { type: OPTIONS[o].type }
-  let values: Record<string, string | boolean | undefined>
-  try {
-    ;({ values } = parseArgs({ args, options, strict: true, allowPositionals: false }))
-  } catch (error) {
-    throw usage(`${describeParseError(error, name)}; see ${BIN} ${name} --help`)
-  }
-  let table: string
-  try {
-    table = checkTable(values.table, '--table')
-  } catch (error) {
-    throw usage(oneLine(error).replace(/^pg-cron-lease: /, ''))
-  }
-  const result: Values = { table }
-  if (typeof values.url === 'string') result.url = values.url
-  if (values.json === true) result.json = true
-  return result
-}
-
-// parseArgs' own messages suggest `--` tricks that make no sense here; say it plainly instead.
-function describeParseError(error: unknown, command: string): string {
-  const { code, message } = error as { code?: string; message?: string }
-  const quoted = /'([^']*)'/.exec(message ?? '')?.[1] ?? ''
-  switch (code) {
-    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
-      return `unknown option ${quoted} for ${command}`
-    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
-      return `${quoted.split(' ')[0]} ${/argument missing/.test(message ?? '') ? 'needs a value' : 'takes no value'}`
-    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
-      return `unexpected argument ${JSON.stringify(quoted)}`
-    default:
-      return oneLine(error)
-  }
-}
-
-interface Target {
-  url: string
-  /** host:port/database, for messages; never the password. */
-  label: string
-}
-
-function connectionTarget(values: Values, env: NodeJS.ProcessEnv): Target {
-  const source = values.url !== undefined ? '--url' : 'DATABASE_URL'
-  const url = values.url ?? env.DATABASE_URL
-  if (url === undefined || url === '') {
-    throw usage('no database to connect to: pass --url postgres://user:password@host:5432/db or set DATABASE_URL')
-  }
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    throw usage(`${source} is not a URL; expected postgres://user:password@host:5432/db`)
-  }
-  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
-    throw usage(`${source} must start with postgres:// or postgresql://, got ${parsed.protocol}//…`)
-  }
-  // Every part pg decodes is decoded here first, only so a malformed one is a usage error.
-  const user = decodePart(parsed.username, 'user name', source)
-  decodePart(parsed.password, 'password', source)
-  decodePart(parsed.hostname, 'host', source)
-  const database = decodePart(parsed.pathname.slice(1), 'database name', source)
-  decodePart(parsed.search, 'parameters', source)
-  const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost'
-  return { url, label: `${host}:${parsed.port || '5432'}/${database || user || 'postgres'}` }
-}
-
-// pg fails on some malformed escapes with a bare "URI malformed"; on others it re-encodes the whole
-// URL, which turns other escapes in it (%3A in a password) into literal text. Say which part is
-// wrong instead, without showing it.
-function decodePart(text: string, part: string, source: string): string {
-  try {
-    return decodeURIComponent(text)
-  } catch {
-    throw usage(
-      `${source} has a malformed percent-encoding in its ${part}: each % must start an escape of UTF-8 bytes such as %40; write a literal % as %25`,
-    )
-  }
 }
 
 /** The table's number of columns, or null when it does not exist. */
@@ -290,166 +336,9 @@ async function columnCount(client: pg.Client, table: string): Promise<number | n
   return rows[0].missing ? null : rows[0].n
 }
 
-async function loadPg(): Promise<typeof pg> {
-  try {
-    return (await import('pg')).default
-  } catch (error) {
-    const { code, message } = error as { code?: string; message?: string }
-    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
-      throw new Exit(
-        `the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)`,
-        1,
-      )
-    }
-    throw error
-  }
-}
-
-async function withClient<T>(
-  target: Target,
-  values: Values,
-  command: string,
-  work: (client: pg.Client) => Promise<T>,
-): Promise<T> {
-  const { Client } = await loadPg()
-  const client = new Client({
-    connectionString: target.url,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    application_name: BIN,
-  })
-  // A connection lost mid-query rejects that query; without a listener the same event would
-  // also crash the process with a stack trace.
-  client.on('error', () => {})
-  try {
-    await client.connect()
-  } catch (error) {
-    throw new Exit(explain(error, target, values, command), 1)
-  }
-  try {
-    return await work(client)
-  } catch (error) {
-    throw new Exit(explain(error, target, values, command), 1)
-  } finally {
-    await client.end().catch(() => {})
-  }
-}
-
-/** One line that says what went wrong and what to do about it. */
-function explain(error: unknown, target: Target, values: Values, command: string): string {
-  const code = (error as { code?: unknown })?.code
-  const said = oneLine(error)
-  const where = target.label
-  const migrate = `${BIN} migrate${values.table === DEFAULT_TABLE ? '' : ` --table ${values.table}`}`
-  switch (code) {
-    case 'ECONNREFUSED':
-      return `cannot connect to ${where}: connection refused; check that Postgres runs there and that --url or DATABASE_URL names the right host and port`
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return `cannot connect to ${where}: the host name does not resolve; check the host in --url or DATABASE_URL`
-    case 'ETIMEDOUT':
-    case 'EHOSTUNREACH':
-    case 'ENETUNREACH':
-      return `cannot connect to ${where}: ${code}; check the host and port in --url or DATABASE_URL, and that the network lets you through`
-    case '28P01':
-    case '28000':
-      return `cannot log in to ${where}: ${said}; check the user and password in --url or DATABASE_URL`
-    case '3D000':
-      return `cannot connect to ${where}: ${said}; check the database name in --url or DATABASE_URL`
-    case '42P01':
-      return `the lease table ${values.table} does not exist in ${where}; create it with: ${migrate} (same --url)`
-    case '3F000':
-      return `${said}, so ${values.table} cannot be created; create the schema first (CREATE SCHEMA ...) or choose another --table`
-    case '42501':
-      return `${said} in ${where}; connect as a role that may ${command === 'migrate' ? 'create the table' : 'read the table'}`
-    case '42703':
-      return `${values.table} in ${where} is not a pg-cron-lease table (${said}); check --table`
-  }
-  if (/timeout/i.test(said)) {
-    return `cannot connect to ${where}: no answer within ${CONNECT_TIMEOUT_MS / 1000} s; check the host and port in --url or DATABASE_URL`
-  }
-  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))
-    return `the database refused ${command}: ${said} (SQLSTATE ${code})`
-  return `${command} failed against ${where}: ${said}`
-}
-
-function oneLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error)
-  return message.replace(/\s*\n\s*/g, ' ').trim() || String((error as { code?: unknown })?.code ?? 'unknown error')
-}
-
 function version(): string {
   // dist/cli.mjs and src/cli.ts both sit one level below package.json.
   return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version
-}
-
-function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string {
-  if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
-  const checked = leases[0]!.checkedAt
-  const held = leases.filter((l) => l.held).length
-  const rows = leases.map((l) => {
-    // Ages come from two database timestamps (the claim and the check), never from this clock.
-    const at = Date.parse(checked)
-    const expires = l.held
-      ? { text: `in ${span(l.remainingMs)}`, paint: paint.green }
-      : { text: `expired ${ago(at - Date.parse(l.leaseUntil))}`, paint: paint.dim }
-    return [
-      // Names are shown escaped, and the columns measured on what is shown: a raw control
-      // character could recolour the terminal or, as a line break, forge a row.
-      { text: escapeControls(l.jobName), paint: paint.plain },
-      { text: l.holder === null ? '-' : escapeControls(l.holder), paint: paint.plain },
-      { text: ago(at - Date.parse(l.claimedAt)), paint: paint.plain },
-      expires,
-    ]
-  })
-  const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES']
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.text.length)))
-  const line = (cells: { text: string; paint: (s: string) => string }[]) =>
-    cells
-      .map((c, i) => c.paint(i === cells.length - 1 ? c.text : c.text.padEnd(widths[i]!)))
-      .join('   ')
-      .trimEnd()
-  const jobs = `${leases.length} job${leases.length === 1 ? '' : 's'}, ${held} held`
-  return [
-    `${table}: ${jobs} (database clock ${checked})`,
-    '',
-    line(header.map((h) => ({ text: h, paint: paint.bold }))),
-    ...rows.map(line),
-    '',
-  ].join('\n')
-}
-
-/** A duration, rounded down to its largest whole unit: "12 s", "3 min", "5 h", "2 d". */
-function span(ms: number): string {
-  const s = Math.floor(Math.max(0, ms) / 1000)
-  if (s < 1) return 'less than 1 s'
-  if (s < 60) return `${s} s`
-  const min = Math.floor(s / 60)
-  if (min < 60) return `${min} min`
-  const h = Math.floor(min / 60)
-  return h < 48 ? `${h} h` : `${Math.floor(h / 24)} d`
-}
-
-function ago(ms: number): string {
-  return ms < 1000 ? 'just now' : `${span(ms)} ago`
-}
-
-interface Paint {
-  plain(text: string): string
-  bold(text: string): string
-  dim(text: string): string
-  red(text: string): string
-  green(text: string): string
-}
-
-/**
- * Colours only on a terminal, or when FORCE_COLOR asks for them; NO_COLOR (any non-empty value)
- * turns them off in every case (https://no-color.org).
- */
-function painter(stream: NodeJS.WriteStream, env: NodeJS.ProcessEnv): Paint {
-  const force = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0' && env.FORCE_COLOR !== 'false'
-  const on = !env.NO_COLOR && (force || stream.isTTY === true)
-  const sgr = (open: number, close: number) => (text: string) => (on ? `\x1b[${open}m${text}\x1b[${close}m` : text)
-  return { plain: (t) => t, bold: sgr(1, 22), dim: sgr(2, 22), red: sgr(31, 39), green: sgr(32, 39) }
 }
 
 // `status | head` closes the pipe early; that is not an error worth a stack trace.

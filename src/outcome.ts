@@ -22,16 +22,34 @@ export interface RecordRequest {
 
 const ERROR_TEXT_LIMIT = 500
 
+/**
+ * How long a settled tick waits for its outcome to be written before the caller gets the result.
+ * The write is bookkeeping: under synchronous replication with the standby gone, or a database
+ * that stopped answering, it can wait forever, and that must not hold the tick's result (or
+ * node-cron's next run) hostage. Past this it goes on in the background.
+ */
+export const RECORD_WAIT_MS = 2000
+
 // Tables already reported as lacking the 2.1 columns: one warning per table per process.
 const warnedTables = new Set<string>()
 
 /**
- * Writes the outcome with one statement fenced on the claim token. Never rejects and never
- * changes the lease: a failure to record is a warning, because the run itself already happened.
- * A claim without a token (a driver that reports only `rowCount`) cannot be fenced, so it is not
- * recorded.
+ * Writes the outcome with one statement fenced on the claim token, waiting for it at most
+ * {@link RECORD_WAIT_MS}. Never rejects and never changes the lease: a failure to record is a
+ * warning, because the run itself already happened. A claim without a token (a driver that
+ * reports only `rowCount`) cannot be fenced, so it is not recorded.
  */
 export async function recordOutcome(request: RecordRequest, settled: Settled): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, RECORD_WAIT_MS)
+    timer.unref()
+  })
+  await Promise.race([write(request, settled), waited])
+  clearTimeout(timer)
+}
+
+async function write(request: RecordRequest, settled: Settled): Promise<void> {
   const { db, table, jobName, claimToken, durationMs, everyMs, logger } = request
   if (claimToken === null) return
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome

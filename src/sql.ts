@@ -315,10 +315,16 @@ const ADMIN_RETURNING = `RETURNING lease.job_name,
  * at that moment keeps running, but its renew and keep-alive beats now fail, so its `ctx.signal`
  * aborts. Parameters: $1 job name, $2 pause length in ms or NULL, $3 end as ISO-8601 UTC text or
  * NULL; neither: open-ended ('infinity'). Needs the 2.1 columns.
+ *
+ * A pause over a pause replaces it: while the lease ends no later than the running pause does, the
+ * pause is what holds it, so the new end is the lease's end, earlier or later. Otherwise (no pause,
+ * or a tick's lease that outlasts it) the lease only grows, so a pause never shortens a claim.
  */
 export function pauseSql(table: string): string {
   return `UPDATE ${quoteTable(table)} AS lease
-SET paused_until = pause.until, lease_until = GREATEST(lease.lease_until, pause.until)
+SET paused_until = pause.until,
+  lease_until = CASE WHEN lease.paused_until > clock.at AND lease.lease_until <= lease.paused_until THEN pause.until
+    ELSE GREATEST(lease.lease_until, pause.until) END
 FROM (SELECT clock_timestamp() AS at) AS clock,
   LATERAL (SELECT CASE WHEN $2::float8 IS NOT NULL THEN clock.at + $2::float8 * interval '1 millisecond'
     WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
@@ -353,4 +359,13 @@ SET lease_until = CASE WHEN ${pausedUntil('lease')} > clock.at THEN LEAST(lease.
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
 ${ADMIN_RETURNING}`
+}
+
+/**
+ * One reading of the database clock, in the format of every other timestamp: what a check reports
+ * as its `checkedAt` when there is no row to carry one, and what an end of pause is compared with.
+ * No parameters.
+ */
+export function clockSql(): string {
+  return `SELECT ${isoText('clock_timestamp()')} AS checked_at`
 }

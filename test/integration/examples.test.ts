@@ -13,11 +13,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import type pg from 'pg'
 import { finished } from '../helpers/child.ts'
 import { testDatabaseUrl, testPool } from '../helpers/postgres.ts'
+import { parseExposition } from '../helpers/prometheus.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const DURATION_MS = 3500
 const SCHEDULER_EXAMPLES = ['node-cron-coordinator.ts', 'node-cron-callback.ts', 'croner.ts', 'set-interval.ts']
-const OTHER_EXAMPLES = ['migration.ts', 'nestjs.ts', 'fenced-write.ts', 'try.mjs']
+const OTHER_EXAMPLES = ['migration.ts', 'prometheus-endpoint.ts', 'nestjs.ts', 'fenced-write.ts', 'try.mjs']
 
 interface Run {
   code: number | null
@@ -132,6 +133,51 @@ describe('every example runs against the test database and exits by itself', () 
         'reports written: first, second',
       ])
     }
+  })
+
+  test('the Prometheus endpoint example serves /metrics that parse strictly, with its job in them, and stops on SIGTERM', async () => {
+    const child = spawn(
+      process.execPath,
+      ['--conditions=pg-cron-lease-source', '--import', 'tsx', 'examples/prometheus-endpoint.ts'],
+      {
+        cwd: root,
+        // It would serve for a minute; the test stops it as soon as it has scraped it.
+        env: { ...process.env, DATABASE_URL: await testDatabaseUrl(), PORT: '0', EXAMPLE_DURATION_MS: '60000' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
+    const done = finished(child, { killAfterMs: 60_000 })
+    const address = await new Promise<string>((resolve, reject) => {
+      let seen = ''
+      child.stdout!.on('data', (chunk) => {
+        seen += chunk
+        const match = /^serving (http:\/\/\S+)$/m.exec(seen)
+        if (match) resolve(match[1]!)
+      })
+      child.once('exit', () => reject(new Error(`the example exited before serving: ${seen}`)))
+    })
+    try {
+      const response = await fetch(address)
+      assert.equal(response.status, 200)
+      assert.equal(response.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8')
+      const families = parseExposition(await response.text())
+      assert.deepEqual(
+        [...families.keys()],
+        ['pg_cron_lease_overdue', 'pg_cron_lease_last_outcome_ok', 'pg_cron_lease_last_success_age_seconds'],
+      )
+      const sample = (name: string) =>
+        families.get(name)!.samples.find((s) => s.labels.job_name === 'example:prometheus-endpoint')?.value
+      assert.equal(sample('pg_cron_lease_overdue'), 0)
+      assert.equal(sample('pg_cron_lease_last_outcome_ok'), 1)
+      const age = sample('pg_cron_lease_last_success_age_seconds')
+      assert.ok(age !== undefined && age >= 0 && age < 60, `last success ${age} s ago`)
+      assert.equal((await fetch(new URL('/', address))).status, 404)
+    } finally {
+      child.kill('SIGTERM')
+    }
+    const { code, stdout, stderr } = await done
+    assert.deepEqual([code, stderr], [0, ''])
+    assert.equal(stdout.trim().split('\n').at(-1), 'stopped')
   })
 })
 

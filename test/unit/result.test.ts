@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { type LeaseContext, withCronLease } from '../../src/index.ts'
+import { RECORD_WAIT_MS } from '../../src/outcome.ts'
 import { readResult } from '../../src/result.ts'
-import { isRecord, standIn, TOKEN } from '../helpers/stand-in.ts'
+import { isRecord, standIn, TOKEN, WIN } from '../helpers/stand-in.ts'
 
 describe('reading the driver result: won, lost, or cannot tell', () => {
   test('a rowCount of 0 or 1 decides, and agrees with the rows when both are given', () => {
@@ -220,5 +221,22 @@ describe('what withCronLease does with each reading', () => {
       }
     })
     assert.equal(db.calls.filter((call) => !isRecord(call)).length, 1)
+  })
+})
+
+describe('recording the outcome never holds the result hostage', () => {
+  test('a record statement that never answers delays the result by at most RECORD_WAIT_MS', {
+    timeout: 10_000,
+  }, async () => {
+    const db = standIn((call) => (isRecord(call) ? new Promise(() => {}) : WIN))
+    // A real driver's socket keeps the process alive while a statement waits; the stand-in has none.
+    const socket = setInterval(() => {}, 1000)
+    const started = performance.now()
+    try {
+      assert.deepEqual(await withCronLease(db, 'j', 1000, () => 'ran'), { ran: true, result: 'ran' })
+    } finally {
+      clearInterval(socket)
+    }
+    assert.ok(performance.now() - started >= RECORD_WAIT_MS - 50, 'it did wait for the write first')
   })
 })

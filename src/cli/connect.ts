@@ -1,0 +1,150 @@
+/**
+ * Reaching the database from the `pg-cron-lease` command: where to connect (`--url` or
+ * `DATABASE_URL`), loading the optional `pg` driver, one client per command, and turning a driver
+ * error into one line that says what to do. The URL is never printed, because it usually carries a
+ * password; messages name only host:port/database.
+ */
+import type pg from 'pg'
+import { DEFAULT_TABLE } from '../sql.js'
+import { Exit, oneLine, usage } from './exit.js'
+
+const BIN = 'pg-cron-lease'
+export const CONNECT_TIMEOUT_MS = 10_000
+
+export interface Target {
+  url: string
+  /** host:port/database, for messages; never the password. */
+  label: string
+}
+
+/** What a command is doing, for error messages. */
+export interface Doing {
+  command: string
+  table: string
+}
+
+export function connectionTarget(url: string | undefined, env: NodeJS.ProcessEnv): Target {
+  const source = url !== undefined ? '--url' : 'DATABASE_URL'
+  const text = url ?? env.DATABASE_URL
+  if (text === undefined || text === '') {
+    throw usage('no database to connect to: pass --url postgres://user:password@host:5432/db or set DATABASE_URL')
+  }
+  let parsed: URL
+  try {
+    parsed = new URL(text)
+  } catch {
+    throw usage(`${source} is not a URL; expected postgres://user:password@host:5432/db`)
+  }
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
+    throw usage(`${source} must start with postgres:// or postgresql://, got ${parsed.protocol}//…`)
+  }
+  // Every part pg decodes is decoded here first, only so a malformed one is a usage error.
+  const user = decodePart(parsed.username, 'user name', source)
+  decodePart(parsed.password, 'password', source)
+  decodePart(parsed.hostname, 'host', source)
+  const database = decodePart(parsed.pathname.slice(1), 'database name', source)
+  decodePart(parsed.search, 'parameters', source)
+  const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost'
+  return { url: text, label: `${host}:${parsed.port || '5432'}/${database || user || 'postgres'}` }
+}
+
+// pg fails on some malformed escapes with a bare "URI malformed"; on others it re-encodes the whole
+// URL, which turns other escapes in it (%3A in a password) into literal text. Say which part is
+// wrong instead, without showing it.
+function decodePart(text: string, part: string, source: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw usage(
+      `${source} has a malformed percent-encoding in its ${part}: each % must start an escape of UTF-8 bytes such as %40; write a literal % as %25`,
+    )
+  }
+}
+
+async function loadPg(): Promise<typeof pg> {
+  try {
+    return (await import('pg')).default
+  } catch (error) {
+    const { code, message } = error as { code?: string; message?: string }
+    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
+      throw new Exit(
+        `the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)`,
+        1,
+      )
+    }
+    throw error
+  }
+}
+
+/** Runs `work` on one connected client and ends it; any failure becomes an exit 1 that says what to do. */
+export async function withClient<T>(target: Target, doing: Doing, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const { Client } = await loadPg()
+  const client = new Client({
+    connectionString: target.url,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    application_name: BIN,
+  })
+  // A connection lost mid-query rejects that query; without a listener the same event would
+  // also crash the process with a stack trace.
+  client.on('error', () => {})
+  try {
+    await client.connect()
+  } catch (error) {
+    throw new Exit(explain(error, target, doing), 1)
+  }
+  try {
+    return await work(client)
+  } catch (error) {
+    if (error instanceof Exit) throw error
+    throw new Exit(explain(error, target, doing), 1)
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
+
+/** The `migrate` command line that fixes this table, for messages. */
+export function migrateCommand(table: string): string {
+  return `${BIN} migrate${table === DEFAULT_TABLE ? '' : ` --table ${table}`}`
+}
+
+/** One line that says what went wrong and what to do about it. */
+function explain(error: unknown, target: Target, { command, table }: Doing): string {
+  const code = (error as { code?: unknown })?.code
+  const said = oneLine(error)
+  const where = target.label
+  switch (code) {
+    case 'ECONNREFUSED':
+      return `cannot connect to ${where}: connection refused; check that Postgres runs there and that --url or DATABASE_URL names the right host and port`
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return `cannot connect to ${where}: the host name does not resolve; check the host in --url or DATABASE_URL`
+    case 'ETIMEDOUT':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return `cannot connect to ${where}: ${code}; check the host and port in --url or DATABASE_URL, and that the network lets you through`
+    case '28P01':
+    case '28000':
+      return `cannot log in to ${where}: ${said}; check the user and password in --url or DATABASE_URL`
+    case '3D000':
+      return `cannot connect to ${where}: ${said}; check the database name in --url or DATABASE_URL`
+    case '42P01':
+      return `the lease table ${table} does not exist in ${where}; create it with: ${migrateCommand(table)} (same --url)`
+    case '3F000':
+      return `${said}, so ${table} cannot be created; create the schema first (CREATE SCHEMA ...) or choose another --table`
+    case '42501':
+      return `${said} in ${where}; connect as a role that may ${command === 'migrate' ? 'create the table' : command === 'status' || command === 'check' ? 'read the table' : 'update the table'}`
+    case '42703':
+      // Only pause and resume name the 2.1 columns directly; every other statement reads a table
+      // of either shape, so there a missing column means a table that is not a lease table.
+      if (command === 'pause' || command === 'resume') {
+        return `${table} in ${where} has the original shape, without the pause columns; add them with: ${migrateCommand(table)} (same --url)`
+      }
+      return `${table} in ${where} is not a pg-cron-lease table (${said}); check --table`
+  }
+  if (/timeout/i.test(said)) {
+    return `cannot connect to ${where}: no answer within ${CONNECT_TIMEOUT_MS / 1000} s; check the host and port in --url or DATABASE_URL`
+  }
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))
+    return `the database refused ${command}: ${said} (SQLSTATE ${code})`
+  return `${command} failed against ${where}: ${said}`
+}

@@ -1,0 +1,82 @@
+/**
+ * Whether a job is healthy, as `status` marks it and `check` judges it: FAILING when its last
+ * recorded run failed, OVERDUE when it has not been claimed for `everyMs × overdueFactor`, PAUSED
+ * while a pause holds it. Every age is the difference of two database timestamps.
+ *
+ * Choices, documented in the help and in docs/operations.md:
+ * - a paused job is never overdue (listLeases says so: nobody may claim it), but a paused job whose
+ *   last run failed is still FAILING, because pausing does not fix the failure;
+ * - a job asked for by name that has no row has never been claimed (or the name has a typo), and
+ *   that is unhealthy too: a job that never ran is the miss a check exists to catch.
+ */
+import type { LeaseInfo } from '../list-leases.js'
+import { ago, duration, msBetween } from './human.js'
+
+/** One job's verdict, as `check --json` prints it. */
+export interface JobHealth {
+  jobName: string
+  healthy: boolean
+  /** No row in the table: never claimed, or a typo in the name. */
+  neverClaimed: boolean
+  overdue: boolean
+  failing: boolean
+  paused: boolean
+  /** Why it is unhealthy, as the text output prints it after the job name; `null` when healthy. */
+  reason: string | null
+}
+
+export type Marker = 'FAILING' | 'OVERDUE' | 'PAUSED'
+
+/** The markers `status` shows for a job, in this order. */
+export function markers(lease: LeaseInfo): Marker[] {
+  const found: Marker[] = []
+  if (lease.lastOutcome === 'error') found.push('FAILING')
+  if (lease.overdue) found.push('OVERDUE')
+  if (lease.paused) found.push('PAUSED')
+  return found
+}
+
+export function judge(lease: LeaseInfo, overdueFactor: number): JobHealth {
+  const failing = lease.lastOutcome === 'error'
+  const reasons: string[] = []
+  if (lease.overdue) {
+    // overdue implies a known interval; the age is checkedAt minus the last claim.
+    const every = lease.everyMs === null ? '' : `, every ${duration(lease.everyMs)}`
+    reasons.push(
+      `OVERDUE: last claimed ${ago(msBetween(lease.checkedAt, lease.claimedAt))}${every} (factor ${overdueFactor})`,
+    )
+  }
+  if (failing) {
+    const when = lease.lastFinishedAt === null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
+    reasons.push(`FAILING: last run failed${when}: ${lease.lastError ?? 'no error text recorded'}`)
+    // Said so that nobody waits for a retry that cannot come.
+    if (lease.paused) reasons.push(`PAUSED ${untilText(lease.pausedUntil)}, so it cannot run again until then`)
+  }
+  const healthy = reasons.length === 0
+  return {
+    jobName: lease.jobName,
+    healthy,
+    neverClaimed: false,
+    overdue: lease.overdue,
+    failing,
+    paused: lease.paused,
+    reason: healthy ? null : reasons.join('; '),
+  }
+}
+
+export function neverClaimed(jobName: string, table: string): JobHealth {
+  return {
+    jobName,
+    healthy: false,
+    neverClaimed: true,
+    overdue: false,
+    failing: false,
+    paused: false,
+    reason: `NEVER CLAIMED: no row in ${table}: never claimed, or a typo in the name`,
+  }
+}
+
+/** "until 2026-12-01T06:00:00.000000Z", or "until resumed" for an open-ended pause. */
+export function untilText(pausedUntil: string | null): string {
+  return pausedUntil === null || pausedUntil === 'infinity' ? 'until resumed' : `until ${pausedUntil}`
+}

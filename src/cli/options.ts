@@ -1,0 +1,168 @@
+/**
+ * The command line of `pg-cron-lease`: every option declared once (its type, its placeholder and
+ * its help), and the reading of one command's arguments into checked values. Anything wrong is a
+ * usage error (exit 2) found before any connection is made.
+ */
+import { parseArgs } from 'node:util'
+import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from '../list-leases.js'
+import { DEFAULT_TABLE } from '../sql.js'
+import { checkJobName, checkTable } from '../validate.js'
+import { parseDuration, parseUntil } from './admin.js'
+import { oneLine, usage } from './exit.js'
+
+const BIN = 'pg-cron-lease'
+
+interface OptionSpec {
+  type: 'string' | 'boolean'
+  multiple?: boolean
+  /** The value's placeholder in help, for a string option. */
+  arg?: string
+  help: string
+}
+
+export const OPTIONS = {
+  table: { type: 'string', arg: '<name>', help: `The lease table, name or schema.name (default: ${DEFAULT_TABLE})` },
+  url: { type: 'string', arg: '<url>', help: 'Postgres connection URL (default: the DATABASE_URL variable)' },
+  format: {
+    type: 'string',
+    arg: '<format>',
+    help: 'text (default), json (the entries listLeases() returns) or prometheus',
+  },
+  json: { type: 'boolean', help: 'Print JSON' },
+  'overdue-factor': {
+    type: 'string',
+    arg: '<n>',
+    help: `A job is overdue when not claimed for its interval × n (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+  },
+  job: {
+    type: 'string',
+    multiple: true,
+    arg: '<name>',
+    help: 'Check only this job; repeat for more. A job with no row is unhealthy',
+  },
+  for: { type: 'string', arg: '<duration>', help: 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m' },
+  until: {
+    type: 'string',
+    arg: '<iso>',
+    help: 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
+  },
+} as const satisfies Record<string, OptionSpec>
+
+export type OptionName = keyof typeof OPTIONS
+
+export type Format = 'text' | 'json' | 'prometheus'
+
+/** The command line, checked: every value here is valid, so a command only has to run. */
+export interface Values {
+  table: string
+  url?: string
+  format: Format
+  overdueFactor: number
+  /** check --job, in the order given. */
+  jobs: string[]
+  /** The <job> argument of pause, resume and release. */
+  job?: string
+  forMs?: number
+  until?: string
+}
+
+/** What a command accepts: its options, and whether it takes one <job> argument. */
+export interface Accepts {
+  options: readonly OptionName[]
+  job?: boolean
+}
+
+/** "--table <name>", as help shows an option. */
+export function flag(name: OptionName): string {
+  const spec: OptionSpec = OPTIONS[name]
+  return spec.arg === undefined ? `--${name}` : `--${name} ${spec.arg}`
+}
+
+export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {}
+  for (const o of accepts.options) {
+    const spec: OptionSpec = OPTIONS[o]
+    options[o] = { type: spec.type, ...(spec.multiple && { multiple: true }) }
+  }
+  let values: Record<string, unknown>
+  let positionals: string[]
+  try {
+    ;({ values, positionals } = parseArgs({ args, options, strict: true, allowPositionals: accepts.job === true }))
+  } catch (error) {
+    throw usage(`${describeParseError(error, name)}; see ${BIN} ${name} --help`)
+  }
+  const string = (key: OptionName) => (typeof values[key] === 'string' ? (values[key] as string) : undefined)
+  const result: Values = {
+    table: valid(() => checkTable(values.table, '--table')),
+    format: format(string('format'), values.json === true),
+    overdueFactor: overdueFactor(string('overdue-factor')),
+    jobs: ((values.job as string[] | undefined) ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
+  }
+  const url = string('url')
+  if (url !== undefined) result.url = url
+  if (accepts.job) {
+    if (positionals.length === 0) {
+      throw usage(`${name} needs the name of a job: ${BIN} ${name} <job>; see ${BIN} ${name} --help`)
+    }
+    if (positionals.length > 1) {
+      const got = positionals.map((p) => JSON.stringify(p)).join(' ')
+      throw usage(`${name} takes one job, got ${positionals.length}: ${got}`)
+    }
+    result.job = valid(() => checkJobName(positionals[0], '<job>'))
+  }
+  const forText = string('for')
+  const untilText = string('until')
+  if (forText !== undefined && untilText !== undefined) {
+    throw usage(`--for and --until cannot both be given: a pause has one end; see ${BIN} pause --help`)
+  }
+  if (forText !== undefined) result.forMs = parseDuration(forText, '--for')
+  if (untilText !== undefined) result.until = parseUntil(untilText, '--until')
+  return result
+}
+
+/** A library argument check (TypeError) as a usage error, without the library's prefix. */
+function valid<T>(check: () => T): T {
+  try {
+    return check()
+  } catch (error) {
+    throw usage(oneLine(error).replace(/^pg-cron-lease: /, ''))
+  }
+}
+
+function format(text: string | undefined, json: boolean): Format {
+  if (text !== undefined && text !== 'text' && text !== 'json' && text !== 'prometheus') {
+    throw usage(`--format must be text, json or prometheus, got ${JSON.stringify(text)}`)
+  }
+  if (json && text !== undefined && text !== 'json') {
+    throw usage(`--json is --format json, so it cannot go with --format ${text}`)
+  }
+  return json ? 'json' : (text ?? 'text')
+}
+
+function overdueFactor(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_OVERDUE_FACTOR
+  // Plain decimal only: Number() would also take '', ' 2', '0x10' and '1e3'.
+  const value = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN
+  return valid(() => checkOverdueFactor(Number.isNaN(value) ? text : value, '--overdue-factor'))
+}
+
+// parseArgs' own messages suggest `--` tricks that make no sense here; say it plainly instead.
+function describeParseError(error: unknown, command: string): string {
+  const { code, message } = error as { code?: string; message?: string }
+  const quoted = /'([^']*)'/.exec(message ?? '')?.[1] ?? ''
+  switch (code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return `unknown option ${quoted} for ${command}`
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
+      const option = quoted.split(' ')[0]
+      if (/ambiguous/.test(message ?? '')) {
+        return `${option} needs a value; to give one that starts with a dash, write ${option}=<value>`
+      }
+      return `${option} ${/argument missing/.test(message ?? '') ? 'needs a value' : 'takes no value'}`
+    }
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return `unexpected argument ${JSON.stringify(quoted)}`
+    default:
+      return oneLine(error)
+  }
+}
