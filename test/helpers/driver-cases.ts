@@ -171,23 +171,70 @@ export function driverCases(driver: Driver): void {
       assert.match(outcome.result?.token ?? '', TOKEN)
     })
 
-    test('a renew from a claim that a newer claim replaced resolves false and aborts its signal', async () => {
+    /** Runs a claim whose tick waits until `release()`; resolves once the tick has its context. */
+    const held = async (who: Claimant, job: string, leaseMs: number) => {
+      let ctx: LeaseContext | undefined
+      let release!: () => void
+      const done = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const outcome = who.lease(
+        job,
+        leaseMs,
+        (c) => {
+          ctx = c
+          return done
+        },
+        { table, holder: 'same' },
+      )
+      while (!ctx) await new Promise((resolve) => setTimeout(resolve, 5))
+      return { ctx, release, outcome }
+    }
+
+    const fenceName = driver.transactional
+      ? "a claim's transaction keeps a newer claim out until it ends, and its context cannot renew after that"
+      : 'a renew from a claim that a newer claim replaced resolves false and aborts its signal'
+    test(fenceName, async () => {
       const [a, b] = [await claimant(), await claimant()]
       const job = unique('fence')
-      // The same holder name on both: the fence is the claim, not the name. Each tick hands back
-      // its context so the test can renew through it afterwards.
-      const stale = (await a.lease(job, 50, (ctx) => ctx, { table, holder: 'same' })).result
+      // The same holder name on both: the fence is the claim, not the name.
+      if (driver.transactional) {
+        // The claim's row stays locked until the tick's transaction ends, so no one can replace
+        // the claim under the running tick.
+        const open = await held(a, job, 60_000)
+        try {
+          let settled = false
+          const next = b
+            .lease(job, 60_000, () => 'b', { table, holder: 'same' })
+            .finally(() => {
+              settled = true
+            })
+          await new Promise((resolve) => setTimeout(resolve, 200))
+          assert.equal(settled, false, 'the newer claim waits for the open transaction')
+          assert.equal(await open.ctx.renew(), true)
+          open.release()
+          await open.outcome
+          assert.equal((await next).ran, false, 'after the commit the lease is still held')
+          await assert.rejects(open.ctx.renew(), /its tick has settled/)
+        } finally {
+          open.release()
+        }
+        return
+      }
+      const stale = await held(a, job, 50)
       // Let the lease run out by the database clock rather than expiring it by hand: on a database
       // whose clock has millisecond resolution (PGlite), a hand-made expiry could let the next
       // claim land in the same millisecond, a case real expiry cannot produce.
       await untilExpired(job)
-      const fresh = (await b.lease(job, 60_000, (ctx) => ctx, { table, holder: 'same' })).result
-      assert.ok(stale && fresh, 'both claims ran')
-      assert.notEqual(stale.claimToken, fresh.claimToken)
-      assert.equal(await stale.renew(), false)
-      assert.equal(stale.signal.aborted, true)
-      assert.equal(await fresh.renew(), true)
-      assert.equal(fresh.signal.aborted, false)
+      const fresh = await held(b, job, 60_000)
+      assert.notEqual(stale.ctx.claimToken, fresh.ctx.claimToken)
+      assert.equal(await stale.ctx.renew(), false)
+      assert.equal(stale.ctx.signal.aborted, true)
+      assert.equal(await fresh.ctx.renew(), true)
+      assert.equal(fresh.ctx.signal.aborted, false)
+      stale.release()
+      fresh.release()
+      await Promise.all([stale.outcome, fresh.outcome])
     })
 
     const throwsName = driver.transactional

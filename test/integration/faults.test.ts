@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
+import { holdClaim } from '../helpers/held-claim.ts'
 import {
   expireLease,
   freshTable,
@@ -88,8 +89,8 @@ describe('Postgres stopped, then restarted: claims reject with the driver error,
     pool.on('error', (error) => idleErrors.push(error))
     try {
       await pool.query(createTableSql('leases'))
-      const held = await withCronLease(pool, 'held', 60_000, (ctx) => ctx, { table: 'leases' })
-      assert.equal(held.ran, true)
+      // The tick keeps running through the outage, so its context can renew afterwards.
+      const held = await holdClaim(pool, 'held', 60_000, { table: 'leases' })
 
       await server.pause()
       let ticks = 0
@@ -120,7 +121,9 @@ describe('Postgres stopped, then restarted: claims reject with the driver error,
       assert.equal(ticks, 1)
       // The lease taken before the shutdown is in the table, still held, and still its claim's.
       assert.equal((await withCronLease(pool, 'held', 60_000, () => 1, { table: 'leases' })).ran, false)
-      assert.equal(await (held.result as LeaseContext).renew(), true)
+      assert.equal(await held.ctx.renew(), true)
+      held.release()
+      await held.outcome
     } finally {
       await pool.end()
       await server.stop()

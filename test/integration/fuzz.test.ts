@@ -11,6 +11,7 @@ import fc from 'fast-check'
 import pg from 'pg'
 import { monotonicMs } from '../../src/context.ts'
 import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
+import { type HeldClaim, tryHoldClaim } from '../helpers/held-claim.ts'
 import { expireLease, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import { ALWAYS_FITS_BYTES, isJobName, isTableName, utf8Bytes } from '../helpers/rules.ts'
 
@@ -387,71 +388,77 @@ describe('model-based: claim, renew, wait and force-expire by several holders fo
       fc.asyncProperty(fc.array(command, { minLength: 5, maxLength: 30 }), async (commands) => {
         const job = `model-${run++}`
         const model: Model = { lease: null, contexts: Array(HOLDERS).fill(undefined), claims: 0 }
-        for (const step of commands) {
-          if (step.kind === 'wait') await sleep(step.ms)
-          else if (step.kind === 'expire') {
-            await expireLease(db, table, job)
-            if (model.lease) model.lease = { ...model.lease, lo: -Infinity, hi: -Infinity }
-          } else if (step.kind === 'claim') {
-            const sent = monotonicMs()
-            const outcome = await withCronLease(db, job, step.ms, (ctx) => ctx, {
-              table,
-              holder: `holder-${step.holder}`,
-            })
-            const answered = monotonicMs()
-            const state = stateDuring(model, sent, answered)
-            if (state === 'unsure') tally.unsure++
-            else {
-              tally.certainClaims++
-              assert.equal(outcome.ran, state !== 'held', `claim by ${step.holder} with the lease ${state}`)
-            }
-            if (outcome.ran) {
-              tally.wins++
-              const claim = ++model.claims
-              model.lease = { owner: step.holder, claim, lo: sent + step.ms, hi: answered + step.ms }
-              model.contexts[step.holder] = { ctx: outcome.result, claim }
-            } else tally.losses++
-          } else {
-            // The renew is made by one of the holders that ever won, current or replaced.
-            const winners = model.contexts.flatMap((c, holder) => (c ? [holder] : []))
-            if (winners.length === 0) continue
-            const mine = model.contexts[winners[step.holder % winners.length] as number] as NonNullable<
-              Model['contexts'][number]
-            >
-            const sent = monotonicMs()
-            const renewed = await mine.ctx.renew(step.ms)
-            const answered = monotonicMs()
-            if (mine.claim !== model.lease?.claim) {
-              tally.replacedRenews++
-              assert.equal(renewed, false, 'a replaced claim can never renew')
-            } else {
+        const running: HeldClaim[] = []
+        try {
+          for (const step of commands) {
+            if (step.kind === 'wait') await sleep(step.ms)
+            else if (step.kind === 'expire') {
+              await expireLease(db, table, job)
+              if (model.lease) model.lease = { ...model.lease, lo: -Infinity, hi: -Infinity }
+            } else if (step.kind === 'claim') {
+              const sent = monotonicMs()
+              // The tick keeps running until the sequence ends, so its context can still renew.
+              const claimed = await tryHoldClaim(db, job, step.ms, { table, holder: `holder-${step.holder}` })
+              if (claimed) running.push(claimed)
+              const outcome = { ran: claimed !== null, result: claimed?.ctx }
+              const answered = monotonicMs()
               const state = stateDuring(model, sent, answered)
               if (state === 'unsure') tally.unsure++
-              else assert.equal(renewed, state === 'held', `renew by the current holder with the lease ${state}`)
-            }
-            if (renewed) {
-              tally.renewedTrue++
-              model.lease = {
-                ...(model.lease as NonNullable<Model['lease']>),
-                lo: sent + step.ms,
-                hi: answered + step.ms,
+              else {
+                tally.certainClaims++
+                assert.equal(outcome.ran, state !== 'held', `claim by ${step.holder} with the lease ${state}`)
               }
+              if (outcome.ran) {
+                tally.wins++
+                const claim = ++model.claims
+                model.lease = { owner: step.holder, claim, lo: sent + step.ms, hi: answered + step.ms }
+                model.contexts[step.holder] = { ctx: outcome.result as LeaseContext, claim }
+              } else tally.losses++
             } else {
-              tally.renewedFalse++
-              assert.equal(mine.ctx.signal.aborted, true, 'a renew that resolves false aborts ctx.signal')
+              // The renew is made by one of the holders that ever won, current or replaced.
+              const winners = model.contexts.flatMap((c, holder) => (c ? [holder] : []))
+              if (winners.length === 0) continue
+              const mine = model.contexts[winners[step.holder % winners.length] as number] as NonNullable<
+                Model['contexts'][number]
+              >
+              const sent = monotonicMs()
+              const renewed = await mine.ctx.renew(step.ms)
+              const answered = monotonicMs()
+              if (mine.claim !== model.lease?.claim) {
+                tally.replacedRenews++
+                assert.equal(renewed, false, 'a replaced claim can never renew')
+              } else {
+                const state = stateDuring(model, sent, answered)
+                if (state === 'unsure') tally.unsure++
+                else assert.equal(renewed, state === 'held', `renew by the current holder with the lease ${state}`)
+              }
+              if (renewed) {
+                tally.renewedTrue++
+                model.lease = {
+                  ...(model.lease as NonNullable<Model['lease']>),
+                  lo: sent + step.ms,
+                  hi: answered + step.ms,
+                }
+              } else {
+                tally.renewedFalse++
+                assert.equal(mine.ctx.signal.aborted, true, 'a renew that resolves false aborts ctx.signal')
+              }
+            }
+            // The row always shows the model's current claim: a loss or a failed renew wrote nothing.
+            const { rows } = await db.query(
+              `SELECT holder, to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS token
+               FROM ${quoteTable(table)} WHERE job_name = $1`,
+              [job],
+            )
+            if (!model.lease) assert.equal(rows.length, 0)
+            else {
+              assert.equal(rows[0]?.holder, `holder-${model.lease.owner}`)
+              assert.equal(rows[0]?.token, model.contexts[model.lease.owner]?.ctx.claimToken)
             }
           }
-          // The row always shows the model's current claim: a loss or a failed renew wrote nothing.
-          const { rows } = await db.query(
-            `SELECT holder, to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS token
-               FROM ${quoteTable(table)} WHERE job_name = $1`,
-            [job],
-          )
-          if (!model.lease) assert.equal(rows.length, 0)
-          else {
-            assert.equal(rows[0]?.holder, `holder-${model.lease.owner}`)
-            assert.equal(rows[0]?.token, model.contexts[model.lease.owner]?.ctx.claimToken)
-          }
+        } finally {
+          for (const claimed of running) claimed.release()
+          await Promise.all(running.map((claimed) => claimed.outcome))
         }
       }),
       {

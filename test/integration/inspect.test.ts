@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
-import { CRON_LEASES_TABLE_SQL, createTableSql, type LeaseInfo, listLeases, withCronLease } from '../../src/index.ts'
+import { createTableSql, type LeaseInfo, listLeases, quoteTable, withCronLease } from '../../src/index.ts'
 import { freshTable, testPool } from '../helpers/postgres.ts'
 import { installSkew } from '../helpers/skew-clock.ts'
 
@@ -119,7 +119,7 @@ describe('listLeases reports each lease as the database clock sees it', () => {
     const client = await pool.connect()
     try {
       await client.query('BEGIN')
-      await client.query(CRON_LEASES_TABLE_SQL.replace('CREATE TABLE', 'CREATE TEMP TABLE'))
+      await client.query(`CREATE TEMP TABLE cron_leases (LIKE ${quoteTable(table)} INCLUDING ALL)`)
       await withCronLease(client, 'default', 60_000, () => {}, { holder: 'h' })
       assert.deepEqual(
         (await listLeases(client)).map((l) => [l.jobName, l.holder, l.held]),

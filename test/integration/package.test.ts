@@ -26,7 +26,21 @@ before(() => {
 })
 after(() => rmSync(dir, { recursive: true, force: true }))
 
-const publicNames = ['CRON_LEASES_TABLE_SQL', 'DEFAULT_TABLE', 'LEASE', 'createTableSql', 'quoteTable', 'withCronLease']
+const publicNames = [
+  'CRON_LEASES_TABLE_SQL',
+  'DEFAULT_TABLE',
+  'LEASE',
+  'createTableSql',
+  'upgradeTableSql',
+  'quoteTable',
+  'withCronLease',
+  'leasedTick',
+  'leaseCoordinator',
+  'listLeases',
+  'pauseJob',
+  'resumeJob',
+  'releaseLease',
+]
 
 describe('the packed tarball installs and loads both ways', () => {
   test("require('pg-cron-lease') gives the public API", () => {
@@ -38,7 +52,7 @@ describe('the packed tarball installs and loads both ways', () => {
     for (const name of publicNames) assert.ok(m.keys.includes(name), name)
     assert.equal(m.t, 'function')
     assert.equal(m.frozen, true)
-    assert.equal(m.sql, 'CREATE TABLE IF NOT EXISTS "cron_leases" (')
+    assert.equal(m.sql, 'DO $pg_cron_lease$')
   })
 
   test("import { withCronLease } from 'pg-cron-lease' gives the same API", () => {
