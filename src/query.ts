@@ -44,8 +44,20 @@ function isPg(db: object): boolean {
 }
 
 /**
- * Runs one statement: prepared when `prepare` is on and `db` is `pg`, plain text otherwise, and
- * plain text again at once when a pooler refuses the prepared form.
+ * Whether `db` may be inside a transaction block: a `pg` Client or PoolClient whose
+ * `getTransactionStatus()` is not idle (`'I'`). A pooler's refusal there aborts the caller's
+ * transaction, so the plain retry would only meet "current transaction is aborted": such a client
+ * is sent plain text from the start. A Pool never is (it queries on an idle client), and a `pg`
+ * too old to report the status is taken as idle.
+ */
+function inTransaction(db: object): boolean {
+  const client = db as { getTransactionStatus?: () => unknown }
+  return typeof client.getTransactionStatus === 'function' && client.getTransactionStatus() !== 'I'
+}
+
+/**
+ * Runs one statement: prepared when `prepare` is on and `db` is `pg` outside a transaction, plain
+ * text otherwise, and plain text again at once when a pooler refuses the prepared form.
  */
 export async function runStatement(
   db: Queryable,
@@ -53,7 +65,7 @@ export async function runStatement(
   params: unknown[],
   prepare: boolean,
 ): Promise<QueryResultLike> {
-  if (!prepare || unprepared.has(db) || !isPg(db)) return db.query(text, params)
+  if (!prepare || unprepared.has(db) || !isPg(db) || inTransaction(db)) return db.query(text, params)
   const named = db as unknown as {
     query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
   }

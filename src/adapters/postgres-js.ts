@@ -22,10 +22,14 @@ export interface PostgresJsSql {
 /**
  * Wraps a postgres.js `sql` instance so `withCronLease` (and everything built on it) can use it.
  *
- * Each statement goes through `sql.unsafe(text, params)`, which postgres.js sends unprepared by
- * default, so it also works behind PgBouncer in transaction mode. The claim token stays
- * microsecond-exact: the core sends it as a text-typed parameter, which postgres.js passes through
- * untouched (a timestamptz-typed parameter would be rounded through a JS `Date`).
+ * Each statement goes through `sql.unsafe(text, params, { prepare: true })`, which makes it a
+ * prepared statement exactly when the `sql` instance's own `prepare` option is on (postgres.js's
+ * default; `postgres(url, { prepare: false })`, the setting its docs give for PgBouncer in
+ * transaction mode, turns it off). Without that third argument `unsafe` never prepares, whatever
+ * the instance says, and sends every parameterised statement as a Parse and Describe, then a Bind
+ * and Execute: two round trips. The claim token stays microsecond-exact: the core sends it as a
+ * text-typed parameter, which postgres.js passes through untouched (a timestamptz-typed parameter
+ * would be rounded through a JS `Date`).
  *
  * @example
  * import postgres from 'postgres'
@@ -39,9 +43,18 @@ export function fromPostgresJs(sql: PostgresJsSql): Queryable {
   if (typeof (sql as PostgresJsSql | null)?.unsafe !== 'function') {
     fail('sql', 'a postgres.js sql instance (a function with an unsafe(query, params) method)', sql)
   }
+  // postgres.js's `unsafe` takes options as a third argument; the public type leaves it out so
+  // that a two-argument stand-in still fits, and an `unsafe` that ignores it loses nothing.
+  const unsafe = sql.unsafe.bind(sql) as (
+    query: string,
+    parameters: unknown[],
+    options: { prepare: boolean },
+  ) => ReturnType<PostgresJsSql['unsafe']>
   return {
     async query(text: string, params: unknown[]): Promise<QueryResultLike> {
-      const result = await sql.unsafe(text, params)
+      // `prepare: true` here only lifts unsafe's own default (off): postgres.js prepares when its
+      // instance option allows it too, so the user's setting decides.
+      const result = await unsafe(text, params, { prepare: true })
       // Pass on what the driver said and nothing more: when the result is not the expected shape,
       // the core's reader refuses it rather than guess a win.
       return {

@@ -5,7 +5,7 @@
  * It uses the Debian package's binary (`apt-get install pgbouncer`, or `PGBOUNCER=/path`). PgBouncer
  * refuses to run as root, so as root it is started as the `postgres` user with `runuser`.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { accessSync, chmodSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -36,6 +36,21 @@ export function findPgBouncer(): string | null {
     } catch {}
   }
   return null
+}
+
+/**
+ * The installed PgBouncer's version as [major, minor], or null when it is not installed.
+ * Before 1.21 it cannot carry protocol-level prepared statements in transaction mode.
+ *
+ * @example
+ * pgbouncerVersion() // [1, 18]
+ */
+export function pgbouncerVersion(): [number, number] | null {
+  const binary = findPgBouncer()
+  if (!binary) return null
+  const match = /PgBouncer (\d+)\.(\d+)/.exec(execFileSync(binary, ['--version'], { encoding: 'utf8' }))
+  if (!match) throw new Error(`cannot read the version of ${binary}`)
+  return [Number(match[1]), Number(match[2])]
 }
 
 /**

@@ -1,8 +1,9 @@
 /**
  * `npm run bench -- --quick` runs end to end and writes what it promises: a JSON file and an SVG
- * chart. Timings are never asserted (the machine is shared); what is asserted is what does not
- * depend on speed: every race and fleet job had exactly one winner, and which patterns hold a
- * connection while the tick runs.
+ * chart, with every target PASS, FAIL or, for a part that could not run, not measured. Timings are
+ * never asserted (the machine is shared); what is asserted is what does not depend on speed: every
+ * race and fleet job had exactly one winner, every plain-upsert loser locked the row, the PgBouncer
+ * claims ran after the fallback, and which patterns hold a connection while the tick runs.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -11,7 +12,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { describe, test } from 'node:test'
 import { finished } from '../helpers/child.ts'
-import { testDatabaseUrl } from '../helpers/postgres.ts'
+import { pgbouncerMissing, pgbouncerVersion } from '../helpers/pgbouncer.ts'
+import { CI, testDatabaseUrl } from '../helpers/postgres.ts'
 
 /** Tags open and close in order (a small well-formedness check; the chart has no comments or CDATA). */
 function assertBalancedTags(svg: string): void {
@@ -68,12 +70,48 @@ describe('the benchmark runs and writes its results', () => {
         assert.equal(race.extra.violations, 0, `${race.id}: no round had two winners`)
         assert.equal(race.extra.emptyRounds, 0, `${race.id}: every round had a winner`)
       }
-      assert.equal(report.fleet.lease.winners, report.fleet.lease.jobs, 'the fleet: one winner per job (library)')
-      assert.equal(report.fleet.plain.winners, report.fleet.plain.jobs, 'the fleet: one winner per job (plain upsert)')
+      for (const kind of ['lease', 'plain', 'guarded']) {
+        const f = report.fleet[kind]
+        assert.equal(f.winners, f.jobs, `the fleet: one winner per job (${kind})`)
+        assert.ok(Number.isInteger(f.lockstepLosers) && f.lockstepLosers >= 0, `${kind}: lockstep losers counted`)
+      }
+      const { lease, plain } = report.fleet
+      assert.ok(plain.lockstepLosers >= plain.claims - plain.winners, 'every plain-upsert loser locked the row')
+      assert.ok(lease.lockstepLosers < plain.lockstepLosers, "the library's guard spares most losers the lock")
       assert.equal(report.connectionsHeld.advisory, 1, 'the advisory pattern holds a connection during the tick')
       assert.equal(report.connectionsHeld.claim_win, 0, 'the lease holds no connection during the tick')
-      assert.equal(report.targets.length, 3)
-      for (const target of report.targets) assert.equal(typeof target.pass, 'boolean')
+
+      assert.deepEqual(
+        report.targets.map((t: { id: string }) => t.id),
+        ['losing_claim', 'losing_claim_pgbouncer', 'winning_claim', 'fleet_claims', 'fleet_cpu'],
+      )
+      const missing = pgbouncerMissing()
+      const version = pgbouncerVersion()
+      const keepsPrepared = version !== null && (version[0] > 1 || version[1] >= 21)
+      for (const target of report.targets) {
+        if (target.id === 'losing_claim_pgbouncer' && missing !== null) {
+          // Locally the bench may run without PgBouncer, and says so; under CI it must not.
+          assert.equal(CI, false, `CI=true requires PgBouncer for the bench: ${missing}`)
+          assert.equal(target.pass, null)
+          assert.match(target.value, /^not measured: /)
+          assert.match(output, /PgBouncer: not measured: pgbouncer is not installed/)
+        } else if (target.id === 'losing_claim_pgbouncer' && keepsPrepared && target.pass === null) {
+          // A PgBouncer that keeps prepared statements never refuses one: there is no fallback to time.
+          assert.match(target.value, /^not measured: .*never refused a prepared statement/)
+        } else if (target.id === 'fleet_cpu' && report.meta.server === 'DATABASE_URL') {
+          // The server's processes are read from its data directory, which a URL does not give.
+          assert.equal(target.pass, null)
+          assert.match(target.value, /^not measured: the server is not local/)
+        } else assert.equal(typeof target.pass, 'boolean', `${target.id} was measured`)
+      }
+      if (missing === null && !keepsPrepared) {
+        assert.equal(report.pgbouncer.measured, true, 'the PgBouncer pool fell back before its claims were timed')
+      }
+      if (report.pgbouncer.measured) {
+        for (const id of ['bouncer_select1', 'bouncer_claim_lose', 'bouncer_claim_lose_unprepared']) {
+          assert.ok(ids.includes(id), `the report has a row for ${id}`)
+        }
+      }
 
       const chart = readFileSync(svg, 'utf8')
       assert.match(chart, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" width="\d+" height="\d+"/)

@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
 import postgres from 'postgres'
 import { fromPostgresJs, quoteTable, withCronLease } from '../../src/index.ts'
+import { claimSql, renewSql } from '../../src/sql.ts'
 import { freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
@@ -78,4 +79,36 @@ describe('the claim token survives postgres.js with its microseconds', () => {
     const { rows } = await pool.query(`SELECT holder FROM ${quoteTable(table)} WHERE job_name = $1`, [job])
     assert.deepEqual(rows, [{ holder: 'in-begin' }])
   })
+})
+
+describe("fromPostgresJs prepares exactly when the postgres.js instance's prepare option says so", () => {
+  /** The texts this one-connection instance has prepared that mention the lease table. */
+  async function preparedHere(one: postgres.Sql): Promise<string[]> {
+    const rows = await one.unsafe('SELECT statement FROM pg_prepared_statements WHERE strpos(statement, $1) > 0', [
+      quoteTable(table),
+    ])
+    return rows.map((r) => String(r.statement)).sort()
+  }
+
+  for (const [setting, options, expected] of [
+    ['the default (prepare on)', {}, true],
+    ['prepare: true', { prepare: true }, true],
+    ['prepare: false', { prepare: false }, false],
+  ] as const) {
+    test(`${setting}: the claim and the renew are ${expected ? '' : 'not '}prepared`, async () => {
+      const one = postgres(await testDatabaseUrl(), { max: 1, onnotice: () => {}, ...options })
+      try {
+        const db = fromPostgresJs(one)
+        const job = nextJob()
+        assert.deepEqual(await withCronLease(db, job, 60_000, (ctx) => ctx.renew(), { table }), {
+          ran: true,
+          result: true,
+        })
+        assert.deepEqual(await withCronLease(db, job, 60_000, () => 'twice', { table }), { ran: false, result: null })
+        assert.deepEqual(await preparedHere(one), expected ? [claimSql(table), renewSql(table)].sort() : [])
+      } finally {
+        await one.end({ timeout: 5 })
+      }
+    })
+  }
 })

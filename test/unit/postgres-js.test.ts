@@ -7,11 +7,11 @@ import { TOKEN } from '../helpers/stand-in.ts'
 
 /** A stand-in for postgres.js's `sql`: `unsafe` resolves to an Array of rows with `.count`. */
 function fakeSql(answer: () => unknown) {
-  const calls: Array<{ text: string; params: unknown }> = []
+  const calls: Array<{ text: string; params: unknown; options?: unknown }> = []
   return {
     calls,
-    unsafe(text: string, params?: unknown[]) {
-      calls.push({ text, params })
+    unsafe(text: string, params?: unknown[], options?: unknown) {
+      calls.push({ text, params, options })
       return Promise.resolve().then(answer) as Promise<any>
     },
   }
@@ -78,6 +78,26 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
     assert.equal(sql.calls.length, 1)
     assert.match(sql.calls[0]!.text, /^INSERT INTO "cron_leases"/)
     assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h'])
+  })
+
+  test("unsafe is asked to prepare, so the sql instance's own prepare option decides", async () => {
+    const sql = fakeSql(() => rowList([{ claimed_at: TOKEN }], 1))
+    await withCronLease(fromPostgresJs(sql), 'job', 1000, (ctx) => ctx.renew())
+    assert.deepEqual(
+      sql.calls.map((c) => c.options),
+      [{ prepare: true }, { prepare: true }],
+      'the claim and the renew',
+    )
+  })
+
+  test('an unsafe written with two parameters still fits, and is called with this as the sql', async () => {
+    const sql = {
+      answer: rowList([], 0),
+      unsafe(this: { answer: unknown }, _text: string, _params?: unknown[]) {
+        return Promise.resolve(this.answer) as Promise<any>
+      },
+    }
+    assert.deepEqual(await withCronLease(fromPostgresJs(sql), 'job', 1000, () => 'ran'), { ran: false, result: null })
   })
 
   test('a result that is neither a row list nor carries a count is refused and the tick does not run', async () => {

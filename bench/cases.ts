@@ -1,0 +1,562 @@
+/**
+ * What `npm run bench` measures, each case written once: the single operations (the floor, the
+ * library, the usual patterns, diagnostics), the same claim through PgBouncer, the claimant races,
+ * the fleet round, and the connections held while a tick runs. Every case runs against a
+ * {@link Bench}: the server, its connections and its tables, opened by {@link openBench}.
+ */
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import type { Cleanups } from '../scripts/lifecycle.ts'
+import { createTableSql, quoteTable, withCronLease } from '../src/index.ts'
+import { isUnprepared, runStatement } from '../src/query.ts'
+import { renewSql } from '../src/sql.ts'
+import type { Server } from '../test/helpers/postgres.ts'
+import {
+  backendCpu,
+  type CpuMark,
+  clockMs,
+  cpuMsBetween,
+  mark,
+  Series,
+  type Stats,
+  serverCpu,
+  spent,
+} from './measure.ts'
+import { advisoryTick, guardedClaimSql, plainUpsertSql, shedLockClaim } from './peers.ts'
+
+/** How long each part runs. */
+export interface Profile {
+  /** Calls of each single operation before anything is measured. */
+  warmupOps: number
+  /** How long the single operations are timed, round robin, one call of each case after another. */
+  latencyMs: number
+  /** Blocks of each single operation for its server work (xids, WAL, CPU), and their length. */
+  workBlocks: number
+  blockMs: number
+  /** Blocks per race, and the race's whole time. */
+  raceBlocks: number
+  raceMs: number
+  raceJobs: number
+  fleetJobs: number
+  fleetReplicas: number
+  /** Fleet rounds per kind, alternating kinds; each kind's best round is reported. */
+  fleetRounds: number
+}
+
+export const PROFILES: Record<'quick' | 'full', Profile> = {
+  quick: {
+    warmupOps: 40,
+    latencyMs: 1_500,
+    workBlocks: 1,
+    blockMs: 40,
+    raceBlocks: 2,
+    raceMs: 300,
+    raceJobs: 1_000,
+    fleetJobs: 200,
+    fleetReplicas: 20,
+    fleetRounds: 1,
+  },
+  full: {
+    warmupOps: 300,
+    latencyMs: 45_000,
+    workBlocks: 3,
+    blockMs: 300,
+    raceBlocks: 6,
+    raceMs: 3000,
+    raceJobs: 20_000,
+    fleetJobs: 10_000,
+    fleetReplicas: 20,
+    fleetRounds: 2,
+  },
+}
+
+export const HOUR = 3_600_000
+const HOLDER = 'bench'
+const noop = () => undefined
+
+// Winning claims cycle through many jobs with a short lease, so each finds its own previous lease
+// expired without an extra statement to expire it (which would add its own xid and WAL).
+const WIN_JOBS = 500
+const WIN_LEASE_MS = 20
+
+/** A server, the connections the cases use, and a table per role. */
+export interface Bench {
+  server: Server
+  profile: Profile
+  /** Setup and the server marks; never timed. */
+  observer: pg.Client
+  /**
+   * The single operations, as users send them: a `pg` Pool of one connection, so every case and
+   * the floor go through the same pool and the same session.
+   */
+  pool: pg.Pool
+  /** The patterns that check out a connection per tick (advisory lock), and the connections-held probe. */
+  tickPool: pg.Pool
+  /**
+   * The ShedLock-style claims, on a session of their own: their first statement fails with a
+   * duplicate key, and `pool.query` ends a connection whose query failed, so on the shared pool every
+   * such claim would replace the session the other cases use (and with it their prepared statements
+   * and warm caches). ShedLock's JDBC connections survive the error; a Client does too.
+   */
+  shedClient: pg.Client
+  tables: Record<TableRole, string>
+  /** The CPU each server process has used so far (embedded server only). */
+  cpu: (() => CpuMark) | undefined
+  /** A new connected client, ended by the cleanups unless `release`d first. */
+  connect(url?: string): Promise<pg.Client>
+  release(client: pg.Client): Promise<void>
+  /** Counts an operation whose outcome was not the one set up (a win where a loss was expected). */
+  expect(ok: boolean): void
+  readonly unexpected: number
+  /** The renewing claim's token. */
+  renewToken: string
+}
+
+const TABLE_ROLES = [
+  'win',
+  'winUnprepared',
+  'lose',
+  'renew',
+  'plainWin',
+  'plainWinPrepared',
+  'plainLose',
+  'shed',
+  'raceLease',
+  'racePlain',
+  'fleetLease',
+  'fleetPlain',
+  'fleetGuarded',
+] as const
+type TableRole = (typeof TABLE_ROLES)[number]
+
+/**
+ * Opens the connections and creates the tables (each dropped again by `cleanups`). A table per
+ * role, so the rows one case rewrites never share a page with the row another case only reads
+ * (reading a page full of dead row versions can prune it, which writes WAL).
+ */
+export async function openBench(server: Server, profile: Profile, cleanups: Cleanups): Promise<Bench> {
+  const clients = new Set<pg.Client>()
+  const connect = async (url = server.url) => {
+    const c = new pg.Client({ connectionString: url })
+    c.on('error', () => {})
+    await c.connect()
+    clients.add(c)
+    return c
+  }
+  cleanups.add(() => Promise.all([...clients].map((c) => c.end().catch(() => {}))).then(() => {}))
+  const observer = await connect()
+  const shedClient = await connect()
+  const pool = new pg.Pool({ connectionString: server.url, max: 1 })
+  const tickPool = new pg.Pool({ connectionString: server.url, max: 4 })
+  for (const p of [pool, tickPool]) {
+    p.on('error', () => {})
+    cleanups.add(() => p.end())
+  }
+
+  const suffix = randomBytes(3).toString('hex')
+  const tables = Object.fromEntries(
+    TABLE_ROLES.map((role) => [role, `bench_${role.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_${suffix}`]),
+  ) as Record<TableRole, string>
+  for (const table of Object.values(tables)) {
+    await observer.query(createTableSql(table))
+    cleanups.add(() => observer.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`).then(() => {}))
+  }
+  // Rows that exist, with an expired lease: the steady state of a job that has run before.
+  for (const table of [tables.win, tables.winUnprepared, tables.plainWin, tables.plainWinPrepared]) {
+    await observer.query(
+      `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder)
+       SELECT 'win-' || i, clock_timestamp() - interval '1 hour', 'setup' FROM generate_series(0, ${WIN_JOBS - 1}) AS i`,
+    )
+  }
+  // The job every losing claimant finds held by another replica.
+  for (const table of [tables.lose, tables.plainLose, tables.shed]) {
+    await observer.query(
+      `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder) VALUES ('held', clock_timestamp() + interval '1 day', 'other')`,
+    )
+  }
+  const renewing = await withCronLease(pool, 'renewing', HOUR, (ctx) => ctx.claimToken, { table: tables.renew })
+  let unexpected = 0
+  return {
+    server,
+    profile,
+    observer,
+    pool,
+    tickPool,
+    shedClient,
+    tables,
+    cpu: serverCpu(server.dataDir),
+    connect,
+    async release(client) {
+      clients.delete(client)
+      await client.end()
+    },
+    expect(ok) {
+      if (!ok) unexpected++
+    },
+    get unexpected() {
+      return unexpected
+    },
+    renewToken: renewing.result!,
+  }
+}
+
+/** One single operation, timed one call at a time. */
+export interface Case {
+  id: string
+  label: string
+  group: 'floor' | 'library' | 'peer' | 'diagnostic'
+  unit: string
+  op: (i: number) => Promise<void>
+}
+
+/**
+ * The single operations on the server directly, through the pool of one connection (the advisory
+ * pattern through its own pool, ShedLock-style through its own client), each compared pair listed
+ * together.
+ */
+export function singleCases(b: Bench): Case[] {
+  const { pool, tables: t, expect } = b
+  const knownRows = new Set<string>(['held'])
+  const claim = (job: string, leaseMs: number, table: string, prepare = true) =>
+    withCronLease(pool, job, leaseMs, noop, { table, holder: HOLDER, prepare })
+  return [
+    {
+      id: 'select1',
+      label: 'SELECT 1',
+      group: 'floor',
+      unit: 'query',
+      op: async () => void (await pool.query('SELECT 1')),
+    },
+    {
+      id: 'claim_lose',
+      label: 'claim, losing',
+      group: 'library',
+      unit: 'claim',
+      op: async () => expect(!(await claim('held', HOUR, t.lose)).ran),
+    },
+    {
+      id: 'claim_lose_unprepared',
+      label: 'claim, losing, prepare: false (plain text)',
+      group: 'diagnostic',
+      unit: 'claim',
+      op: async () => expect(!(await claim('held', HOUR, t.lose, false)).ran),
+    },
+    {
+      // The least any claim has to do: read the job's row with a parameterised statement.
+      id: 'select_held',
+      label: 'SELECT the held row (parameterised, plain text)',
+      group: 'diagnostic',
+      unit: 'query',
+      op: async () =>
+        expect(
+          (
+            await pool.query(
+              `SELECT 1 FROM ${quoteTable(t.lose)} WHERE job_name = $1::text AND lease_until > clock_timestamp()`,
+              ['held'],
+            )
+          ).rowCount === 1,
+        ),
+    },
+    {
+      id: 'claim_win',
+      label: 'claim, winning',
+      group: 'library',
+      unit: 'claim',
+      op: async (i) => expect((await claim(`win-${i % WIN_JOBS}`, WIN_LEASE_MS, t.win)).ran),
+    },
+    {
+      id: 'plain_win',
+      label: 'plain upsert, winning',
+      group: 'peer',
+      unit: 'claim',
+      op: async (i) =>
+        expect(
+          (await pool.query(plainUpsertSql(t.plainWin), [`win-${i % WIN_JOBS}`, WIN_LEASE_MS, HOLDER])).rowCount === 1,
+        ),
+    },
+    {
+      // What every claim cost before prepared statements, and still costs with prepare: false.
+      id: 'claim_win_unprepared',
+      label: 'claim, winning, prepare: false (plain text)',
+      group: 'diagnostic',
+      unit: 'claim',
+      op: async (i) => expect((await claim(`win-${i % WIN_JOBS}`, WIN_LEASE_MS, t.winUnprepared, false)).ran),
+    },
+    {
+      // Not how the original package sent it: shows how much of its win is parsing and planning.
+      id: 'plain_win_prepared',
+      label: 'plain upsert, winning, as a named prepared statement',
+      group: 'diagnostic',
+      unit: 'claim',
+      op: async (i) =>
+        expect(
+          (
+            await pool.query({
+              name: 'bench-plain-win',
+              text: plainUpsertSql(t.plainWinPrepared),
+              values: [`win-${i % WIN_JOBS}`, WIN_LEASE_MS, HOLDER],
+            })
+          ).rowCount === 1,
+        ),
+    },
+    {
+      // ctx.renew()'s statement, sent the way the context sends it.
+      id: 'renew',
+      label: 'renew (fenced)',
+      group: 'library',
+      unit: 'renew',
+      op: async () =>
+        expect((await runStatement(pool, renewSql(t.renew), ['renewing', HOUR, b.renewToken], true)).rowCount === 1),
+    },
+    {
+      id: 'plain_lose',
+      label: 'plain upsert, losing',
+      group: 'peer',
+      unit: 'claim',
+      op: async () => expect((await pool.query(plainUpsertSql(t.plainLose), ['held', HOUR, HOLDER])).rowCount === 0),
+    },
+    {
+      id: 'advisory',
+      label: 'advisory lock (connect, try, unlock, release)',
+      group: 'peer',
+      unit: 'tick',
+      op: async () => expect((await advisoryTick(b.tickPool, 'advisory', noop)).ran),
+    },
+    {
+      id: 'shedlock_lose_first',
+      label: 'ShedLock-style, losing: insert, then update',
+      group: 'peer',
+      unit: 'claim',
+      op: async () => expect(!(await shedLockClaim(b.shedClient, t.shed, 'held', HOUR, HOLDER, new Set()))),
+    },
+    {
+      id: 'shedlock_lose',
+      label: 'ShedLock-style, losing: update (row known)',
+      group: 'peer',
+      unit: 'claim',
+      op: async () => expect(!(await shedLockClaim(b.shedClient, t.shed, 'held', HOUR, HOLDER, knownRows))),
+    },
+  ]
+}
+
+/**
+ * The losing claim through PgBouncer in transaction mode, on a Pool of its own: with the default
+ * options once the pool has fallen back to plain text (see {@link forceFallback}), and with
+ * `prepare: false`, which is what every claim sent before prepared statements. `SELECT 1` through
+ * the same pool shows what the extra hop costs.
+ */
+export function bouncerCases(b: Bench, bouncerPool: pg.Pool): Case[] {
+  const claim = (prepare: boolean) =>
+    withCronLease(bouncerPool, 'held', HOUR, noop, { table: b.tables.lose, holder: HOLDER, prepare })
+  return [
+    {
+      id: 'bouncer_select1',
+      label: 'SELECT 1, through PgBouncer',
+      group: 'diagnostic',
+      unit: 'query',
+      op: async () => void (await bouncerPool.query('SELECT 1')),
+    },
+    {
+      id: 'bouncer_claim_lose',
+      label: 'claim, losing, through PgBouncer (fallen back)',
+      group: 'library',
+      unit: 'claim',
+      op: async () => b.expect(!(await claim(true)).ran),
+    },
+    {
+      id: 'bouncer_claim_lose_unprepared',
+      label: 'claim, losing, through PgBouncer, prepare: false',
+      group: 'diagnostic',
+      unit: 'claim',
+      op: async () => b.expect(!(await claim(false)).ran),
+    },
+  ]
+}
+
+/**
+ * Sends losing claims from every client of `bouncerPool` at once, with the default options, until
+ * the pool has met a refusal and fallen back to plain text (a PgBouncer before 1.21 with fewer
+ * server connections than the pool has clients refuses within the first round). Resolves whether
+ * it fell back: a PgBouncer that keeps prepared statements never refuses.
+ */
+export async function forceFallback(b: Bench, bouncerPool: pg.Pool, clients: number): Promise<boolean> {
+  for (let round = 0; round < 50 && !isUnprepared(bouncerPool); round++) {
+    await Promise.all(
+      Array.from({ length: clients }, () =>
+        withCronLease(bouncerPool, 'held', HOUR, noop, { table: b.tables.lose, holder: HOLDER }),
+      ),
+    )
+  }
+  return isUnprepared(bouncerPool)
+}
+
+/** A race's timing, and how many rounds had more than one winner or none. */
+export interface RaceResult extends Stats {
+  claimants: number
+  rounds: number
+  violations: number
+  empty: number
+}
+
+/**
+ * Every claimant on its own connection fires at once; one round is timed until all have answered.
+ * Each round races for a job of its own whose row exists with an expired lease, so every round has
+ * exactly one lease to win and no statement is needed between rounds to expire the last one.
+ */
+export async function raceCase(b: Bench, claimants: number, kind: 'lease' | 'plain'): Promise<RaceResult> {
+  const { profile, observer } = b
+  const table = kind === 'lease' ? b.tables.raceLease : b.tables.racePlain
+  const conns = await Promise.all(Array.from({ length: claimants }, () => b.connect()))
+  await observer.query(
+    `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder)
+     SELECT 'race${claimants}-' || i, clock_timestamp() - interval '1 hour', 'setup' FROM generate_series(0, ${profile.raceJobs - 1}) AS i
+     ON CONFLICT (job_name) DO NOTHING`,
+  )
+  await observer.query(`VACUUM ANALYZE ${quoteTable(table)}`)
+  let violations = 0
+  let empty = 0
+  let next = 0
+  const claim = async (c: pg.Client, job: string, i: number): Promise<boolean> =>
+    kind === 'lease'
+      ? (await withCronLease(c, job, HOUR, noop, { table, holder: `c${i}` })).ran
+      : (await c.query(plainUpsertSql(table), [job, HOUR, `c${i}`])).rowCount === 1
+  const round = async () => {
+    if (next >= profile.raceJobs) throw new Error(`a race ran out of its ${profile.raceJobs} prepared jobs`)
+    const job = `race${claimants}-${next++}`
+    const winners = (await Promise.all(conns.map((c, i) => claim(c, job, i)))).filter(Boolean).length
+    if (winners > 1) violations++
+    if (winners === 0) empty++
+  }
+  for (let r = 0; r < 20; r++) await round()
+  const s = new Series()
+  for (let r = 0; r < profile.raceBlocks; r++)
+    await s.block(observer, round, profile.raceMs / profile.raceBlocks, 5, b.cpu)
+  for (const c of conns) await b.release(c)
+  return { ...s.stats(), claimants, rounds: s.samples.length, violations, empty }
+}
+
+/**
+ * Connections held while the tick runs, read from the pool inside the tick itself: the library
+ * holds none (the claim is one statement), the advisory pattern holds one for the whole tick.
+ */
+export async function connectionsHeld(b: Bench): Promise<Record<string, number>> {
+  const { tickPool: pool, tables } = b
+  const suffix = randomBytes(3).toString('hex')
+  const held = async (run: (tick: () => number) => Promise<unknown>) => {
+    let inTick = -1
+    await run(() => {
+      inTick = pool.totalCount - pool.idleCount
+      return inTick
+    })
+    return inTick
+  }
+  return {
+    claim_win: await held((tick) => withCronLease(pool, `held-${suffix}`, HOUR, tick, { table: tables.win })),
+    plain_win: await held(async (tick) => {
+      if ((await pool.query(plainUpsertSql(tables.plainWin), [`held-${suffix}`, HOUR, HOLDER])).rowCount === 1) tick()
+    }),
+    advisory: await held((tick) => advisoryTick(pool, 'advisory', tick)),
+    shedlock_lose_first: await held(async (tick) => {
+      if (await shedLockClaim(pool, tables.shed, `held-${suffix}`, HOUR, HOLDER, new Set())) tick()
+    }),
+  }
+}
+
+/**
+ * The fleet's claimants: the library as users call it (default options: prepared), the original
+ * package's plain upsert as it sent it (plain text), and the claim with a SKIP LOCKED guard (a
+ * candidate form, sent prepared, not what the library sends).
+ */
+export type FleetKind = 'lease' | 'plain' | 'guarded'
+
+/** One fleet round. */
+export interface FleetResult {
+  kind: FleetKind
+  order: 'lockstep' | 'staggered'
+  jobs: number
+  replicas: number
+  claims: number
+  winners: number
+  ms: number
+  claimsPerSec: number
+  xidsPerClaim: number
+  walPerClaim: number
+  /**
+   * Losing claimants that raced the winner's commit: they passed the check before the winner
+   * committed, then waited on the row lock and locked it, each taking a transaction ID (and WAL)
+   * for nothing. Every xid beyond one per winner is one of these.
+   */
+  lockstepLosers: number
+  /** CPU per claim, in µs: every server process, the claimants' backends alone (null when the server is not local), and this client process. */
+  serverCpuUsPerClaim: number | null
+  backendCpuUsPerClaim: number | null
+  clientCpuUsPerClaim: number
+}
+
+/**
+ * Every replica claims every job once, all at the same time, each on its own connection; the round
+ * is timed until the last claim has answered. Every job's row exists with an expired lease.
+ * `lockstep`: every replica claims the jobs in the same order from the same moment, as replicas
+ * whose schedulers fire the same list at the same second do; `staggered`: each starts at its own
+ * offset.
+ */
+export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 'staggered'): Promise<FleetResult> {
+  const { observer, profile } = b
+  const table = { lease: b.tables.fleetLease, plain: b.tables.fleetPlain, guarded: b.tables.fleetGuarded }[kind]
+  const { fleetJobs: jobs, fleetReplicas: replicas } = profile
+  await observer.query(`TRUNCATE ${quoteTable(table)}`)
+  await observer.query(
+    `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder)
+     SELECT 'job-' || i, clock_timestamp() - interval '1 hour', 'setup' FROM generate_series(0, ${jobs - 1}) AS i`,
+  )
+  await observer.query(`VACUUM ANALYZE ${quoteTable(table)}`)
+  // Every kind starts right after a checkpoint, so each pays the same full-page images.
+  await observer.query('CHECKPOINT')
+  const conns = await Promise.all(Array.from({ length: replicas }, () => b.connect()))
+  const pids = await Promise.all(conns.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid))
+  const backends = backendCpu(pids, b.server.dataDir)
+  const claim = async (c: pg.Client, job: string, holder: string): Promise<boolean> => {
+    if (kind === 'lease') return (await withCronLease(c, job, HOUR, noop, { table, holder })).ran
+    if (kind === 'plain') return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
+    const guarded = { name: 'bench-guarded-claim', text: guardedClaimSql(table), values: [job, HOUR, holder] }
+    return (await c.query(guarded)).rowCount === 1
+  }
+  let winners = 0
+  const cpuBefore = b.cpu?.()
+  const backendsBefore = backends?.()
+  const clientBefore = process.cpuUsage()
+  const before = await mark(observer)
+  const start = clockMs()
+  await Promise.all(
+    conns.map(async (c, r) => {
+      for (let j = 0; j < jobs; j++) {
+        const job = `job-${order === 'staggered' ? (j + Math.floor((r * jobs) / replicas)) % jobs : j}`
+        if (await claim(c, job, `replica-${r}`)) winners++
+      }
+    }),
+  )
+  const ms = clockMs() - start
+  const { xids, wal } = await spent(observer, before)
+  const clientCpu = process.cpuUsage(clientBefore)
+  const serverMs = b.cpu && cpuBefore !== undefined ? cpuMsBetween(cpuBefore, b.cpu()) : null
+  const backendMs = backends && backendsBefore !== undefined ? cpuMsBetween(backendsBefore, backends()) : null
+  for (const c of conns) await b.release(c)
+  const claims = jobs * replicas
+  b.expect(winners === jobs)
+  return {
+    kind,
+    order,
+    jobs,
+    replicas,
+    claims,
+    winners,
+    ms,
+    claimsPerSec: (claims / ms) * 1000,
+    xidsPerClaim: xids / claims,
+    walPerClaim: wal / claims,
+    lockstepLosers: Math.max(0, xids - winners),
+    serverCpuUsPerClaim: serverMs === null ? null : (serverMs / claims) * 1000,
+    backendCpuUsPerClaim: backendMs === null ? null : (backendMs / claims) * 1000,
+    clientCpuUsPerClaim: (clientCpu.user + clientCpu.system) / claims,
+  }
+}
