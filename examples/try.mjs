@@ -26,21 +26,27 @@ const TABLE = `try_cron_leases_${process.pid}`
 const server = await startPostgres()
 console.log(`Postgres: ${server.label}`)
 const pools = []
+// Every pool gets an 'error' listener: without one, an idle connection that the server ends (at
+// shutdown, on a restart) is an uncaught error that ends the process.
+const newPool = (max) => {
+  const pool = new pg.Pool({ connectionString: server.url, max })
+  pool.on('error', () => {})
+  pools.push(pool)
+  return pool
+}
 const timers = []
 const runs = { 'replica-1': 0, 'replica-2': 0, 'replica-3': 0 }
 let skipped = 0
 let stopping
 
 try {
-  const setup = new pg.Pool({ connectionString: server.url, max: 1 })
-  pools.push(setup)
+  const setup = newPool(1)
   await setup.query(createTableSql(TABLE))
   console.log(`3 replicas fire '${JOB}' every second for ${SECONDS} s, each fire 0-100 ms late.`)
   console.log('The lease is 800 ms. Times are the database clock (UTC) at each winning claim.\n')
 
   for (const holder of Object.keys(runs)) {
-    const pool = new pg.Pool({ connectionString: server.url, max: 2 })
-    pools.push(pool)
+    const pool = newPool(2)
     const tick = leasedTick(
       pool,
       JOB,
