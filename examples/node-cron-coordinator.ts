@@ -17,6 +17,7 @@ const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
 await pool.query(CRON_LEASES_TABLE_SQL)
 
 let runs = 0
+const coordinator = leaseCoordinator(pool)
 const task = cron.schedule(
   '* * * * * *',
   () => {
@@ -28,11 +29,14 @@ const task = cron.schedule(
     distributed: true,
     // node-cron passes this to the coordinator as the lease length: about 80% of the interval.
     distributedLease: leaseForInterval(1000),
-    runCoordinator: leaseCoordinator(pool),
+    runCoordinator: coordinator,
   },
 )
+// node-cron does not tell a coordinator whether the task threw; this records failed runs too.
+task.on('execution:failed', coordinator.onExecutionFailed)
 task.on('execution:skipped', (ctx) => {
-  if (ctx.reason === 'coordinator-error') console.error('claim failed; this fire was skipped', ctx.error)
+  if (ctx.reason === 'coordinator-error')
+    console.error('claim failed; this fire was skipped', ctx.error)
 })
 
 setTimeout(async () => {

@@ -11,7 +11,13 @@
  */
 import http from 'node:http'
 import pg from 'pg'
-import { CRON_LEASES_TABLE_SQL, type LeaseInfo, leaseForInterval, listLeases, withCronLease } from 'pg-cron-lease'
+import {
+  CRON_LEASES_TABLE_SQL,
+  type LeaseInfo,
+  leaseForInterval,
+  listLeases,
+  withCronLease,
+} from 'pg-cron-lease'
 
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
@@ -22,7 +28,12 @@ await withCronLease(pool, 'example:prometheus-endpoint', leaseForInterval(60_000
 // Label values escape backslash, double quote and line feed; job names may hold any of them.
 const label = (text: string) => text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
 
-function gauge(name: string, help: string, leases: LeaseInfo[], value: (l: LeaseInfo) => number | null): string[] {
+function gauge(
+  name: string,
+  help: string,
+  leases: LeaseInfo[],
+  value: (l: LeaseInfo) => number | null,
+): string[] {
   const samples = leases.flatMap((l) => {
     const v = value(l)
     // An unknown value (no success yet) is left out, not written as a made-up 0.
@@ -38,12 +49,20 @@ const ageSeconds = (l: LeaseInfo, at: string | null) =>
 async function metrics(): Promise<string> {
   const leases = await listLeases(pool)
   return [
-    ...gauge('pg_cron_lease_overdue', 'Whether the job is overdue (1) or not (0).', leases, (l) => Number(l.overdue)),
-    ...gauge('pg_cron_lease_last_outcome_ok', 'Whether the last run ended ok (1) or failed (0).', leases, (l) =>
-      l.lastOutcome === null ? null : Number(l.lastOutcome === 'ok'),
+    ...gauge('pg_cron_lease_overdue', 'Whether the job is overdue (1) or not (0).', leases, (l) =>
+      Number(l.overdue),
     ),
-    ...gauge('pg_cron_lease_last_success_age_seconds', 'Seconds since the last run that ended ok.', leases, (l) =>
-      ageSeconds(l, l.lastSuccessAt),
+    ...gauge(
+      'pg_cron_lease_last_outcome_ok',
+      'Whether the last run ended ok (1) or failed (0).',
+      leases,
+      (l) => (l.lastOutcome === null ? null : Number(l.lastOutcome === 'ok')),
+    ),
+    ...gauge(
+      'pg_cron_lease_last_success_age_seconds',
+      'Seconds since the last run that ended ok.',
+      leases,
+      (l) => ageSeconds(l, l.lastSuccessAt),
     ),
     '# EOF',
     '',
@@ -56,10 +75,15 @@ const server = http.createServer((request, response) => {
     return
   }
   metrics().then(
-    (body) => response.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(body),
+    (body) =>
+      response
+        .writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' })
+        .end(body),
     // A failed scrape shows up as up == 0 in Prometheus, which is what an alert should see.
     (error) =>
-      response.writeHead(503, { 'content-type': 'text/plain' }).end(`cannot read the leases: ${error.message}\n`),
+      response
+        .writeHead(503, { 'content-type': 'text/plain' })
+        .end(`cannot read the leases: ${error.message}\n`),
   )
 })
 

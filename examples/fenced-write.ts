@@ -1,0 +1,94 @@
+/**
+ * Guarding the tick's own writes with its claim. The fence of renew() and keep-alive does not
+ * cover what the tick writes itself: a tick that lost its lease (it ran past it, and another
+ * replica claimed the job) keeps running until it looks at ctx.signal. A write to the same
+ * database can be fenced on the claim token instead: in one transaction, lock the job's row
+ * FOR SHARE where it still carries this claim, write, commit. Zero rows means another claim took
+ * the lease over, so nothing is written; and while the row is locked, a new claim of the job
+ * waits until the commit, so the write never lands after a successor started.
+ *
+ *   DATABASE_URL=postgres://... npx tsx examples/fenced-write.ts
+ *
+ * It plays both sides in one process: a write under the lease, a rival claim that has to wait
+ * for that write's commit, and a write after the takeover, which is rolled back.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
+import {
+  CRON_LEASES_TABLE_SQL,
+  LEASE,
+  type LeaseContext,
+  releaseLease,
+  withCronLease,
+} from 'pg-cron-lease'
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
+await pool.query(CRON_LEASES_TABLE_SQL)
+await pool.query('CREATE TABLE IF NOT EXISTS example_reports (name text PRIMARY KEY)')
+await pool.query('TRUNCATE example_reports')
+const JOB = 'example:fenced-write'
+await releaseLease(pool, JOB) // a fresh start when run again
+
+/**
+ * Runs `write` in a transaction that commits only while `ctx`'s claim still holds the lease.
+ * Resolves false, having written nothing, when another claim has taken the lease over.
+ */
+async function fencedWrite(
+  ctx: LeaseContext,
+  write: (client: pg.PoolClient) => Promise<void>,
+): Promise<boolean> {
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    const fence = await client.query(
+      `SELECT 1 FROM cron_leases
+       WHERE job_name = $1
+         AND claimed_at = (($2::text)::timestamp AT TIME ZONE INTERVAL '+00:00')
+       FOR SHARE`,
+      [ctx.jobName, ctx.claimToken],
+    )
+    if (fence.rowCount === 0) {
+      await client.query('ROLLBACK') // the lease was taken over: write nothing
+      return false
+    }
+    await write(client) // a new claim of this job waits on the row until COMMIT
+    await client.query('COMMIT')
+    return true
+  } catch (error) {
+    await client.query('ROLLBACK')
+    throw error
+  } finally {
+    client.release()
+  }
+}
+
+const report = (name: string) => async (client: pg.PoolClient) => {
+  await client.query('INSERT INTO example_reports (name) VALUES ($1)', [name])
+}
+
+await withCronLease(pool, JOB, LEASE.HOURLY, async (ctx) => {
+  console.log(
+    `first write: ${(await fencedWrite(ctx, report('first'))) ? 'committed' : 'rolled back'}`,
+  )
+
+  // Stand-in for a tick that ran past its lease: the lease ends now, and a rival replica claims
+  // the job while this tick's second write is open.
+  await releaseLease(pool, JOB)
+  let rival: Promise<{ ran: boolean }> | undefined
+  const second = await fencedWrite(ctx, async (client) => {
+    rival = withCronLease(pool, JOB, LEASE.HOURLY, () => {}, { holder: 'rival' })
+    const early = await Promise.race([rival.then(() => 'answered'), sleep(300, 'waiting')])
+    console.log(`rival claim while the second write is open: ${early}`)
+    await report('second')(client)
+  })
+  console.log(`second write: ${second ? 'committed' : 'rolled back'}`)
+  console.log(`rival claim after the commit: ${(await rival)?.ran ? 'won' : 'lost'}`)
+
+  const third = await fencedWrite(ctx, report('third'))
+  console.log(`third write: ${third ? 'committed' : 'rolled back: the lease was taken over'}`)
+})
+
+const { rows } = await pool.query('SELECT name FROM example_reports ORDER BY name')
+console.log(`reports written: ${rows.map((r) => r.name).join(', ')}`)
+await pool.query('DROP TABLE example_reports')
+await pool.end()

@@ -1,0 +1,297 @@
+/**
+ * The docs, checked like code. Every relative link in README.md, CONTRIBUTING.md, CHANGELOG.md and
+ * docs/*.md resolves to a file (and to a heading, for a `#anchor`); the README stays short and
+ * names the whole API; prose wraps at 100 characters; every fenced block names its language; and
+ * every ```ts or ```js block either type-checks against the library (with the free names declared
+ * in PRELUDE below) or opens with `// excerpt of examples/<file>` and is a run of consecutive lines
+ * of that file, which the examples test executes. CONTRIBUTING.md states the same rules.
+ */
+import assert from 'node:assert/strict'
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs'
+import path from 'node:path'
+import { describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import ts from 'typescript'
+import { claimSql } from '../../src/sql.ts'
+import { LEASE_OPTION_KEYS } from '../../src/types.ts'
+
+const root = fileURLToPath(new URL('../..', import.meta.url))
+const DOCS = [
+  'README.md',
+  'CONTRIBUTING.md',
+  'CHANGELOG.md',
+  ...readdirSync(path.join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`),
+]
+// The changelog's entries are one line each, as written when each change lands.
+const WRAPPED = DOCS.filter((file) => file !== 'CHANGELOG.md')
+const README_MAX_LINES = 400
+// Prose and tables wrap at 100 characters; ts and js code may reach 120, the formatter's width.
+// Other blocks hold what cannot wrap: a crontab line, a command's real output.
+const MAX_WIDTH = 100
+const MAX_CODE_WIDTH = 120
+const LANGUAGES = new Set(['ts', 'js', 'sh', 'sql', 'text', 'ini', 'json', 'yaml', 'prisma'])
+const CODE_WIDTH = (lang: string) => (lang === 'ts' || lang === 'js' ? MAX_CODE_WIDTH : Infinity)
+const EXCERPT = /^\/\/ excerpt of (examples\/\S+)$/
+
+/**
+ * Names the docs' code blocks use without defining them: the application's own functions and
+ * objects around the library. Everything the library exports is imported by the blocks
+ * themselves, so a renamed export or a changed signature fails here.
+ */
+const PRELUDE = `
+declare const pool: import('pg').Pool
+declare const client: import('pg').PoolClient
+declare const knex: import('knex').Knex
+declare const prisma: { $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T> }
+declare const alerts: { send(jobName: string, error: unknown): void }
+declare const tracer: { startSpan(name: string, options?: object): { end(): void } }
+declare function pendingBatches(): Promise<string[]>
+declare function importBatch(batch: string, options?: { signal?: AbortSignal }): Promise<void>
+declare function chargeCustomers(options?: { signal?: AbortSignal }): Promise<void>
+declare function exportEverything(options: { signal: AbortSignal }): Promise<void>
+declare function sendReport(): Promise<void>
+declare function refreshCache(): Promise<void>
+declare function buildReports(): Promise<void>
+declare function sweep(): Promise<void>
+declare function sync(options?: { signal?: AbortSignal }): Promise<void>
+declare function compact(): Promise<void>
+declare function cleanup(): Promise<void>
+declare function sendDigest(): Promise<void>
+declare function sendInvoices(): Promise<void>
+declare function closeLedger(client: import('pg').PoolClient): Promise<void>
+`
+
+interface Doc {
+  file: string
+  lines: string[]
+  /** GitHub's anchor for each heading. */
+  anchors: Set<string>
+  links: { target: string; line: number }[]
+  blocks: { lang: string; body: string[]; line: number }[]
+  /** The language of each line (1-based) inside a fenced block, fences included. */
+  fenced: Map<number, string>
+}
+
+/** GitHub's heading anchor: lower case, punctuation dropped, spaces as hyphens. */
+function slug(heading: string): string {
+  return heading
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\p{M}\p{Pc} -]/gu, '')
+    .replace(/ /g, '-')
+}
+
+function readDoc(file: string): Doc {
+  const lines = readFileSync(path.join(root, file), 'utf8').replace(/\n$/, '').split('\n')
+  const doc: Doc = { file, lines, anchors: new Set(), links: [], blocks: [], fenced: new Map() }
+  const seen = new Map<string, number>()
+  let block: Doc['blocks'][number] | undefined
+  for (const [i, line] of lines.entries()) {
+    const fence = /^(\s*)(```|~~~)(.*)$/.exec(line)
+    if (block) {
+      doc.fenced.set(i + 1, block.lang)
+      if (fence && fence[3] === '') {
+        doc.blocks.push(block)
+        block = undefined
+      } else block.body.push(line)
+      continue
+    }
+    if (fence) {
+      block = { lang: fence[3]!.trim(), body: [], line: i + 1 }
+      doc.fenced.set(i + 1, block.lang)
+      continue
+    }
+    const heading = /^#{1,6}\s+(.*?)\s*#*$/.exec(line)
+    if (heading) {
+      const base = slug(heading[1]!)
+      const n = seen.get(base) ?? 0
+      seen.set(base, n + 1)
+      doc.anchors.add(n === 0 ? base : `${base}-${n}`)
+    }
+    // Links outside code spans: [text](target) and ![alt](target), and [label]: target.
+    const prose = line.replace(/`[^`]*`/g, '')
+    for (const m of prose.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) doc.links.push({ target: m[1]!, line: i + 1 })
+    const reference = /^\s*\[[^\]]+\]:\s*(\S+)/.exec(prose)
+    if (reference) doc.links.push({ target: reference[1]!, line: i + 1 })
+  }
+  assert.equal(block, undefined, `${file}: a code block opened at line ${block?.line} is never closed`)
+  return doc
+}
+
+const docs = new Map(DOCS.map((file) => [file, readDoc(file)]))
+
+describe('the docs hold together', () => {
+  test(`README.md is at most ${README_MAX_LINES} lines and opens with a table of contents`, () => {
+    const readme = docs.get('README.md')!
+    assert.ok(readme.lines.length <= README_MAX_LINES, `README.md has ${readme.lines.length} lines`)
+    const firstSection = readme.lines.findIndex((line) => line.startsWith('## '))
+    const contents = readme.lines.slice(0, firstSection).filter((line) => /^- \[.+\]\(#.+\)$/.test(line))
+    assert.ok(contents.length >= 8, 'a list of links to the sections before the first section')
+  })
+
+  test('every relative link resolves to a file, and every #anchor to a heading of that file', () => {
+    const broken: string[] = []
+    for (const doc of docs.values()) {
+      for (const { target, line } of doc.links) {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue // https:, mailto:
+        const [file = '', anchor] = target.split('#')
+        const resolved =
+          file === '' ? doc.file : path.posix.normalize(path.posix.join(path.posix.dirname(doc.file), file))
+        const where = `${doc.file}:${line} → ${target}`
+        if (!existsSync(path.join(root, resolved))) {
+          broken.push(`${where}: no file ${resolved}`)
+          continue
+        }
+        if (anchor === undefined) continue
+        const linked = docs.get(resolved) ?? (resolved.endsWith('.md') ? readDoc(resolved) : undefined)
+        if (!linked || statSync(path.join(root, resolved)).isDirectory()) broken.push(`${where}: not a document`)
+        else if (!linked.anchors.has(anchor)) broken.push(`${where}: no heading #${anchor} in ${resolved}`)
+      }
+    }
+    assert.deepEqual(broken, [])
+  })
+
+  test(`prose and tables wrap at ${MAX_WIDTH} characters, ts and js code at ${MAX_CODE_WIDTH}`, () => {
+    const wide = WRAPPED.flatMap((file) => {
+      const doc = docs.get(file)!
+      return doc.lines.flatMap((line, i) => {
+        const width = [...line].length
+        const lang = doc.fenced.get(i + 1)
+        const max = lang === undefined ? MAX_WIDTH : CODE_WIDTH(lang)
+        return width > max ? [`${file}:${i + 1} (${width} > ${max})`] : []
+      })
+    })
+    assert.deepEqual(wide, [])
+  })
+
+  test(`every fenced block names its language, one of ${[...LANGUAGES].join(', ')}`, () => {
+    const unnamed = [...docs.values()].flatMap((doc) =>
+      doc.blocks.filter((b) => !LANGUAGES.has(b.lang)).map((b) => `${doc.file}:${b.line} ('${b.lang}')`),
+    )
+    assert.deepEqual(unnamed, [])
+  })
+})
+
+describe('the README describes the library as it is', () => {
+  const readme = docs.get('README.md')!
+  const section = (heading: string) => {
+    const start = readme.lines.indexOf(`## ${heading}`)
+    assert.ok(start >= 0, `README.md has a section ## ${heading}`)
+    const end = readme.lines.findIndex((line, i) => i > start && line.startsWith('## '))
+    return readme.lines.slice(start, end < 0 ? undefined : end).join('\n')
+  }
+
+  test('the API section names every export of src/index.ts, and every option of withCronLease', () => {
+    const index = readFileSync(path.join(root, 'src/index.ts'), 'utf8')
+    const exported = [...index.matchAll(/export (?:type )?\{([^}]*)\}/g)].flatMap((m) =>
+      m[1]!
+        .split(',')
+        .map((name) => name.replace(/^\s*type\s+/, '').trim())
+        .filter(Boolean),
+    )
+    assert.ok(exported.length > 30, `${exported.length} exports found`)
+    const api = section('API')
+    const missing = [...exported, ...LEASE_OPTION_KEYS].filter((name) => !api.includes(`\`${name}`))
+    assert.deepEqual(missing, [])
+  })
+
+  test('the statement under "How it works" is the claim the library sends', () => {
+    const block = readme.blocks.find((b) => b.lang === 'sql' && b.body[0]?.startsWith('INSERT INTO'))
+    assert.equal(block?.body.join('\n'), claimSql('cron_leases'))
+  })
+})
+
+describe('every ts and js block runs or compiles', () => {
+  const blocks = [...docs.values()].flatMap((doc) =>
+    doc.blocks.filter((b) => b.lang === 'ts' || b.lang === 'js').map((b) => ({ ...b, file: doc.file })),
+  )
+
+  test('an excerpt is a run of consecutive lines of the examples/ file it names', () => {
+    const mismatched: string[] = []
+    for (const block of blocks) {
+      const source = EXCERPT.exec(block.body[0] ?? '')?.[1]
+      if (source === undefined) continue
+      const at = `${block.file}:${block.line}`
+      if (!source.startsWith('examples/') || !existsSync(path.join(root, source))) {
+        mismatched.push(`${at}: no file ${source}`)
+        continue
+      }
+      const lines = readFileSync(path.join(root, source), 'utf8').split('\n')
+      if (!containsRun(lines, block.body.slice(1))) mismatched.push(`${at}: not a run of lines of ${source}`)
+    }
+    assert.deepEqual(mismatched, [])
+  })
+
+  test('every other block type-checks against the library, under the project tsconfig', () => {
+    const checked = blocks.filter((b) => !EXCERPT.test(b.body[0] ?? ''))
+    const dir = path.join(root, 'docs', '.blocks')
+    const files = new Map<string, string>([[path.join(dir, 'prelude.d.ts'), PRELUDE]])
+    const origin = new Map<string, string>()
+    for (const block of checked) {
+      const name = `${block.file.replace(/[/.]/g, '_')}_${block.line}.${block.lang === 'js' ? 'mjs' : 'mts'}`
+      // `export {}` makes each block a module: its own names shadow the prelude's.
+      files.set(path.join(dir, name), `${block.body.join('\n')}\nexport {}\n`)
+      origin.set(path.join(dir, name), `${block.file}:${block.line + 1}`)
+    }
+    const diagnostics = typeCheck(files)
+    const messages = diagnostics.map((d) => {
+      const text = ts.flattenDiagnosticMessageText(d.messageText, '\n')
+      if (!d.file || d.start === undefined) return text
+      const { line } = d.file.getLineAndCharacterOfPosition(d.start)
+      const block = origin.get(path.normalize(d.file.fileName))
+      if (!block) return `${d.file.fileName}:${line + 1}: ${text}`
+      const [file, first] = block.split(':')
+      return `${file}:${Number(first) + line}: ${text}`
+    })
+    assert.deepEqual(messages, [])
+    assert.ok(checked.length >= 10, `${checked.length} blocks checked`)
+  })
+})
+
+/** Whether `run` appears in `lines` as consecutive lines, all shifted by one indentation. */
+function containsRun(lines: string[], run: string[]): boolean {
+  if (run.length === 0) return false
+  for (let start = 0; start + run.length <= lines.length; start++) {
+    const first = lines[start]!
+    if (!first.endsWith(run[0]!)) continue
+    const indent = first.slice(0, first.length - run[0]!.length)
+    if (indent.trim() !== '') continue
+    if (run.every((line, k) => lines[start + k] === (line === '' ? '' : indent + line))) return true
+  }
+  return false
+}
+
+/** Type-checks in-memory files with the project's compiler options (JS with checkJs). */
+function typeCheck(files: Map<string, string>): readonly ts.Diagnostic[] {
+  const configPath = path.join(root, 'tsconfig.json')
+  const config = ts.getParsedCommandLineOfConfigFile(
+    configPath,
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => assert.fail(ts.flattenDiagnosticMessageText(d.messageText, '\n')),
+    },
+  )!
+  const options: ts.CompilerOptions = { ...config.options, noEmit: true, allowJs: true, checkJs: true }
+  const host = ts.createCompilerHost(options)
+  const read = host.readFile.bind(host)
+  const exists = host.fileExists.bind(host)
+  const getSourceFile = host.getSourceFile.bind(host)
+  host.readFile = (f) => files.get(path.normalize(f)) ?? read(f)
+  host.fileExists = (f) => files.has(path.normalize(f)) || exists(f)
+  host.getSourceFile = (f, languageVersion, ...rest) => {
+    const text = files.get(path.normalize(f))
+    return text === undefined
+      ? getSourceFile(f, languageVersion, ...rest)
+      : ts.createSourceFile(f, text, languageVersion, true)
+  }
+  const program = ts.createProgram({ rootNames: [...files.keys()], options, host })
+  const own = new Set(files.keys())
+  return ts
+    .getPreEmitDiagnostics(program)
+    .filter((d) => d.file === undefined || own.has(path.normalize(d.file.fileName)))
+}
