@@ -5,14 +5,15 @@
  * database can be fenced on the claim token instead: in one transaction, lock the job's row
  * FOR SHARE where it still carries this claim, write, commit. Zero rows means another claim took
  * the lease over, so nothing is written; and while the row is locked, a new claim of the job
- * waits until the commit, so the write never lands after a successor started.
+ * cannot win (it skips the locked row and loses), so the write never lands after a successor
+ * started.
  *
  *   DATABASE_URL=postgres://... npx tsx examples/fenced-write.ts
  *
- * It plays both sides in one process: a write under the lease, a rival claim that has to wait
- * for that write's commit, and a write after the takeover, which is rolled back.
+ * It plays both sides in one process: a write under the lease, a rival claim that loses while a
+ * fenced write holds the row, the same rival winning once it is committed, and a write after that
+ * takeover, which is rolled back.
  */
-import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import {
   CRON_LEASES_TABLE_SQL,
@@ -51,7 +52,7 @@ async function fencedWrite(
       await client.query('ROLLBACK') // the lease was taken over: write nothing
       return false
     }
-    await write(client) // a new claim of this job waits on the row until COMMIT
+    await write(client) // until COMMIT, a new claim of this job skips the row and loses
     await client.query('COMMIT')
     return true
   } catch (error) {
@@ -74,15 +75,16 @@ await withCronLease(pool, JOB, LEASE.HOURLY, async (ctx) => {
   // Stand-in for a tick that ran past its lease: the lease ends now, and a rival replica claims
   // the job while this tick's second write is open.
   await releaseLease(pool, JOB)
-  let rival: Promise<{ ran: boolean }> | undefined
+  const rivalClaims = async () =>
+    (await withCronLease(pool, JOB, LEASE.HOURLY, () => {}, { holder: 'rival' })).ran
+      ? 'won'
+      : 'lost'
   const second = await fencedWrite(ctx, async (client) => {
-    rival = withCronLease(pool, JOB, LEASE.HOURLY, () => {}, { holder: 'rival' })
-    const early = await Promise.race([rival.then(() => 'answered'), sleep(300, 'waiting')])
-    console.log(`rival claim while the second write is open: ${early}`)
+    console.log(`rival claim while the second write is open: ${await rivalClaims()}`)
     await report('second')(client)
   })
   console.log(`second write: ${second ? 'committed' : 'rolled back'}`)
-  console.log(`rival claim after the commit: ${(await rival)?.ran ? 'won' : 'lost'}`)
+  console.log(`rival claim after the commit: ${await rivalClaims()}`)
 
   const third = await fencedWrite(ctx, report('third'))
   console.log(`third write: ${third ? 'committed' : 'rolled back: the lease was taken over'}`)

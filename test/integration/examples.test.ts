@@ -118,7 +118,7 @@ describe('every example runs against the test database and exits by itself', () 
     assert.equal(run.stdout.at(-1), `stopped after ${ran} runs`, detail)
   })
 
-  test('the fenced write commits under the lease, holds off a rival claim until its commit, and writes nothing after a takeover', async () => {
+  test('the fenced write commits under the lease, makes a rival claim lose while it holds the row, and writes nothing after a takeover', async () => {
     // Twice: the example starts from a released lease, so it can run again on the same database.
     for (let i = 0; i < 2; i++) {
       const run = await runExample('fenced-write.ts')
@@ -126,7 +126,7 @@ describe('every example runs against the test database and exits by itself', () 
       assert.equal(run.stderr, '')
       assert.deepEqual(run.stdout, [
         'first write: committed',
-        'rival claim while the second write is open: waiting',
+        'rival claim while the second write is open: lost',
         'second write: committed',
         'rival claim after the commit: won',
         'third write: rolled back: the lease was taken over',
