@@ -16,8 +16,8 @@
 import os from 'node:os'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
-import { Cleanups, parseMajor, startServer } from '../scripts/lifecycle.ts'
-import { findPgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../test/helpers/pgbouncer.ts'
+import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
+import { findPgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../dev/pgbouncer.ts'
 import {
   bouncerCases,
   type Case,

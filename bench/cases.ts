@@ -6,11 +6,12 @@
  */
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
-import type { Cleanups } from '../scripts/lifecycle.ts'
+import type { Cleanups } from '../dev/lifecycle.ts'
+import { advisoryTick, plainUpsertSql, shedLockClaim, waitingClaimSql } from '../dev/peers.ts'
+import type { Server } from '../dev/postgres.ts'
 import { createTableSql, quoteTable, withCronLease } from '../src/index.ts'
 import { isUnprepared, runStatement } from '../src/query.ts'
 import { renewSql } from '../src/sql.ts'
-import type { Server } from '../test/helpers/postgres.ts'
 import {
   backendCpu,
   type CpuMark,
@@ -22,7 +23,6 @@ import {
   serverCpu,
   spent,
 } from './measure.ts'
-import { advisoryTick, plainUpsertSql, shedLockClaim, waitingClaimSql } from './peers.ts'
 
 /** How long each part runs. */
 export interface Profile {

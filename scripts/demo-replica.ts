@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import cron from 'node-cron'
 import pg from 'pg'
-import { advisoryTick } from '../bench/peers.ts'
+import { advisoryTick } from '../dev/peers.ts'
 import { leaseForInterval, withCronLease } from '../src/index.ts'
 
 /**

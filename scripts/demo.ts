@@ -17,6 +17,7 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
+import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
 import { createTableSql, quoteTable } from '../src/index.ts'
 import type { FromReplica, Mode, Plan, ToReplica } from './demo-replica.ts'
 import {
@@ -29,7 +30,6 @@ import {
   timelineHeader,
   timelineRow,
 } from './demo-view.ts'
-import { Cleanups, parseMajor, startServer } from './lifecycle.ts'
 
 const MODES: Mode[] = ['none', 'advisory', 'lease']
 const TICK_MS = 50

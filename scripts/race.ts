@@ -11,9 +11,9 @@
  */
 import { parseArgs } from 'node:util'
 import pg from 'pg'
-import { findPgBouncer, pgbouncerMissing, startPgBouncer } from '../test/helpers/pgbouncer.ts'
-import { freshTable, type Server, startTestServer } from '../test/helpers/postgres.ts'
-import { type RaceReport, race } from '../test/helpers/race.ts'
+import { findPgBouncer, pgbouncerMissing, startPgBouncer } from '../dev/pgbouncer.ts'
+import { freshTable, type Server, startTestServer } from '../dev/postgres.ts'
+import { type RaceReport, race } from '../dev/race.ts'
 
 function usage(message: string): never {
   console.error(

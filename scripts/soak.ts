@@ -4,10 +4,10 @@
  * prints one row per job. Exits 1 on a duplicate, an unexplained miss or a claim error, 2 on a usage error.
  */
 import { parseArgs } from 'node:util'
-import { startPgBouncer } from '../test/helpers/pgbouncer.ts'
-import { startTestServer } from '../test/helpers/postgres.ts'
-import { formatReport } from '../test/soak/check.ts'
-import { runSoak } from '../test/soak/run.ts'
+import { startPgBouncer } from '../dev/pgbouncer.ts'
+import { startTestServer } from '../dev/postgres.ts'
+import { formatReport } from '../dev/soak/check.ts'
+import { runSoak } from '../dev/soak/run.ts'
 
 // The floors: four replicas leave three to compete while one is killed, and 15 s leave a steady
 // window of several intervals of the slowest job after start-up and before shutdown.

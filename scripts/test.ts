@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { startTestServer } from '../test/helpers/postgres.ts'
+import { startTestServer } from '../dev/postgres.ts'
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

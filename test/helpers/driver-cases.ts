@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, afterEach, before, describe, test } from 'node:test'
+import { expireLease } from '../../dev/postgres.ts'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from '../../src/index.ts'
 import { createTableSql, quoteTable, withCronLease } from '../../src/index.ts'
-import { expireLease } from './postgres.ts'
 
 /** One replica's session on the database. */
 export interface Claimant {

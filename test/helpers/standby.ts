@@ -26,7 +26,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { assertMajor, embeddedBinaries, freePort, type Major } from './postgres.ts'
+import { assertMajor, embeddedBinaries, freePort, type Major } from '../../dev/postgres.ts'
 
 /**
  * How the primary replicates. `async`: no synchronous standby, a commit is acknowledged once it is

@@ -7,8 +7,8 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
+import { freshTable, testPool } from '../../dev/postgres.ts'
 import { type LeaseContext, listLeases, pauseJob, releaseLease, resumeJob, withCronLease } from '../../src/index.ts'
-import { freshTable, testPool } from '../helpers/postgres.ts'
 
 let operator: pg.Pool
 let replica: pg.Pool

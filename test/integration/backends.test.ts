@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { assertMajor, requestedMajor, startTestcontainers, testDatabaseUrl } from '../helpers/postgres.ts'
+import { assertMajor, requestedMajor, startTestcontainers, testDatabaseUrl } from '../../dev/postgres.ts'
 
 describe('the test database helper', () => {
   test('the server is the major version asked for, and a mismatch is an error', async () => {

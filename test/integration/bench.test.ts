@@ -11,9 +11,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, test } from 'node:test'
+import { pgbouncerMissing, pgbouncerVersion } from '../../dev/pgbouncer.ts'
+import { CI, testDatabaseUrl } from '../../dev/postgres.ts'
 import { finished } from '../helpers/child.ts'
-import { pgbouncerMissing, pgbouncerVersion } from '../helpers/pgbouncer.ts'
-import { CI, testDatabaseUrl } from '../helpers/postgres.ts'
 
 /** Tags open and close in order (a small well-formedness check; the chart has no comments or CDATA). */
 function assertBalancedTags(svg: string): void {

@@ -7,8 +7,8 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import diagnostics from 'node:diagnostics_channel'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
+import { expireLease, freshTable, testPool } from '../../dev/postgres.ts'
 import { CHANNELS, type ClaimMessage, listLeases, type RenewMessage, withCronLease } from '../../src/index.ts'
-import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 
 const TOKEN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
 const TICK_EVENTS = ['start', 'end', 'asyncStart', 'asyncEnd', 'error'] as const

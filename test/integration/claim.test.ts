@@ -2,9 +2,9 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
+import { expireLease, freshTable, testPool } from '../../dev/postgres.ts'
+import { race } from '../../dev/race.ts'
 import { withCronLease } from '../../src/index.ts'
-import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
-import { race } from '../helpers/race.ts'
 
 let pool: pg.Pool
 let table: string

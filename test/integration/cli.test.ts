@@ -13,10 +13,10 @@ import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import type pg from 'pg'
 import { build, type UserConfig } from 'tsdown'
+import { expireLease, freePort, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { createTableSql, type LeaseInfo, listLeases, pauseJob, withCronLease } from '../../src/index.ts'
 import config from '../../tsdown.config.ts'
 import { finished } from '../helpers/child.ts'
-import { expireLease, freePort, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
 
 /** An ANSI SGR sequence (colour on or off) with the given code, or any code. */

@@ -5,9 +5,9 @@ import { readFileSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import pg from 'pg'
+import { testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { CRON_LEASES_TABLE_SQL, createTableSql, upgradeTableSql, withCronLease } from '../../src/index.ts'
 import { finished } from '../helpers/child.ts'
-import { testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url))
 const ORIGINAL_SHAPE = (table: string) =>

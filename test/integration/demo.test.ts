@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { describe, test } from 'node:test'
-import { testDatabaseUrl } from '../helpers/postgres.ts'
+import { testDatabaseUrl } from '../../dev/postgres.ts'
 
 interface Run {
   child: ChildProcess

@@ -23,9 +23,9 @@ import { drizzle } from 'drizzle-orm/node-postgres'
 import knexFactory from 'knex'
 import pg from 'pg'
 import postgres from 'postgres'
+import { freshTable, testDatabaseUrl } from '../../dev/postgres.ts'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
 import { type Claimant, type Driver, direct, driverCases, type Session } from '../helpers/driver-cases.ts'
-import { freshTable, testDatabaseUrl } from '../helpers/postgres.ts'
 import { fromKnex } from '../helpers/recipes.ts'
 
 /** A driver on the test server: an admin pool for setup and inspection, and how to open a claimant. */

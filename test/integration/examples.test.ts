@@ -11,8 +11,8 @@ import os from 'node:os'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type pg from 'pg'
+import { testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { finished } from '../helpers/child.ts'
-import { testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import { parseExposition } from '../helpers/prometheus.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))

@@ -8,8 +8,8 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import postgres from 'postgres'
+import { requestedMajor } from '../../dev/postgres.ts'
 import { createTableSql, type Queryable, withCronLease } from '../../src/index.ts'
-import { requestedMajor } from '../helpers/postgres.ts'
 import { queryOnce, type ReplicaSet, type ReplicationMode, startReplicaSet, waitFor } from '../helpers/standby.ts'
 
 const major = requestedMajor() ?? 18

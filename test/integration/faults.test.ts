@@ -7,8 +7,6 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
-import { holdClaim } from '../helpers/held-claim.ts'
 import {
   expireLease,
   freshTable,
@@ -16,7 +14,9 @@ import {
   startEmbedded,
   testDatabaseUrl,
   testPool,
-} from '../helpers/postgres.ts'
+} from '../../dev/postgres.ts'
+import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
+import { holdClaim } from '../helpers/held-claim.ts'
 import { lossyProxy } from '../helpers/proxy.ts'
 
 let admin: pg.Pool

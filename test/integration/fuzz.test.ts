@@ -9,10 +9,10 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import fc from 'fast-check'
 import pg from 'pg'
+import { expireLease, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { monotonicMs } from '../../src/context.ts'
 import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../src/index.ts'
 import { type HeldClaim, tryHoldClaim } from '../helpers/held-claim.ts'
-import { expireLease, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import { ALWAYS_FITS_BYTES, isJobName, isTableName, utf8Bytes } from '../helpers/rules.ts'
 
 // Everything runs in a private database, so a random name can never meet another test's table.

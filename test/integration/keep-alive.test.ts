@@ -4,8 +4,8 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import type pg from 'pg'
+import { expireLease, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { type LeaseContext, type Queryable, withCronLease } from '../../src/index.ts'
-import { expireLease, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let table: string

@@ -7,9 +7,9 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { Cron } from 'croner'
 import type pg from 'pg'
+import { freshTable, testPool } from '../../dev/postgres.ts'
 import { type LeasedTick, leasedTick } from '../../src/index.ts'
 import { assertExactlyOnce, readRuns, recordRun, runsTable } from '../helpers/occurrences.ts'
-import { freshTable, testPool } from '../helpers/postgres.ts'
 
 const INTERVAL_MS = 1000
 const LEASE_MS = 800

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
+import { freshTable, testPool } from '../../dev/postgres.ts'
 import { withCronLease } from '../../src/index.ts'
 import { quoteTable } from '../../src/sql.ts'
-import { freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let table: string

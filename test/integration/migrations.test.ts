@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url'
 import knexFactory from 'knex'
 import { runner } from 'node-pg-migrate'
 import pg from 'pg'
+import { testDatabaseUrl } from '../../dev/postgres.ts'
 import { withCronLease } from '../../src/index.ts'
-import { testDatabaseUrl } from '../helpers/postgres.ts'
 import { fromKnex } from '../helpers/recipes.ts'
 
 const fixtures = (tool: string) => fileURLToPath(new URL(`../fixtures/migrations/${tool}`, import.meta.url))

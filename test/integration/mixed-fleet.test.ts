@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
-import { plainUpsertSql } from '../../bench/peers.ts'
+import { plainUpsertSql } from '../../dev/peers.ts'
+import { expireLease, freshTable, testPool } from '../../dev/postgres.ts'
 import { quoteTable, withCronLease } from '../../src/index.ts'
 import { holdClaim } from '../helpers/held-claim.ts'
-import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let table: string

@@ -9,9 +9,9 @@ import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import cron from 'node-cron'
 import type pg from 'pg'
+import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { leaseCoordinator } from '../../src/index.ts'
 import { assertExactlyOnce, databaseMs, readRuns, recordRun, runsTable } from '../helpers/occurrences.ts'
-import { freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 const INTERVAL_MS = 1000
 const LEASE_MS = 800

@@ -9,6 +9,7 @@ import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import cron from 'node-cron'
 import type pg from 'pg'
+import { expireLease, freshTable, testPool } from '../../dev/postgres.ts'
 import {
   CHANNELS,
   type ClaimMessage,
@@ -21,7 +22,6 @@ import {
   upgradeTableSql,
   withCronLease,
 } from '../../src/index.ts'
-import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 import { installSkew } from '../helpers/skew-clock.ts'
 
 let pool: pg.Pool

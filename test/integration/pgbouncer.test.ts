@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import pg from 'pg'
+import { type PgBouncer, pgbouncerMissing, startPgBouncer } from '../../dev/pgbouncer.ts'
+import { CI, expireLease, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
+import { race } from '../../dev/race.ts'
+import { assertCleanSoak } from '../../dev/soak/assert.ts'
+import { runSoak } from '../../dev/soak/run.ts'
 import { withCronLease } from '../../src/index.ts'
-import { type PgBouncer, pgbouncerMissing, startPgBouncer } from '../helpers/pgbouncer.ts'
-import { CI, expireLease, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
-import { race } from '../helpers/race.ts'
-import { assertCleanSoak } from '../soak/assert.ts'
-import { runSoak } from '../soak/run.ts'
 
 // Locally the suite may skip, and says why; under CI a missing PgBouncer is a failing test.
 const missing = pgbouncerMissing()

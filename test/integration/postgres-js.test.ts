@@ -7,9 +7,9 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
 import postgres from 'postgres'
+import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { fromPostgresJs, quoteTable, withCronLease } from '../../src/index.ts'
 import { claimSql, renewSql } from '../../src/sql.ts'
-import { freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let sql: postgres.Sql

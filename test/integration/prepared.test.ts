@@ -12,6 +12,9 @@ import { after, before, describe, test } from 'node:test'
 import { PGlite } from '@electric-sql/pglite'
 import pg from 'pg'
 import postgres from 'postgres'
+import { type PgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../../dev/pgbouncer.ts'
+import { CI, expireLease, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
+import { race } from '../../dev/race.ts'
 import {
   CHANNELS,
   createTableSql,
@@ -29,10 +32,7 @@ import { isUnprepared } from '../../src/query.ts'
 import { claimSql, extendSql, recordOutcomeSql, renewSql } from '../../src/sql.ts'
 import { finished } from '../helpers/child.ts'
 import { runsTable } from '../helpers/occurrences.ts'
-import { type PgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../helpers/pgbouncer.ts'
-import { CI, expireLease, freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 import type { ReplicaReport } from '../helpers/prepared-replica.ts'
-import { race } from '../helpers/race.ts'
 
 const HOUR = 3_600_000
 const BEAT = { everyMs: 5, extendMs: 20_000 }

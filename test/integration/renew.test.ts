@@ -2,9 +2,9 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
+import { freshTable, testPool } from '../../dev/postgres.ts'
 import { type LeaseContext, withCronLease } from '../../src/index.ts'
 import { holdClaim as heldClaim } from '../helpers/held-claim.ts'
-import { freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let table: string

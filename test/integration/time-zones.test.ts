@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
+import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { listLeases, withCronLease } from '../../src/index.ts'
-import { freshTable, testDatabaseUrl, testPool } from '../helpers/postgres.ts'
 
 // POSIX-form zones are the ones Postgres 18 lets redefine 'UTC' and 'Z' for the session; a named
 // zone and odd output styles must not matter either.

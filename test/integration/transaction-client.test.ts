@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
+import { expireLease, freshTable, testPool } from '../../dev/postgres.ts'
 import { quoteTable, withCronLease } from '../../src/index.ts'
-import { expireLease, freshTable, testPool } from '../helpers/postgres.ts'
 
 let pool: pg.Pool
 let table: string

@@ -8,7 +8,7 @@ import {
   type KillRecord,
   missedInGap,
   type RunRecord,
-} from '../soak/check.ts'
+} from '../../dev/soak/check.ts'
 
 const I = 1000
 const job: JobSpec = { name: 'job', intervalMs: I, leaseMs: 800 }

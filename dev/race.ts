@@ -4,8 +4,8 @@
  * expired; exactly one must win.
  */
 
-import type { Queryable } from '../../src/index.ts'
-import { withCronLease } from '../../src/index.ts'
+import type { Queryable } from '../src/index.ts'
+import { withCronLease } from '../src/index.ts'
 import { expireLease } from './postgres.ts'
 
 export interface RaceReport {

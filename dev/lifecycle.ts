@@ -2,7 +2,7 @@
  * Start-up and shut-down shared by `npm run demo` and `npm run bench`: a Postgres to run against,
  * and one cleanup that runs on completion, Ctrl-C or SIGTERM.
  */
-import { type Major, type Server, startEmbedded } from '../test/helpers/postgres.ts'
+import { type Major, type Server, startEmbedded } from './postgres.ts'
 
 /**
  * `--pg` as a major version the embedded servers provide.

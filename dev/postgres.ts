@@ -12,8 +12,8 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
-import type { Queryable } from '../../src/index.ts'
-import { quoteTable } from '../../src/sql.ts'
+import type { Queryable } from '../src/index.ts'
+import { quoteTable } from '../src/sql.ts'
 
 export const CI = process.env.CI === 'true'
 export type Major = 14 | 18
@@ -208,7 +208,7 @@ export async function testPool(options: pg.PoolConfig = {}): Promise<pg.Pool> {
 
 /** A fresh lease table with a unique name, so test files never share rows. */
 export async function freshTable(db: pg.Pool, prefix = 'leases'): Promise<string> {
-  const { createTableSql } = await import('../../src/index.ts')
+  const { createTableSql } = await import('../src/index.ts')
   const table = `${prefix}_${randomBytes(5).toString('hex')}`
   await db.query(createTableSql(table))
   return table
