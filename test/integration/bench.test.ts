@@ -70,7 +70,7 @@ describe('the benchmark runs and writes its results', () => {
         assert.equal(race.extra.violations, 0, `${race.id}: no round had two winners`)
         assert.equal(race.extra.emptyRounds, 0, `${race.id}: every round had a winner`)
       }
-      for (const kind of ['lease', 'plain', 'guarded']) {
+      for (const kind of ['lease', 'plain', 'waiting']) {
         const f = report.fleet[kind]
         assert.equal(f.winners, f.jobs, `the fleet: one winner per job (${kind})`)
         assert.ok(Number.isInteger(f.lockstepLosers) && f.lockstepLosers >= 0, `${kind}: lockstep losers counted`)
@@ -78,6 +78,10 @@ describe('the benchmark runs and writes its results', () => {
       const { lease, plain } = report.fleet
       assert.ok(plain.lockstepLosers >= plain.claims - plain.winners, 'every plain-upsert loser locked the row')
       assert.ok(lease.lockstepLosers < plain.lockstepLosers, "the library's guard spares most losers the lock")
+      assert.ok(
+        lease.lockstepLosers <= report.fleet.waiting.lockstepLosers,
+        'skipping a locked row spares the losers that waiting on it did not',
+      )
       assert.equal(report.connectionsHeld.advisory, 1, 'the advisory pattern holds a connection during the tick')
       assert.equal(report.connectionsHeld.claim_win, 0, 'the lease holds no connection during the tick')
 
