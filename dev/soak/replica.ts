@@ -1,5 +1,5 @@
 /**
- * One replica of the soak, run as its own process (`node --import tsx test/soak/replica.ts`) with
+ * One replica of the soak, run as its own process (`node --import tsx dev/soak/replica.ts`) with
  * its own pool. It schedules every job the way a cron library does, from its own wall clock: the
  * next multiple of the interval, then a random drift of up to `driftFraction` of the interval. When
  * its clock is skewed (the skew-clock preload) it fires at another phase, as a real replica would.

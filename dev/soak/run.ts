@@ -64,7 +64,7 @@ export interface SoakResult {
 }
 
 const REPLICA = fileURLToPath(new URL('./replica.ts', import.meta.url))
-const SKEW_PRELOAD = new URL('../helpers/skew-clock.ts', import.meta.url).href
+const SKEW_PRELOAD = new URL('../skew-clock.ts', import.meta.url).href
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -1,7 +1,7 @@
 /**
  * One replica as its own process, for the multi-process scheduler tests: a node-cron 4 task that
  * fires every second, coordinated by `leaseCoordinator`, whose body records a run. Run it with
- * `node --import tsx [--import ./test/helpers/skew-clock.ts] test/helpers/cron-replica.ts`.
+ * `node --import tsx [--import ./dev/skew-clock.ts] test/helpers/cron-replica.ts`.
  *
  * Environment: DATABASE_URL, LEASE_TABLE, RUNS_TABLE, JOB, HOLDER, LEASE_MS.
  * Prints one JSON line `{"ready":true,"now":...}` once scheduled, one `{"firstKey":...}` at its

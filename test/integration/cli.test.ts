@@ -549,7 +549,7 @@ describe('status shows who holds each lease, by the database clock', () => {
     const table = await severalJobs()
     // The bin runs with its Date shifted by an hour, as on a replica or laptop with a wrong clock.
     const skewed = {
-      NODE_OPTIONS: `--import tsx --import ${path.join(ROOT, 'test/helpers/skew-clock.ts')}`,
+      NODE_OPTIONS: `--import tsx --import ${path.join(ROOT, 'dev/skew-clock.ts')}`,
       SKEW_MS: String(3_600_000),
     }
     const clockLine = (text: string) => text.replace(new RegExp(ISO_MICROS, 'g'), 'T')

@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
 import { freshTable, testPool } from '../../dev/postgres.ts'
+import { installSkew } from '../../dev/skew-clock.ts'
 import { createTableSql, type LeaseInfo, listLeases, quoteTable, withCronLease } from '../../src/index.ts'
-import { installSkew } from '../helpers/skew-clock.ts'
 
 const ISO_MICROS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
 

@@ -108,7 +108,7 @@ async function runProcesses(skews: number[]) {
   const url = await testDatabaseUrl()
   const replicas: Replica[] = skews.map((skewMs, i) => {
     const args = ['--import', 'tsx']
-    if (skewMs !== 0) args.push('--import', './test/helpers/skew-clock.ts')
+    if (skewMs !== 0) args.push('--import', './dev/skew-clock.ts')
     const child = spawn(process.execPath, [...args, 'test/helpers/cron-replica.ts'], {
       cwd: root,
       stdio: ['pipe', 'pipe', 'pipe'],

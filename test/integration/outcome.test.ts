@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import cron from 'node-cron'
 import type pg from 'pg'
 import { expireLease, freshTable, testPool } from '../../dev/postgres.ts'
+import { installSkew } from '../../dev/skew-clock.ts'
 import {
   CHANNELS,
   type ClaimMessage,
@@ -22,7 +23,6 @@ import {
   upgradeTableSql,
   withCronLease,
 } from '../../src/index.ts'
-import { installSkew } from '../helpers/skew-clock.ts'
 
 let pool: pg.Pool
 let table: string

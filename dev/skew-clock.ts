@@ -1,5 +1,5 @@
 /**
- * Preload (`node --import ./test/helpers/skew-clock.ts`) that moves this process's wall clock by
+ * Preload (`node --import ./dev/skew-clock.ts`) that moves this process's wall clock by
  * `SKEW_MS` milliseconds, the way a replica with a wrong clock sees time: `Date` and
  * `Date.now()` are shifted; the database clock is not. Used to prove the lease never trusts it.
  */
