@@ -9,7 +9,7 @@ import type pg from 'pg'
 import postgres from 'postgres'
 import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { fromPostgresJs, quoteTable, withCronLease } from '../../src/index.ts'
-import { claimSql, renewSql } from '../../src/sql.ts'
+import { claimSql, recordOutcomeSql, renewSql } from '../../src/sql.ts'
 
 let pool: pg.Pool
 let sql: postgres.Sql
@@ -105,7 +105,10 @@ describe("fromPostgresJs prepares exactly when the postgres.js instance's prepar
           result: true,
         })
         assert.deepEqual(await withCronLease(db, job, 60_000, () => 'twice', { table }), { ran: false, result: null })
-        assert.deepEqual(await preparedHere(one), expected ? [claimSql(table), renewSql(table)].sort() : [])
+        assert.deepEqual(
+          await preparedHere(one),
+          expected ? [claimSql(table), recordOutcomeSql(table), renewSql(table)].sort() : [],
+        )
       } finally {
         await one.end({ timeout: 5 })
       }
