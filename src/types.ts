@@ -9,8 +9,9 @@ export interface QueryResultLike {
 
 /**
  * Anything that runs a parameterised statement: a `pg` Pool, Client or PoolClient, a transaction
- * client, PGlite, or a small adapter (see `fromPostgresJs`). The library only ever calls
- * `query(text, params)` with positional `$n` parameters, never a named (prepared) statement.
+ * client, PGlite, or a small adapter (see `fromPostgresJs`). The library calls
+ * `query(text, params)` with positional `$n` parameters; only a `pg` Pool, Client or PoolClient
+ * is also sent `query({ name, text, values })`, a named prepared statement (see `prepare`).
  *
  * @example
  * import pg from 'pg'
