@@ -150,7 +150,7 @@ const CLAIM_TOKEN = isoText('claimed_at')
 /**
  * A timestamptz as ISO-8601 UTC text with microseconds, the claim token's format. The shift to UTC
  * is by an interval, not a zone name: on Postgres 18 the abbreviations of a POSIX-form session
- * zone (`SET TimeZone = 'UTC+3'`) take precedence, so `AT TIME ZONE 'UTC'` would mean UTC+3.
+ * zone (`SET TimeZone = 'UTC+3'`) take precedence, so the zone named UTC would mean UTC+3.
  */
 function isoText(expression: string): string {
   return `to_char(${expression} AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
