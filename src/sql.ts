@@ -192,9 +192,10 @@ function pausedUntil(alias: string): string {
  *     lock wins, or, if it fails, the occurrence is missed rather than run twice.
  * - `ON CONFLICT … WHERE lease_until <= clock_timestamp()`: the atomic arbiter, as in the original
  *   package's statement; only a claimant that still sees an expired lease under the row lock wins.
- * - Each branch reads the clock once, so the lease lasts exactly `$2` ms from `claimed_at`; the
- *   update branch reads it when it wins, so a claimant that waited on the first insert still gets
- *   its whole lease.
+ * - `claimed_at` (the claim token) is read once, just before the claimant tries. The insert branch
+ *   measures the lease from it, exactly `$2` ms. The update branch measures it from when it wins
+ *   (never less than `$2` ms from `claimed_at`), so a claimant that waited on a racing first insert
+ *   still gets its whole lease; without a subquery for it, which every loser would pay to set up.
  * - The SQL carries no comments: it is sent on every tick by every replica.
  */
 export function claimSql(table: string): string {
@@ -208,10 +209,9 @@ WHERE CASE
   ELSE EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
 END
 ON CONFLICT (job_name) DO UPDATE
-SET (lease_until, claimed_at) = (
-    SELECT clock.at + $2::integer * interval '1 millisecond', clock.at FROM (SELECT clock_timestamp() AS at) AS clock
-  ),
-  holder = EXCLUDED.holder
+SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
+  holder = EXCLUDED.holder,
+  claimed_at = EXCLUDED.claimed_at
 WHERE ${t}.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
