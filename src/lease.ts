@@ -32,14 +32,20 @@ import { checkLeaseArgs } from './validate.js'
  *   }),
  * )
  */
-export async function withCronLease<T>(
+export function withCronLease<T>(
   db: Queryable,
   jobName: string,
   leaseMs: number,
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  return runLease(checkLeaseArgs(db, jobName, leaseMs, runTick, opts))
+  let run: LeaseRun<T>
+  try {
+    run = checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
+  } catch (error) {
+    return Promise.reject(error)
+  }
+  return runLease(run)
 }
 
 /** Everything one run needs, already validated: what `checkLeaseArgs` returns. */
@@ -53,11 +59,17 @@ export interface LeaseRun<T> extends ClaimRequest {
 /**
  * The one run path behind `withCronLease` and `leasedTick`: claim, run the tick with its context,
  * record the outcome. Arguments must already be validated.
+ *
+ * The losing path (every tick of every replica but one) is kept to plain promise steps, and so is
+ * everything it calls: each `async` layer costs turns of the microtask queue, and with many cron
+ * jobs those add up against a claim that is itself one short round trip.
  */
-export async function runLease<T>(run: LeaseRun<T>): Promise<LeaseOutcome<T>> {
+export function runLease<T>(run: LeaseRun<T>): Promise<LeaseOutcome<T>> {
+  return claim(run).then((claimed) => (claimed.won ? runClaimed(run, claimed) : { ran: false, result: null }))
+}
+
+async function runClaimed<T>(run: LeaseRun<T>, { claimToken, sentAt }: Claimed): Promise<LeaseOutcome<T>> {
   const { db, table, jobName, leaseMs, holder, keepAlive, prepare } = run
-  const { won, claimToken, sentAt } = await claim(run)
-  if (!won) return { ran: false, result: null }
   if (keepAlive && claimToken === null) {
     throw new TypeError(
       `pg-cron-lease: keepAlive cannot fence the lease for '${jobName}': the claim's result had no row to read ` +
@@ -99,6 +111,13 @@ export interface ClaimRequest {
   prepare: boolean
 }
 
+/** A claim's answer: whether it won, its token, and when it was sent (`monotonicMs()`). */
+export interface Claimed {
+  won: boolean
+  claimToken: string | null
+  sentAt: number
+}
+
 // Jobs whose claims currently show this replica's clock off by more than 10% of the lease.
 const skewedJobs = new Set<string>()
 
@@ -107,17 +126,18 @@ const skewedJobs = new Set<string>()
  * runLease and leaseCoordinator (which runs no tick itself), so there is one claim path.
  * Arguments must already be validated. A driver error or an unreadable result rejects.
  */
-export async function claim(
-  request: ClaimRequest,
-): Promise<{ won: boolean; claimToken: string | null; sentAt: number }> {
-  const { db, table, jobName, leaseMs, holder, logger, prepare } = request
+export function claim(request: ClaimRequest): Promise<Claimed> {
+  const { db, table, jobName, leaseMs, holder, prepare } = request
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  const { matched: won, claimToken } = readResult(
-    await runStatement(db, tickStatements(table).claim, [jobName, leaseMs, holder], prepare),
-    jobName,
-    'claimed',
+  return runStatement(db, tickStatements(table).claim, [jobName, leaseMs, holder], prepare).then((result) =>
+    readClaim(request, result, sentAt, sentWallMs),
   )
+}
+
+function readClaim(request: ClaimRequest, result: unknown, sentAt: number, sentWallMs: number): Claimed {
+  const { jobName, leaseMs, holder, logger } = request
+  const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
   const receivedWallMs = Date.now()
   const clockOffsetMs = won && claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))

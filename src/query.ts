@@ -59,26 +59,30 @@ function inTransaction(db: object): boolean {
  * Runs one statement: prepared when `prepare` is on and `db` is `pg` outside a transaction, plain
  * text otherwise, and plain text again at once when a pooler refuses the prepared form.
  */
-export async function runStatement(
+export function runStatement(
   db: Queryable,
   text: string,
   params: unknown[],
   prepare: boolean,
 ): Promise<QueryResultLike> {
-  if (!prepare || unprepared.has(db) || !isPg(db) || inTransaction(db)) return db.query(text, params)
-  const named = db as unknown as {
-    query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
-  }
+  // Not async, as it runs on every claim (see runLease); a driver that throws instead of
+  // rejecting still gives a rejection.
   try {
-    return await named.query({ name: statementName(text), text, values: params })
+    if (!prepare || unprepared.has(db) || !isPg(db) || inTransaction(db)) return Promise.resolve(db.query(text, params))
+    const named = db as unknown as {
+      query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
+    }
+    return named.query({ name: statementName(text), text, values: params }).then(undefined, (error: unknown) => {
+      if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error
+      unprepared.add(db)
+      return db.query(text, params)
+    })
   } catch (error) {
-    if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error
-    unprepared.add(db)
-    return db.query(text, params)
+    return Promise.reject(error)
   }
 }
 
-/** Whether `db` has fallen back to plain text for good (for tests and the benchmark). */
+/** Whether `db` has fallen back to plain text for good (for the tests). */
 export function isUnprepared(db: Queryable): boolean {
   return unprepared.has(db)
 }

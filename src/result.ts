@@ -14,23 +14,26 @@ export type Reading = { matched: false; claimToken: null } | { matched: true; cl
  */
 export function readResult(result: unknown, jobName: string, action: string): Reading {
   const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
-  const cannotTell = (why: string): never => {
-    throw new TypeError(
-      `pg-cron-lease: cannot tell whether the lease for '${jobName}' was ${action}: ${why}, got ${formatValue(result)}`,
-    )
-  }
   const counted = rowCount !== undefined && rowCount !== null
   const listed = Array.isArray(rows)
-  if (!counted && !listed) cannotTell("the driver's result has neither a rowCount nor a rows array")
+  if (!counted && !listed)
+    failReading(result, jobName, action, "the driver's result has neither a rowCount nor a rows array")
   // job_name is the key, so a statement matches at most one row: any other count is a driver this
   // code misreads, and taking it for a win could run a tick twice.
-  if (counted && rowCount !== 0 && rowCount !== 1) cannotTell('its rowCount is not 0 or 1')
-  if (listed && rows.length > 1) cannotTell(`it has ${rows.length} rows`)
-  if (counted && listed && rowCount !== rows.length) cannotTell('its rowCount and its rows disagree')
+  if (counted && rowCount !== 0 && rowCount !== 1) failReading(result, jobName, action, 'its rowCount is not 0 or 1')
+  if (listed && rows.length > 1) failReading(result, jobName, action, `it has ${rows.length} rows`)
+  if (counted && listed && rowCount !== rows.length)
+    failReading(result, jobName, action, 'its rowCount and its rows disagree')
   const matched = counted ? rowCount === 1 : (rows as unknown[]).length === 1
   if (!matched) return { matched, claimToken: null }
   const first: unknown = Array.isArray(rows) ? rows[0] : undefined
   const token = (first as { claimed_at?: unknown } | undefined)?.claimed_at
   // Only text can carry the microseconds; a Date (a driver that parsed it) would fence on a rounded value.
   return { matched, claimToken: typeof token === 'string' && token.length > 0 ? token : null }
+}
+
+function failReading(result: unknown, jobName: string, action: string, why: string): never {
+  throw new TypeError(
+    `pg-cron-lease: cannot tell whether the lease for '${jobName}' was ${action}: ${why}, got ${formatValue(result)}`,
+  )
 }
