@@ -5,6 +5,9 @@
  *   npm run bench -- [--quick] [--pg 18|14] [--json PATH] [--svg PATH]
  *                    [--fleet-jobs N] [--fleet-order lockstep|staggered]
  *
+ * It measures the package as users install it: its build (dist/, which `npm run bench` rebuilds
+ * first); with `node --conditions=pg-cron-lease-source` it measures the source instead.
+ *
  * An embedded Postgres 18 by default (`--pg 14` for 14); `DATABASE_URL` targets another server
  * (tables with unique names are created and dropped). PgBouncer, when installed, is started in
  * transaction mode in front of it. Writes a table to the terminal, the numbers to
@@ -13,7 +16,10 @@
  *
  * The cases are in cases.ts, the targets and the table in report.ts.
  */
+import { readdirSync, statSync } from 'node:fs'
 import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
@@ -59,6 +65,17 @@ if (fleetOrder !== 'lockstep' && fleetOrder !== 'staggered') {
 }
 const jsonPath = values.json ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json')
 const svgPath = values.svg ?? (quick ? 'bench/results/quick.svg' : 'docs/bench.svg')
+const library = path.relative(process.cwd(), fileURLToPath(import.meta.resolve('pg-cron-lease')))
+// A build older than the source would measure code that is no longer there.
+if (library.startsWith('dist')) {
+  const built = statSync(library).mtimeMs
+  const stale = readdirSync('src', { recursive: true, encoding: 'utf8' }).filter(
+    (file) => statSync(path.join('src', file)).mtimeMs > built,
+  )
+  if (stale.length > 0) {
+    throw new Error(`${library} is older than src/${stale[0]}: run npm run build (npm run bench does)`)
+  }
+}
 const loadAtStart = os.loadavg()
 const log = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -71,6 +88,7 @@ const serverVersion = String(versionRows[0].server_version)
 log(
   `pg-cron-lease bench${quick ? ' (--quick)' : ''}: Postgres ${serverVersion}, Node ${process.versions.node}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), load average ${loadAtStart.map((n) => n.toFixed(2)).join(' ')}`,
 )
+log(`measuring ${library}`)
 if (server.dataDir) log(`embedded Postgres ${server.major} on 127.0.0.1:${server.port}, data in ${server.dataDir}`)
 
 // PgBouncer with fewer server connections than its pool has clients, so the pool meets a refusal
@@ -171,6 +189,7 @@ const results: Results = {
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
     loadAverage: { start: loadAtStart, end: os.loadavg() },
     unexpectedOutcomes: bench.unexpected,
+    library,
   },
   floor: { p50: floor.p50, p90: floor.p90, p99: floor.p99, opsPerSec: floor.opsPerSec },
   rows,

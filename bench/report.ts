@@ -55,6 +55,8 @@ export interface Results {
     /** os.loadavg() when the run started and when it ended. */
     loadAverage: { start: number[]; end: number[] }
     unexpectedOutcomes: number
+    /** The module measured: dist/index.mjs (the build), or src/index.ts. */
+    library: string
   }
   floor: { p50: number; p90: number; p99: number; opsPerSec: number }
   rows: Row[]
