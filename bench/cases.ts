@@ -13,7 +13,7 @@ import type { Cleanups } from '../dev/lifecycle.ts'
 import { advisoryTick, plainUpsertSql, shedLockClaim, waitingClaimSql } from '../dev/peers.ts'
 import type { Server } from '../dev/postgres.ts'
 import { runStatement } from '../src/query.ts'
-import { renewSql } from '../src/sql.ts'
+import { claimSql, renewSql } from '../src/sql.ts'
 import {
   backendCpu,
   type CpuMark,
@@ -245,6 +245,37 @@ export function singleCases(b: Bench): Case[] {
       group: 'diagnostic',
       unit: 'claim',
       op: async () => expect(!(await claim('held', HOUR, t.lose, false)).ran),
+    },
+    {
+      // The same statement without the library around it: what the validation, the promise steps
+      // and reading the result add.
+      id: 'claim_lose_statement',
+      label: 'claim, losing: its statement alone (named, pool.query)',
+      group: 'diagnostic',
+      unit: 'claim',
+      op: async () =>
+        expect(
+          (await pool.query({ name: 'bench-claim-statement', text: claimSql(t.lose), values: ['held', HOUR, HOLDER] }))
+            .rowCount === 0,
+        ),
+    },
+    {
+      // The claim of 2.0, whose guard has no FOR UPDATE SKIP LOCKED branch: what that branch costs a
+      // loser, which still sets it up (see the fleet round for what it saves).
+      id: 'claim_lose_waiting',
+      label: 'claim of 2.0, losing (named, pool.query)',
+      group: 'diagnostic',
+      unit: 'claim',
+      op: async () =>
+        expect(
+          (
+            await pool.query({
+              name: 'bench-waiting-statement',
+              text: waitingClaimSql(t.lose),
+              values: ['held', HOUR, HOLDER],
+            })
+          ).rowCount === 0,
+        ),
     },
     {
       // The least any claim has to do: read the job's row with a parameterised statement.

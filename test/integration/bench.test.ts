@@ -54,6 +54,9 @@ describe('the benchmark runs and writes its results', () => {
       for (const id of ['select1', 'claim_win', 'claim_lose', 'renew', 'plain_win', 'plain_lose', 'advisory']) {
         assert.ok(ids.includes(id), `the report has a row for ${id}`)
       }
+      for (const id of ['claim_lose_statement', 'claim_lose_waiting', 'select_held']) {
+        assert.ok(ids.includes(id), `the report has the diagnostic row ${id}`)
+      }
       for (const id of ['shedlock_lose_first', 'race10_lease', 'race50_lease', 'race10_plain', 'race50_plain']) {
         assert.ok(ids.includes(id), `the report has a row for ${id}`)
       }
