@@ -5,18 +5,37 @@
  */
 import type pg from 'pg'
 import { quoteTable } from '../src/index.ts'
+import { claimSql } from '../src/sql.ts'
+
+/**
+ * A statement builder that builds once per table, as a program holds its statement in a constant:
+ * rebuilding the text on every call would charge the pattern for string work the library, which
+ * also builds its statements once per table, never does.
+ */
+function oncePerTable(build: (table: string) => string): (table: string) => string {
+  const texts = new Map<string, string>()
+  return (table) => {
+    let text = texts.get(table)
+    if (text === undefined) {
+      text = build(table)
+      texts.set(table, text)
+    }
+    return text
+  }
+}
 
 /**
  * The plain single upsert, as the original package wrote it: `INSERT … VALUES … ON CONFLICT DO
  * UPDATE … WHERE lease_until <= clock_timestamp()`. It returns the same claim token as the
- * library's statement, so the two differ only by the library's `WHERE NOT EXISTS` guard. A losing
- * claim still takes the row lock (a transaction ID, WAL, a commit flush) before its WHERE fails.
+ * library's statement, so the two differ by the library's guard and by how each reads the clock.
+ * A losing claim still takes the row lock (a transaction ID, WAL, a commit flush) before its WHERE
+ * fails.
  * Parameters: $1 job name, $2 lease in ms, $3 holder.
  *
  * @example
  * await pool.query(plainUpsertSql('cron_leases'), ['report', 50_000, 'replica-1'])
  */
-export function plainUpsertSql(table: string): string {
+export const plainUpsertSql = oncePerTable((table) => {
   const t = quoteTable(table)
   return `INSERT INTO ${t} (job_name, lease_until, holder, claimed_at)
 VALUES ($1::text, clock_timestamp() + $2::integer * interval '1 millisecond', $3::text, clock_timestamp())
@@ -24,31 +43,25 @@ ON CONFLICT (job_name) DO UPDATE
   SET lease_until = EXCLUDED.lease_until, holder = EXCLUDED.holder, claimed_at = EXCLUDED.claimed_at
   WHERE ${t}.lease_until <= clock_timestamp()
 RETURNING to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS claimed_at`
-}
+})
 
 /**
- * The claim of 2.0, kept for comparison in the fleet round: the same statement without the
- * `FOR UPDATE SKIP LOCKED` in its guard. A claimant that passed its check while another claim was
- * in flight waits on the row lock, then locks the row itself for nothing (a transaction ID and WAL
- * for a loss): the "lockstep losers" the current claim avoids. Parameters as above.
+ * The claim with the guard of 2.0, kept for comparison: the library's statement, but with the guard
+ * 2.0 had, `WHERE NOT EXISTS (held lease)`, instead of the one with `FOR UPDATE SKIP LOCKED`. A
+ * claimant that passed its check while another claim was in flight waits on the row lock, then
+ * locks the row itself for nothing (a transaction ID and WAL for a loss): the "lockstep losers"
+ * the current guard avoids. Parameters as above.
  *
  * @example
  * await pool.query({ name: 'waiting', text: waitingClaimSql('cron_leases'), values: ['report', 50_000, 'replica-1'] })
  */
-export function waitingClaimSql(table: string): string {
-  const t = quoteTable(table)
-  return `INSERT INTO ${t} (job_name, lease_until, holder, claimed_at)
-SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
-FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until > clock_timestamp())
-ON CONFLICT (job_name) DO UPDATE
-SET (lease_until, claimed_at) = (
-    SELECT clock.at + $2::integer * interval '1 millisecond', clock.at FROM (SELECT clock_timestamp() AS at) AS clock
-  ),
-  holder = EXCLUDED.holder
-WHERE ${t}.lease_until <= clock_timestamp()
-RETURNING claimed_at::text AS claimed_at`
-}
+export const waitingClaimSql = oncePerTable((table) => {
+  const claim = claimSql(table)
+  const guard = `WHERE NOT EXISTS (SELECT 1 FROM ${quoteTable(table)} WHERE job_name = $1::text AND lease_until > clock_timestamp())\n`
+  const text = claim.replace(/^WHERE CASE\n[\s\S]*?^END\n/m, guard)
+  if (text === claim) throw new Error("waitingClaimSql: the claim's guard (WHERE CASE … END) was not found")
+  return text
+})
 
 /**
  * ShedLock's two statements (its plain JDBC storage): insert the lock row; when it already exists,
@@ -57,10 +70,10 @@ RETURNING claimed_at::text AS claimed_at`
  * @example
  * await pool.query(shedLockInsertSql('cron_leases'), ['report', 50_000, 'replica-1'])
  */
-export function shedLockInsertSql(table: string): string {
-  return `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder, claimed_at)
-VALUES ($1::text, clock_timestamp() + $2::integer * interval '1 millisecond', $3::text, clock_timestamp())`
-}
+export const shedLockInsertSql = oncePerTable(
+  (table) => `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder, claimed_at)
+VALUES ($1::text, clock_timestamp() + $2::integer * interval '1 millisecond', $3::text, clock_timestamp())`,
+)
 
 /**
  * ShedLock's takeover of an expired lock row. Parameters as above.
@@ -68,11 +81,11 @@ VALUES ($1::text, clock_timestamp() + $2::integer * interval '1 millisecond', $3
  * @example
  * await pool.query(shedLockUpdateSql('cron_leases'), ['report', 50_000, 'replica-1'])
  */
-export function shedLockUpdateSql(table: string): string {
-  return `UPDATE ${quoteTable(table)}
+export const shedLockUpdateSql = oncePerTable(
+  (table) => `UPDATE ${quoteTable(table)}
 SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond', holder = $3::text, claimed_at = clock_timestamp()
-WHERE job_name = $1::text AND lease_until <= clock_timestamp()`
-}
+WHERE job_name = $1::text AND lease_until <= clock_timestamp()`,
+)
 
 /**
  * ShedLock-style claim. `knownRows` plays ShedLock's in-process registry of rows it has already
