@@ -58,7 +58,7 @@ RETURNING to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 export const waitingClaimSql = oncePerTable((table) => {
   const claim = claimSql(table)
   const guard = `WHERE NOT EXISTS (SELECT 1 FROM ${quoteTable(table)} WHERE job_name = $1::text AND lease_until > clock_timestamp())\n`
-  const text = claim.replace(/^WHERE CASE\n[\s\S]*?^END\n/m, guard)
+  const text = claim.replace(/^WHERE CASE[\s\S]*?^END\n/m, guard)
   if (text === claim) throw new Error("waitingClaimSql: the claim's guard (WHERE CASE … END) was not found")
   return text
 })

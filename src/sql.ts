@@ -182,14 +182,14 @@ function pausedUntil(alias: string): string {
  * The claim: one statement, no explicit transaction. Parameters: $1 job name, $2 lease in whole
  * milliseconds, $3 holder. Returns one row (the claim token) to the single winner, none to losers.
  *
- * - The guard in `WHERE CASE …` decides who may try at all, and a loser that stops there inserts
- *   nothing and locks nothing: no transaction ID, no WAL, no commit flush.
- *   - A lease that is visibly held: lose.
- *   - No row yet (the job's first claim): try; racers of the first claim queue on the insert.
- *   - An expired row: try only if this claimant can lock it now (`FOR UPDATE SKIP LOCKED`). A
- *     claimant that finds it locked, in practice by a claim racing it, loses at once instead of
- *     waiting for that claim's commit and then locking the row for nothing; the claim holding the
- *     lock wins, or, if it fails, the occurrence is missed rather than run twice.
+ * - The guard in `WHERE CASE …` reads the job's row once and decides who may try at all; a loser
+ *   that stops there inserts nothing and locks nothing: no transaction ID, no WAL, no commit flush.
+ *   - A lease that is visibly held (true): lose.
+ *   - No row yet (NULL, the job's first claim): try; racers of the first claim queue on the insert.
+ *   - An expired row (false): try only if this claimant can lock it now (`FOR UPDATE SKIP
+ *     LOCKED`). A claimant that finds it locked, in practice by a claim racing it, loses at once
+ *     instead of waiting for that claim's commit and then locking the row for nothing; the claim
+ *     holding the lock wins, or, if it fails, the occurrence is missed rather than run twice.
  * - `ON CONFLICT … WHERE lease_until <= clock_timestamp()`: the atomic arbiter, as in the original
  *   package's statement; only a claimant that still sees an expired lease under the row lock wins.
  * - `claimed_at` (the claim token) is read once, just before the claimant tries. The insert branch
@@ -203,10 +203,10 @@ export function claimSql(table: string): string {
   return `INSERT INTO ${t} (job_name, lease_until, holder, claimed_at)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
 FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE CASE
-  WHEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until > clock_timestamp()) THEN false
-  WHEN NOT EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text) THEN true
-  ELSE EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+WHERE CASE (SELECT lease_until > clock_timestamp() FROM ${t} WHERE job_name = $1::text)
+  WHEN true THEN false
+  WHEN false THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+  ELSE true
 END
 ON CONFLICT (job_name) DO UPDATE
 SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',

@@ -53,10 +53,10 @@ describe('the claim is one atomic upsert that losers do not write', () => {
 
   test('the insert is tried only when no unexpired lease is visible, and an expired row only when it can be locked now', () => {
     assert.ok(
-      statements.claim.includes(`WHERE CASE
-  WHEN EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text AND lease_until > clock_timestamp()) THEN false
-  WHEN NOT EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text) THEN true
-  ELSE EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+      statements.claim.includes(`WHERE CASE (SELECT lease_until > clock_timestamp() FROM "cron_leases" WHERE job_name = $1::text)
+  WHEN true THEN false
+  WHEN false THEN EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+  ELSE true
 END
 ON CONFLICT (job_name) DO UPDATE`),
     )
