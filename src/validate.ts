@@ -197,18 +197,21 @@ export function checkLeaseArgs<T, K extends string = (typeof LEASE_OPTION_KEYS)[
   const ms = checkMs(leaseMs, 'leaseMs')
   const tick = checkFunction<(ctx: LeaseContext) => Promise<T> | T>(runTick, 'runTick')
   const options = checkOptions(opts, keys) as Partial<Record<K | (typeof LEASE_OPTION_KEYS)[number], unknown>>
+  // An option is checked only when it is given. This runs on every tick, each time with cold
+  // caches, where calling a check that has nothing to check costs more than the check itself.
+  const { holder, table, logger, keepAlive, prepare, record, everyMs } = options
   return {
     db: queryable,
     jobName: job,
     leaseMs: ms,
     runTick: tick,
-    holder: checkHolder(options.holder),
-    table: checkTable(options.table),
-    logger: checkLogger(options.logger),
-    keepAlive: checkKeepAlive(options.keepAlive, ms),
-    prepare: checkBoolean(options.prepare, 'opts.prepare', true),
-    record: checkBoolean(options.record, 'opts.record', true),
-    everyMs: checkEveryMs(options.everyMs, ms),
+    holder: checkHolder(holder),
+    table: table === undefined ? DEFAULT_TABLE : checkTable(table),
+    logger: logger === undefined ? undefined : checkLogger(logger),
+    keepAlive: keepAlive === undefined ? undefined : checkKeepAlive(keepAlive, ms),
+    prepare: prepare === undefined ? true : checkBoolean(prepare, 'opts.prepare', true),
+    record: record === undefined ? true : checkBoolean(record, 'opts.record', true),
+    everyMs: everyMs === undefined ? intervalOfLease(ms) : checkEveryMs(everyMs, ms),
     options,
   }
 }
