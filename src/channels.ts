@@ -1,6 +1,6 @@
 /**
  * Observability through `node:diagnostics_channel`. Messages are built only when someone
- * subscribes, so an unobserved claim pays one property read and allocates nothing.
+ * subscribes, so an unobserved claim pays one property read.
  */
 import diagnostics from 'node:diagnostics_channel'
 
@@ -69,22 +69,12 @@ const claimChannel = diagnostics.channel(CHANNELS.claim)
 const renewChannel = diagnostics.channel(CHANNELS.renew)
 const tickChannel = diagnostics.tracingChannel<unknown, TickMessage & object>(CHANNELS.tick)
 
-/** Whether anyone listens to the claim channel; build the message only then. */
-export function claimObserved(): boolean {
-  return claimChannel.hasSubscribers
+export function publishClaim(message: () => ClaimMessage): void {
+  if (claimChannel.hasSubscribers) claimChannel.publish(message())
 }
 
-export function publishClaim(message: ClaimMessage): void {
-  claimChannel.publish(message)
-}
-
-/** Whether anyone listens to the renew channel; build the message only then. */
-export function renewObserved(): boolean {
-  return renewChannel.hasSubscribers
-}
-
-export function publishRenew(message: RenewMessage): void {
-  renewChannel.publish(message)
+export function publishRenew(message: () => RenewMessage): void {
+  if (renewChannel.hasSubscribers) renewChannel.publish(message())
 }
 
 /**

@@ -2,7 +2,7 @@
  * The tick's context: the fenced renew, the abort signal, and the keep-alive beats that run while
  * the tick does.
  */
-import { publishRenew, renewObserved } from './channels.js'
+import { publishRenew } from './channels.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { tickStatements } from './sql.js'
@@ -82,7 +82,7 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
       jobName,
       'renewed',
     )
-    if (renewObserved()) publishRenew({ jobName, holder, renewed, ms })
+    publishRenew(() => ({ jobName, holder, renewed, ms }))
     if (!renewed) lose('it expired or another claim replaced it')
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
     return renewed

@@ -1,4 +1,4 @@
-import { claimObserved, publishClaim, traceTick } from './channels.js'
+import { publishClaim, traceTick } from './channels.js'
 import { type Claim, monotonicMs, openContext } from './context.js'
 import { recordOutcome, type Settled, warn } from './outcome.js'
 import { runStatement } from './query.js'
@@ -140,7 +140,7 @@ function readClaim(request: ClaimRequest, result: unknown, sentAt: number, sentW
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
   const receivedWallMs = Date.now()
   const clockOffsetMs = won && claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
-  if (claimObserved()) publishClaim({ jobName, holder, won, claimToken, clockOffsetMs })
+  publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
   if (!won) logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
   if (clockOffsetMs !== null) {
     // Only what the round trip cannot explain counts: half of it, plus the wall clock's 1 ms step.

@@ -36,9 +36,17 @@ function readOrFail(value: unknown, key: string, name: string, rule: string): un
 // In a `u` regular expression a paired surrogate is one code point, so only a lone half matches.
 const LONE_SURROGATE = /\p{Surrogate}/u
 
-// Names already accepted, as for tables below: the same few names come back on every tick. Only
-// short ones are kept, so the memory held stays small whatever names a process sees.
+// Job and table names already accepted: the same few come back on every tick, and checking one
+// again costs more than looking it up. Bounded, as a process may see many (a fuzz test does), and
+// only short names are kept, so the memory held stays small whatever names a process sees.
 const acceptedJobNames = new Set<string>()
+const acceptedTables = new Set<string>()
+
+function remember(accepted: Set<string>, value: string): void {
+  if (value.length > 200) return
+  if (accepted.size >= 1000) accepted.clear()
+  accepted.add(value)
+}
 
 export function checkJobName(jobName: unknown, name = 'jobName'): string {
   if (typeof jobName === 'string' && acceptedJobNames.has(jobName)) return jobName
@@ -51,10 +59,7 @@ export function checkJobName(jobName: unknown, name = 'jobName'): string {
   // No length limit here: the name is the primary key, and whether a long one fits the index
   // depends on how well it compresses, which only the server knows. One that does not fit makes
   // the claim reject with the server's error (54000), before anything is written.
-  if (jobName.length <= 200) {
-    if (acceptedJobNames.size >= 1000) acceptedJobNames.clear()
-    acceptedJobNames.add(jobName)
-  }
+  remember(acceptedJobNames, jobName)
   return jobName
 }
 
@@ -122,10 +127,6 @@ export function checkHolder(holder: unknown, name = 'opts.holder'): string {
   return holder
 }
 
-// Names already accepted: checking one costs a split and a regular expression per part, on every
-// tick of every replica. Bounded, as a process may see many (a fuzz test does).
-const acceptedTables = new Set<string>()
-
 export function checkTable(table: unknown, name = 'opts.table'): string {
   if (table === undefined) return DEFAULT_TABLE
   if (typeof table === 'string' && acceptedTables.has(table)) return table
@@ -134,8 +135,7 @@ export function checkTable(table: unknown, name = 'opts.table'): string {
   } catch {
     fail(name, TABLE_RULE, table)
   }
-  if (acceptedTables.size >= 100) acceptedTables.clear()
-  acceptedTables.add(table as string)
+  remember(acceptedTables, table as string)
   return table as string
 }
 
@@ -197,21 +197,18 @@ export function checkLeaseArgs<T, K extends string = (typeof LEASE_OPTION_KEYS)[
   const ms = checkMs(leaseMs, 'leaseMs')
   const tick = checkFunction<(ctx: LeaseContext) => Promise<T> | T>(runTick, 'runTick')
   const options = checkOptions(opts, keys) as Partial<Record<K | (typeof LEASE_OPTION_KEYS)[number], unknown>>
-  // An option is checked only when it is given. This runs on every tick, each time with cold
-  // caches, where calling a check that has nothing to check costs more than the check itself.
-  const { holder, table, logger, keepAlive, prepare, record, everyMs } = options
   return {
     db: queryable,
     jobName: job,
     leaseMs: ms,
     runTick: tick,
-    holder: checkHolder(holder),
-    table: table === undefined ? DEFAULT_TABLE : checkTable(table),
-    logger: logger === undefined ? undefined : checkLogger(logger),
-    keepAlive: keepAlive === undefined ? undefined : checkKeepAlive(keepAlive, ms),
-    prepare: prepare === undefined ? true : checkBoolean(prepare, 'opts.prepare', true),
-    record: record === undefined ? true : checkBoolean(record, 'opts.record', true),
-    everyMs: everyMs === undefined ? intervalOfLease(ms) : checkEveryMs(everyMs, ms),
+    holder: checkHolder(options.holder),
+    table: checkTable(options.table),
+    logger: checkLogger(options.logger),
+    keepAlive: checkKeepAlive(options.keepAlive, ms),
+    prepare: checkBoolean(options.prepare, 'opts.prepare', true),
+    record: checkBoolean(options.record, 'opts.record', true),
+    everyMs: checkEveryMs(options.everyMs, ms),
     options,
   }
 }

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import diagnostics from 'node:diagnostics_channel'
 import { describe, test } from 'node:test'
-import { claimObserved, publishClaim, publishRenew, renewObserved, traceTick } from '../../src/channels.ts'
+import { publishClaim, publishRenew, traceTick } from '../../src/channels.ts'
 import { CHANNELS, withCronLease } from '../../src/index.ts'
 import { standIn } from '../helpers/stand-in.ts'
 
@@ -29,19 +29,21 @@ describe('nothing is built when nobody subscribes', () => {
     assert.equal(diagnostics.tracingChannel(CHANNELS.tick).hasSubscribers, false)
   })
 
-  test('claim and renew are observed exactly while someone subscribes, and publish the message as given', () => {
-    for (const [name, observed, publish, message] of [
-      [CHANNELS.claim, claimObserved, publishClaim, CLAIM],
-      [CHANNELS.renew, renewObserved, publishRenew, RENEW],
+  test('claim and renew messages are built only while someone subscribes', () => {
+    for (const [name, publish, message] of [
+      [CHANNELS.claim, publishClaim, CLAIM],
+      [CHANNELS.renew, publishRenew, RENEW],
     ] as const) {
-      assert.equal(observed(), false, `${name}: not observed without a subscriber`)
+      const factory = counting(message)
+      publish(factory as never)
+      assert.equal(factory.calls, 0, `${name}: no message without a subscriber`)
       const received: unknown[] = []
       const listener = (m: unknown) => received.push(m)
       diagnostics.subscribe(name, listener)
-      assert.equal(observed(), true, `${name}: observed while subscribed`)
-      publish(message as never)
+      publish(factory as never)
       diagnostics.unsubscribe(name, listener)
-      assert.equal(observed(), false, `${name}: not observed once unsubscribed`)
+      publish(factory as never)
+      assert.equal(factory.calls, 1, `${name}: built once, for the one publish that had a subscriber`)
       assert.deepEqual(received, [message])
     }
   })
