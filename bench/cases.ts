@@ -13,7 +13,7 @@ import type { Cleanups } from '../dev/lifecycle.ts'
 import { advisoryTick, plainUpsertSql, shedLockClaim, waitingClaimSql } from '../dev/peers.ts'
 import type { Server } from '../dev/postgres.ts'
 import { runStatement } from '../src/query.ts'
-import { claimSql, renewSql } from '../src/sql.ts'
+import { tickStatements } from '../src/sql.ts'
 import {
   backendCpu,
   type CpuMark,
@@ -224,11 +224,12 @@ export function singleCases(b: Bench): Case[] {
   // which is the outcome's bookkeeping, not the claim (measured on its own row below).
   const claim = (job: string, leaseMs: number, table: string, prepare = true, record = false) =>
     withCronLease(pool, job, leaseMs, noop, { table, holder: HOLDER, prepare, record })
-  // Built once, as the library builds its statements once per table: a text rebuilt on every
-  // call costs the driver a comparison of two long strings before it can reuse the statement.
-  const claimText = claimSql(t.lose)
-  const waitingText = waitingClaimSql(t.lose)
-  const renewText = renewSql(t.renew)
+  // A losing claim statement sent as a named statement straight through the pool.
+  const loseNamed = (name: string, text: string) => async () =>
+    expect((await pool.query({ name, text, values: ['held', HOUR, HOLDER] })).rowCount === 0)
+  // Texts built once, as the library holds its own (tickStatements): a text rebuilt on every call
+  // costs the driver a comparison of two long strings before it can reuse the statement.
+  const renewText = tickStatements(t.renew).renew
   const selectHeldText = `SELECT 1 FROM ${quoteTable(t.lose)} WHERE job_name = $1::text AND lease_until > clock_timestamp()`
   return [
     {
@@ -259,11 +260,7 @@ export function singleCases(b: Bench): Case[] {
       label: 'claim, losing: its statement alone (named, pool.query)',
       group: 'diagnostic',
       unit: 'claim',
-      op: async () =>
-        expect(
-          (await pool.query({ name: 'bench-claim-statement', text: claimText, values: ['held', HOUR, HOLDER] }))
-            .rowCount === 0,
-        ),
+      op: loseNamed('bench-claim-statement', tickStatements(t.lose).claim),
     },
     {
       // The claim with the guard of 2.0, which has no FOR UPDATE SKIP LOCKED branch: what that
@@ -272,16 +269,7 @@ export function singleCases(b: Bench): Case[] {
       label: 'claim with the guard of 2.0, losing (named, pool.query)',
       group: 'diagnostic',
       unit: 'claim',
-      op: async () =>
-        expect(
-          (
-            await pool.query({
-              name: 'bench-waiting-statement',
-              text: waitingText,
-              values: ['held', HOUR, HOLDER],
-            })
-          ).rowCount === 0,
-        ),
+      op: loseNamed('bench-waiting-statement', waitingClaimSql(t.lose)),
     },
     {
       // The least any claim has to do: read the job's row with a parameterised statement.
