@@ -5,7 +5,7 @@ import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { tickStatements } from './sql.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
-import { checkLeaseArgs } from './validate.js'
+import { checkLeaseArgs, commonLeaseArgs } from './validate.js'
 
 /**
  * Runs `runTick` on exactly one replica per occurrence. Every replica calls this on every tick;
@@ -41,7 +41,7 @@ export function withCronLease<T>(
 ): Promise<LeaseOutcome<T>> {
   let run: LeaseRun<T>
   try {
-    run = checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
+    run = commonLeaseArgs<T>(db, jobName, leaseMs, runTick, opts) ?? checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
   } catch (error) {
     return Promise.reject(error)
   }

@@ -10,6 +10,7 @@ import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
 import { LEASE_OPTION_KEYS } from '../../src/types.ts'
+import { checkLeaseArgs, commonLeaseArgs } from '../../src/validate.ts'
 import { asksForDefaultHolder, isJobName, isNameText, isNone, isTableName } from '../helpers/rules.ts'
 import { isRecord, standIn } from '../helpers/stand-in.ts'
 
@@ -279,6 +280,83 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
     t.diagnostic(`${valid} of 10,000 argument sets were valid`)
     // The generators must reach the valid side often enough for the second half to mean something.
     assert.ok(valid >= 1000, `only ${valid} of 10,000 argument sets were valid`)
+  })
+})
+
+describe("withCronLease's common-shape path accepts nothing the full checks would not", () => {
+  // The full checks run first, so the names they accept are remembered and the common path is
+  // reached whenever the rest of the arguments have the common shape.
+  // Known names, every option near its boundaries: where the two paths could disagree.
+  const nearCommon = fc.record({
+    db: fc.oneof({ weight: 9, arbitrary: fc.constant(STAND_IN) }, dbLike),
+    jobName: fc.constantFrom('job', 'job\0', ''),
+    leaseMs: msLike,
+    runTick: fc.oneof({ weight: 9, arbitrary: fc.constant(() => 1) }, anything),
+    opts: fc.oneof(
+      fc.record(
+        {
+          holder: fc.oneof(fc.constantFrom(undefined, null, '', 'h', 'a\0b'), anything),
+          table: fc.oneof(fc.constantFrom(undefined, 'jobs.leases', 'pg_temp.x', 'never.seen'), anything),
+          logger: loggerLike,
+          keepAlive: fc.oneof(fc.constant(undefined), keepAliveLike),
+          prepare: fc.oneof(fc.boolean(), fc.constant(undefined), anything),
+          record: fc.oneof(fc.boolean(), fc.constant(undefined), anything),
+          everyMs: fc.oneof(
+            msLike,
+            fc.constantFrom(undefined, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 1, 2 ** 60),
+            anything,
+          ),
+        },
+        { requiredKeys: [] },
+      ),
+      optsLike,
+    ),
+  })
+
+  test('20,000 random argument sets: the same run from both, or the common path steps aside', () => {
+    checkLeaseArgs(standIn(), 'job', 1000, () => 1, { table: 'jobs.leases' })
+    let common = 0
+    fc.assert(
+      fc.property(fc.oneof(argumentSets, nearCommon), (args) => {
+        const db = args.db === STAND_IN ? standIn() : args.db
+        const call = [db, args.jobName, args.leaseMs, args.runTick, args.opts] as const
+        let full: Record<string, unknown> | undefined
+        try {
+          const { options: _, ...run } = checkLeaseArgs(...call)
+          full = run
+        } catch (error) {
+          assert.ok(error instanceof TypeError, String(error))
+        }
+        const fast = commonLeaseArgs(...call)
+        if (fast === undefined) return
+        common++
+        assert.ok(full !== undefined, 'the common path accepted arguments the full checks refuse')
+        assert.deepEqual(fast, full)
+      }),
+      { numRuns: 20_000 },
+    )
+    assert.ok(common >= 1000, `only ${common} of 20,000 argument sets took the common path`)
+  })
+
+  test('the shapes the README shows take the common path once their names are known', () => {
+    const pool = standIn()
+    const tick = () => 1
+    for (const opts of [
+      undefined,
+      null,
+      {},
+      { table: 'jobs.leases', holder: 'worker-3', logger: console },
+      { prepare: false, record: false, everyMs: 60_000 },
+    ]) {
+      checkLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts)
+      const { options: _, ...full } = checkLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts)
+      assert.deepEqual(commonLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts), full, String(opts))
+    }
+    // A keep-alive, a rounded leaseMs and a job name never accepted before take the full checks.
+    const keepAlive = { everyMs: 1000, extendMs: 5000 }
+    assert.equal(commonLeaseArgs(pool, 'billing:hourly', 48_000, tick, { keepAlive }), undefined)
+    assert.equal(commonLeaseArgs(pool, 'billing:hourly', 48_000.4, tick, undefined), undefined)
+    assert.equal(commonLeaseArgs(pool, 'never seen before', 48_000, tick, undefined), undefined)
   })
 })
 
