@@ -194,44 +194,43 @@ const KNOWN_LEASE_OPTIONS = new Set<string>(LEASE_OPTION_KEYS)
  */
 export function commonLeaseArgs<T>(db: unknown, jobName: unknown, leaseMs: unknown, runTick: unknown, opts: unknown) {
   if (typeof jobName !== 'string' || !acceptedJobNames.has(jobName) || typeof runTick !== 'function') return undefined
-  if (!Number.isInteger(leaseMs) || (leaseMs as number) < 1 || (leaseMs as number) > MAX_LEASE_MS) return undefined
-  const ms = leaseMs as number
+  if (!isWholeMs(leaseMs, MAX_LEASE_MS)) return undefined
   // A throwing getter or Proxy trap, like every other surprise, is left to the full checks.
   try {
     if (typeof (db as { query?: unknown } | null | undefined)?.query !== 'function') return undefined
     if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) return undefined
     const { holder, table, logger, keepAlive, prepare, record, everyMs } = (opts ?? {}) as Record<string, unknown>
-    if (opts != null && !Object.keys(opts).every(isLeaseOption)) return undefined
-    if (keepAlive !== undefined) return undefined
-    if (holder !== undefined && (typeof holder !== 'string' || holder === '' || holder.includes('\0'))) return undefined
-    if (table !== undefined && (typeof table !== 'string' || !acceptedTables.has(table))) return undefined
-    if (logger !== undefined && logger !== null && !hasLoggerMethods(logger)) return undefined
-    if (
-      !(prepare === undefined || typeof prepare === 'boolean') ||
-      !(record === undefined || typeof record === 'boolean')
-    )
-      return undefined
-    if (
-      everyMs !== undefined &&
-      !(Number.isInteger(everyMs) && (everyMs as number) >= 1 && (everyMs as number) <= Number.MAX_SAFE_INTEGER)
-    )
-      return undefined
+    const common =
+      (opts == null || Object.keys(opts).every(isLeaseOption)) &&
+      (holder === undefined || (typeof holder === 'string' && holder !== '' && !holder.includes('\0'))) &&
+      (table === undefined || (typeof table === 'string' && acceptedTables.has(table))) &&
+      (logger === undefined || logger === null || hasLoggerMethods(logger)) &&
+      keepAlive === undefined &&
+      (prepare === undefined || typeof prepare === 'boolean') &&
+      (record === undefined || typeof record === 'boolean') &&
+      (everyMs === undefined || isWholeMs(everyMs, Number.MAX_SAFE_INTEGER))
+    if (!common) return undefined
     return {
       db: db as Queryable,
       jobName,
-      leaseMs: ms,
+      leaseMs,
       runTick: runTick as (ctx: LeaseContext) => Promise<T> | T,
-      holder: holder === undefined ? checkHolder(holder) : (holder as string),
-      table: (table as string | undefined) ?? DEFAULT_TABLE,
+      holder: holder === undefined ? checkHolder(holder) : holder,
+      table: table ?? DEFAULT_TABLE,
       logger: (logger ?? undefined) as LeaseLogger | undefined,
       keepAlive: undefined,
-      prepare: (prepare as boolean | undefined) ?? true,
-      record: (record as boolean | undefined) ?? true,
-      everyMs: everyMs === undefined ? intervalOfLease(ms) : (everyMs as number),
+      prepare: prepare ?? true,
+      record: record ?? true,
+      everyMs: everyMs ?? intervalOfLease(leaseMs),
     }
   } catch {
     return undefined
   }
+}
+
+/** What checkMs accepts without rounding. */
+function isWholeMs(value: unknown, max: number): value is number {
+  return Number.isInteger(value) && (value as number) >= 1 && (value as number) <= max
 }
 
 const isLeaseOption = (key: string) => KNOWN_LEASE_OPTIONS.has(key)
