@@ -190,7 +190,9 @@ const KNOWN_LEASE_OPTIONS = new Set<string>(LEASE_OPTION_KEYS)
  * Why a second path: withCronLease runs on every tick of every replica, and most of those calls
  * lose a claim that is one short round trip. Run as one small function each, the full checks cost
  * that claim several microseconds when the CPU's caches are cold (measured in `npm run bench`).
- * What this accepts, checkLeaseArgs accepts with the same result: a test holds them to it.
+ * What this accepts, checkLeaseArgs accepts with the same result: a test holds them to it. When it
+ * steps aside, the full checks read the options again (a getter runs twice), and the run is built
+ * only from what they read.
  */
 export function commonLeaseArgs<T>(db: unknown, jobName: unknown, leaseMs: unknown, runTick: unknown, opts: unknown) {
   if (typeof jobName !== 'string' || !acceptedJobNames.has(jobName) || typeof runTick !== 'function') return undefined
