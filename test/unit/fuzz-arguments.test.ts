@@ -348,9 +348,9 @@ describe("withCronLease's common-shape path accepts nothing the full checks woul
       { table: 'jobs.leases', holder: 'worker-3', logger: console },
       { prepare: false, record: false, everyMs: 60_000 },
     ]) {
-      checkLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts)
+      // The full checks remember the job name and table they accept.
       const { options: _, ...full } = checkLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts)
-      assert.deepEqual(commonLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts), full, String(opts))
+      assert.deepEqual(commonLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts), full, JSON.stringify(opts))
     }
     // A keep-alive, a rounded leaseMs and a job name never accepted before take the full checks.
     const keepAlive = { everyMs: 1000, extendMs: 5000 }
