@@ -13,7 +13,8 @@ BEGIN
       last_error       TEXT,
       last_success_at  TIMESTAMPTZ,
       every_ms         DOUBLE PRECISION,
-      paused_until     TIMESTAMPTZ
+      paused_until     TIMESTAMPTZ,
+      claim_until      TIMESTAMPTZ
     );
   END IF;
 EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN

@@ -3,7 +3,10 @@
  * fleet, resume it, or end a crashed holder's lease. Each is one statement on that job's row only.
  */
 import { formatValue } from './format-value.js'
-import { pauseSql, releaseSql, resumeSql } from './sql.js'
+import { migrateCommand } from './outcome.js'
+import { runStatement } from './query.js'
+import { PAUSE_COLUMNS, pauseSql, quoteTable, RECORD_COLUMNS, releaseSql, resumeSql, tableColumnsSql } from './sql.js'
+import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkOptions, checkQueryable, checkTable, fail } from './validate.js'
 
@@ -39,6 +42,8 @@ export interface JobState {
   pausedUntil: string | null
   /** When the change was made, database clock. */
   changedAt: string
+  /** From a resume: whether a pause was in force when it ran. */
+  wasPaused?: boolean
 }
 
 /**
@@ -92,8 +97,19 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
     fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', options.until)
   }
   const forMs = options.forMs === undefined ? null : checkMs(options.forMs, 'opts.forMs', Number.MAX_SAFE_INTEGER)
-  const until = options.until === undefined ? null : checkUntil(options.until)
-  return changeJob(db, pauseSql(table), [jobName, forMs, until], jobName)
+  const until = options.until === undefined ? null : parseUntil(options.until, 'opts.until')
+  await requireColumns(db, table, PAUSE_COLUMNS, 'pausing')
+  const row = await changeJob(db, pauseSql(table), [jobName, forMs, until], jobName)
+  // The end is judged by the database clock, the one every claim is judged by; the statement
+  // wrote nothing when it had already passed.
+  if (row?.in_future === false) {
+    fail(
+      'opts.until',
+      `a time in the future by the database clock (${String(row.clock_at)}); nothing was changed`,
+      until,
+    )
+  }
+  return row === null || row.job_name === null ? null : jobState(row)
 }
 
 /** {@link resumeJob}, resolving the job's state after the change (or null: no row). */
@@ -101,7 +117,9 @@ export async function resume(db: Queryable, jobName: string, opts?: JobOptions):
   checkQueryable(db)
   checkJobName(jobName)
   const table = checkTable(checkOptions(opts, JOB_OPTION_KEYS).table)
-  return changeJob(db, resumeSql(table), [jobName], jobName)
+  await requireColumns(db, table, RECORD_COLUMNS, 'resuming')
+  const row = await changeJob(db, resumeSql(table), [jobName], jobName)
+  return row === null || row.job_name === null ? null : { ...jobState(row), wasPaused: row.was_paused === true }
 }
 
 /** {@link releaseLease}, resolving the job's state after the change (or null: no row). */
@@ -109,39 +127,57 @@ export async function release(db: Queryable, jobName: string, opts?: JobOptions)
   checkQueryable(db)
   checkJobName(jobName)
   const table = checkTable(checkOptions(opts, JOB_OPTION_KEYS).table)
-  return changeJob(db, releaseSql(table), [jobName], jobName)
+  const columns = await requireColumns(db, table, [], 'releasing')
+  const row = await changeJob(db, releaseSql(table, columns.includes('claim_until')), [jobName], jobName)
+  return row === null ? null : jobState(row)
 }
 
-// The end of a pause, as UTC ISO text (the statement reads it without any session zone).
-function checkUntil(value: unknown): string {
-  const ms = value instanceof Date ? value.getTime() : typeof value === 'string' ? isoMs(value) : Number.NaN
-  if (!Number.isFinite(ms)) {
-    fail('opts.until', 'a valid Date, or an ISO-8601 date-time with a zone such as 2026-12-01T06:00:00Z', value)
-  }
-  return new Date(ms).toISOString()
-}
-
-// Only a date-time with an explicit zone: a bare local time would depend on this machine's zone.
-function isoMs(text: string): number {
-  return /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})$/i.test(text)
-    ? Date.parse(text)
-    : Number.NaN
-}
-
-async function changeJob(db: Queryable, text: string, params: unknown[], jobName: string): Promise<JobState | null> {
-  const result = (await db.query(text, params)) as { rows?: unknown } | null | undefined
-  const rows = result?.rows
-  if (!Array.isArray(rows) || rows.length > 1) {
-    throw new TypeError(
-      `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${formatValue(result)}`,
+/**
+ * Reads the table's columns and refuses, before anything is written, when it lacks `needed`:
+ * an admin statement that named a missing column would fail inside a caller's transaction, and
+ * one statement more is nothing for an operation an operator runs by hand.
+ */
+async function requireColumns(db: Queryable, table: string, needed: readonly string[], doing: string) {
+  const result = await runStatement(db, tableColumnsSql(), [quoteTable(table)], false)
+  const row = (result as { rows?: { exists?: unknown; columns?: unknown }[] } | null)?.rows?.[0]
+  const columns = Array.isArray(row?.columns) ? (row.columns as string[]) : []
+  if (row?.exists !== true) {
+    throw new Error(
+      `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
+        `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
     )
   }
-  const row = rows[0] as Record<string, unknown> | undefined
-  if (row === undefined) return null
+  const missing = needed.filter((name) => !columns.includes(name))
+  if (missing.length > 0) {
+    throw new Error(
+      `pg-cron-lease: ${doing} needs columns that ${table} lacks (${missing.join(', ')}): run ` +
+        `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
+    )
+  }
+  return columns
+}
+
+function jobState(row: Record<string, unknown>): JobState {
   return {
     jobName: String(row.job_name),
     leaseUntil: String(row.lease_until),
     pausedUntil: typeof row.paused_until === 'string' ? row.paused_until : null,
     changedAt: String(row.checked_at),
   }
+}
+
+async function changeJob(
+  db: Queryable,
+  text: string,
+  params: unknown[],
+  jobName: string,
+): Promise<Record<string, unknown> | null> {
+  const result = (await runStatement(db, text, params, false)) as { rows?: unknown } | null | undefined
+  const rows = result?.rows
+  if (!Array.isArray(rows) || rows.length > 1) {
+    throw new TypeError(
+      `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${formatValue(result)}`,
+    )
+  }
+  return (rows[0] as Record<string, unknown> | undefined) ?? null
 }

@@ -1,9 +1,9 @@
 import { publishClaim, traceTick } from './channels.js'
 import { type Claim, monotonicMs, openContext } from './context.js'
-import { recordOutcome, type Settled, warn } from './outcome.js'
+import { migrateCommand, recordOutcome, type Settled, warn } from './outcome.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { tickStatements } from './sql.js'
+import { DEFAULT_TABLE, tickStatements } from './sql.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkLeaseArgs, commonLeaseArgs } from './validate.js'
 
@@ -68,7 +68,7 @@ export function runLease<T>(run: LeaseRun<T>): Promise<LeaseOutcome<T>> {
   return claim(run).then((claimed) => (claimed.won ? runClaimed(run, claimed) : { ran: false, result: null }))
 }
 
-async function runClaimed<T>(run: LeaseRun<T>, { claimToken, sentAt }: Claimed): Promise<LeaseOutcome<T>> {
+async function runClaimed<T>(run: LeaseRun<T>, { claimToken, sentAt, recordable }: Claimed): Promise<LeaseOutcome<T>> {
   const { db, table, jobName, leaseMs, holder, keepAlive, prepare } = run
   if (keepAlive && claimToken === null) {
     throw new TypeError(
@@ -94,7 +94,7 @@ async function runClaimed<T>(run: LeaseRun<T>, { claimToken, sentAt }: Claimed):
     close()
     if (run.record) {
       const durationMs = monotonicMs() - startedAt
-      await recordOutcome({ ...run, claimToken, durationMs }, settled)
+      await recordOutcome({ ...run, claimToken, durationMs, recordable }, settled)
     }
   }
 }
@@ -116,6 +116,8 @@ export interface Claimed {
   won: boolean
   claimToken: string | null
   sentAt: number
+  /** Whether the table has the outcome columns; only a won claim with a row to read can say. */
+  recordable: boolean | undefined
 }
 
 // Jobs whose claims currently show this replica's clock off by more than 10% of the lease.
@@ -130,8 +132,23 @@ export function claim(request: ClaimRequest): Promise<Claimed> {
   const { db, table, jobName, leaseMs, holder, prepare } = request
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  return runStatement(db, tickStatements(table).claim, [jobName, leaseMs, holder], prepare).then((result) =>
-    readClaim(request, result, sentAt, sentWallMs),
+  return runStatement(db, tickStatements(table).claim, [jobName, leaseMs, holder], prepare).then(
+    (result) => readClaim(request, result, sentAt, sentWallMs),
+    (error: unknown) => Promise.reject(missingTable(error, table)),
+  )
+}
+
+/**
+ * A claim on a table that does not exist (42P01: the claim names no other relation) says which
+ * table and how to make it; the driver's error stays as `cause`. Any other error is unchanged.
+ */
+function missingTable(error: unknown, table: string): unknown {
+  if ((error as { code?: unknown } | null)?.code !== '42P01') return error
+  return new Error(
+    `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
+      `\`${migrateCommand(table)}\`, or run createTableSql(${table === DEFAULT_TABLE ? '' : JSON.stringify(table)}) ` +
+      'in a migration; the tick did not run',
+    { cause: error },
   )
 }
 
@@ -147,7 +164,13 @@ function readClaim(request: ClaimRequest, result: unknown, sentAt: number, sentW
     const uncertaintyMs = (receivedWallMs - sentWallMs) / 2 + 1
     checkClock(jobName, clockOffsetMs, uncertaintyMs, leaseMs, logger)
   }
-  return { won, claimToken, sentAt }
+  const recordable = won ? readRecordable(result) : undefined
+  return { won, claimToken, sentAt, recordable }
+}
+
+function readRecordable(result: unknown): boolean | undefined {
+  const flag = (result as { rows?: { recordable?: unknown }[] } | null)?.rows?.[0]?.recordable
+  return typeof flag === 'boolean' ? flag : undefined
 }
 
 /**

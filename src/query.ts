@@ -44,20 +44,19 @@ function isPg(db: object): boolean {
 }
 
 /**
- * Whether `db` may be inside a transaction block: a `pg` Client or PoolClient whose
- * `getTransactionStatus()` is not idle (`'I'`). A pooler's refusal there aborts the caller's
- * transaction, so the plain retry would only meet "current transaction is aborted": such a client
- * is sent plain text from the start. A Pool never is (it queries on an idle client), and a `pg`
- * too old to report the status is taken as idle.
+ * A `pg` Client or PoolClient's transaction state: `'I'` idle, `'T'` in a transaction block, `'E'`
+ * in a failed one. A Pool has none (it queries on an idle client), and neither has a `pg` too old
+ * to report it: both are taken as idle.
  */
-function inTransaction(db: object): boolean {
+function transactionStatus(db: object): unknown {
   const client = db as { getTransactionStatus?: () => unknown }
-  return typeof client.getTransactionStatus === 'function' && client.getTransactionStatus() !== 'I'
+  return typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : 'I'
 }
 
 /**
  * Runs one statement: prepared when `prepare` is on and `db` is `pg` outside a transaction, plain
- * text otherwise, and plain text again at once when a pooler refuses the prepared form.
+ * text otherwise, and plain text again at once when a pooler refuses the prepared form. Inside a
+ * caller's transaction on a `pg` client it runs under a savepoint (see {@link underSavepoint}).
  */
 export function runStatement(
   db: Queryable,
@@ -68,7 +67,11 @@ export function runStatement(
   // Not async, as it runs on every claim (see runLease); a driver that throws instead of
   // rejecting still gives a rejection.
   try {
-    if (!prepare || unprepared.has(db) || !isPg(db) || inTransaction(db)) return Promise.resolve(db.query(text, params))
+    const status = transactionStatus(db)
+    if (status === 'T') return underSavepoint(db, text, params)
+    // In a failed transaction every statement is refused; there is nothing left to protect.
+    if (status !== 'I') return Promise.resolve(db.query(text, params))
+    if (!prepare || unprepared.has(db) || !isPg(db)) return Promise.resolve(db.query(text, params))
     const named = db as unknown as {
       query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
     }
@@ -80,6 +83,43 @@ export function runStatement(
   } catch (error) {
     return Promise.reject(error)
   }
+}
+
+const SAVEPOINT = 'pg_cron_lease'
+
+/**
+ * Runs a statement inside the caller's transaction so that its failure cannot abort that
+ * transaction: any statement can fail (a lock or statement timeout, a missing table, a trigger),
+ * and a failed statement in a transaction block leaves the whole block refusing everything until
+ * a rollback, so the caller's own writes would be lost with it. Under a savepoint, a failure is
+ * rolled back to the savepoint and the caller's transaction goes on; the error still rejects.
+ *
+ * Plain text, never prepared: a pooler's refusal of a named statement would itself be a failure.
+ * The savepoint, the statement and its release are queued on the client in one step, so none of
+ * the caller's own queries on the same client can run between them on success. On failure the
+ * rollback is queued when the failure is read, so a query the caller sent on the same client while
+ * the statement ran (a tick querying during a keep-alive beat) can meet the aborted state and fail;
+ * the transaction is whole again after the rollback.
+ */
+function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
+  const opened = Promise.resolve(db.query(`SAVEPOINT ${SAVEPOINT}`, []))
+  const ran = Promise.resolve(db.query(text, params))
+  const released = Promise.resolve(db.query(`RELEASE SAVEPOINT ${SAVEPOINT}`, []))
+  // Each outcome is read through `ran`; these only must not be reported as unhandled.
+  opened.catch(() => {})
+  released.catch(() => {})
+  return ran.then(
+    (result) => released.then(() => result),
+    (error: unknown) =>
+      Promise.resolve(db.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`, []))
+        .then(() => db.query(`RELEASE SAVEPOINT ${SAVEPOINT}`, []))
+        // The statement's own error is the one to report, whether or not the rollback worked (it
+        // fails only when the savepoint was never made, and then the transaction had failed before).
+        .then(
+          () => Promise.reject(error),
+          () => Promise.reject(error),
+        ),
+  )
 }
 
 /** Whether `db` has fallen back to plain text for good (for the tests). */

@@ -45,7 +45,7 @@ export function quoteTable(table: string): string {
 
 /**
  * The columns every lease table has had since the first release: all the claim, renew and list
- * statements need. A table of only this shape keeps working; the outcome columns are optional.
+ * statements need. A table of only this shape keeps working; the columns below are optional.
  */
 const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
   lease_until TIMESTAMPTZ NOT NULL,
@@ -53,10 +53,12 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
   claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()`
 
 /**
- * The columns added in 2.1 for the last outcome, overdue detection and pausing, all nullable so
- * adding them rewrites nothing and old replicas, which never name them, are unaffected.
+ * The optional columns, for the last outcome, overdue detection and pausing: all nullable, so
+ * adding them rewrites nothing, and replicas that never name them (older versions, the original
+ * package) are unaffected. A table has the outcome columns (`RECORD_COLUMNS`), or all of these,
+ * or none (the original shape).
  */
-const OUTCOME_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+const OPTIONAL_COLUMNS: readonly (readonly [name: string, type: string])[] = [
   // The claim (claimed_at) of the run recorded below; the next run's claim minus this one is the
   // job's observed interval.
   ['last_started_at', 'TIMESTAMPTZ'],
@@ -70,7 +72,16 @@ const OUTCOME_COLUMNS: readonly (readonly [name: string, type: string])[] = [
   ['every_ms', 'DOUBLE PRECISION'],
   // No claim succeeds before it: a pause holds the lease until then ('infinity' when open-ended).
   ['paused_until', 'TIMESTAMPTZ'],
+  // While a pause holds lease_until: where the running claim's own lease ends (as its claim, renew
+  // or beat last set it), so that ending the pause never cuts that claim short.
+  ['claim_until', 'TIMESTAMPTZ'],
 ]
+
+/** The columns the outcome record writes: a table with all of them can record outcomes. */
+export const RECORD_COLUMNS: readonly string[] = OPTIONAL_COLUMNS.slice(0, 8).map(([name]) => name)
+
+/** The columns pausing writes: a table with all of them can be paused and resumed. */
+export const PAUSE_COLUMNS: readonly string[] = OPTIONAL_COLUMNS.map(([name]) => name)
 
 /**
  * Wraps a PL/pgSQL body in a DO statement, with a dollar-quote tag that the body (which holds a
@@ -97,7 +108,7 @@ function doBlock(body: string): string {
  */
 export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const columns = [LEASE_COLUMNS, ...OUTCOME_COLUMNS.map(([name, type]) => `  ${name.padEnd(16)} ${type}`)]
+  const columns = [LEASE_COLUMNS, ...OPTIONAL_COLUMNS.map(([name, type]) => `  ${name.padEnd(16)} ${type}`)]
   return doBlock(`BEGIN
   IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (
@@ -111,22 +122,22 @@ END
 }
 
 /**
- * The DDL that adds the 2.1 columns (last outcome, interval, pause) to a lease table of the
- * original shape. Idempotent and safe when many replicas run it at once (ALTER TABLE takes the
+ * The DDL that adds the optional columns (last outcome, interval, pause) that a lease table of an
+ * older shape lacks. Idempotent and safe when many replicas run it at once (ALTER TABLE takes the
  * table's lock, so they queue); when every column is there it alters nothing, so a role that may
- * only use the table can run it too. Until it has run, the library works as before and skips
- * recording outcomes. `sql/cron_leases_upgrade.sql` holds it for the default table.
+ * only use the table can run it too. Until it has run, claims work as before, outcomes are not
+ * recorded, and pausing is refused with a message that says to run it. `sql/cron_leases_upgrade.sql` holds it for the default table.
  *
  * @example
  * await pool.query(upgradeTableSql()) // then `pg-cron-lease status` shows each job's last run
  */
 export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const names = OUTCOME_COLUMNS.map(([name]) => `'${name}'`).join(', ')
-  const adds = OUTCOME_COLUMNS.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
+  const names = OPTIONAL_COLUMNS.map(([name]) => `'${name}'`).join(', ')
+  const adds = OPTIONAL_COLUMNS.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
   return doBlock(`BEGIN
   IF (SELECT count(*) FROM pg_attribute
-      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${names})) < ${OUTCOME_COLUMNS.length} THEN
+      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${names})) < ${OPTIONAL_COLUMNS.length} THEN
     ALTER TABLE ${t}
 ${adds.join(',\n')};
   END IF;
@@ -196,11 +207,12 @@ function pausedUntil(alias: string): string {
  *   measures the lease from it, exactly `$2` ms. The update branch measures it from when it wins
  *   (never less than `$2` ms from `claimed_at`), so a claimant that waited on a racing first insert
  *   still gets its whole lease; without a subquery for it, which every loser would pay to set up.
+ * - `recordable` tells the winner whether the table has the outcome columns (see hasColumns).
  * - The SQL carries no comments: it is sent on every tick by every replica.
  */
 export function claimSql(table: string): string {
   const t = quoteTable(table)
-  return `INSERT INTO ${t} (job_name, lease_until, holder, claimed_at)
+  return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE CASE (SELECT lease_until > clock_timestamp() FROM ${t} WHERE job_name = $1::text)
@@ -212,8 +224,18 @@ ON CONFLICT (job_name) DO UPDATE
 SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
   holder = EXCLUDED.holder,
   claimed_at = EXCLUDED.claimed_at
-WHERE ${t}.lease_until <= clock_timestamp()
-RETURNING ${CLAIM_TOKEN} AS claimed_at`
+WHERE lease.lease_until <= clock_timestamp()
+RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} AS recordable`
+}
+
+/**
+ * Whether the row of `alias` has every one of `columns`: how a won claim learns, in its own reply,
+ * whether the table can take the outcome record. A table upgraded while replicas run is then used
+ * as such from the next won claim on, and no statement ever names a column the table may lack.
+ * RETURNING is computed for the winner's row only, so losers pay nothing for it.
+ */
+function hasColumns(alias: string, columns: readonly string[]): string {
+  return `to_jsonb(${alias}) ?& ARRAY[${columns.map((name) => `'${name}'`).join(', ')}]`
 }
 
 /** The statements a tick sends, for one table. */
@@ -337,7 +359,7 @@ SELECT lease.job_name,
   ${isoText('extra.last_success_at')} AS last_success_at,
   extra.every_ms,
   ${isoTextOrInfinity('extra.paused_until')} AS paused_until,
-  coalesce(extra.paused_until > ${at}, false) AS paused
+  coalesce(extra.paused_until > ${at} AND lease.lease_until >= extra.paused_until, false) AS paused
 FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
   CROSS JOIN LATERAL ${OUTCOME_RECORD}
 ORDER BY lease.job_name COLLATE "C"`
@@ -346,60 +368,128 @@ ORDER BY lease.job_name COLLATE "C"`
 // What an admin statement returns: the job's lease and pause after the change, and when (by the
 // database clock) the change was made.
 const ADMIN_RETURNING = `RETURNING lease.job_name,
-  ${isoTextOrInfinity('lease.lease_until')} AS lease_until,
-  ${isoTextOrInfinity(pausedUntil('lease'))} AS paused_until,
-  ${isoText('clock.at')} AS checked_at`
+    ${isoTextOrInfinity('lease.lease_until')} AS lease_until,
+    ${isoTextOrInfinity(pausedUntil('lease'))} AS paused_until,
+    ${isoText('clock.at')} AS checked_at`
 
 /**
- * Pauses a job: no claim succeeds until the pause ends, because the pause holds the lease until
- * then (the claim statement is unchanged, so replicas of any version respect it). A tick running
- * at that moment keeps running, but its renew and keep-alive beats now fail, so its `ctx.signal`
- * aborts. Parameters: $1 job name, $2 pause length in ms or NULL, $3 end as ISO-8601 UTC text or
- * NULL; neither: open-ended ('infinity'). Needs the 2.1 columns.
- *
- * A pause over a pause replaces it: while the lease ends no later than the running pause does, the
- * pause is what holds it, so the new end is the lease's end, earlier or later. Otherwise (no pause,
- * or a tick's lease that outlasts it) the lease only grows, so a pause never shortens a claim.
+ * The last instant every reader can take as ISO text: `new Date()` reads four-digit years only
+ * (beyond them it wants the `+YYYYYY` form, which Postgres does not write). A pause that would end
+ * later is open-ended instead.
  */
-export function pauseSql(table: string): string {
-  return `UPDATE ${quoteTable(table)} AS lease
-SET paused_until = pause.until,
-  lease_until = CASE WHEN lease.paused_until > clock.at AND lease.lease_until <= lease.paused_until THEN pause.until
-    ELSE GREATEST(lease.lease_until, pause.until) END
-FROM (SELECT clock_timestamp() AS at) AS clock,
-  LATERAL (SELECT CASE WHEN $2::float8 IS NOT NULL THEN clock.at + $2::float8 * interval '1 millisecond'
-    WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
-    ELSE 'infinity'::timestamptz END AS until) AS pause
-WHERE lease.job_name = $1::text
-${ADMIN_RETURNING}`
+export const LAST_INSTANT = '9999-12-31T23:59:59.999Z'
+
+/**
+ * Whether a pause is in force: not over, and still holding the lease. The second half matters in
+ * a mixed fleet: a renew by the original package knows nothing of pauses and can move lease_until
+ * below paused_until, and from then on the job is claimable whatever paused_until says.
+ */
+function pauseHolds(alias: string): string {
+  return `(${pausedUntil(alias)} > clock.at AND ${alias}.lease_until >= ${pausedUntil(alias)})`
 }
 
 /**
- * Ends a job's pause: it is claimable at once (the lease the pause held ends now). An expired
- * pause is only cleared, so a lease claimed since then is left alone. Parameter: $1 job name.
+ * Where the running claim's own lease ends: its lease_until, unless a pause holds that, in which
+ * case the pause kept the claim's end in claim_until. A pause with no claim_until (made before the
+ * column existed) kept nothing, and the claim's end is taken as now.
+ */
+function claimEnd(alias: string): string {
+  return `CASE WHEN ${pauseHolds(alias)} THEN coalesce((to_jsonb(${alias}) ->> 'claim_until')::timestamptz, clock.at)
+    ELSE ${alias}.lease_until END`
+}
+
+/**
+ * Pauses a job: no claim succeeds until the pause ends, because the pause holds the lease until
+ * then (the claim statement is unchanged, so claimants of any version respect it, as long as no
+ * renew of the original package moves the lease; see docs/operations.md). A tick running at that
+ * moment keeps running, but its renew and keep-alive beats now fail, so its `ctx.signal` aborts.
+ * Parameters: $1 job name, $2 pause length in ms or NULL, $3 end as ISO-8601 UTC text or NULL;
+ * neither: open-ended ('infinity'). Needs every optional column (PAUSE_COLUMNS).
+ *
+ * One row always comes back: `in_future` is false when the end is not after the database clock,
+ * and then nothing was written; the job's columns are NULL when it has no row.
+ *
+ * The running claim's own end is kept in claim_until, and the lease is the later of it and the
+ * pause's end. So a pause replacing a pause can end it earlier or later, and neither ever
+ * shortens the claim's own lease. A length that would end past {@link LAST_INSTANT} is
+ * open-ended; it is compared in milliseconds first, as the timestamp itself would be out of range.
+ */
+export function pauseSql(table: string): string {
+  return `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
+pause AS MATERIALIZED (
+  SELECT CASE
+    WHEN $2::float8 IS NOT NULL THEN
+      CASE WHEN $2::float8 < (extract(epoch FROM '${LAST_INSTANT}'::timestamptz - clock.at) * 1000)::float8
+        THEN clock.at + $2::float8 * interval '1 millisecond'
+        ELSE 'infinity'::timestamptz END
+    WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
+    ELSE 'infinity'::timestamptz END AS until
+  FROM clock),
+changed AS (
+  UPDATE ${quoteTable(table)} AS lease
+  SET claim_until = ${claimEnd('lease')},
+    lease_until = GREATEST(${claimEnd('lease')}, pause.until),
+    paused_until = pause.until
+  FROM clock, pause
+  WHERE lease.job_name = $1::text AND pause.until > clock.at
+  ${ADMIN_RETURNING})
+SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS clock_at
+FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
+}
+
+/**
+ * Ends a job's pause: it is claimable at once, unless a claim still holds its own lease (kept in
+ * claim_until), which then runs to its end. A pause that already ran out is only cleared.
+ * Parameter: $1 job name. Needs the outcome columns (RECORD_COLUMNS); reads claim_until where
+ * the table has it.
+ *
+ * `was_paused` says whether a pause was in force, read from the statement's snapshot: a change
+ * made by another session in the same instant can make it stale, and it only words the answer.
  */
 export function resumeSql(table: string): string {
-  return `UPDATE ${quoteTable(table)} AS lease
-SET paused_until = NULL,
-  lease_until = CASE WHEN lease.paused_until > clock.at THEN LEAST(lease.lease_until, clock.at) ELSE lease.lease_until END
-FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE lease.job_name = $1::text
-${ADMIN_RETURNING}`
+  const t = quoteTable(table)
+  return `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
+before AS MATERIALIZED (
+  SELECT ${pauseHolds('lease')} AS was_paused FROM ${t} AS lease, clock WHERE lease.job_name = $1::text),
+changed AS (
+  UPDATE ${t} AS lease
+  SET paused_until = NULL,
+    lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, GREATEST(${claimEnd('lease')}, clock.at))
+      ELSE lease.lease_until END
+  FROM clock
+  WHERE lease.job_name = $1::text
+  ${ADMIN_RETURNING})
+SELECT changed.*, coalesce(before.was_paused, false) AS was_paused
+FROM clock LEFT JOIN changed ON true LEFT JOIN before ON true`
 }
 
 /**
  * Ends a job's current lease now, for a holder that crashed with a long lease; the job is
- * claimable at once. A pause is not lifted: the lease then ends when the pause does. A tick that
+ * claimable at once. A pause is not lifted: the lease then ends when the pause does, and the
+ * claim's own end (claim_until) is ended too, so a later resume does not give it back. A tick that
  * is still running finds its renew and keep-alive beats failing, so its `ctx.signal` aborts.
- * Works on tables of either shape. Parameter: $1 job name.
+ * Parameter: $1 job name. `claimUntil`: whether the table has that column (any other shape works).
  */
-export function releaseSql(table: string): string {
+export function releaseSql(table: string, claimUntil = true): string {
+  const endClaim = claimUntil ? `,\n  claim_until = LEAST(lease.claim_until, clock.at)` : ''
   return `UPDATE ${quoteTable(table)} AS lease
-SET lease_until = CASE WHEN ${pausedUntil('lease')} > clock.at THEN LEAST(lease.lease_until, ${pausedUntil('lease')})
-  ELSE LEAST(lease.lease_until, clock.at) END
+SET lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, ${pausedUntil('lease')})
+  ELSE LEAST(lease.lease_until, clock.at) END${endClaim}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
-${ADMIN_RETURNING}`
+${ADMIN_RETURNING.replace(/^ {2}/gm, '')}`
+}
+
+/**
+ * The table's columns, read from the catalog: what the admin statements need to know of its shape
+ * before they name a column. It cannot fail on a missing table (`exists` is then false). Parameter:
+ * $1 the table, quoted as `quoteTable` does.
+ */
+export function tableColumnsSql(): string {
+  return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
+  coalesce(array_agg(attname::text), ARRAY[]::text[]) AS columns
+FROM pg_attribute
+WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped`
 }
 
 /**

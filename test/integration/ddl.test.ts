@@ -62,7 +62,7 @@ describe('the start-up DDL is safe when every replica runs it at once', () => {
       const schema = await freshSchema()
       const results = await race(8, () => `SET search_path = ${schema}; ${CRON_LEASES_TABLE_SQL}`)
       assert.deepEqual(failures(results), [], `round ${round}`)
-      assert.equal(await columns(schema, 'cron_leases'), 12)
+      assert.equal(await columns(schema, 'cron_leases'), 13)
       await admin.query(`DROP SCHEMA ${schema} CASCADE`)
     }
   })
@@ -73,7 +73,7 @@ describe('the start-up DDL is safe when every replica runs it at once', () => {
       await admin.query(ORIGINAL_SHAPE(`${schema}.leases`))
       const results = await race(8, () => upgradeTableSql(`${schema}.leases`))
       assert.deepEqual(failures(results), [], `round ${round}`)
-      assert.equal(await columns(schema, 'leases'), 12)
+      assert.equal(await columns(schema, 'leases'), 13)
       await admin.query(`DROP SCHEMA ${schema} CASCADE`)
     }
   })
@@ -91,7 +91,7 @@ describe('the start-up DDL is safe when every replica runs it at once', () => {
     )
     for (const run of runs) assert.equal(run.code, 0, run.stderr)
     assert.equal(runs.filter((r) => /^Created table/.test(r.stdout)).length >= 1, true)
-    assert.equal(await columns(schema, 'leases'), 12)
+    assert.equal(await columns(schema, 'leases'), 13)
     await admin.query(`DROP SCHEMA ${schema} CASCADE`)
   })
 })
@@ -142,7 +142,7 @@ describe('a role that may only use the table can run the DDL once the table exis
         await client.query(file('cron_leases.sql'))
         await client.query(file('cron_leases_upgrade.sql'))
       }
-      assert.equal(await columns(schema, 'cron_leases'), 12)
+      assert.equal(await columns(schema, 'cron_leases'), 13)
     } finally {
       await client.query('RESET search_path')
       client.release()

@@ -40,9 +40,9 @@ describe('the SQL reads the database clock and nothing else', () => {
 describe('the claim is one atomic upsert that losers do not write', () => {
   test('it is a single INSERT … ON CONFLICT (job_name) DO UPDATE … WHERE lease_until <= clock_timestamp()', () => {
     const text = statements.claim
-    assert.match(text, /^INSERT INTO "cron_leases"/)
+    assert.match(text, /^INSERT INTO "cron_leases" AS lease/)
     assert.match(text, /ON CONFLICT \(job_name\) DO UPDATE/)
-    assert.match(text, /WHERE "cron_leases"\.lease_until <= clock_timestamp\(\)/)
+    assert.match(text, /WHERE lease\.lease_until <= clock_timestamp\(\)/)
     assert.match(text, /RETURNING /)
     assert.doesNotMatch(text, /\b(BEGIN|COMMIT|pg_advisory)\b/i)
     // The only row lock taken before the arbiter is one nobody waits for.
@@ -121,6 +121,7 @@ describe('the table', () => {
       'last_error',
       'every_ms',
       'paused_until',
+      'claim_until',
     ]) {
       assert.match(CRON_LEASES_TABLE_SQL, new RegExp(`\\n      ${column} +[A-Z ]+,?\\n`), column)
       assert.match(upgradeTableSql(), new RegExp(`ADD COLUMN IF NOT EXISTS ${column} `), column)
