@@ -36,16 +36,36 @@ export interface LeaseCoordinator {
    */
   onComplete(key: string): Promise<void>
   /**
-   * node-cron does not tell `onComplete` whether the task threw, so a run is recorded with no
-   * outcome unless this is wired to the task's `execution:failed` event, which node-cron emits
-   * before `onComplete`; the run is then recorded as an error with its message.
+   * Makes this coordinator hear the task's failures, so each of its runs is recorded `ok`, or
+   * `error` with the error's first line. It subscribes {@link LeaseCoordinator.onExecutionFailed}
+   * to the task's `execution:failed` event, which node-cron emits before `onComplete`, and
+   * remembers the task's name. Runs of a task that is not watched are recorded with no outcome,
+   * because node-cron does not tell `onComplete` whether the task threw: a run that is not
+   * known to have succeeded is never recorded as a success. Returns the task; a value that is not
+   * a node-cron task is a TypeError.
    *
    * @example
    * const coordinator = leaseCoordinator(pool)
-   * const task = cron.schedule('* * * * *', run, { name: 'report', distributed: true, runCoordinator: coordinator })
-   * task.on('execution:failed', coordinator.onExecutionFailed)
+   * const task = coordinator.watch(
+   *   cron.schedule('* * * * *', run, { name: 'report', distributed: true, runCoordinator: coordinator }),
+   * )
    */
-  onExecutionFailed(context: { task?: { name?: unknown }; execution?: { error?: unknown } }): void
+  watch<Task extends WatchedTask>(task: Task): Task
+  /**
+   * The listener {@link LeaseCoordinator.watch} subscribes: marks the run of `context.task.name`
+   * whose slot is `context.date` as failed, with `context.execution.error`. Subscribed by hand
+   * (`task.on('execution:failed', coordinator.onExecutionFailed)`), failures are recorded but a
+   * run without one still has no outcome, since the coordinator cannot know the task is wired.
+   */
+  onExecutionFailed(context: { task?: { name?: unknown }; execution?: { error?: unknown }; date?: unknown }): void
+}
+
+/** What {@link LeaseCoordinator.watch} needs of a task; node-cron 4's `ScheduledTask` has it. */
+interface WatchedTask {
+  /** The task's name, which the lease is claimed on. */
+  name?: string
+  /** node-cron's event subscription. */
+  on(event: 'execution:failed', listener: LeaseCoordinator['onExecutionFailed']): void
 }
 
 /**
@@ -91,16 +111,21 @@ const SLOT_SUFFIX = /:(?:[+-]\d{6}|\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$
  * The task body runs outside the lease (node-cron calls it after `shouldRun`), so it has no
  * `ctx.renew()`; use `withCronLease` in a plain callback when a tick needs one.
  *
+ * Each run is recorded in the lease row when it completes: `ok` or `error` for a task passed to
+ * `watch`, with no outcome otherwise (node-cron does not tell a coordinator whether the task threw).
+ *
  * @example
  * import cron from 'node-cron'
  * import { LEASE, leaseCoordinator } from 'pg-cron-lease'
  *
- * cron.schedule('* * * * *', sendReport, {
+ * const coordinator = leaseCoordinator(pool)
+ * const task = cron.schedule('* * * * *', sendReport, {
  *   name: 'report',
  *   distributed: true,
  *   distributedLease: LEASE.EVERY_MINUTE,
- *   runCoordinator: leaseCoordinator(pool),
+ *   runCoordinator: coordinator,
  * })
+ * coordinator.watch(task)
  */
 export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions): LeaseCoordinator {
   checkQueryable(db)
@@ -121,6 +146,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     string,
     { jobName: string; claimToken: string | null; startedAt: number; failed?: unknown[] }
   >()
+  // Tasks whose failures this coordinator hears: only their runs can be known to have succeeded.
+  const watched = new Set<string>()
 
   const coordinator: LeaseCoordinator = {
     async shouldRun(key: string, ttlMs: number): Promise<boolean> {
@@ -143,14 +170,45 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       if (!run) return
       running.delete(key)
       const durationMs = monotonicMs() - run.startedAt
-      const settled: Settled = run.failed ? { outcome: 'error', error: run.failed[0] } : { outcome: 'unknown' }
       const { jobName, claimToken } = run
+      // node-cron emits execution:failed before it calls onComplete, so a watched task's run that
+      // reached here without a failure finished; an unwatched one may have thrown unheard.
+      const settled: Settled = run.failed
+        ? { outcome: 'error', error: run.failed[0] }
+        : watched.has(jobName)
+          ? { outcome: 'ok' }
+          : { outcome: 'unknown' }
       await recordOutcome({ db, table, jobName, claimToken, durationMs, everyMs: undefined, logger, prepare }, settled)
+    },
+    watch(task) {
+      const rule = 'a node-cron task (what cron.schedule returns: a name and an on(event, listener) method)'
+      let name: unknown
+      let on: unknown
+      try {
+        name = task.name
+        on = task.on
+      } catch {
+        fail('task', rule, task)
+      }
+      if (typeof on !== 'function') fail('task', rule, task)
+      watched.add(checkJobName(name, 'task.name'))
+      task.on('execution:failed', coordinator.onExecutionFailed)
+      return task
     },
     onExecutionFailed(context): void {
       const name = context?.task?.name
+      const error = context?.execution?.error
+      const slot = context?.date
+      // The slot names the very run: a task.execute() failing beside a scheduled run of the same
+      // task never went through the coordinator, and must not mark that run. A context without a
+      // date (built by hand) marks every run of the task in flight.
+      if (slot instanceof Date && !Number.isNaN(slot.getTime())) {
+        const run = running.get(`${String(name)}:${slot.toISOString()}`)
+        if (run) run.failed = [error]
+        return
+      }
       for (const run of running.values()) {
-        if (run.jobName === name) run.failed = [context?.execution?.error]
+        if (run.jobName === name) run.failed = [error]
       }
     },
   }

@@ -1,16 +1,17 @@
 /**
  * node-cron 4, for real: second-level schedules, several replicas, one `leaseCoordinator` each,
  * on real Postgres. Occurrences are counted by the database clock (see helpers/occurrences.ts).
+ * How each run ended is read from the lease row the coordinator writes.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
 import readline from 'node:readline'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import cron from 'node-cron'
+import cron, { type ScheduledTask } from 'node-cron'
 import type pg from 'pg'
 import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
-import { leaseCoordinator } from '../../src/index.ts'
+import { type LeaseCoordinator, leaseCoordinator } from '../../src/index.ts'
 import { assertExactlyOnce, databaseMs, readRuns, recordRun, runsTable } from '../helpers/occurrences.ts'
 
 const INTERVAL_MS = 1000
@@ -161,3 +162,198 @@ async function runProcesses(skews: number[]) {
   assert.ok(inWindow >= MIN_OCCURRENCES, `${inWindow} runs while all ${skews.length} replicas were up`)
   return { report: { ...report, inWindow }, replicas, windowStartMs }
 }
+
+/** One lease row's record of the last run, as the coordinator wrote it. */
+interface Recorded {
+  last_outcome: string | null
+  last_error: string | null
+  last_finished_at: Date | null
+  last_success_at: Date | null
+}
+
+// node-cron logs a failing task itself; these tests make tasks fail on purpose.
+const silent = { info() {}, warn() {}, error() {}, debug() {} }
+
+/**
+ * Schedules `body` every second under `name`, coordinated by `coordinator` with a 500 ms lease, and
+ * `wire`s it; resolves the lease row once `done` holds for it (at most 8 s), then destroys the task.
+ */
+async function recordedRuns(
+  table: string,
+  coordinator: LeaseCoordinator,
+  name: string,
+  body: (fire: number) => void,
+  wire: (task: ScheduledTask) => void,
+  done: (row: Recorded) => boolean,
+): Promise<{ row: Recorded; fires: number }> {
+  let fires = 0
+  const task = cron.schedule('* * * * * *', () => body(++fires), {
+    name,
+    distributed: true,
+    distributedLease: 500,
+    runCoordinator: coordinator,
+    logger: silent,
+  })
+  wire(task)
+  const read = async () =>
+    (
+      await pool.query<Recorded>(
+        `SELECT last_outcome, last_error, last_finished_at, last_success_at FROM "${table}" WHERE job_name = $1`,
+        [name],
+      )
+    ).rows[0]
+  try {
+    const deadline = Date.now() + 8000
+    for (;;) {
+      const row = await read()
+      if (row && done(row)) return { row, fires }
+      assert.ok(Date.now() < deadline, `recorded within 8 s (${fires} fires): ${JSON.stringify(row)}`)
+      await sleep(100)
+    }
+  } finally {
+    await task.destroy()
+  }
+}
+
+const finished = (row: Recorded) => row.last_finished_at !== null
+
+describe('leaseCoordinator records how each node-cron run ended', () => {
+  test("a watched task's run that returns is recorded ok, with its last success", async () => {
+    const table = await freshTable(pool, 'cron_ok')
+    const coordinator = leaseCoordinator(pool, { table })
+    const { row } = await recordedRuns(
+      table,
+      coordinator,
+      'report:ok',
+      () => {},
+      (task) => assert.equal(coordinator.watch(task), task, 'watch returns the task'),
+      finished,
+    )
+    assert.equal(row.last_outcome, 'ok')
+    assert.equal(row.last_error, null)
+    assert.ok(row.last_success_at instanceof Date, 'last_success_at is set')
+    assert.equal(row.last_success_at.getTime(), row.last_finished_at!.getTime())
+  })
+
+  test("a watched task's run that throws is recorded error with the error's first line, and no success", async () => {
+    const table = await freshTable(pool, 'cron_err')
+    const coordinator = leaseCoordinator(pool, { table })
+    const { row } = await recordedRuns(
+      table,
+      coordinator,
+      'report:fails',
+      () => {
+        throw new RangeError('quota exceeded\nat the second line')
+      },
+      (task) => coordinator.watch(task),
+      finished,
+    )
+    assert.equal(row.last_outcome, 'error')
+    assert.equal(row.last_error, 'RangeError: quota exceeded')
+    assert.equal(row.last_success_at, null)
+  })
+
+  test('a failure marks only its own run: a watched task that throws once and then returns ends ok', async () => {
+    const table = await freshTable(pool, 'cron_mixed')
+    const coordinator = leaseCoordinator(pool, { table })
+    const outcomes: (string | null)[] = []
+    const { row, fires } = await recordedRuns(
+      table,
+      coordinator,
+      'report:recovers',
+      (fire) => {
+        if (fire === 1) throw new Error('first run fails')
+      },
+      (task) => coordinator.watch(task),
+      (seen) => {
+        if (seen.last_outcome !== outcomes.at(-1)) outcomes.push(seen.last_outcome)
+        return seen.last_outcome === 'ok'
+      },
+    )
+    assert.ok(fires >= 2, `${fires} fires`)
+    assert.deepEqual(
+      outcomes.filter((o) => o !== null),
+      ['error', 'ok'],
+      `outcomes seen: ${outcomes.join(', ')}`,
+    )
+    assert.equal(row.last_error, null)
+    assert.ok(row.last_success_at !== null)
+  })
+
+  test('a task that is not watched is recorded with no outcome, whether it returns or throws', async () => {
+    const table = await freshTable(pool, 'cron_unwatched')
+    const coordinator = leaseCoordinator(pool, { table })
+    for (const [name, body] of [
+      ['report:unwatched-ok', () => {}],
+      [
+        'report:unwatched-throws',
+        () => {
+          throw new Error('nobody hears this')
+        },
+      ],
+    ] as const) {
+      const { row } = await recordedRuns(table, coordinator, name, body, () => {}, finished)
+      assert.deepEqual([row.last_outcome, row.last_error, row.last_success_at], [null, null, null], name)
+    }
+  })
+
+  test('watching one task of a shared coordinator leaves the others unknown', async () => {
+    const table = await freshTable(pool, 'cron_shared')
+    const coordinator = leaseCoordinator(pool, { table })
+    const watchedRun = recordedRuns(
+      table,
+      coordinator,
+      'shared:watched',
+      () => {},
+      (t) => coordinator.watch(t),
+      finished,
+    )
+    const unwatchedRun = recordedRuns(
+      table,
+      coordinator,
+      'shared:unwatched',
+      () => {},
+      () => {},
+      finished,
+    )
+    const [watched, unwatched] = await Promise.all([watchedRun, unwatchedRun])
+    assert.equal(watched.row.last_outcome, 'ok')
+    assert.equal(unwatched.row.last_outcome, null)
+  })
+
+  test('onExecutionFailed subscribed by hand records failures, but a run without one stays unknown', async () => {
+    const table = await freshTable(pool, 'cron_by_hand')
+    const coordinator = leaseCoordinator(pool, { table })
+    const byHand = (task: ScheduledTask) => task.on('execution:failed', coordinator.onExecutionFailed)
+    const failing = await recordedRuns(
+      table,
+      coordinator,
+      'by-hand:fails',
+      () => {
+        throw new Error('heard')
+      },
+      byHand,
+      finished,
+    )
+    assert.deepEqual([failing.row.last_outcome, failing.row.last_error], ['error', 'Error: heard'])
+    const passing = await recordedRuns(table, coordinator, 'by-hand:ok', () => {}, byHand, finished)
+    assert.equal(passing.row.last_outcome, null)
+  })
+
+  test('watch refuses what is not a node-cron task, naming the argument, before any query', () => {
+    const coordinator = leaseCoordinator(pool)
+    const cases: [unknown, RegExp][] = [
+      [null, /^pg-cron-lease: task must be a node-cron task .*got null$/],
+      [{ name: 'report' }, /^pg-cron-lease: task must be a node-cron task .*got /],
+      [{ name: '', on() {} }, /^pg-cron-lease: task\.name must be a non-empty string, got ""$/],
+      [{ on() {} }, /^pg-cron-lease: task\.name must be a non-empty string, got undefined$/],
+    ]
+    for (const [value, message] of cases) {
+      assert.throws(
+        () => coordinator.watch(value as never),
+        (error: unknown) => error instanceof TypeError && message.test(error.message),
+        String(message),
+      )
+    }
+  })
+})
