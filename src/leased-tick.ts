@@ -3,7 +3,9 @@
  * node-cron's callback, a NestJS method). It validates everything when it is made, so a wiring
  * mistake throws at startup instead of at the first fire.
  */
+import { escapeControls } from './escape.js'
 import { runLease } from './lease.js'
+import { describeError } from './outcome.js'
 import {
   LEASE_OPTION_KEYS,
   type LeaseContext,
@@ -24,8 +26,10 @@ import { checkFunction, checkLeaseArgs } from './validate.js'
 export interface LeasedTickOptions extends LeaseOptions {
   /**
    * Receives a claim error or an error thrown by the tick. Default: `logger.error(err, jobName)`
-   * when a logger with `error` is given, else `console.error`. If it throws or rejects, that error
-   * is written to `console.error`: the wrapper still resolves.
+   * for every error when a logger with `error` is given; else one line on `console.error`,
+   * `pg-cron-lease: '<job>' tick failed: <Name: first line of the message>`, at most once a minute
+   * for this job: errors in between are counted, and the next line says how many it did not show.
+   * If it throws or rejects, that error is written to `console.error`: the wrapper still resolves.
    */
   onError?: (error: unknown, jobName: string) => void | Promise<void>
 }
@@ -103,10 +107,45 @@ export function leasedTick<T>(
   return tick as LeasedTick<T>
 }
 
-// The default is logger.error, else console.error, called exactly as onError would be.
+// A logger is the user's own choice of format and volume, so it gets every error whole; the
+// console is nobody's choice, and a stack on every tick of a job that fails each second buries
+// everything else on it.
 function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
+  const lineFor = errorLines()
   return (error, jobName) => {
     if (logger?.error) logger.error(error, jobName)
-    else console.error(error, jobName)
+    else {
+      const line = lineFor(error, jobName)
+      if (line !== undefined) console.error(line)
+    }
+  }
+}
+
+/** How long a job's error line stands for the errors after it before another is printed. */
+export const ERROR_LINE_EVERY_MS = 60_000
+
+/**
+ * The lines of the default `onError` for one job, written to the console: `lineFor(error, job)` is
+ * the line to print, or `undefined` (the error counted) while the last line printed is less than
+ * {@link ERROR_LINE_EVERY_MS} old. Internal: `now` is there for tests, the public API has no clock.
+ *
+ * @example
+ * const lineFor = errorLines()
+ * lineFor(new Error('connection refused'), 'sync') // "pg-cron-lease: 'sync' tick failed: Error: connection refused"
+ */
+export function errorLines(now: () => number = Date.now): (error: unknown, jobName: string) => string | undefined {
+  let printedAt: number | undefined
+  let unshown = 0
+  return (error, jobName) => {
+    const at = now()
+    // A wall clock set back must not silence the job until it catches up, so a negative age prints.
+    if (printedAt !== undefined && at >= printedAt && at - printedAt < ERROR_LINE_EVERY_MS) {
+      unshown++
+      return undefined
+    }
+    const since = unshown > 0 ? ` (${unshown} more not shown since ${new Date(printedAt!).toISOString()})` : ''
+    printedAt = at
+    unshown = 0
+    return `pg-cron-lease: '${escapeControls(jobName)}' tick failed: ${describeError(error)}${since}`
   }
 }

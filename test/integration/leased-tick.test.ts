@@ -1,10 +1,11 @@
 /**
  * leasedTick with real schedulers (croner, setInterval) on real Postgres: every occurrence runs
- * exactly once across replicas, and errors reach onError without ever becoming an unhandled
- * rejection. Occurrences are counted by the database clock (see helpers/occurrences.ts).
+ * exactly once across replicas, errors reach onError without ever becoming an unhandled
+ * rejection, and without an onError they are one console line each, at most one a minute.
+ * Occurrences are counted by the database clock (see helpers/occurrences.ts).
  */
 import assert from 'node:assert/strict'
-import { after, before, describe, test } from 'node:test'
+import { after, before, describe, type TestContext, test } from 'node:test'
 import { Cron } from 'croner'
 import type pg from 'pg'
 import { freshTable, testPool } from '../../dev/postgres.ts'
@@ -127,7 +128,10 @@ describe('leasedTick: errors reach onError and never become unhandled rejections
         assert.ok(tickErrors.every((e) => /^tick failed on replica-\d$/.test((e.error as Error).message)))
         assert.ok(claimErrors.length >= REPLICAS, `claim errors: ${claimErrors.length}`)
         assert.ok(
-          claimErrors.every((e) => (e.error as { code?: string }).code === '42P01'),
+          claimErrors.every((e) => {
+            const error = e.error as { code?: string; cause?: { code?: string } }
+            return (error.code ?? error.cause?.code) === '42P01'
+          }),
           'undefined_table',
         )
         assert.deepEqual(unhandled, [])
@@ -136,4 +140,86 @@ describe('leasedTick: errors reach onError and never become unhandled rejections
       }
     })
   }
+})
+
+describe('without onError, errors are one console line each, at most one a minute a job', () => {
+  /** Three calls of a tick that throws a two-line error, each after its 20 ms lease has run out. */
+  async function threeFailures(table: string, jobName: string, opts: Parameters<typeof leasedTick>[4] = {}) {
+    const thrown: Error[] = []
+    const tick = leasedTick(
+      pool,
+      jobName,
+      20,
+      () => {
+        const error = new Error(`run ${thrown.length + 1} failed\nwith details on the second line`)
+        thrown.push(error)
+        throw error
+      },
+      { table, ...opts },
+    )
+    for (let i = 0; i < 3; i++) {
+      assert.equal(await tick(), undefined)
+      await sleep(40)
+    }
+    assert.equal(thrown.length, 3, 'each call won its claim and ran the tick')
+    return thrown
+  }
+
+  const muteConsole = (t: TestContext) => t.mock.method(console, 'error', () => {})
+
+  test('the first error of a job is one line, with no stack; the two after it within the minute print nothing', async (t) => {
+    const table = await freshTable(pool, 'tick_lines')
+    const printed = muteConsole(t)
+    await threeFailures(table, 'lines:sync')
+    assert.deepEqual(
+      printed.mock.calls.map((call) => call.arguments),
+      [["pg-cron-lease: 'lines:sync' tick failed: Error: run 1 failed"]],
+    )
+  })
+
+  test('each job has its own minute: a second job failing meanwhile prints its own line', async (t) => {
+    const table = await freshTable(pool, 'tick_jobs')
+    const printed = muteConsole(t)
+    await Promise.all([threeFailures(table, 'jobs:a'), threeFailures(table, 'jobs:b')])
+    assert.deepEqual(printed.mock.calls.map((call) => call.arguments).sort(), [
+      ["pg-cron-lease: 'jobs:a' tick failed: Error: run 1 failed"],
+      ["pg-cron-lease: 'jobs:b' tick failed: Error: run 1 failed"],
+    ])
+  })
+
+  test('a claim error is one line too', async (t) => {
+    const printed = muteConsole(t)
+    const tick = leasedTick(pool, 'lines:no-table', 20, () => assert.fail('must not run'), { table: 'no_such_leases' })
+    assert.equal(await tick(), undefined)
+    assert.equal(printed.mock.callCount(), 1)
+    const [line, ...rest] = printed.mock.calls[0]!.arguments
+    assert.deepEqual(rest, [])
+    assert.match(String(line), /^pg-cron-lease: 'lines:no-table' tick failed: \w*Error: [^\n]*no_such_leases[^\n]*$/)
+  })
+
+  test('a logger with error gets every error whole, as error(err, jobName), and nothing reaches the console', async (t) => {
+    const table = await freshTable(pool, 'tick_logger')
+    const printed = muteConsole(t)
+    const logged: unknown[][] = []
+    const thrown = await threeFailures(table, 'lines:logged', {
+      logger: { error: (...args: unknown[]) => void logged.push(args) },
+    })
+    assert.deepEqual(
+      logged,
+      thrown.map((error) => [error, 'lines:logged']),
+    )
+    assert.equal(printed.mock.callCount(), 0)
+  })
+
+  test('an onError of its own gets every error whole, and nothing reaches the console', async (t) => {
+    const table = await freshTable(pool, 'tick_own')
+    const printed = muteConsole(t)
+    const seen: unknown[][] = []
+    const thrown = await threeFailures(table, 'lines:own', { onError: (...args: unknown[]) => void seen.push(args) })
+    assert.deepEqual(
+      seen,
+      thrown.map((error) => [error, 'lines:own']),
+    )
+    assert.equal(printed.mock.callCount(), 0)
+  })
 })
