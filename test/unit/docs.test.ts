@@ -205,6 +205,94 @@ describe('the README describes the library as it is', () => {
   })
 })
 
+describe('the docs say how to run it, with commands that exist', () => {
+  const scripts = Object.keys(JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).scripts ?? {})
+  /** The npm scripts a line tells the reader to run: `npm run <name>`, and `npm test` for `test`. */
+  const npmScripts = (line: string) =>
+    [...line.matchAll(/\bnpm (?:run(?:-script)? ([\w:.-]+)|(test)\b)/g)].map((m) => (m[1] ?? m[2])!)
+
+  test('before its Usage section, the README runs the demo and the tests from a clone: npm run demo, npm test', () => {
+    const readme = docs.get('README.md')!
+    const usage = readme.lines.indexOf('## Usage')
+    assert.ok(usage > 0, 'README.md has a section ## Usage')
+    const commands = readme.blocks
+      .filter((block) => block.lang === 'sh' && block.line < usage)
+      .flatMap((block) => block.body.map((line) => line.split('#')[0]!.trim()))
+    for (const command of ['npm run demo', 'npm test']) {
+      assert.ok(commands.includes(command), `a sh block before ## Usage has the command \`${command}\``)
+    }
+  })
+
+  test('every npm run <script> and npm test in the docs names a script of package.json', () => {
+    const named = [...docs.values()].flatMap((doc) =>
+      doc.lines.flatMap((line, i) => npmScripts(line).map((script) => ({ script, at: `${doc.file}:${i + 1}` }))),
+    )
+    assert.ok(named.length > 20, `${named.length} npm commands found`)
+    const unknown = named.filter(({ script }) => !scripts.includes(script)).map(({ script, at }) => `${at}: ${script}`)
+    assert.deepEqual(unknown, [])
+  })
+})
+
+describe("CONTRIBUTING.md's repository layout matches the tree", () => {
+  const ROOTS = ['src', 'sql', 'test', 'dev', 'examples', 'bench', 'scripts', 'docs']
+  const exists = (p: string) => existsSync(path.join(root, p))
+
+  /**
+   * The paths the layout block names. A line that starts at the margin opens a directory; a name
+   * after it, or on an indented line below it, is read inside that directory, or else from the
+   * root (`test/integration/examples.test.ts`, `bench/`). Names are the words that end in `/` or
+   * in a file extension; everything else is description.
+   */
+  function layout(): { named: Set<string>; unresolved: string[] } {
+    const doc = docs.get('CONTRIBUTING.md')!
+    const heading = doc.lines.indexOf('## Repository layout')
+    const block = doc.blocks.find((b) => b.lang === 'text' && b.line > heading)
+    assert.ok(heading >= 0 && block, 'CONTRIBUTING.md has ## Repository layout with a text block')
+    const named = new Set<string>()
+    const unresolved: string[] = []
+    let current = ''
+    for (const line of block.body) {
+      const words = line
+        .trim()
+        .split(/\s+/)
+        .map((word) => word.replace(/^[(`]+|[),;:.`]+$/g, ''))
+      for (const [k, word] of words.entries()) {
+        if (!/^[\w.-]+(\/[\w.-]+)*\/?$/.test(word)) continue
+        if (!word.endsWith('/') && !/\.(ts|mjs|js|sql|md|svg|json)$/.test(word)) continue
+        const name = word.replace(/\/$/, '')
+        const opens = k === 0 && !/^\s/.test(line)
+        const candidates = opens ? [name] : [path.posix.join(current, name), name]
+        const found = candidates.filter(exists)
+        if (found.length === 0) unresolved.push(`${word} (in ${current || 'the root'})`)
+        for (const p of found) named.add(p)
+        if (opens) current = name
+      }
+    }
+    return { named, unresolved }
+  }
+
+  test('every file and directory the layout names exists', () => {
+    const { named, unresolved } = layout()
+    assert.ok(named.size > 30, `${named.size} paths named`)
+    assert.deepEqual(unresolved, [])
+  })
+
+  test('the layout names every directory of src, sql, test, dev, examples, bench, scripts and docs', () => {
+    const { named } = layout()
+    const directories = ROOTS.flatMap((dir) => [
+      dir,
+      ...readdirSync(path.join(root, dir), { withFileTypes: true })
+        .filter((entry) => entry.isDirectory() && !entry.name.startsWith('.'))
+        .map((entry) => `${dir}/${entry.name}`),
+    ])
+    const covered = (dir: string) => named.has(dir) || [...named].some((p) => p.startsWith(`${dir}/`))
+    assert.deepEqual(
+      directories.filter((dir) => !covered(dir)),
+      [],
+    )
+  })
+})
+
 describe('every ts and js block runs or compiles', () => {
   const blocks = [...docs.values()].flatMap((doc) =>
     doc.blocks.filter((b) => b.lang === 'ts' || b.lang === 'js').map((b) => ({ ...b, file: doc.file })),
