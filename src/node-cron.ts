@@ -144,7 +144,13 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   // Runs this process won and has not completed, by node-cron's key (one run per key).
   const running = new Map<
     string,
-    { jobName: string; claimToken: string | null; startedAt: number; failed?: unknown[] }
+    {
+      jobName: string
+      claimToken: string | null
+      recordable: boolean | undefined
+      startedAt: number
+      failed?: unknown[]
+    }
   >()
   // Tasks whose failures this coordinator hears: only their runs can be known to have succeeded.
   const watched = new Set<string>()
@@ -160,8 +166,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         (leaseFor
           ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`)
           : checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      const { won, claimToken } = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
-      if (won && record) running.set(key, { jobName, claimToken, startedAt: monotonicMs() })
+      const { won, claimToken, recordable } = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
+      if (won && record) running.set(key, { jobName, claimToken, recordable, startedAt: monotonicMs() })
       return won
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.
@@ -170,7 +176,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       if (!run) return
       running.delete(key)
       const durationMs = monotonicMs() - run.startedAt
-      const { jobName, claimToken } = run
+      const { jobName, claimToken, recordable } = run
       // node-cron emits execution:failed before it calls onComplete, so a watched task's run that
       // reached here without a failure finished; an unwatched one may have thrown unheard.
       const settled: Settled = run.failed
@@ -178,7 +184,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         : watched.has(jobName)
           ? { outcome: 'ok' }
           : { outcome: 'unknown' }
-      await recordOutcome({ db, table, jobName, claimToken, durationMs, everyMs: undefined, logger, prepare }, settled)
+      const request = { db, table, jobName, claimToken, durationMs, everyMs: undefined, logger, prepare, recordable }
+      await recordOutcome(request, settled)
     },
     watch(task) {
       const rule = 'a node-cron task (what cron.schedule returns: a name and an on(event, listener) method)'

@@ -340,6 +340,49 @@ describe('leaseCoordinator records how each node-cron run ended', () => {
     assert.equal(passing.row.last_outcome, null)
   })
 
+  test('on a table of the original shape, a watched task runs and warns once, and no statement names a missing column', async () => {
+    const table = `original_${Math.random().toString(16).slice(2, 10)}`
+    await pool.query(`CREATE TABLE "${table}" (job_name TEXT PRIMARY KEY, lease_until TIMESTAMPTZ NOT NULL,
+      holder TEXT, claimed_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())`)
+    const sent: string[] = []
+    const counted = {
+      query: (text: string, params?: unknown[]) => {
+        sent.push(text)
+        return pool.query(text, params)
+      },
+    }
+    const warnings: string[] = []
+    const coordinator = leaseCoordinator(counted, {
+      table,
+      leaseMs: 500,
+      logger: { warn: (m) => void warnings.push(m) },
+    })
+    let fires = 0
+    const task = coordinator.watch(
+      cron.schedule('* * * * * *', () => void fires++, {
+        name: 'original:watched',
+        distributed: true,
+        runCoordinator: coordinator,
+        logger: silent,
+      }),
+    )
+    try {
+      const deadline = Date.now() + 8000
+      while (fires < 2) {
+        assert.ok(Date.now() < deadline, `two runs within 8 s (${fires})`)
+        await sleep(100)
+      }
+      await sleep(200)
+    } finally {
+      await task.destroy()
+    }
+    assert.equal(warnings.length, 1, warnings.join('\n'))
+    assert.match(warnings[0]!, new RegExp(`${table} has the original shape.*pg-cron-lease migrate --table ${table}`))
+    assert.ok(sent.length >= 2, `${sent.length} statements`)
+    assert.equal(new Set(sent).size, 1, 'every statement sent was the same one, the claim')
+    assert.match(sent[0]!, /^\s*INSERT INTO/)
+  })
+
   test('watch refuses what is not a node-cron task, naming the argument, before any query', () => {
     const coordinator = leaseCoordinator(pool)
     const cases: [unknown, RegExp][] = [
