@@ -6,7 +6,7 @@
  *
  * Exit codes: 0 success, 1 the database (or the `pg` driver) could not do it, 2 a usage error, 3
  * `check` found a job unhealthy. Every error is one line on stderr that says what to do; no stack
- * trace. The URL is never printed, because it usually carries a password.
+ * trace. The URL is never printed with its password, because it usually carries one.
  */
 import { readFileSync } from 'node:fs'
 import type pg from 'pg'
@@ -166,10 +166,11 @@ const COMMANDS: Record<string, Command> = {
     'pause',
     'Pause one job on every replica, for a while or until resumed',
     'No claim of the job succeeds until the pause ends: with --for after that long, with --until at\n' +
-      'that instant, with neither when resumed. Times are by the database clock. A tick running at\n' +
-      'that moment is not stopped, but its renew and keep-alive beats fail and its ctx.signal aborts.\n' +
-      'A paused job is never overdue for check, but still FAILING if its last run failed. Needs the\n' +
-      `columns ${BIN} migrate adds.\n\n` +
+      'that instant, with neither when resumed. Times are by the database clock: --until must be in\n' +
+      'its future (and no later than 9999-12-31T23:59:59.999Z), and a --for that ends after the year\n' +
+      '9999 pauses until resumed. A tick running at that moment is not stopped, but its renew and\n' +
+      'keep-alive beats fail and its ctx.signal aborts. A paused job is never overdue for check, but\n' +
+      `still FAILING if its last run failed. Needs the columns ${BIN} migrate adds.\n\n` +
       'Examples:\n' +
       `  ${BIN} pause billing:hourly --for 2h\n` +
       `  ${BIN} pause billing:hourly --until 2026-12-01T06:00:00Z\n` +
@@ -178,8 +179,9 @@ const COMMANDS: Record<string, Command> = {
   resume: jobCommand(
     'resume',
     'End the pause of one job: the next claim on any replica runs it',
-    'Ends the pause at once; a pause that already ran out is only cleared. Needs the columns\n' +
-      `${BIN} migrate adds.\n\n` +
+    'Ends the pause at once; a pause that already ran out is only cleared. A job that is not\n' +
+      'paused, by the database clock, is said to be so; nothing changes, and it exits 0. Needs the\n' +
+      `columns ${BIN} migrate adds.\n\n` +
       'Example:\n' +
       `  ${BIN} resume billing:hourly`,
   ),
@@ -202,7 +204,7 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
     details:
       'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
       `${details}\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
-    exitCodes: `0 changed, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
+    exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
     async run(values, io) {
       const target = connectionTarget(values.url, io.env)
       const { table } = values
@@ -248,7 +250,7 @@ function mainHelp(): string {
     ]),
     '',
     'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job.',
-    'NO_COLOR turns colours off.',
+    'An option may be given once; only --job repeats. NO_COLOR turns colours off.',
     '',
   ].join('\n')
 }

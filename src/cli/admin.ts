@@ -1,12 +1,12 @@
 /**
- * `pg-cron-lease pause`, `resume` and `release`: reading their arguments, making the one change on
- * the one job's row (src/admin.ts), and saying what changed by the database clock.
+ * `pg-cron-lease pause`, `resume` and `release`: making the one change on the one job's row
+ * (src/admin.ts), and saying what changed by the database clock. Their arguments are read by
+ * src/cli/options.ts, with the library's own parsers (src/time-input.ts).
  */
 import type pg from 'pg'
 import { type JobState, pause, release, resume } from '../admin.js'
 import { escapeControls } from '../escape.js'
-import { clockSql } from '../sql.js'
-import { Exit, usage } from './exit.js'
+import { Exit, oneLine, usage } from './exit.js'
 import { untilText } from './health.js'
 import { msBetween } from './human.js'
 
@@ -24,63 +24,20 @@ export interface JobRequest {
   until?: string
 }
 
-const UNIT_MS = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 } as const
-
-/**
- * A duration such as `90s`, `15m`, `2h`, `1d` or `1h30m`, in ms: whole numbers, units from the
- * largest down, each at most once. Anything else is a usage error that names the value.
- */
-export function parseDuration(text: string, option: string): number {
-  const match = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/.exec(text)
-  const bad = (why: string) =>
-    usage(`${option} must be ${why}, such as 90s, 15m, 2h, 1d or 1h30m, got ${JSON.stringify(text)}`)
-  if (match === null || text === '') throw bad('a duration in whole d, h, m and s')
-  const [, d, h, m, s] = match
-  const ms =
-    Number(d ?? 0) * UNIT_MS.d + Number(h ?? 0) * UNIT_MS.h + Number(m ?? 0) * UNIT_MS.m + Number(s ?? 0) * UNIT_MS.s
-  if (ms === 0) throw bad('longer than zero')
-  if (!Number.isSafeInteger(ms)) throw bad('shorter than that')
-  return ms
-}
-
-const ISO_WITH_ZONE = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d)(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)$/i
-
-/**
- * An ISO-8601 date-time with a zone (`Z` or `+02:00`), as ISO-8601 UTC text. A time without a zone
- * is refused: it would mean a different instant on every machine. So is a date that does not
- * exist (February 30th), which the JavaScript parser would roll over into the next month.
- */
-export function parseUntil(text: string, option: string): string {
-  const match = ISO_WITH_ZONE.exec(text)
-  const [year, month, day, hour, minute, second] = (match?.slice(1) ?? []).map((part) => Number(part ?? 0))
-  const calendar = new Date(Date.UTC(year!, month! - 1, day!))
-  const ms = Date.parse(text)
-  if (
-    match === null ||
-    !Number.isFinite(ms) ||
-    calendar.getUTCDate() !== day ||
-    calendar.getUTCMonth() !== month! - 1 ||
-    hour! > 23 ||
-    minute! > 59 ||
-    second! > 59
-  ) {
-    throw usage(
-      `${option} must be an ISO-8601 date-time with a zone, such as 2026-12-01T06:00:00Z or 2026-12-01T08:00:00+02:00, got ${JSON.stringify(text)}`,
-    )
-  }
-  return new Date(ms).toISOString()
-}
-
 /** Makes the change and returns the line that says what it did; a job without a row is exit 1. */
 export async function runJobAction(client: pg.Client, request: JobRequest): Promise<string> {
   const { action, jobName, table } = request
-  if (action === 'pause' && request.until !== undefined) await refusePast(client, request.until)
-  const state =
-    action === 'pause'
-      ? await pause(client, jobName, { table, forMs: request.forMs, until: request.until })
-      : action === 'resume'
-        ? await resume(client, jobName, { table })
-        : await release(client, jobName, { table })
+  let state: JobState | null
+  try {
+    state =
+      action === 'pause'
+        ? await pause(client, jobName, { table, forMs: request.forMs, until: request.until })
+        : action === 'resume'
+          ? await resume(client, jobName, { table })
+          : await release(client, jobName, { table })
+  } catch (error) {
+    throw asUsage(error) ?? error
+  }
   const name = escapeControls(jobName)
   if (state === null) {
     throw new Exit(
@@ -88,36 +45,87 @@ export async function runJobAction(client: pg.Client, request: JobRequest): Prom
       1,
     )
   }
-  return `${describeChange(action, name, state)}\n`
+  return `${describeChange(request, name, state)}\n`
 }
 
-// A pause that ends before it starts would change the row and hold nothing; refused by the
-// database clock, the one every replica's claim is judged by.
-async function refusePast(client: pg.Client, until: string): Promise<void> {
-  const { rows } = await client.query(clockSql())
-  const now: string = rows[0].checked_at
-  if (Date.parse(until) <= Date.parse(now)) {
-    throw usage(`--until ${until} is not in the future by the database clock (${now}); nothing was changed`)
-  }
+/** The library's names for what the command line calls --until, --for, --table and <job>. */
+const FLAGS: [RegExp, string][] = [
+  [/\bopts\.until\b/g, '--until'],
+  [/\bopts\.forMs\b/g, '--for'],
+  [/\bopts\.table\b/g, '--table'],
+  [/\bjobName\b/g, '<job>'],
+]
+
+// A value quoted in a message (a job name, the text given) is data, not the argument's name.
+const QUOTED = /("(?:[^"\\]|\\.)*"|'[^']*')/
+
+/**
+ * A library TypeError about one of this command's arguments, as a usage error naming the flag. The
+ * library refuses a bad argument before it writes (an --until not in the future by the database
+ * clock among them), so nothing was changed. Any other error (a driver's, or a TypeError about the
+ * driver's result) is not about the user's input and stays a failure.
+ */
+export function asUsage(error: unknown): Exit | undefined {
+  if (!(error instanceof TypeError) || !error.message.startsWith('pg-cron-lease: ')) return undefined
+  let named = false
+  const message = oneLine(error)
+    .slice('pg-cron-lease: '.length)
+    .split(QUOTED)
+    .map((part, i) => {
+      if (i % 2 === 1) return part
+      for (const [name, flag] of FLAGS) {
+        part = part.replace(name, () => {
+          named = true
+          return flag
+        })
+      }
+      return part
+    })
+    .join('')
+  if (!named) return undefined
+  return usage(/nothing was changed/.test(message) ? message : `${message}; nothing was changed`)
 }
 
-function describeChange(action: JobAction, name: string, state: JobState): string {
+/**
+ * What a change did, on one line; exported for the tests of its wording. `wasPaused` is read when
+ * the library reports it (whether the job was paused at the change, by the database clock); when
+ * it does not, whether a resume changed anything is unknown, and the line does not claim either.
+ */
+export function describeChange(
+  request: Pick<JobRequest, 'action' | 'forMs'>,
+  name: string,
+  state: JobState & { wasPaused?: boolean },
+): string {
   const at = `(database clock ${state.changedAt})`
-  const stillPaused = state.pausedUntil !== null && laterThan(state.pausedUntil, state.changedAt)
-  switch (action) {
+  const leaseUntil = readable(state.leaseUntil)
+  const pausedUntil = state.pausedUntil === null ? null : readable(state.pausedUntil)
+  const stillPaused = pausedUntil !== null && laterThan(pausedUntil, state.changedAt)
+  switch (request.action) {
     case 'pause':
-      return state.pausedUntil === 'infinity'
+      if (pausedUntil !== 'infinity') {
+        return `Paused ${name} until ${pausedUntil} ${at}; no replica can claim it until then.`
+      }
+      return request.forMs === undefined
         ? `Paused ${name} until resumed ${at}; no replica can claim it until pg-cron-lease resume.`
-        : `Paused ${name} until ${state.pausedUntil} ${at}; no replica can claim it until then.`
+        : `Paused ${name} until resumed ${at}: --for ends after the year 9999, so the pause is open-ended; no replica can claim it until pg-cron-lease resume.`
     case 'resume':
-      return laterThan(state.leaseUntil, state.changedAt)
-        ? `Resumed ${name} ${at}; it is not paused, and the next claim after its current lease ends at ${state.leaseUntil} runs it.`
+      if (state.wasPaused === false) return `Nothing to resume: ${name} was not paused ${at}; nothing changed.`
+      return laterThan(leaseUntil, state.changedAt)
+        ? `Resumed ${name} ${at}; it is not paused, and the next claim after its current lease ends at ${leaseUntil} runs it.`
         : `Resumed ${name} ${at}; it is not paused, and the next claim on any replica runs it.`
     case 'release':
       return stillPaused
-        ? `Released the lease of ${name} ${at}; it is still paused ${untilText(state.pausedUntil)}, so no replica can claim it before then.`
+        ? `Released the lease of ${name} ${at}; it is still paused ${untilText(pausedUntil)}, so no replica can claim it before then.`
         : `Released the lease of ${name} ${at}; the next claim on any replica runs it.`
   }
+}
+
+/**
+ * A database timestamp as printed: one after the year 9999 (a year of five or more digits, which
+ * `new Date()` cannot read) is shown as 'infinity', the end no claim will ever reach.
+ */
+function readable(timestamp: string): string {
+  return /^\d{5,}-/.test(timestamp) ? 'infinity' : timestamp
 }
 
 /** Whether database timestamp `a` ('infinity' allowed) is after `b`. */

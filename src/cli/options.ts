@@ -6,8 +6,8 @@
 import { parseArgs } from 'node:util'
 import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
+import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkTable } from '../validate.js'
-import { parseDuration, parseUntil } from './admin.js'
 import { oneLine, usage } from './exit.js'
 
 const BIN = 'pg-cron-lease'
@@ -86,11 +86,19 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   }
   let values: Record<string, unknown>
   let positionals: string[]
+  let tokens: { kind: string; name?: string }[]
   try {
-    ;({ values, positionals } = parseArgs({ args, options, strict: true, allowPositionals: accepts.job === true }))
+    ;({ values, positionals, tokens } = parseArgs({
+      args,
+      options,
+      strict: true,
+      allowPositionals: accepts.job === true,
+      tokens: true,
+    }))
   } catch (error) {
     throw usage(`${describeParseError(error, name)}; see ${BIN} ${name} --help`)
   }
+  refuseRepeats(name, tokens)
   const string = (key: OptionName) => (typeof values[key] === 'string' ? (values[key] as string) : undefined)
   const result: Values = {
     table: valid(() => checkTable(values.table, '--table')),
@@ -115,17 +123,40 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   if (forText !== undefined && untilText !== undefined) {
     throw usage(`--for and --until cannot both be given: a pause has one end; see ${BIN} pause --help`)
   }
-  if (forText !== undefined) result.forMs = parseDuration(forText, '--for')
-  if (untilText !== undefined) result.until = parseUntil(untilText, '--until')
+  if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
+  // A command line only gives text, so the library's offer of a Date would only confuse.
+  if (untilText !== undefined) {
+    result.until = valid(
+      () => parseUntil(untilText, '--until'),
+      (m) => m.replace('must be a valid Date, or ', 'must be '),
+    )
+  }
   return result
 }
 
+// parseArgs keeps the last of a repeated option, so `--for 1h --for 2h` would silently pause for 2h
+// and `--url a --url b` connect to b. Only an option declared multiple (--job) may repeat.
+function refuseRepeats(command: string, tokens: { kind: string; name?: string }[]): void {
+  const seen = new Set<string>()
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.name === undefined) continue
+    const spec: OptionSpec = OPTIONS[token.name as OptionName]
+    if (spec.multiple) continue
+    // The values are not shown: one of them may be a --url with a password.
+    if (seen.has(token.name)) {
+      const once = spec.type === 'string' ? 'it takes one value, so give it once' : 'give it once'
+      throw usage(`--${token.name} is given more than once; ${once}; see ${BIN} ${command} --help`)
+    }
+    seen.add(token.name)
+  }
+}
+
 /** A library argument check (TypeError) as a usage error, without the library's prefix. */
-function valid<T>(check: () => T): T {
+function valid<T>(check: () => T, reword: (message: string) => string = (m) => m): T {
   try {
     return check()
   } catch (error) {
-    throw usage(oneLine(error).replace(/^pg-cron-lease: /, ''))
+    throw usage(reword(oneLine(error).replace(/^pg-cron-lease: /, '')))
   }
 }
 
