@@ -1,8 +1,8 @@
 /**
  * Reaching the database from the `pg-cron-lease` command: where to connect (`--url` or
  * `DATABASE_URL`), loading the optional `pg` driver, one client per command, and turning a driver
- * error into one line that says what to do. The URL is never printed, because it usually carries a
- * password; messages name only host:port/database.
+ * error into one line that says what to do. The URL usually carries a password: messages name only
+ * host:port/database, and a URL refused as malformed is echoed with its passwords masked.
  */
 import type pg from 'pg'
 import { DEFAULT_TABLE } from '../sql.js'
@@ -33,10 +33,10 @@ export function connectionTarget(url: string | undefined, env: NodeJS.ProcessEnv
   try {
     parsed = new URL(text)
   } catch {
-    throw usage(`${source} is not a URL; expected postgres://user:password@host:5432/db`)
+    throw usage(`${source} is not a URL; expected postgres://user:password@host:5432/db, got ${masked(text)}`)
   }
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
-    throw usage(`${source} must start with postgres:// or postgresql://, got ${parsed.protocol}//…`)
+    throw usage(`${source} must start with postgres:// or postgresql://, got ${masked(text)}`)
   }
   // Every part pg decodes is decoded here first, only so a malformed one is a usage error.
   const user = decodePart(parsed.username, 'user name', source)
@@ -46,6 +46,25 @@ export function connectionTarget(url: string | undefined, env: NodeJS.ProcessEnv
   decodePart(parsed.search, 'parameters', source)
   const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost'
   return { url: text, label: `${host}:${parsed.port || '5432'}/${database || user || 'postgres'}` }
+}
+
+/**
+ * What was typed, quoted, with every password in it replaced by ***: the one between user: and @
+ * (taken up to the last @, so a password holding an unescaped @, / or # is masked whole), and the
+ * value of any key ending in password (password=, sslpassword=), as a keyword string writes it
+ * (host=h password='x y') or a query parameter (?password=x&...). A URL that does not parse may
+ * still hold a password, so the masking does not rely on parsing it.
+ */
+export function masked(text: string): string {
+  const start = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0].length ?? 0
+  const at = text.lastIndexOf('@')
+  const colon = text.indexOf(':', start)
+  let shown = at > start && colon !== -1 && colon < at ? `${text.slice(0, colon + 1)}***${text.slice(at)}` : text
+  // A keyword string's value ends at white space (unless quoted), a query parameter's at & or #.
+  shown = shown
+    .replace(/(^|\s)(\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|\S+)/gi, '$1$2***')
+    .replace(/([?&])(\w*password=)([^&#]+)/gi, '$1$2***')
+  return JSON.stringify(shown)
 }
 
 // pg fails on some malformed escapes with a bare "URI malformed"; on others it re-encodes the whole
@@ -146,5 +165,6 @@ function explain(error: unknown, target: Target, { command, table }: Doing): str
   }
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))
     return `the database refused ${command}: ${said} (SQLSTATE ${code})`
-  return `${command} failed against ${where}: ${said}`
+  // A refusal by the library (a table without the columns a change needs) already says what to do.
+  return `${command} failed against ${where}: ${said.replace(/^pg-cron-lease: /, '')}`
 }
