@@ -90,6 +90,14 @@ function assertFails(run: Run, code: 1 | 2, message: RegExp) {
 
 const ISO_MICROS = '\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{6}Z'
 
+/** Every date-time in a line of output is ISO-8601 UTC text with a 4-digit year, as `new Date()` reads it. */
+function assertReadableTimes(text: string) {
+  for (const [time] of text.matchAll(/[+-]?\d{4,}-\d\d-\d\dT[\d:.]+Z?/g)) {
+    assert.match(time, new RegExp(`^${ISO_MICROS}$`), `a readable time: ${time}`)
+    assert.ok(!Number.isNaN(new Date(time).getTime()), `new Date() reads ${time}`)
+  }
+}
+
 /** Microseconds since the epoch of an ISO-8601 UTC text with microseconds, exactly. */
 function micros(iso: string): bigint {
   assert.match(iso, new RegExp(`^${ISO_MICROS}$`))
@@ -297,17 +305,38 @@ describe('usage errors exit 2 with one line that says what to do', () => {
     }
   })
 
-  test('no database given, or a --url that is not a postgres URL; the URL is never echoed', async () => {
+  test('no database given, or a --url that is not a postgres URL; the URL is never echoed with its password', async () => {
     assertFails(
       await cli(['status'], { DATABASE_URL: undefined }),
       2,
       /no database to connect to: pass --url .* or set DATABASE_URL/,
     )
     assertFails(await cli(['migrate'], { DATABASE_URL: '' }), 2, /no database to connect to/)
-    assertFails(await cli(['status', '--url', 'not a url secret']), 2, /--url is not a URL; expected postgres:\/\//)
+    assertFails(await cli(['status', '--url', 'not a url']), 2, /--url is not a URL; expected postgres:\/\//)
     const run = await cli(['status'], { DATABASE_URL: 'mysql://root:secret@host/db' })
     assertFails(run, 2, /DATABASE_URL must start with postgres:\/\/ or postgresql:\/\//)
     assert.ok(!run.stderr.includes('secret'))
+  })
+
+  test('a URL refused for its form is echoed exactly as typed, with every password in it masked', async () => {
+    for (const [source, typed, shown] of [
+      ['DATABASE_URL', 'localhost:54329', 'localhost:54329'],
+      ['DATABASE_URL', 'db.internal:5432/app', 'db.internal:5432/app'],
+      ['DATABASE_URL', 'mysql://root:secret@host/db', 'mysql://root:***@host/db'],
+      ['--url', 'u:secret@localhost:5432/db', 'u:***@localhost:5432/db'],
+      ['--url', 'mysql://host/db?sslmode=off&password=secret&x=1', 'mysql://host/db?sslmode=off&password=***&x=1'],
+      ['--url', 'host=localhost password=secret dbname=app', 'host=localhost password=*** dbname=app'],
+      ['--url', "host=localhost password='sec ret' dbname=app", 'host=localhost password=*** dbname=app'],
+      ['--url', 'mysql://u:sec@ret/x@localhost/db', 'mysql://u:***@localhost/db'],
+    ] as const) {
+      const run = await cli(
+        ['status', ...(source === '--url' ? ['--url', typed] : [])],
+        source === 'DATABASE_URL' ? { DATABASE_URL: typed } : {},
+      )
+      assertFails(run, 2, new RegExp(`^pg-cron-lease: ${source} (must start with|is not a URL)`))
+      assert.ok(run.stderr.endsWith(`, got ${JSON.stringify(shown)}\n`), run.stderr)
+      assert.doesNotMatch(run.stderr, /secret|sec ret|sec@ret/, 'the password is masked')
+    }
   })
 
   test('a malformed percent-encoding in --url or DATABASE_URL says which and where, and never echoes the URL', async () => {
@@ -590,6 +619,8 @@ describe('status shows who holds each lease, by the database clock', () => {
     const table = await freshTable(pool, 'cli_color')
     await withCronLease(pool, 'job', 60_000, () => {}, { table })
     await setTimes(table, 'job', '5 min 30 s', '30 min 30 s')
+    // A run minutes ago, so both runs below print the same age however far apart they start.
+    await setRun(table, 'job', { finishedAgo: '2 min 30 s', outcome: 'ok', durationMs: 4180 })
     const forced = await cli(['status', '--table', table], { FORCE_COLOR: '1' })
     assert.equal(forced.code, 0)
     assert.match(
@@ -1097,13 +1128,13 @@ describe('pause, resume and release act on one job, by the database clock, for e
       [['pause', 'a', '--for', '15 m'], /--for must be a duration .* got "15 m"/],
       [['pause', 'a', '--for', '30m1h'], /--for must be a duration .* got "30m1h"/],
       [['pause', 'a', '--for', '0s'], /--for must be longer than zero, .* got "0s"/],
-      [['pause', 'a', '--for', '99999999999999d'], /--for must be shorter than that/],
+      [['pause', 'a', '--for', '99999999999999d'], /--for must be at most 9007199254740991 ms/],
       [['pause', 'a', '--for'], /--for needs a value/],
       [
         ['pause', 'a', '--until', '2026-12-01T06:00:00'],
         /--until must be an ISO-8601 date-time with a zone, .* got "2026-12-01T06:00:00"/,
       ],
-      [['pause', 'a', '--until', '2027-02-30T06:00:00Z'], /--until must be an ISO-8601 date-time with a zone/],
+      [['pause', 'a', '--until', '2027-02-30T06:00:00Z'], /--until must be a date and time that exist/],
       [['pause', 'a', '--until', 'tomorrow'], /--until must be an ISO-8601 date-time/],
       [['pause', 'a', '--for', '1h', '--until', '2030-01-01T00:00:00Z'], /--for and --until cannot both be given/],
       [['resume', 'a', '--for', '1h'], /unknown option --for for resume/],
@@ -1111,6 +1142,38 @@ describe('pause, resume and release act on one job, by the database clock, for e
     ] as const) {
       assertFails(await cli([...args], env), 2, message)
     }
+  })
+
+  test('a single-valued option given twice is a usage error naming it, before connecting; --job still repeats', async () => {
+    const env = { DATABASE_URL: `postgres://a:secret@127.0.0.1:${await freePort()}/x` }
+    const other = `postgres://b:secret@127.0.0.1:${await freePort()}/y`
+    for (const [args, option] of [
+      [['pause', 'j', '--for', '1h', '--for', '2h'], '--for'],
+      [['pause', 'j', '--for=1h', '--for', '1h'], '--for'],
+      [['pause', 'j', '--until', '2099-01-01T00:00:00Z', '--until', '2099-01-02T00:00:00Z'], '--until'],
+      [['pause', 'j', '--table', 'a', '--table', 'b'], '--table'],
+      [['release', 'j', '--table', 'a', '--table', 'a'], '--table'],
+      [['status', '--format', 'json', '--format', 'text'], '--format'],
+      [['status', '--url', env.DATABASE_URL, '--url', other], '--url'],
+      [['check', '--overdue-factor', '2', '--overdue-factor', '3'], '--overdue-factor'],
+      [['status', '--overdue-factor', '2', '--overdue-factor', '2'], '--overdue-factor'],
+      [['check', '--json', '--json'], '--json'],
+    ] as const) {
+      const run = await cli([...args], env)
+      assertFails(run, 2, new RegExp(`^pg-cron-lease: ${option} is given more than once; .*give it once`))
+      assert.doesNotMatch(run.stderr, /secret/, 'no URL is echoed')
+    }
+    // With the real database: the first of two --for would otherwise be dropped and the second written.
+    const { table } = await twoJobs('cli_twice')
+    const before = (await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows
+    assertFails(
+      await cli(['pause', 'billing:hourly', '--for', '1h', '--for', '2h', '--table', table]),
+      2,
+      /--for is given/,
+    )
+    assert.deepEqual((await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows, before, 'nothing written')
+    const jobs = await cli(['check', '--table', table, '--job', 'billing:hourly', '--job', 'bystander'])
+    assert.equal(jobs.code, 0, jobs.stderr)
   })
 
   test('durations read as d, h, m and s, alone or combined', async () => {
@@ -1130,17 +1193,108 @@ describe('pause, resume and release act on one job, by the database clock, for e
     }
   })
 
-  test('--until in the past by the database clock is a usage error that changes nothing', async () => {
+  test('--until not in the future by the database clock is refused by the library: a usage error naming --until that changes nothing', async () => {
     const { table } = await twoJobs('cli_past')
     const before = await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)
-    assertFails(
-      await cli(['pause', 'billing:hourly', '--until', '2001-01-01T00:00:00Z', '--table', table]),
-      2,
+    const { rows } = await pool.query(
+      `SELECT to_char(clock_timestamp() AT TIME ZONE INTERVAL '+00:00' - interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS just_past`,
+    )
+    for (const until of ['2001-01-01T00:00:00Z', rows[0].just_past]) {
+      const run = await cli(['pause', 'billing:hourly', '--until', until, '--table', table])
+      assertFails(run, 2, /^pg-cron-lease: --until .*in the future by the database clock/)
+      assert.match(run.stderr, /nothing was changed/)
+      assert.doesNotMatch(run.stderr, /opts\.until/, 'the flag is named as the command line spells it')
+    }
+    assert.deepEqual((await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows, before.rows)
+  })
+
+  test('--for and --until are read by the library parser: impossible dates, leap days and the last length', async () => {
+    const env = { DATABASE_URL: `postgres://a:b@127.0.0.1:${await freePort()}/x` }
+    for (const [args, message] of [
+      [
+        ['pause', 'a', '--until', '2099-02-30T06:00:00Z'],
+        /--until must be a date and time that exist.*got "2099-02-30T06:00:00Z"/,
+      ],
+      [['pause', 'a', '--until', '2099-04-31T06:00:00Z'], /--until must be a date and time that exist/],
+      [['pause', 'a', '--until', '2100-02-29T06:00:00Z'], /--until must be a date and time that exist/],
+      [['pause', 'a', '--until', '2099-01-01T24:00:00Z'], /--until must be a date and time that exist/],
+      [['pause', 'a', '--until', '2099-01-01T06:00:60Z'], /--until must be a date and time that exist/],
+      [['pause', 'a', '--for', '104249992d'], /--for must be at most 9007199254740991 ms.*got "104249992d"/],
+    ] as const) {
+      assertFails(await cli([...args], env), 2, message)
+    }
+    const { table } = await twoJobs('cli_parser')
+    for (const [until, utc] of [
+      ['2096-02-29T08:00:00+0200', '2096-02-29T06:00:00.000000Z'],
+      ['2096-02-29T06:00:00.5z', '2096-02-29T06:00:00.500000Z'],
+    ] as const) {
+      const run = await cli(['pause', 'billing:hourly', '--until', until, '--table', table])
+      assert.equal(run.code, 0, run.stderr)
+      assert.match(run.stdout, new RegExp(`^Paused billing:hourly until ${utc.replace(/\./g, '\\.')} `))
+    }
+  })
+
+  test('an --until after 9999 in UTC is a usage error that changes nothing; a --for that ends after 9999 pauses until resumed', async () => {
+    const { table } = await twoJobs('cli_range')
+    const rows = async () => (await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows
+    const before = await rows()
+    for (const until of ['9999-12-31T23:59:59-12:00', '10000-01-01T00:00:00Z', '1969-12-31T23:59:59Z']) {
+      assertFails(
+        await cli(['pause', 'billing:hourly', '--until', until, '--table', table]),
+        2,
+        /^pg-cron-lease: --until must be (between 1970-01-01T00:00:00\.000Z and 9999-12-31T23:59:59\.999Z in UTC|an ISO-8601 date-time with a zone)/,
+      )
+    }
+    assert.deepEqual(await rows(), before, 'nothing written')
+
+    const run = await cli(['pause', 'billing:hourly', '--for', '104249991d', '--table', table])
+    assert.deepEqual([run.code, run.stderr], [0, ''])
+    assert.match(
+      run.stdout,
       new RegExp(
-        `--until 2001-01-01T00:00:00.000Z is not in the future by the database clock \\(${ISO_MICROS}\\); nothing was changed`,
+        `^Paused billing:hourly until resumed \\(database clock ${ISO_MICROS}\\)[:;] .*pg-cron-lease resume\\.\\n$`,
       ),
     )
-    assert.deepEqual((await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows, before.rows)
+    assertReadableTimes(run.stdout)
+    assert.equal(await replicaWins(table, 'billing:hourly'), false, 'paused')
+    const released = await cli(['release', 'billing:hourly', '--table', table])
+    assert.equal(released.code, 0, released.stderr)
+    assert.match(released.stdout, /it is still paused until resumed, so no replica can claim it before then\.\n$/)
+    assertReadableTimes(released.stdout)
+    const resumed = await cli(['resume', 'billing:hourly', '--table', table])
+    assert.equal(resumed.code, 0, resumed.stderr)
+    assertReadableTimes(resumed.stdout)
+    assert.equal(await replicaWins(table, 'billing:hourly'), true, 'resumed')
+  })
+
+  test('resume on a job that is not paused says so and changes nothing (exit 0); on a paused job it resumes', async () => {
+    const { table, bystander, before } = await twoJobs('cli_not_paused')
+    const row = async () => (await pool.query(`SELECT * FROM "${table}" WHERE job_name = 'billing:hourly'`)).rows
+    const unpaused = await row()
+    const notPaused = new RegExp(
+      `^Nothing to resume: billing:hourly was not paused \\(database clock ${ISO_MICROS}\\); nothing changed\\.\\n$`,
+    )
+    const never = await cli(['resume', 'billing:hourly', '--table', table])
+    assert.deepEqual([never.code, never.stderr], [0, ''])
+    assert.match(never.stdout, notPaused)
+    assert.deepEqual(await row(), unpaused, 'the row is as it was')
+
+    assert.equal((await cli(['pause', 'billing:hourly', '--for', '1s', '--table', table])).code, 0)
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    const ranOut = await cli(['resume', 'billing:hourly', '--table', table])
+    assert.deepEqual([ranOut.code, ranOut.stderr], [0, ''])
+    assert.match(ranOut.stdout, notPaused, 'a pause that ran out is not a pause')
+
+    assert.equal((await cli(['pause', 'billing:hourly', '--table', table])).code, 0)
+    const paused = await cli(['resume', 'billing:hourly', '--table', table])
+    assert.deepEqual([paused.code, paused.stderr], [0, ''])
+    assert.match(paused.stdout, /^Resumed billing:hourly /)
+    assert.deepEqual(await bystander(), before)
+
+    assert.match(
+      (await cli(['resume', '--help'])).stdout,
+      /^Exit codes: 0 resumed, or the job was not paused and nothing changed, 1 /m,
+    )
   })
 
   test('on a table of the original shape pause and resume say to run migrate (exit 1); release works', async () => {
@@ -1151,13 +1305,11 @@ describe('pause, resume and release act on one job, by the database clock, for e
       ['pause', 'old', '--for', '1h'],
       ['resume', 'old'],
     ]) {
-      assertFails(
-        await cli([...args, '--table', table]),
-        1,
-        new RegExp(
-          `^pg-cron-lease: ${table} in [^ ]+ has the original shape, without the pause columns; add them with: pg-cron-lease migrate --table ${table} \\(same --url\\)\\n$`,
-        ),
-      )
+      // Whether the driver or the library finds the columns missing, the line names the table and
+      // the command that adds them.
+      const run = await cli([...args, '--table', table])
+      assertFails(run, 1, new RegExp(`^pg-cron-lease: .*\\b${table}\\b.*(without the pause columns|lacks)`))
+      assert.match(run.stderr, new RegExp(`pg-cron-lease migrate --table ${table}\\b`))
     }
     const released = await cli(['release', 'old', '--table', table])
     assert.equal(released.code, 0, released.stderr)

@@ -1,0 +1,193 @@
+/**
+ * The command's reading of its input and wording of its results, in-process: the options, the
+ * URL echoed in an error, the library's argument errors as usage errors, and the line a change
+ * prints. The bin itself, end to end, is test/integration/cli.test.ts.
+ */
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import type { JobState } from '../../src/admin.ts'
+import { asUsage, describeChange } from '../../src/cli/admin.ts'
+import { masked } from '../../src/cli/connect.ts'
+import { Exit } from '../../src/cli/exit.ts'
+import { type Accepts, parseOptions } from '../../src/cli/options.ts'
+
+const PAUSE: Accepts = { options: ['for', 'until', 'table', 'url'], job: true }
+const STATUS: Accepts = { options: ['table', 'url', 'format', 'json', 'overdue-factor'] }
+const CHECK: Accepts = { options: ['table', 'url', 'job', 'json', 'overdue-factor'] }
+
+/** Asserts a usage error (exit 2) whose message matches. */
+function usageError(call: () => unknown, message: RegExp) {
+  assert.throws(call, (error: unknown) => {
+    assert.ok(error instanceof Exit, `an Exit, got ${String(error)}`)
+    assert.equal(error.code, 2)
+    assert.match(error.message, message)
+    return true
+  })
+}
+
+describe('each option is given once; only --job repeats', () => {
+  test('a second --for, --until, --table, --url, --format, --overdue-factor or --json is a usage error naming it', () => {
+    for (const [command, accepts, args, option] of [
+      ['pause', PAUSE, ['j', '--for', '1h', '--for', '2h'], '--for'],
+      ['pause', PAUSE, ['j', '--for', '1h', '--for=1h'], '--for'],
+      ['pause', PAUSE, ['j', '--until', '2099-01-01T00:00:00Z', '--until', '2099-01-01T00:00:00Z'], '--until'],
+      ['pause', PAUSE, ['j', '--table', 'a', '--table', 'b'], '--table'],
+      ['pause', PAUSE, ['j', '--url', 'postgres://u:pw@h/a', '--url', 'postgres://u:pw@h/b'], '--url'],
+      ['status', STATUS, ['--format', 'json', '--format', 'json'], '--format'],
+      ['status', STATUS, ['--overdue-factor', '2', '--overdue-factor', '3'], '--overdue-factor'],
+      ['check', CHECK, ['--json', '--json'], '--json'],
+    ] as const) {
+      usageError(
+        () => parseOptions(command, accepts, [...args]),
+        new RegExp(`^${option} is given more than once; .*give it once; see pg-cron-lease ${command} --help$`),
+      )
+    }
+  })
+
+  test('the values of a repeated option are not echoed: one may be a URL with a password', () => {
+    assert.throws(
+      () => parseOptions('status', STATUS, ['--url', 'postgres://u:hunter2@h/a', '--url', 'postgres://u:hunter2@h/b']),
+      (error: Error) => !error.message.includes('hunter2'),
+    )
+  })
+
+  test('--job repeats, in order; a name after -- is not an option', () => {
+    assert.deepEqual(parseOptions('check', CHECK, ['--job', 'a', '--job', 'b', '--job', 'a']).jobs, ['a', 'b', 'a'])
+    assert.equal(parseOptions('pause', PAUSE, ['--for', '1h', '--', '--for']).job, '--for')
+  })
+})
+
+describe('--for and --until are read by the library parser and refused as usage errors naming the flag', () => {
+  test('valid values arrive as milliseconds and as UTC text', () => {
+    assert.equal(parseOptions('pause', PAUSE, ['j', '--for', '1h30m']).forMs, 5_400_000)
+    assert.equal(
+      parseOptions('pause', PAUSE, ['j', '--until', '2096-02-29T08:00:00+0200']).until,
+      '2096-02-29T06:00:00.000Z',
+    )
+  })
+
+  test('bad values name the flag, without the library prefix, and speak of text only', () => {
+    usageError(
+      () => parseOptions('pause', PAUSE, ['j', '--for', '90']),
+      /^--for must be a duration in whole d, h, m and s/,
+    )
+    usageError(
+      () => parseOptions('pause', PAUSE, ['j', '--until', 'tomorrow']),
+      /^--until must be an ISO-8601 date-time with a zone, such as 2026-12-01T06:00:00Z .*, got "tomorrow"$/,
+    )
+    usageError(
+      () => parseOptions('pause', PAUSE, ['j', '--until', '2100-02-29T06:00:00Z']),
+      /^--until must be a date and time that exist/,
+    )
+    usageError(
+      () => parseOptions('pause', PAUSE, ['j', '--until', '9999-12-31T23:59:59-12:00']),
+      /^--until must be between 1970-01-01T00:00:00\.000Z and 9999-12-31T23:59:59\.999Z in UTC/,
+    )
+  })
+})
+
+describe("the library's argument errors from pause, resume and release become usage errors naming the flag", () => {
+  test('opts.until and opts.forMs are named as --until and --for; the message says nothing was changed, once', () => {
+    const past = asUsage(
+      new TypeError(
+        'pg-cron-lease: opts.until must be a time in the future by the database clock (2026-12-01T09:07:53.318209Z), got "2001-01-01T00:00:00.000Z"',
+      ),
+    )
+    assert.ok(past instanceof Exit)
+    assert.equal(past.code, 2)
+    assert.equal(
+      past.message,
+      '--until must be a time in the future by the database clock (2026-12-01T09:07:53.318209Z), got "2001-01-01T00:00:00.000Z"; nothing was changed',
+    )
+    const said = asUsage(new TypeError('pg-cron-lease: opts.until is not in the future; nothing was changed, got "x"'))
+    assert.equal(said?.message, '--until is not in the future; nothing was changed, got "x"')
+    assert.equal(
+      asUsage(new TypeError('pg-cron-lease: opts.forMs must be at most 1 ms, got 2'))?.message,
+      '--for must be at most 1 ms, got 2; nothing was changed',
+    )
+  })
+
+  test('any other error stays what it was: a driver error, a plain Error, or a TypeError about the driver result', () => {
+    assert.equal(asUsage(Object.assign(new Error('connection reset'), { code: 'ECONNRESET' })), undefined)
+    assert.equal(asUsage(new Error('pg-cron-lease: pausing needs columns that t lacks (paused_until)')), undefined)
+    assert.equal(asUsage(new TypeError('Cannot read properties of undefined')), undefined)
+    // The job's own name, quoted in the message, is data and not an argument's name.
+    assert.equal(
+      asUsage(
+        new TypeError(
+          "pg-cron-lease: cannot tell whether 'opts.until' was changed: the driver's result has no rows array",
+        ),
+      ),
+      undefined,
+    )
+  })
+})
+
+describe('a change is described with times that new Date() reads, or as until resumed', () => {
+  const AT = '2026-11-30T13:10:17.838662Z'
+  const state = (overrides: Partial<JobState & { wasPaused?: boolean }>) => ({
+    jobName: 'j',
+    leaseUntil: AT,
+    pausedUntil: null,
+    changedAt: AT,
+    ...overrides,
+  })
+
+  test('resume: not paused says nothing changed; paused, or not known, says resumed', () => {
+    assert.equal(
+      describeChange({ action: 'resume' }, 'j', state({ wasPaused: false })),
+      `Nothing to resume: j was not paused (database clock ${AT}); nothing changed.`,
+    )
+    const resumed = `Resumed j (database clock ${AT}); it is not paused, and the next claim on any replica runs it.`
+    assert.equal(describeChange({ action: 'resume' }, 'j', state({ wasPaused: true })), resumed)
+    assert.equal(describeChange({ action: 'resume' }, 'j', state({})), resumed, 'a library that does not say')
+  })
+
+  test('a pause stored open-ended, or ending after the year 9999, is printed as until resumed', () => {
+    for (const end of ['infinity', '287396-07-14T13:10:17.838662Z']) {
+      assert.equal(
+        describeChange(
+          { action: 'pause', forMs: 9_007_199_222_400_000 },
+          'j',
+          state({ pausedUntil: end, leaseUntil: end }),
+        ),
+        `Paused j until resumed (database clock ${AT}): --for ends after the year 9999, so the pause is open-ended; no replica can claim it until pg-cron-lease resume.`,
+      )
+      assert.equal(
+        describeChange({ action: 'release' }, 'j', state({ pausedUntil: end, leaseUntil: end })),
+        `Released the lease of j (database clock ${AT}); it is still paused until resumed, so no replica can claim it before then.`,
+      )
+    }
+    assert.equal(
+      describeChange({ action: 'pause' }, 'j', state({ pausedUntil: 'infinity', leaseUntil: 'infinity' })),
+      `Paused j until resumed (database clock ${AT}); no replica can claim it until pg-cron-lease resume.`,
+    )
+  })
+})
+
+describe('a URL refused for its form is echoed as typed, with its passwords masked', () => {
+  test('what was typed comes back exactly when it holds no password', () => {
+    for (const typed of ['localhost:54329', 'db.internal:5432/app', 'postgres://u@h:5432/db', 'password=']) {
+      assert.equal(masked(typed), JSON.stringify(typed))
+    }
+  })
+
+  test('the password of user:password@, of a password= key and of a password query parameter is masked', () => {
+    for (const [typed, shown] of [
+      ['postgres://u:pw@h/db', 'postgres://u:***@h/db'],
+      ['mysql://root:secret@host/db', 'mysql://root:***@host/db'],
+      ['u:secret@localhost:5432/db', 'u:***@localhost:5432/db'],
+      ['postgres://u:p@ss/w#rd@h/db', 'postgres://u:***@h/db'],
+      ['host=h password=secret dbname=d', 'host=h password=*** dbname=d'],
+      ["host=h password='se cret' dbname=d", 'host=h password=*** dbname=d'],
+      ["host=h password = 'it\\'s' dbname=d", 'host=h password = *** dbname=d'],
+      ['host=h password=a&b dbname=d', 'host=h password=*** dbname=d'],
+      ['sslpassword=x host=y', 'sslpassword=*** host=y'],
+      ['postgres://h/db?sslmode=require&password=abc&x=1', 'postgres://h/db?sslmode=require&password=***&x=1'],
+      ['postgres://h/db?PASSWORD=abc#f', 'postgres://h/db?PASSWORD=***#f'],
+      ['postgres://u:pw@h/db?password=q', 'postgres://u:***@h/db?password=***'],
+    ] as const) {
+      assert.equal(masked(typed), JSON.stringify(shown), typed)
+    }
+  })
+})
