@@ -5,7 +5,7 @@
  *   DATABASE_URL=postgres://... npx tsx examples/croner.ts
  *
  * Start it in two terminals: each second exactly one of them prints "ran". It stops by itself
- * after EXAMPLE_DURATION_MS (default 30000).
+ * after EXAMPLE_DURATION_MS (default 30000), or on Ctrl-C or SIGTERM.
  */
 import { Cron } from 'croner'
 import pg from 'pg'
@@ -15,22 +15,47 @@ const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
 await pool.query(CRON_LEASES_TABLE_SQL)
 
+// The ticks still running. job.stop() stops new fires only, and a running tick still claims and
+// records its outcome through the pool: shutdown waits for these before it ends the pool.
+const inFlight = new Set<Promise<unknown>>()
+function tracked<A extends unknown[], R>(fn: (...args: A) => Promise<R>) {
+  return (...args: A): Promise<R> => {
+    const tick = fn(...args)
+    inFlight.add(tick)
+    const forget = () => inFlight.delete(tick)
+    tick.then(forget, forget)
+    return tick
+  }
+}
+
 let runs = 0
 const job = new Cron(
   '* * * * * *',
-  leasedTick(
-    pool,
-    'example:croner',
-    leaseForInterval(1000),
-    () => {
-      console.log(`ran example:croner #${++runs}`)
-    },
-    { onError: (error, jobName) => console.error(`${jobName} failed`, error) },
+  tracked(
+    leasedTick(
+      pool,
+      'example:croner',
+      leaseForInterval(1000),
+      () => {
+        console.log(`ran example:croner #${++runs}`)
+      },
+      { onError: (error, jobName) => console.error(`${jobName} failed`, error) },
+    ),
   ),
 )
 
-setTimeout(async () => {
-  job.stop()
-  await pool.end()
-  console.log(`stopped after ${runs} runs`)
-}, durationMs)
+let stopping: Promise<void> | undefined
+// Once, whichever asks first: the timer or a signal.
+function stop(): Promise<void> {
+  stopping ??= (async () => {
+    clearTimeout(deadline)
+    console.log('stopping')
+    job.stop()
+    while (inFlight.size > 0) await Promise.allSettled(inFlight)
+    await pool.end()
+    console.log(`stopped after ${runs} runs`)
+  })()
+  return stopping
+}
+const deadline = setTimeout(stop, durationMs)
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, stop)

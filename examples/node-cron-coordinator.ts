@@ -5,19 +5,55 @@
  *   DATABASE_URL=postgres://... npx tsx examples/node-cron-coordinator.ts
  *
  * Start it in two terminals: each second exactly one of them prints "ran". It stops by itself
- * after EXAMPLE_DURATION_MS (default 30000).
+ * after EXAMPLE_DURATION_MS (default 30000), or on Ctrl-C or SIGTERM.
  */
 import cron from 'node-cron'
 import pg from 'pg'
-import { CRON_LEASES_TABLE_SQL, leaseCoordinator, leaseForInterval } from 'pg-cron-lease'
+import {
+  CRON_LEASES_TABLE_SQL,
+  type LeaseCoordinator,
+  leaseCoordinator,
+  leaseForInterval,
+} from 'pg-cron-lease'
 
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
 // Once at startup is enough (or create the table in a migration: see examples/migration.ts).
 await pool.query(CRON_LEASES_TABLE_SQL)
 
+// The fires still running. task.destroy() stops new fires only, and a running fire still claims
+// (shouldRun) and, once it won, records its end (onComplete) through the pool: shutdown waits
+// for these before it ends the pool.
+let firesInFlight = 0
+let lastFireSettled = () => {}
+function fireSettled() {
+  if (--firesInFlight === 0) lastFireSettled()
+}
+function trackFires(coordinator: LeaseCoordinator): LeaseCoordinator {
+  return {
+    ...coordinator,
+    async shouldRun(key, ttlMs) {
+      firesInFlight++
+      try {
+        const won = await coordinator.shouldRun(key, ttlMs)
+        if (won) firesInFlight++ // until its onComplete
+        return won
+      } finally {
+        fireSettled()
+      }
+    },
+    async onComplete(key) {
+      try {
+        await coordinator.onComplete(key)
+      } finally {
+        fireSettled()
+      }
+    },
+  }
+}
+
 let runs = 0
-const coordinator = leaseCoordinator(pool)
+const coordinator = trackFires(leaseCoordinator(pool))
 const task = cron.schedule(
   '* * * * * *',
   () => {
@@ -39,8 +75,18 @@ task.on('execution:skipped', (ctx) => {
     console.error('claim failed; this fire was skipped', ctx.error)
 })
 
-setTimeout(async () => {
-  await task.destroy()
-  await pool.end()
-  console.log(`stopped after ${runs} runs`)
-}, durationMs)
+let stopping: Promise<void> | undefined
+// Once, whichever asks first: the timer or a signal.
+function stop(): Promise<void> {
+  stopping ??= (async () => {
+    clearTimeout(deadline)
+    console.log('stopping')
+    await task.destroy()
+    if (firesInFlight > 0) await new Promise<void>((resolve) => (lastFireSettled = resolve))
+    await pool.end()
+    console.log(`stopped after ${runs} runs`)
+  })()
+  return stopping
+}
+const deadline = setTimeout(stop, durationMs)
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, stop)

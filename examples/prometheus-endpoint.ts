@@ -7,7 +7,7 @@
  *   DATABASE_URL=postgres://... PORT=9464 npx tsx examples/prometheus-endpoint.ts
  *   curl http://127.0.0.1:9464/metrics
  *
- * It stops by itself after EXAMPLE_DURATION_MS (default 30000), or on Ctrl-C.
+ * It stops by itself after EXAMPLE_DURATION_MS (default 30000), or on Ctrl-C or SIGTERM.
  */
 import http from 'node:http'
 import pg from 'pg'
@@ -92,14 +92,19 @@ server.listen(Number(process.env.PORT ?? 9464), '127.0.0.1', () => {
   console.log(`serving http://127.0.0.1:${port}/metrics`)
 })
 
-const stop = () => {
-  server.close()
-  void pool.end().then(() => console.log('stopped'))
+let stopping: Promise<void> | undefined
+// Once, whichever asks first: the timer or a signal.
+function stop(): Promise<void> {
+  stopping ??= (async () => {
+    clearTimeout(deadline)
+    console.log('stopping')
+    // close() takes no new connection and calls back once the open ones have ended: a scrape
+    // already received still reads the leases through the pool, so the pool ends after it.
+    await new Promise((resolve) => server.close(resolve))
+    await pool.end()
+    console.log('stopped')
+  })()
+  return stopping
 }
-const timer = setTimeout(stop, durationMs)
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    clearTimeout(timer)
-    stop()
-  })
-}
+const deadline = setTimeout(stop, durationMs)
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, stop)

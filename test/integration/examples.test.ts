@@ -5,10 +5,12 @@
  * resolves to src/index.ts, so the examples run against the code under test with no build step.
  */
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import { after, before, describe, test } from 'node:test'
+import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type pg from 'pg'
 import { testDatabaseUrl, testPool } from '../../dev/postgres.ts'
@@ -178,6 +180,142 @@ describe('every example runs against the test database and exits by itself', () 
     const { code, stdout, stderr } = await done
     assert.deepEqual([code, stderr], [0, ''])
     assert.equal(stdout.trim().split('\n').at(-1), 'stopped')
+  })
+})
+
+/** Resolves once the child has printed a line matching `pattern`; rejects if it exits first. */
+function printed(child: ChildProcess, pattern: RegExp): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let seen = ''
+    const onData = (chunk: Buffer) => {
+      seen += chunk
+      if (seen.split('\n').some((line) => pattern.test(line))) {
+        child.stdout!.off('data', onData)
+        resolve()
+      }
+    }
+    child.stdout!.on('data', onData)
+    child.once('close', () => reject(new Error(`the example exited before printing ${pattern}: ${seen}`)))
+  })
+}
+
+/** Polls `condition` until it holds; fails after `timeoutMs`, so a state never reached fails the test. */
+async function until(what: string, condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms: ${what}`)
+    await delay(20)
+  }
+}
+
+describe('an example stopped while a tick is in flight ends its pool only after that tick', () => {
+  // While the test holds a lock on cron_leases, every claim of the example waits on it: a tick is
+  // then in flight for as long as the test wants, and the stop is sent exactly then. A shutdown that
+  // ends the pool first fails the tick's next statement ("Cannot use a pool after calling end on
+  // the pool"), which the example prints on stderr.
+  for (const file of [...SCHEDULER_EXAMPLES, 'nestjs.ts']) {
+    const name = file.replace(/\.ts$/, '')
+    test(`${name}: SIGTERM during a claim lets that tick run and record, then ends the pool and exits 0`, async () => {
+      const url = new URL(await testDatabaseUrl())
+      url.searchParams.set('application_name', `example-${name}`)
+      const child = spawn(
+        process.execPath,
+        ['--conditions=pg-cron-lease-source', '--import', 'tsx', `examples/${file}`],
+        {
+          cwd: root,
+          env: { ...process.env, DATABASE_URL: url.href, EXAMPLE_DURATION_MS: '60000' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      )
+      const done = finished(child, { killAfterMs: 60_000 })
+      await printed(child, /^ran /)
+      const locker = await pool.connect()
+      try {
+        // Held only from a moment when every run the example won is recorded: a record left waiting
+        // on the lock would hold the job's row when the lock goes, and the waiting claim would lose.
+        await until(`every run of ${name} is recorded`, async () => {
+          await locker.query('BEGIN')
+          await locker.query('LOCK TABLE cron_leases IN EXCLUSIVE MODE')
+          const unrecorded = await locker.query(
+            'SELECT count(*)::int AS n FROM cron_leases WHERE job_name LIKE $1 AND last_started_at IS DISTINCT FROM claimed_at',
+            [`example:${name}%`],
+          )
+          if (unrecorded.rows[0].n === 0) return true
+          await locker.query('COMMIT')
+          return false
+        })
+        const { rows } = await locker.query('SELECT pg_backend_pid() AS pid')
+        // Polled from another connection: inside a transaction, pg_stat_activity is read once.
+        await until(`a claim of ${name} waits on the lock`, async () => {
+          const waiting = await pool.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE application_name = $1 AND $2::int = ANY(pg_blocking_pids(pid)) AND query LIKE 'INSERT INTO%'`,
+            [`example-${name}`, rows[0].pid],
+          )
+          return waiting.rows[0].n > 0
+        })
+        child.kill('SIGTERM')
+        await printed(child, /^stopping$/)
+      } catch (error) {
+        child.kill('SIGKILL')
+        throw error
+      } finally {
+        await locker.query('COMMIT')
+        locker.release()
+      }
+      const run = await done
+      const detail = JSON.stringify(run)
+      assert.equal(run.code, 0, detail)
+      assert.equal(run.stderr, '', detail)
+      const stdout = run.stdout.split('\n').filter(Boolean)
+      // The claim that waited on the lock won once it was let go: its tick ran after the stop began.
+      assert.ok(
+        stdout.slice(stdout.indexOf('stopping')).some((line) => line.startsWith('ran ')),
+        detail,
+      )
+      const ran = stdout.filter((line) => line.startsWith('ran ')).length
+      assert.equal(stdout.at(-1), `stopped after ${ran} runs`, detail)
+    })
+  }
+
+  test('prometheus-endpoint: a scrape whose request arrives after SIGTERM on an open connection is still served, then it exits 0', async () => {
+    const child = spawn(
+      process.execPath,
+      ['--conditions=pg-cron-lease-source', '--import', 'tsx', 'examples/prometheus-endpoint.ts'],
+      {
+        cwd: root,
+        env: { ...process.env, DATABASE_URL: await testDatabaseUrl(), PORT: '0', EXAMPLE_DURATION_MS: '60000' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    )
+    const done = finished(child, { killAfterMs: 60_000 })
+    let port = 0
+    child.stdout!.on('data', (chunk) => {
+      port ||= Number(/^serving http:\/\/127\.0\.0\.1:(\d+)\//m.exec(String(chunk))?.[1] ?? 0)
+    })
+    await printed(child, /^serving /)
+    // Half a request: the connection is open and busy, and the scrape's query is not yet sent.
+    const socket = net.connect(port, '127.0.0.1')
+    let response = ''
+    socket.on('data', (chunk) => {
+      response += chunk
+    })
+    const closed = new Promise((resolve) => socket.once('close', resolve))
+    try {
+      await new Promise((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+      socket.write('GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n')
+      child.kill('SIGTERM')
+      await printed(child, /^stopping$/)
+      socket.write('\r\n')
+      await closed
+    } finally {
+      socket.destroy()
+    }
+    assert.match(response, /^HTTP\/1\.1 200 OK\r\n/, response)
+    assert.match(response, /pg_cron_lease_overdue\{job_name="example:prometheus-endpoint"\} 0/, response)
+    const run = await done
+    assert.deepEqual([run.code, run.stderr], [0, ''], JSON.stringify(run))
+    assert.equal(run.stdout.trim().split('\n').at(-1), 'stopped')
   })
 })
 
