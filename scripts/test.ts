@@ -1,11 +1,13 @@
 /**
  * The test runner behind `npm test`: starts one Postgres for the whole run (unless DATABASE_URL
- * names one), hands it to Node's test runner in DATABASE_URL, and stops it afterwards.
+ * names one), hands it to Node's test runner in DATABASE_URL, and stops it afterwards. The output
+ * is TAP, ending with a list of the failing tests (dev/test-summary.ts) and then the runner's counts.
  *
  *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration] [files...]
  */
 import { spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { startTestServer } from '../dev/postgres.ts'
 
@@ -34,12 +36,23 @@ if (server) {
   console.log(`# Postgres ${server.major} on port ${server.port}; ${files.length} test files`)
 }
 
+// Node's TAP output on every Node version (spec is the default from Node 23 on), and before its
+// closing counts, the failing tests by file and full name.
+const REPORTER = [
+  `--test-reporter=${fileURLToPath(new URL('../dev/test-reporter.mjs', import.meta.url))}`,
+  '--test-reporter-destination=stdout',
+]
+
 let code = 1
 try {
   code = await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
-      stdio: 'inherit',
-    })
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--test', '--test-concurrency=1', ...REPORTER, ...files],
+      {
+        stdio: 'inherit',
+      },
+    )
     const forward = (signal: NodeJS.Signals) => child.kill(signal)
     process.once('SIGINT', forward)
     process.once('SIGTERM', forward)
