@@ -269,9 +269,10 @@ export function tickStatements(table: string): TickStatements {
   return statements
 }
 
-// This claim ($3), still unexpired, and not paused since.
+// This claim ($3), still unexpired, and no pause in force (one the original package's renew has
+// broken no longer holds the lease, so it does not stop this claim either).
 const FENCE = `WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until > clock_timestamp()
-  AND NOT coalesce(${pausedUntil('lease')} > clock_timestamp(), false)`
+  AND NOT coalesce(${pausedUntil('lease')} > clock_timestamp() AND lease_until >= ${pausedUntil('lease')}, false)`
 
 /**
  * The fenced renew: moves this claim's expiry to `ms` from now. Parameters: $1 job name, $2 ms,
@@ -399,6 +400,18 @@ function claimEnd(alias: string): string {
 }
 
 /**
+ * The job's row, locked, and the database clock read after the lock was granted. An admin
+ * statement that read the clock first and then waited for the row (a claim committing in that
+ * moment) would judge the new row by an instant from before it: it could take a pause that has
+ * just ended for one in force and cut the new claim's lease. Under READ COMMITTED the UPDATE that
+ * follows sees the row as locked here.
+ */
+function lockedClock(table: string): string {
+  return `locked AS MATERIALIZED (SELECT lease.* FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text FOR UPDATE),
+clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM locked) AS after_lock)`
+}
+
+/**
  * Pauses a job: no claim succeeds until the pause ends, because the pause holds the lease until
  * then (the claim statement is unchanged, so claimants of any version respect it, as long as no
  * renew of the original package moves the lease; see docs/operations.md). A tick running at that
@@ -415,7 +428,7 @@ function claimEnd(alias: string): string {
  * open-ended; it is compared in milliseconds first, as the timestamp itself would be out of range.
  */
 export function pauseSql(table: string): string {
-  return `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
+  return `WITH ${lockedClock(table)},
 pause AS MATERIALIZED (
   SELECT CASE
     WHEN $2::float8 IS NOT NULL THEN
@@ -443,14 +456,12 @@ FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
  * Parameter: $1 job name. Needs the outcome columns (RECORD_COLUMNS); reads claim_until where
  * the table has it.
  *
- * `was_paused` says whether a pause was in force, read from the statement's snapshot: a change
- * made by another session in the same instant can make it stale, and it only words the answer.
+ * `was_paused` says whether a pause was in force just before the change (the row as locked).
  */
 export function resumeSql(table: string): string {
   const t = quoteTable(table)
-  return `WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
-before AS MATERIALIZED (
-  SELECT ${pauseHolds('lease')} AS was_paused FROM ${t} AS lease, clock WHERE lease.job_name = $1::text),
+  return `WITH ${lockedClock(table)},
+before AS MATERIALIZED (SELECT ${pauseHolds('lease')} AS was_paused FROM locked AS lease, clock),
 changed AS (
   UPDATE ${t} AS lease
   SET paused_until = NULL,
@@ -472,10 +483,11 @@ FROM clock LEFT JOIN changed ON true LEFT JOIN before ON true`
  */
 export function releaseSql(table: string, claimUntil = true): string {
   const endClaim = claimUntil ? `,\n  claim_until = LEAST(lease.claim_until, clock.at)` : ''
-  return `UPDATE ${quoteTable(table)} AS lease
+  return `WITH ${lockedClock(table)}
+UPDATE ${quoteTable(table)} AS lease
 SET lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, ${pausedUntil('lease')})
   ELSE LEAST(lease.lease_until, clock.at) END${endClaim}
-FROM (SELECT clock_timestamp() AS at) AS clock
+FROM clock
 WHERE lease.job_name = $1::text
 ${ADMIN_RETURNING.replace(/^ {2}/gm, '')}`
 }

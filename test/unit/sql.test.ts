@@ -87,11 +87,11 @@ ON CONFLICT (job_name) DO UPDATE`),
 })
 
 describe('renew is fenced on this claim', () => {
-  test('renew and the keep-alive beat match the job, the claim token as text, and an unexpired lease', () => {
+  test('renew and the keep-alive beat match the job, the claim token as text, an unexpired lease and no pause in force', () => {
     for (const text of [statements.renew, statements.extend]) {
       assert.match(
         text,
-        /WHERE job_name = \$1::text AND claimed_at = \(\(\$3::text\)::timestamp AT TIME ZONE INTERVAL '\+00:00'\) AND lease_until > clock_timestamp\(\)\n {2}AND NOT coalesce\(\(to_jsonb\(lease\) ->> 'paused_until'\)::timestamptz > clock_timestamp\(\), false\)/,
+        /WHERE job_name = \$1::text AND claimed_at = \(\(\$3::text\)::timestamp AT TIME ZONE INTERVAL '\+00:00'\) AND lease_until > clock_timestamp\(\)\n {2}AND NOT coalesce\(\(to_jsonb\(lease\) ->> 'paused_until'\)::timestamptz > clock_timestamp\(\) AND lease_until >= \(to_jsonb\(lease\) ->> 'paused_until'\)::timestamptz, false\)/,
       )
     }
   })
@@ -103,7 +103,7 @@ describe('renew is fenced on this claim', () => {
 })
 
 describe('the table', () => {
-  test('the DDL has the columns existing installations have, then the nullable 2.1 columns', () => {
+  test('the DDL has the columns existing installations have, then the nullable optional columns', () => {
     assert.equal(DEFAULT_TABLE, 'cron_leases')
     assert.ok(
       CRON_LEASES_TABLE_SQL.includes(`    CREATE TABLE IF NOT EXISTS "cron_leases" (
