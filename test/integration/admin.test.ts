@@ -174,3 +174,49 @@ describe('jobs without a row, and tables of the original shape', () => {
     assert.deepEqual((await operator.query(`SELECT * FROM "${original}"`)).rows, before.rows)
   })
 })
+
+describe('the end of a pause is judged by the database clock, and stays readable', () => {
+  test('an until that is not in the future by the database clock is refused, naming opts.until, and writes nothing', async () => {
+    const jobName = nextJob()
+    assert.equal(await claimRuns(jobName, 1), true)
+    const before = (await operator.query(`SELECT * FROM "${table}" WHERE job_name = $1`, [jobName])).rows
+    const { rows } = await operator.query('SELECT clock_timestamp() AS now')
+    const past = new Date(rows[0].now.getTime() - 60_000)
+    await assert.rejects(
+      pauseJob(operator, jobName, { table, until: past }),
+      (e: unknown) =>
+        e instanceof TypeError && /opts\.until must be a time in the future by the database clock/.test(e.message),
+    )
+    assert.deepEqual((await operator.query(`SELECT * FROM "${table}" WHERE job_name = $1`, [jobName])).rows, before)
+  })
+
+  test('forMs up to Number.MAX_SAFE_INTEGER is a pause until resumed, and every time listLeases returns reads as a date', async () => {
+    const jobName = nextJob()
+    assert.equal(await claimRuns(jobName, 1), true)
+    assert.equal(await pauseJob(operator, jobName, { table, forMs: Number.MAX_SAFE_INTEGER }), true)
+    const paused = await state(jobName)
+    assert.equal(paused.paused, true)
+    assert.equal(paused.pausedUntil, 'infinity')
+    assert.equal(paused.leaseUntil, 'infinity')
+    const longest = 253_402_300_799_999 - Date.now() - 86_400_000
+    assert.equal(await pauseJob(operator, jobName, { table, forMs: longest }), true)
+    const dated = await state(jobName)
+    assert.match(dated.pausedUntil!, /^9999-12-3[01]T/)
+    for (const [key, value] of Object.entries(dated)) {
+      if (typeof value === 'string' && /^\d{4}-\d\d-\d\dT/.test(value)) {
+        assert.ok(Number.isFinite(new Date(value).getTime()), `${key} ${value} reads as a date`)
+      }
+    }
+    assert.equal(await claimRuns(jobName), false)
+    await resumeJob(operator, jobName, { table })
+  })
+
+  test('resume says whether a pause was in force', async () => {
+    const jobName = nextJob()
+    assert.equal(await claimRuns(jobName, 1), true)
+    await pauseJob(operator, jobName, { table, forMs: 60_000 })
+    const { resume } = await import('../../src/admin.ts')
+    assert.equal((await resume(operator, jobName, { table }))?.wasPaused, true)
+    assert.equal((await resume(operator, jobName, { table }))?.wasPaused, false)
+  })
+})
