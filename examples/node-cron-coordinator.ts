@@ -68,8 +68,9 @@ const task = cron.schedule(
     runCoordinator: coordinator,
   },
 )
-// node-cron does not tell a coordinator whether the task threw; this records failed runs too.
-task.on('execution:failed', coordinator.onExecutionFailed)
+// node-cron does not tell a coordinator whether the task threw: a watched task's runs are
+// recorded ok, or error with the error's first line (an unwatched run has no outcome).
+coordinator.watch(task)
 task.on('execution:skipped', (ctx) => {
   if (ctx.reason === 'coordinator-error')
     console.error('claim failed; this fire was skipped', ctx.error)
