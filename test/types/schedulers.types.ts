@@ -3,7 +3,7 @@
  * what users write and reject what they should not.
  */
 import { Cron } from 'croner'
-import cron, { type RunCoordinator } from 'node-cron'
+import cron, { type RunCoordinator, type ScheduledTask } from 'node-cron'
 import {
   type LeaseCoordinator,
   type LeasedTick,
@@ -51,3 +51,14 @@ leaseCoordinator(db, { leaseMs: '800' })
 // @ts-expect-error keepAlive belongs to leasedTick and withCronLease: the coordinator runs no tick
 leaseCoordinator(db, { keepAlive: { everyMs: 100, extendMs: 500 } })
 void coordinator
+
+// watch takes what cron.schedule returns and gives the same task back, so it wraps the call.
+const watching = leaseCoordinator(db)
+const watched: ScheduledTask = watching.watch(
+  cron.schedule('* * * * * *', () => {}, { name: 'a', distributed: true, runCoordinator: watching }),
+)
+void watched
+// @ts-expect-error a value without on(event, listener) is not a node-cron task
+watching.watch({ name: 'a' })
+// @ts-expect-error the task's name is a string
+watching.watch({ name: 1, on: () => {} })

@@ -171,7 +171,7 @@ describe('leasedTick never rejects: errors go to onError', () => {
     assert.deepEqual(logged, [[failure, 'job']])
   })
 
-  test('without onError or logger.error, the error goes to console.error', async (t) => {
+  test('without onError or logger.error, the error goes to console.error as one line: the job, the name and the message', async (t) => {
     const failure = new Error('boom')
     const logged = t.mock.method(console, 'error', () => {})
     const run = leasedTick(
@@ -182,7 +182,10 @@ describe('leasedTick never rejects: errors go to onError', () => {
       { logger: { debug: () => {} } },
     )
     assert.equal(await run(), undefined)
-    assert.deepEqual(logged.mock.calls[0]?.arguments, [failure, 'job'])
+    assert.deepEqual(
+      logged.mock.calls.map((call) => call.arguments),
+      [["pg-cron-lease: 'job' tick failed: Error: boom"]],
+    )
   })
 
   test('an onError that throws or rejects still leaves the call resolved; both errors reach console.error', async (t) => {
