@@ -140,15 +140,20 @@ export function claim(request: ClaimRequest): Promise<Claimed> {
 
 /**
  * A claim on a table that does not exist (42P01: the claim names no other relation) says which
- * table and how to make it; the driver's error stays as `cause`. Any other error is unchanged.
+ * table and how to make it; the driver's error stays as `cause`, and its `code` on the error. Any
+ * other error is unchanged.
  */
 function missingTable(error: unknown, table: string): unknown {
   if ((error as { code?: unknown } | null)?.code !== '42P01') return error
-  return new Error(
-    `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
-      `\`${migrateCommand(table)}\`, or run createTableSql(${table === DEFAULT_TABLE ? '' : JSON.stringify(table)}) ` +
-      'in a migration; the tick did not run',
-    { cause: error },
+  // The driver's code is kept on the error, so code that already tests for 42P01 still does.
+  return Object.assign(
+    new Error(
+      `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
+        `\`${migrateCommand(table)}\`, or run createTableSql(${table === DEFAULT_TABLE ? '' : JSON.stringify(table)}) ` +
+        'in a migration; the tick did not run',
+      { cause: error },
+    ),
+    { code: '42P01' },
   )
 }
 

@@ -90,11 +90,12 @@ const whole = { next: 1, commit: 'COMMIT', kept: true }
  * The client behind a plain wrapper that sees every statement text; it still reports the client's
  * transaction state, which is all the library reads to know it is inside one.
  */
-function watch(client: pg.PoolClient, see: (text: string) => void) {
+function watch(client: pg.PoolClient, see: (text: string, sent: Promise<unknown>) => void) {
   return {
     query: (text: string, params?: unknown[]) => {
-      see(text)
-      return client.query(text, params)
+      const sent = client.query(text, params)
+      see(text, sent)
+      return sent
     },
     getTransactionStatus: () => (client as unknown as { getTransactionStatus(): string }).getTransactionStatus(),
   }
@@ -145,16 +146,11 @@ for (const shape of ['original', 'outcome', 'current'] as const) {
       })
       const state = await inCallersTransaction(async (client) => {
         let afterRollback = false
-        const watched = {
-          query: (text: string, params?: unknown[]) => {
-            if (text.includes('GREATEST(lease_until')) beats++
-            const sent = client.query(text, params)
-            if (afterRollback && text.startsWith('RELEASE SAVEPOINT')) rolledBack(sent)
-            afterRollback = text.startsWith('ROLLBACK TO SAVEPOINT')
-            return sent
-          },
-          getTransactionStatus: () => (client as unknown as { getTransactionStatus(): string }).getTransactionStatus(),
-        }
+        const watched = watch(client, (text, sent) => {
+          if (text.includes('GREATEST(lease_until')) beats++
+          if (afterRollback && text.startsWith('RELEASE SAVEPOINT')) rolledBack(sent)
+          afterRollback = text.startsWith('ROLLBACK TO SAVEPOINT')
+        })
         await withCronLease(
           watched,
           'job',
