@@ -71,12 +71,21 @@ describe('any other error reaches the caller unchanged, with no retry', () => {
 })
 
 describe('which pg handles get the prepared form', () => {
-  test('a client inside a transaction (or an aborted one) is sent plain text', async () => {
-    for (const status of ['T', 'E']) {
-      const { db, sent } = pgLike(undefined, status)
-      await claim(db)
-      assert.deepEqual(sent, [{ plain: claimSql('leases') }], `status ${status}`)
-    }
+  test('a client inside a transaction is sent plain text under a savepoint; in an aborted one, plain text alone', async () => {
+    const inside = pgLike(undefined, 'T')
+    await claim(inside.db)
+    assert.deepEqual(
+      inside.sent,
+      [
+        { plain: 'SAVEPOINT pg_cron_lease' },
+        { plain: claimSql('leases') },
+        { plain: 'RELEASE SAVEPOINT pg_cron_lease' },
+      ],
+      'status T',
+    )
+    const aborted = pgLike(undefined, 'E')
+    await claim(aborted.db)
+    assert.deepEqual(aborted.sent, [{ plain: claimSql('leases') }], 'status E')
   })
 
   test('one name per statement text: the same text has the same name, another table another name', async () => {
