@@ -12,7 +12,7 @@ import path from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
-import { claimSql } from '../../src/sql.ts'
+import { claimSql, createTableSql } from '../../src/sql.ts'
 import { LEASE_OPTION_KEYS } from '../../src/types.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
@@ -202,6 +202,34 @@ describe('the README describes the library as it is', () => {
   test('the statement under "How it works" is the claim the library sends', () => {
     const block = readme.blocks.find((b) => b.lang === 'sql' && b.body[0]?.startsWith('INSERT INTO'))
     assert.equal(block?.body.join('\n'), claimSql('cron_leases'))
+  })
+})
+
+describe('the migrations guide shows the table as the library creates it', () => {
+  /** The column names of the table `createTableSql` creates, in order. */
+  const tableColumns = () => {
+    const ddl = createTableSql('cron_leases')
+    const body = ddl.slice(ddl.indexOf('(') + 1, ddl.lastIndexOf(');'))
+    return [...body.matchAll(/^\s+([a-z_]+)\s+[A-Z]/gm)].map((m) => m[1]!)
+  }
+  const migrations = docs.get('docs/migrations.md')!
+
+  test('the CREATE TABLE under "The table" names every column, in the order createTableSql makes them', () => {
+    const columns = tableColumns()
+    assert.ok(columns.length >= 13, `${columns.length} columns read from createTableSql`)
+    const block = migrations.blocks.find((b) => b.lang === 'sql' && b.body[0] === 'CREATE TABLE "cron_leases" (')
+    assert.ok(block, 'docs/migrations.md has a sql block opening with CREATE TABLE "cron_leases" (')
+    const shown = block.body.flatMap((line) => /^\s+([a-z_]+)\s+[A-Z]/.exec(line)?.[1] ?? [])
+    assert.deepEqual(shown, columns)
+  })
+
+  test('the Prisma model maps every column of the table, so prisma migrate sees no drift', () => {
+    const block = migrations.blocks.find((b) => b.lang === 'prisma' && b.body[0]?.startsWith('model '))
+    assert.ok(block, 'docs/migrations.md has a prisma model block')
+    const mapped = block.body
+      .filter((line) => /^\s+\w+\s+\w/.test(line) && !/^\s+@@/.test(line))
+      .map((line) => /@map\("([a-z_]+)"\)/.exec(line)?.[1] ?? line.trim().split(/\s+/)[0]!)
+    assert.deepEqual(mapped, tableColumns())
   })
 })
 
