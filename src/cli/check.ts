@@ -1,11 +1,55 @@
 /**
- * `pg-cron-lease check`: the verdict over every job (or the jobs named with --job), and how it is
- * printed, as text for people and monitors that read a line, or as JSON for scripts.
+ * `pg-cron-lease check`: the verdict over every job (or the jobs named with --job), how it is
+ * printed, as text for people and monitors that read a line, or as JSON for scripts, and its exit
+ * code (3 when a job is unhealthy).
  */
-
+import type pg from 'pg'
 import { escapeControls } from '../escape.js'
-import type { LeaseInfo } from '../list-leases.js'
+import { type LeaseInfo, listLeases } from '../list-leases.js'
+import { clockSql } from '../sql.js'
+import { BIN } from './args.js'
+import { type Command, DATABASE_EXIT } from './command.js'
+import { connectionTarget } from './connect.js'
+import { EXIT, type ExitCode } from './exit.js'
 import { type JobHealth, judge, neverClaimed } from './health.js'
+
+/** The `check` command. */
+export const check: Command = {
+  summary: 'Exit 3 when a job is overdue or its last run failed, for monitors and probes',
+  options: ['table', 'url', 'job', 'json', 'overdue-factor'],
+  optionHelp: { json: 'Print the verdict as JSON (the exit code is the same)' },
+  details:
+    'Checks every job in the table, or only those named with --job. A job is unhealthy when:\n' +
+    '  OVERDUE        it has not been claimed for its interval × the overdue factor;\n' +
+    '  FAILING        its last recorded run failed (until a run ends ok);\n' +
+    '  NEVER CLAIMED  it was named with --job but has no row: never claimed, or a typo.\n' +
+    'A paused job is never overdue, but a paused job whose last run failed is still FAILING:\n' +
+    'pausing does not fix it. With no job unhealthy it prints one OK line and exits 0; otherwise\n' +
+    'one line per unhealthy job, saying which and why, and exits 3. Ages come from the database\n' +
+    'clock. --json prints { healthy, checkedAt, table, overdueFactor, jobs: [{ jobName, healthy,\n' +
+    'neverClaimed, overdue, failing, paused, reason }] } with the same exit codes.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} check --job billing:hourly --job report:daily\n` +
+    `  ${BIN} check --json --overdue-factor 3 | jq '.jobs[] | select(.healthy | not)'`,
+  exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing or never claimed`,
+  async run(values, context) {
+    const { table, overdueFactor, jobs } = values
+    const target = connectionTarget(values.url, context.env)
+    const result = await context.connect(target, { command: 'check', table }, async (client) => {
+      const leases = await listLeases(client, { table, overdueFactor })
+      const checkedAt = leases[0]?.checkedAt ?? (await databaseClock(client))
+      return checkJobs({ leases, jobs, table, overdueFactor, checkedAt })
+    })
+    context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
+    return checkExitCode(result)
+  },
+}
+
+/** The database clock now, as the library prints timestamps; what an empty table is checked at. */
+async function databaseClock(client: pg.Client): Promise<string> {
+  // An empty table carries no clock reading of its own.
+  return (await client.query(clockSql())).rows[0].checked_at
+}
 
 /** What `check --json` prints. */
 export interface CheckResult {
@@ -19,6 +63,7 @@ export interface CheckResult {
   jobs: JobHealth[]
 }
 
+/** What a verdict is drawn from: the leases read and what the command line asked for. */
 export interface CheckInput {
   leases: LeaseInfo[]
   /** The --job names; empty for every job in the table. */
@@ -29,6 +74,7 @@ export interface CheckInput {
   checkedAt: string
 }
 
+/** The verdict on each checked job, and on all of them. */
 export function checkJobs({ leases, jobs, table, overdueFactor, checkedAt }: CheckInput): CheckResult {
   const byName = new Map(leases.map((l) => [l.jobName, l]))
   const names = jobs.length > 0 ? [...new Set(jobs)] : leases.map((l) => l.jobName)
@@ -56,4 +102,14 @@ export function renderCheck(result: CheckResult): string {
     .filter((j) => !j.healthy)
     .map((j) => `${escapeControls(j.jobName)}: ${escapeControls(j.reason ?? '')}\n`)
     .join('')
+}
+
+/** The verdict as `check --json` prints it. */
+export function renderCheckJson(result: CheckResult): string {
+  return `${JSON.stringify(result, null, 2)}\n`
+}
+
+/** 0 when every checked job is healthy, else 3. */
+export function checkExitCode(result: CheckResult): ExitCode {
+  return result.healthy ? EXIT.OK : EXIT.UNHEALTHY
 }

@@ -5,12 +5,14 @@
  * host:port/database, and a URL refused as malformed is echoed with its passwords masked.
  */
 import type pg from 'pg'
-import { DEFAULT_TABLE } from '../sql.js'
-import { Exit, oneLine, usage } from './exit.js'
+import { migrateCommand } from '../outcome.js'
+import { BIN } from './args.js'
+import { EXIT, Exit, oneLine, usage } from './exit.js'
 
-const BIN = 'pg-cron-lease'
+/** How long a connection attempt may take before the command gives up on it. */
 export const CONNECT_TIMEOUT_MS = 10_000
 
+/** Where a command connects: the URL, and how messages name it. */
 export interface Target {
   url: string
   /** host:port/database, for messages; never the password. */
@@ -23,7 +25,15 @@ export interface Doing {
   table: string
 }
 
-export function connectionTarget(url: string | undefined, env: NodeJS.ProcessEnv): Target {
+/**
+ * Opens one connection to `target`, runs `work` on it and closes it, turning any failure into an
+ * exit 1 that says what to do. {@link withClient} does it with the `pg` driver; a test may pass
+ * another to main.
+ */
+export type Connect = <T>(target: Target, doing: Doing, work: (client: pg.Client) => Promise<T>) => Promise<T>
+
+/** The URL a command connects to, from `--url` or else `DATABASE_URL`; a malformed one is a usage error. */
+export function connectionTarget(url: string | undefined, env: Readonly<Record<string, string | undefined>>): Target {
   const source = url !== undefined ? '--url' : 'DATABASE_URL'
   const text = url ?? env.DATABASE_URL
   if (text === undefined || text === '') {
@@ -88,15 +98,15 @@ async function loadPg(): Promise<typeof pg> {
     if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
       throw new Exit(
         `the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)`,
-        1,
+        EXIT.FAILED,
       )
     }
     throw error
   }
 }
 
-/** Runs `work` on one connected client and ends it; any failure becomes an exit 1 that says what to do. */
-export async function withClient<T>(target: Target, doing: Doing, work: (client: pg.Client) => Promise<T>): Promise<T> {
+/** Runs `work` on one connected `pg` client and ends it; any failure becomes an exit 1 that says what to do. */
+export const withClient: Connect = async (target, doing, work) => {
   const { Client } = await loadPg()
   const client = new Client({
     connectionString: target.url,
@@ -109,21 +119,16 @@ export async function withClient<T>(target: Target, doing: Doing, work: (client:
   try {
     await client.connect()
   } catch (error) {
-    throw new Exit(explain(error, target, doing), 1)
+    throw new Exit(explain(error, target, doing), EXIT.FAILED)
   }
   try {
     return await work(client)
   } catch (error) {
     if (error instanceof Exit) throw error
-    throw new Exit(explain(error, target, doing), 1)
+    throw new Exit(explain(error, target, doing), EXIT.FAILED)
   } finally {
     await client.end().catch(() => {})
   }
-}
-
-/** The `migrate` command line that fixes this table, for messages. */
-export function migrateCommand(table: string): string {
-  return `${BIN} migrate${table === DEFAULT_TABLE ? '' : ` --table ${table}`}`
 }
 
 /** One line that says what went wrong and what to do about it. */

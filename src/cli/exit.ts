@@ -1,22 +1,35 @@
 /**
- * How a `pg-cron-lease` command ends early: one line on stderr and an exit code. Every part of the
- * command throws these; the entry point prints them.
+ * How a `pg-cron-lease` command ends: its exit codes, and the error that ends it early with one
+ * line on stderr. Every part of the command throws these; main prints them.
  */
 
-/** 1: the database (or the `pg` driver) could not do it; 2: a usage error. */
-export type ExitCode = 1 | 2
+/** Every exit code of the command, as {@link EXIT} names them. */
+export type ExitCode = 0 | 1 | 2 | 3
+
+/** The exit codes by meaning. */
+export const EXIT = {
+  /** Done, or every checked job is healthy. */
+  OK: 0,
+  /** The database (or the `pg` driver) could not do it, or the job has no row. */
+  FAILED: 1,
+  /** A usage error, found before any connection is made. */
+  USAGE: 2,
+  /** `check` found a job overdue, failing or never claimed. */
+  UNHEALTHY: 3,
+} as const satisfies Record<string, ExitCode>
 
 /** An error that ends the command with one line on stderr and an exit code. */
 export class Exit extends Error {
   constructor(
     message: string,
-    readonly code: ExitCode,
+    readonly code: typeof EXIT.FAILED | typeof EXIT.USAGE,
   ) {
     super(message)
   }
 }
 
-export const usage = (message: string): Exit => new Exit(message, 2)
+/** A usage error (exit 2) with this message. */
+export const usage = (message: string): Exit => new Exit(message, EXIT.USAGE)
 
 /** An error's message on one line, for a one-line report. */
 export function oneLine(error: unknown): string {

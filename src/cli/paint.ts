@@ -3,6 +3,7 @@
  * NO_COLOR (any non-empty value) turns them off in every case (https://no-color.org).
  */
 
+/** Each colour as a function of the text; every one returns the text as it is when colours are off. */
 export interface Paint {
   plain(text: string): string
   bold(text: string): string
@@ -12,7 +13,8 @@ export interface Paint {
   yellow(text: string): string
 }
 
-export function painter(stream: NodeJS.WriteStream, env: NodeJS.ProcessEnv): Paint {
+/** The colours for text written to `stream`: on for a terminal or FORCE_COLOR, never with NO_COLOR. */
+export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string, string | undefined>>): Paint {
   const force = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0' && env.FORCE_COLOR !== 'false'
   const on = !env.NO_COLOR && (force || stream.isTTY === true)
   const sgr = (open: number, close: number) => (text: string) => (on ? `\x1b[${open}m${text}\x1b[${close}m` : text)

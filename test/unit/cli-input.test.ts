@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import type { JobState } from '../../src/admin.ts'
-import { asUsage, describeChange } from '../../src/cli/admin.ts'
+import { asUsage, describeChange } from '../../src/cli/job-actions.ts'
 import { masked } from '../../src/cli/connect.ts'
 import { Exit } from '../../src/cli/exit.ts'
-import { type Accepts, parseOptions } from '../../src/cli/options.ts'
+import { type Accepts, parseOptions } from '../../src/cli/args.ts'
 
 const PAUSE: Accepts = { options: ['for', 'until', 'table', 'url'], job: true }
 const STATUS: Accepts = { options: ['table', 'url', 'format', 'json', 'overdue-factor'] }

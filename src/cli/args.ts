@@ -1,7 +1,8 @@
 /**
- * The command line of `pg-cron-lease`: every option declared once (its type, its placeholder and
- * its help), and the reading of one command's arguments into checked values. Anything wrong is a
- * usage error (exit 2) found before any connection is made.
+ * The command line of `pg-cron-lease`: which command it names (or help, or the version), every
+ * option declared once (its type, its placeholder and its help), and the reading of one command's
+ * arguments into checked values. Anything wrong is a usage error (exit 2) found before any
+ * connection is made.
  */
 import { parseArgs } from 'node:util'
 import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from '../list-leases.js'
@@ -10,7 +11,8 @@ import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkTable } from '../validate.js'
 import { oneLine, usage } from './exit.js'
 
-const BIN = 'pg-cron-lease'
+/** The command's name, as help and messages spell it. */
+export const BIN = 'pg-cron-lease'
 
 interface OptionSpec {
   type: 'string' | 'boolean'
@@ -20,6 +22,7 @@ interface OptionSpec {
   help: string
 }
 
+/** Every option of every command: its type, its placeholder in help and its help text. */
 export const OPTIONS = {
   table: { type: 'string', arg: '<name>', help: `The lease table, name or schema.name (default: ${DEFAULT_TABLE})` },
   url: { type: 'string', arg: '<url>', help: 'Postgres connection URL (default: the DATABASE_URL variable)' },
@@ -48,8 +51,10 @@ export const OPTIONS = {
   },
 } as const satisfies Record<string, OptionSpec>
 
+/** The name of an option, without its dashes. */
 export type OptionName = keyof typeof OPTIONS
 
+/** What `status` prints: a table, the JSON of listLeases, or a Prometheus text exposition. */
 export type Format = 'text' | 'json' | 'prometheus'
 
 /** The command line, checked: every value here is valid, so a command only has to run. */
@@ -78,6 +83,43 @@ export function flag(name: OptionName): string {
   return spec.arg === undefined ? `--${name}` : `--${name} ${spec.arg}`
 }
 
+/** What the first words of the command line ask for. */
+export type Invocation =
+  /** No command at all: the main help goes to stderr, and it is a usage error. */
+  | { kind: 'no-command' }
+  /** The main help (`--help`, `-h`, `help`), or one command's help when `command` is set. */
+  | { kind: 'help'; command?: string }
+  | { kind: 'version' }
+  /** Run `command` with the arguments after its name. */
+  | { kind: 'run'; command: string; args: string[] }
+
+/**
+ * Reads which command the line names, among `commands`. Help wins over anything else after the
+ * command's name, so `status --bogus --help` still helps; after `--` a --help is a job's name. A
+ * leading option other than help and version, or an unknown command, is a usage error.
+ */
+export function readInvocation(argv: readonly string[], commands: readonly string[]): Invocation {
+  const [first, ...rest] = argv
+  if (first === undefined) return { kind: 'no-command' }
+  if (first === '-h' || first === '--help' || (first === 'help' && rest.length === 0)) return { kind: 'help' }
+  if (first === '-v' || first === '--version') return { kind: 'version' }
+  if (first.startsWith('-')) {
+    throw usage(`expected a command (${commands.join(', ')}) before ${first}; see ${BIN} --help`)
+  }
+  const command = first === 'help' ? rest[0]! : first
+  if (!commands.includes(command)) {
+    throw usage(`unknown command ${JSON.stringify(command)}: expected ${commands.join(', ')}; see ${BIN} --help`)
+  }
+  const end = rest.indexOf('--')
+  const options = end === -1 ? rest : rest.slice(0, end)
+  if (first === 'help' || options.some((a) => a === '-h' || a === '--help')) return { kind: 'help', command }
+  return { kind: 'run', command, args: rest }
+}
+
+/**
+ * Reads one command's arguments (after its name) into checked values: only the options it
+ * accepts, each once (only --job repeats), and its one <job> when it takes one.
+ */
 export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {}
   for (const o of accepts.options) {

@@ -1,0 +1,32 @@
+/**
+ * What one `pg-cron-lease` command is: its help, the options it accepts, and how it runs with
+ * checked values. Each command is a module of its own; src/cli/main.ts lists them.
+ */
+import type { Accepts, OptionName, Values } from './args.js'
+import type { Connect } from './connect.js'
+import type { ExitCode } from './exit.js'
+import type { Paint } from './paint.js'
+
+/** What a command runs with: where it prints, the environment, and how it reaches the database. */
+export interface Context {
+  env: Readonly<Record<string, string | undefined>>
+  /** Writes to stdout. */
+  out(text: string): void
+  /** The colours for stdout. */
+  paint: Paint
+  connect: Connect
+}
+
+/** One command: its help texts, what it accepts, and what it does. */
+export interface Command extends Accepts {
+  summary: string
+  /** Help for an option where this command's differs from the one in OPTIONS. */
+  optionHelp?: Partial<Record<OptionName, string>>
+  details: string
+  exitCodes: string
+  /** Runs with values already checked; resolves the exit code, or throws an Exit. */
+  run(values: Values, context: Context): Promise<ExitCode>
+}
+
+/** The exit 1 of every command that reads the database, as its help says it. */
+export const DATABASE_EXIT = '1 the database cannot be reached or read (or pg is not installed)'

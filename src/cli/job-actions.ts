@@ -1,0 +1,207 @@
+/**
+ * `pg-cron-lease pause`, `resume` and `release`: making the one change on the one job's row
+ * (src/admin.ts), and saying what changed by the database clock. Their arguments are read by
+ * src/cli/args.ts, with the library's own parsers (src/time-input.ts).
+ */
+import type pg from 'pg'
+import type { JobState } from '../admin.js'
+import * as admin from '../admin.js'
+import { escapeControls } from '../escape.js'
+import { BIN } from './args.js'
+import type { Command } from './command.js'
+import { connectionTarget } from './connect.js'
+import { EXIT, Exit, oneLine, usage } from './exit.js'
+import { untilText } from './health.js'
+import { msBetween } from './human.js'
+
+/** The three commands that change one job's row. */
+export type JobAction = 'pause' | 'resume' | 'release'
+
+/** The `pause` command. */
+export const pause: Command = jobCommand(
+  'pause',
+  'Pause one job on every replica, for a while or until resumed',
+  'No claim of the job succeeds until the pause ends: with --for after that long, with --until at\n' +
+    'that instant, with neither when resumed. Times are by the database clock: --until must be in\n' +
+    'its future (and no later than 9999-12-31T23:59:59.999Z), and a --for that ends after the year\n' +
+    '9999 pauses until resumed. A tick running at that moment is not stopped, but its renew and\n' +
+    'keep-alive beats fail and its ctx.signal aborts. A paused job is never overdue for check, but\n' +
+    `still FAILING if its last run failed. Needs the columns ${BIN} migrate adds.\n\n` +
+    'Examples:\n' +
+    `  ${BIN} pause billing:hourly --for 2h\n` +
+    `  ${BIN} pause billing:hourly --until 2026-12-01T06:00:00Z\n` +
+    `  ${BIN} pause billing:hourly`,
+)
+
+/** The `resume` command. */
+export const resume: Command = jobCommand(
+  'resume',
+  'End the pause of one job: the next claim on any replica runs it',
+  'Ends the pause at once; a pause that already ran out is only cleared. A job that is not\n' +
+    'paused, by the database clock, is said to be so; nothing changes, and it exits 0. Needs the\n' +
+    `columns ${BIN} migrate adds.\n\n` +
+    'Example:\n' +
+    `  ${BIN} resume billing:hourly`,
+)
+
+/** The `release` command. */
+export const release: Command = jobCommand(
+  'release',
+  "End one job's current lease now, for a holder that crashed with a long lease",
+  'The next claim, on any replica, runs the job. A tick that is in fact still running is not\n' +
+    'stopped, but its renew and keep-alive beats fail and its ctx.signal aborts. A pause stays in\n' +
+    'force: the lease then ends when the pause does.\n\n' +
+    'Example:\n' +
+    `  ${BIN} release import:nightly`,
+)
+
+function jobCommand(action: JobAction, summary: string, details: string): Command {
+  return {
+    summary,
+    options: action === 'pause' ? ['for', 'until', 'table', 'url'] : ['table', 'url'],
+    job: true,
+    details:
+      'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
+      `${details}\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
+    exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
+    async run(values, context) {
+      const { table } = values
+      const target = connectionTarget(values.url, context.env)
+      const message = await context.connect(target, { command: action, table }, (client) =>
+        runJobAction(client, {
+          action,
+          jobName: values.job!,
+          table,
+          where: target.label,
+          ...(values.forMs !== undefined && { forMs: values.forMs }),
+          ...(values.until !== undefined && { until: values.until }),
+        }),
+      )
+      context.out(message)
+      return EXIT.OK
+    },
+  }
+}
+
+/** One change to make, as the command line asked for it. */
+export interface JobRequest {
+  action: JobAction
+  jobName: string
+  table: string
+  /** host:port/database, for the message when the job has no row. */
+  where: string
+  /** pause --for, in ms. */
+  forMs?: number
+  /** pause --until, as ISO-8601 UTC text. */
+  until?: string
+}
+
+/** Makes the change and returns the line that says what it did; a job without a row is exit 1. */
+export async function runJobAction(client: pg.Client, request: JobRequest): Promise<string> {
+  const { action, jobName, table } = request
+  let state: JobState | null
+  try {
+    state =
+      action === 'pause'
+        ? await admin.pause(client, jobName, { table, forMs: request.forMs, until: request.until })
+        : action === 'resume'
+          ? await admin.resume(client, jobName, { table })
+          : await admin.release(client, jobName, { table })
+  } catch (error) {
+    throw asUsage(error) ?? error
+  }
+  if (state === null) {
+    throw new Exit(
+      `no job "${escapeControls(jobName)}" in ${table} at ${request.where}: it has never been claimed, or the name has a typo; nothing was changed`,
+      EXIT.FAILED,
+    )
+  }
+  return `${describeChange(request, jobName, state)}\n`
+}
+
+/** The library's names for what the command line calls --until, --for, --table and <job>. */
+const FLAGS: [RegExp, string][] = [
+  [/\bopts\.until\b/g, '--until'],
+  [/\bopts\.forMs\b/g, '--for'],
+  [/\bopts\.table\b/g, '--table'],
+  [/\bjobName\b/g, '<job>'],
+]
+
+// A value quoted in a message (a job name, the text given) is data, not the argument's name.
+const QUOTED = /("(?:[^"\\]|\\.)*"|'[^']*')/
+
+/**
+ * A library TypeError about one of this command's arguments, as a usage error naming the flag. The
+ * library refuses a bad argument before it writes (an --until not in the future by the database
+ * clock among them), so nothing was changed. Any other error (a driver's, or a TypeError about the
+ * driver's result) is not about the user's input and stays a failure.
+ */
+export function asUsage(error: unknown): Exit | undefined {
+  if (!(error instanceof TypeError) || !error.message.startsWith('pg-cron-lease: ')) return undefined
+  let named = false
+  const message = oneLine(error)
+    .slice('pg-cron-lease: '.length)
+    .split(QUOTED)
+    .map((part, i) => {
+      if (i % 2 === 1) return part
+      for (const [name, flag] of FLAGS) {
+        part = part.replace(name, () => {
+          named = true
+          return flag
+        })
+      }
+      return part
+    })
+    .join('')
+  if (!named) return undefined
+  return usage(/nothing was changed/.test(message) ? message : `${message}; nothing was changed`)
+}
+
+/**
+ * What a change did, on one line, the job's name with its control characters escaped. `wasPaused`
+ * is read when the library reports it (whether the job was paused at the change, by the database
+ * clock); when it does not, whether a resume changed anything is unknown, and the line does not
+ * claim either.
+ */
+export function describeChange(
+  request: Pick<JobRequest, 'action' | 'forMs'>,
+  jobName: string,
+  state: JobState & { wasPaused?: boolean },
+): string {
+  const name = escapeControls(jobName)
+  const at = `(database clock ${state.changedAt})`
+  const leaseUntil = readable(state.leaseUntil)
+  const pausedUntil = state.pausedUntil === null ? null : readable(state.pausedUntil)
+  const stillPaused = pausedUntil !== null && laterThan(pausedUntil, state.changedAt)
+  switch (request.action) {
+    case 'pause':
+      if (pausedUntil !== 'infinity') {
+        return `Paused ${name} until ${pausedUntil} ${at}; no replica can claim it until then.`
+      }
+      return request.forMs === undefined
+        ? `Paused ${name} until resumed ${at}; no replica can claim it until ${BIN} resume.`
+        : `Paused ${name} until resumed ${at}: --for ends after the year 9999, so the pause is open-ended; no replica can claim it until ${BIN} resume.`
+    case 'resume':
+      if (state.wasPaused === false) return `Nothing to resume: ${name} was not paused ${at}; nothing changed.`
+      return laterThan(leaseUntil, state.changedAt)
+        ? `Resumed ${name} ${at}; it is not paused, and the next claim after its current lease ends at ${leaseUntil} runs it.`
+        : `Resumed ${name} ${at}; it is not paused, and the next claim on any replica runs it.`
+    case 'release':
+      return stillPaused
+        ? `Released the lease of ${name} ${at}; it is still paused ${untilText(pausedUntil)}, so no replica can claim it before then.`
+        : `Released the lease of ${name} ${at}; the next claim on any replica runs it.`
+  }
+}
+
+/**
+ * A database timestamp as printed: one after the year 9999 (a year of five or more digits, which
+ * `new Date()` cannot read) is shown as 'infinity', the end no claim will ever reach.
+ */
+function readable(timestamp: string): string {
+  return /^\d{5,}-/.test(timestamp) ? 'infinity' : timestamp
+}
+
+/** Whether database timestamp `a` ('infinity' allowed) is after `b`. */
+function laterThan(a: string, b: string): boolean {
+  return a === 'infinity' || msBetween(a, b) > 0
+}

@@ -1,0 +1,99 @@
+/**
+ * The `pg-cron-lease` command as a function: `main(argv, io)` reads the command line, runs one
+ * command and resolves its exit code. Everything it touches outside itself comes in `io` (where it
+ * prints, the environment, how it reaches the database), so it runs in-process with no Postgres
+ * for parsing, help and usage errors; src/cli.ts is the bin that hands it the process's own.
+ *
+ * Exit codes: 0 success, 1 the database (or the `pg` driver) could not do it, 2 a usage error, 3
+ * `check` found a job unhealthy. Every error is one line on stderr that says what to do; no stack
+ * trace. The URL is never printed with its password, because it usually carries one.
+ */
+import { readFileSync } from 'node:fs'
+import { BIN, parseOptions, readInvocation } from './args.js'
+import { check } from './check.js'
+import type { Command, Context } from './command.js'
+import { type Connect, withClient } from './connect.js'
+import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
+import { commandHelp, mainHelp } from './help.js'
+import { pause, release, resume } from './job-actions.js'
+import { migrate } from './migrate.js'
+import { painter } from './paint.js'
+import { sql } from './sql.js'
+import { status } from './status.js'
+
+/** A stream main writes to: stdout or stderr, or a test's stand-in. */
+export interface Output {
+  write(text: string): unknown
+  /** Whether it is a terminal, which turns colours on (see src/cli/paint.ts). */
+  isTTY?: boolean
+}
+
+/** Everything main uses from outside itself. */
+export interface CliIo {
+  stdout: Output
+  stderr: Output
+  /** DATABASE_URL, NO_COLOR and FORCE_COLOR are read from here. */
+  env: Readonly<Record<string, string | undefined>>
+  /** How a command reaches the database; the `pg` driver when left out. */
+  connect?: Connect
+}
+
+/** Every command, in the order the main help lists them. */
+export const COMMANDS: Readonly<Record<string, Command>> = { sql, migrate, status, check, pause, resume, release }
+
+const NAMES = Object.keys(COMMANDS)
+
+/**
+ * Runs one invocation (`argv` without node and the script) and resolves its exit code. It never
+ * rejects and never exits the process: an error is printed as one line on `io.stderr`.
+ */
+export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
+  const context: Context = {
+    env: io.env,
+    out: (text) => void io.stdout.write(text),
+    paint: painter(io.stdout, io.env),
+    connect: io.connect ?? withClient,
+  }
+  try {
+    const invocation = readInvocation(argv, NAMES)
+    switch (invocation.kind) {
+      case 'no-command':
+        io.stderr.write(mainHelp(COMMANDS))
+        return EXIT.USAGE
+      case 'help':
+        context.out(
+          invocation.command === undefined
+            ? mainHelp(COMMANDS)
+            : commandHelp(invocation.command, COMMANDS[invocation.command]!),
+        )
+        return EXIT.OK
+      case 'version':
+        context.out(`${version()}\n`)
+        return EXIT.OK
+      case 'run': {
+        const command = COMMANDS[invocation.command]!
+        return await command.run(parseOptions(invocation.command, command, invocation.args), context)
+      }
+    }
+  } catch (error) {
+    const exit = error instanceof Exit ? error : new Exit(`unexpected error: ${oneLine(error)}`, EXIT.FAILED)
+    io.stderr.write(`${painter(io.stderr, io.env).red(`${BIN}:`)} ${exit.message}\n`)
+    return exit.code
+  }
+}
+
+/** The version in the package's package.json. */
+function version(): string {
+  // Bundled into dist/cli.mjs this code sits one level below package.json; as src/cli/main.ts, two.
+  for (const up of ['../package.json', '../../package.json']) {
+    let text: string
+    try {
+      text = readFileSync(new URL(up, import.meta.url), 'utf8')
+    } catch {
+      continue
+    }
+    const manifest = JSON.parse(text) as { name?: unknown; version?: unknown }
+    if (manifest.name === BIN && typeof manifest.version === 'string') return manifest.version
+  }
+  throw new Error(`cannot find the package.json of ${BIN}`)
+}

@@ -1,0 +1,65 @@
+/**
+ * `pg-cron-lease migrate`: create the lease table, or add the columns an older one lacks, and say
+ * which of the two it did (or that there was nothing to do).
+ */
+import type pg from 'pg'
+import { createTableSql, quoteTable, upgradeTableSql } from '../sql.js'
+import { BIN } from './args.js'
+import { type Command, DATABASE_EXIT } from './command.js'
+import { connectionTarget } from './connect.js'
+import { EXIT } from './exit.js'
+import type { Paint } from './paint.js'
+
+/** The `migrate` command. */
+export const migrate: Command = {
+  summary: 'Create the lease table, or upgrade an older one (safe to run again, and at once)',
+  options: ['table', 'url'],
+  details:
+    'Creates the table if it does not exist, then adds the columns for outcomes, intervals and\n' +
+    'pauses if they are missing (what upgradeTableSql() does); a table that is up to date is left\n' +
+    'as it is, and needs no CREATE or ALTER privilege. Many replicas may run it at the same time.\n' +
+    'The schema of a schema.name table must already exist.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} migrate --url postgres://app@db.internal:5432/app\n` +
+    `  DATABASE_URL=postgres://localhost/app ${BIN} migrate --table jobs.cron_leases`,
+  exitCodes: `0 created, upgraded or already up to date, ${DATABASE_EXIT}, 2 usage error`,
+  async run(values, context) {
+    const { table } = values
+    const target = connectionTarget(values.url, context.env)
+    const { before, after } = await context.connect(target, { command: 'migrate', table }, async (client) => {
+      const before = await columnCount(client, table)
+      await client.query(createTableSql(table))
+      await client.query(upgradeTableSql(table))
+      return { before, after: (await columnCount(client, table)) ?? 0 }
+    })
+    context.out(describeMigration({ table, where: target.label, before, after }, context.paint))
+    return EXIT.OK
+  },
+}
+
+/** What migrate found and did: the table's columns before (null: no table) and after. */
+export interface Migration {
+  table: string
+  /** host:port/database. */
+  where: string
+  before: number | null
+  after: number
+}
+
+/** The line migrate prints: created, upgraded (with how many columns it added) or up to date. */
+export function describeMigration({ table, where, before, after }: Migration, paint: Paint): string {
+  if (before === null) return `${paint.green('Created')} table ${table} in ${where}.\n`
+  if (after > before) {
+    return `${paint.green('Upgraded')} table ${table} in ${where}: added ${after - before} columns for outcomes, intervals and pauses.\n`
+  }
+  return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
+}
+
+/** The table's number of columns, or null when it does not exist. */
+async function columnCount(client: pg.Client, table: string): Promise<number | null> {
+  const { rows } = await client.query(
+    'SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped)::int AS n, to_regclass($1) IS NULL AS missing',
+    [quoteTable(table)],
+  )
+  return rows[0].missing ? null : rows[0].n
+}

@@ -1,0 +1,68 @@
+/**
+ * `pg-cron-lease status`: every job in the lease table, printed as a table for people
+ * (src/cli/status-text.ts), as the JSON listLeases() returns, or as Prometheus gauges
+ * (src/cli/prometheus.ts).
+ */
+import { type LeaseInfo, listLeases } from '../list-leases.js'
+import { BIN, type Format } from './args.js'
+import { type Command, DATABASE_EXIT } from './command.js'
+import { connectionTarget } from './connect.js'
+import { EXIT } from './exit.js'
+import type { Paint } from './paint.js'
+import { renderPrometheus } from './prometheus.js'
+import { renderStatus } from './status-text.js'
+
+/** The `status` command. */
+export const status: Command = {
+  summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
+  options: ['table', 'url', 'format', 'json', 'overdue-factor'],
+  optionHelp: { json: 'The same as --format json' },
+  details:
+    'Per job: the holder, when it was claimed, when its lease expires, how its last run ended\n' +
+    '(LAST RUN) and how long it took (TOOK), and STATE: FAILING (its last run failed), OVERDUE (not\n' +
+    'claimed for its interval × the overdue factor, and not paused) or PAUSED. Ages are differences\n' +
+    "of two database timestamps read in one statement; this machine's clock plays no part. Job\n" +
+    'names, holders and errors are printed with control characters and backslashes escaped\n' +
+    '(\\n, \\x1b, \\\\).\n\n' +
+    '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
+    'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastFinishedAt,\n' +
+    'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil. Timestamps are\n' +
+    'ISO-8601 UTC text with microseconds; under an open-ended pause leaseUntil and pausedUntil are\n' +
+    '"infinity" and remainingMs is null (JSON has no Infinity).\n\n' +
+    '--format prometheus prints gauges in the Prometheus text format 0.0.4, ending with # EOF so it\n' +
+    "is valid OpenMetrics too; node_exporter's textfile collector reads it. Per job_name label:\n" +
+    'pg_cron_lease_held, _last_claim_age_seconds, _last_success_age_seconds, _last_duration_seconds,\n' +
+    '_last_outcome_ok, _interval_seconds, _overdue, _paused; a value not known yet is left out.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} status --url postgres://app@db.internal:5432/app\n` +
+    `  ${BIN} status --json | jq -r '.[] | select(.lastOutcome == "error") | .jobName'\n` +
+    `  ${BIN} status --format prometheus > /var/lib/node_exporter/textfile/pg_cron_lease.prom.$$ &&\n` +
+    '    mv /var/lib/node_exporter/textfile/pg_cron_lease.prom.$$ /var/lib/node_exporter/textfile/pg_cron_lease.prom',
+  exitCodes: `0 printed, ${DATABASE_EXIT}, 2 usage error`,
+  async run(values, context) {
+    const { table, overdueFactor } = values
+    const target = connectionTarget(values.url, context.env)
+    const leases = await context.connect(target, { command: 'status', table }, (client) =>
+      listLeases(client, { table, overdueFactor }),
+    )
+    context.out(renderLeases(values.format, leases, table, context.paint))
+    return EXIT.OK
+  },
+}
+
+/** The leases in the chosen format; `table` and `paint` serve the text format only. */
+export function renderLeases(format: Format, leases: LeaseInfo[], table: string, paint: Paint): string {
+  switch (format) {
+    case 'text':
+      return renderStatus(leases, table, paint)
+    case 'json':
+      return renderStatusJson(leases)
+    case 'prometheus':
+      return renderPrometheus(leases)
+  }
+}
+
+/** The leases exactly as listLeases returned them, as indented JSON (an Infinity becomes null). */
+export function renderStatusJson(leases: LeaseInfo[]): string {
+  return `${JSON.stringify(leases, null, 2)}\n`
+}
