@@ -9,16 +9,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import cron from 'node-cron'
 import pg from 'pg'
+import type { Mode } from '../dev/demo-view.ts'
 import { advisoryTick } from '../dev/peers.ts'
 import { leaseForInterval, withCronLease } from '../src/index.ts'
-
-/**
- * How the replicas guard the tick.
- *
- * @example
- * const mode: Mode = 'lease'
- */
-export type Mode = 'none' | 'advisory' | 'lease'
 
 /**
  * What the demo asks the replicas to do for the occurrences `first`..`last` (epoch seconds).

@@ -17,11 +17,9 @@ import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
-import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
-import { createTableSql, quoteTable } from '../src/index.ts'
-import type { FromReplica, Mode, Plan, ToReplica } from './demo-replica.ts'
 import {
   MODE_TEXT,
+  type Mode,
   type Occurrence,
   paint,
   type Summary,
@@ -29,7 +27,10 @@ import {
   summaryTable,
   timelineHeader,
   timelineRow,
-} from './demo-view.ts'
+} from '../dev/demo-view.ts'
+import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
+import { createTableSql, quoteTable } from '../src/index.ts'
+import type { FromReplica, Plan, ToReplica } from './demo-replica.ts'
 
 const MODES: Mode[] = ['none', 'advisory', 'lease']
 const TICK_MS = 50

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { type Occurrence, type Paint, summarise, timelineRow } from '../../scripts/demo-view.ts'
+import { type Occurrence, type Paint, summarise, timelineRow } from '../../dev/demo-view.ts'
 
 const plain: Paint = { red: (t) => t, green: (t) => t, yellow: (t) => t, dim: (t) => t, bold: (t) => t }
 const at = (slot: number, marks: Occurrence['marks']): Occurrence => ({ slot, marks })

@@ -3,7 +3,13 @@
  * and the summary table. Plain text that reads the same in a pipe; colour only on a terminal and
  * never when NO_COLOR is set (https://no-color.org).
  */
-import type { Mode } from './demo-replica.ts'
+/**
+ * How the replicas guard the tick.
+ *
+ * @example
+ * const mode: Mode = 'lease'
+ */
+export type Mode = 'none' | 'advisory' | 'lease'
 
 /**
  * Colour functions; each returns its text unchanged when colour is off.
