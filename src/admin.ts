@@ -3,12 +3,13 @@
  * fleet, resume it, or end a crashed holder's lease. Each is one statement on that job's row only.
  */
 import { formatValue } from './format-value.js'
+import { compileOptions } from './options.js'
 import { migrateCommand } from './outcome.js'
 import { runStatement } from './query.js'
 import { PAUSE_COLUMNS, pauseSql, quoteTable, RECORD_COLUMNS, releaseSql, resumeSql, tableColumnsSql } from './sql.js'
 import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
-import { checkJobName, checkMs, checkOptions, checkQueryable, checkTable, fail } from './validate.js'
+import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
  * Options for {@link resumeJob} and {@link releaseLease}.
@@ -31,9 +32,6 @@ export interface PauseOptions extends JobOptions {
   /** How long the pause lasts from now, by the database clock, in ms. */
   forMs?: number
 }
-
-const JOB_OPTION_KEYS = ['table'] as const satisfies readonly (keyof JobOptions)[]
-const PAUSE_OPTION_KEYS = [...JOB_OPTION_KEYS, 'until', 'forMs'] as const satisfies readonly (keyof PauseOptions)[]
 
 /** A job's lease and pause right after a change, by the database clock. */
 export interface JobState {
@@ -91,8 +89,8 @@ export async function releaseLease(db: Queryable, jobName: string, opts?: JobOpt
 export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
   checkQueryable(db)
   checkJobName(jobName)
-  const options = checkOptions(opts, PAUSE_OPTION_KEYS)
-  const table = checkTable(options.table)
+  const options = compileOptions('pauseJob', opts)
+  const { table } = options
   if (options.until !== undefined && options.forMs !== undefined) {
     fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', options.until)
   }
@@ -116,7 +114,7 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   checkQueryable(db)
   checkJobName(jobName)
-  const table = checkTable(checkOptions(opts, JOB_OPTION_KEYS).table)
+  const { table } = compileOptions('resumeJob', opts)
   await requireColumns(db, table, RECORD_COLUMNS, 'resuming')
   const row = await changeJob(db, resumeSql(table), [jobName], jobName)
   return row === null || row.job_name === null ? null : { ...jobState(row), wasPaused: row.was_paused === true }
@@ -126,7 +124,7 @@ export async function resume(db: Queryable, jobName: string, opts?: JobOptions):
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   checkQueryable(db)
   checkJobName(jobName)
-  const table = checkTable(checkOptions(opts, JOB_OPTION_KEYS).table)
+  const { table } = compileOptions('releaseLease', opts)
   const columns = await requireColumns(db, table, [], 'releasing')
   const row = await changeJob(db, releaseSql(table, columns.includes('claim_until')), [jobName], jobName)
   return row === null ? null : jobState(row)

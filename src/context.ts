@@ -3,10 +3,11 @@
  * the tick does.
  */
 import { publishRenew } from './channels.js'
+import type { Ticket } from './lease.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { tickStatements } from './sql.js'
-import type { KeepAlive, LeaseContext, Queryable } from './types.js'
+import { tableState } from './state.js'
+import type { KeepAlive, LeaseContext } from './types.js'
 import { checkMs } from './validate.js'
 
 /**
@@ -18,23 +19,11 @@ export function monotonicMs(): number {
   return performance.now()
 }
 
-/** A won claim: everything the context needs to act on it. */
-export interface Claim {
-  db: Queryable
-  table: string
-  jobName: string
-  holder: string
-  leaseMs: number
-  claimToken: string | null
-  /** `monotonicMs()` when the claim statement was sent. */
-  sentAt: number
-  /** Send renews and beats as named prepared statements where the driver allows it. */
-  prepare: boolean
-}
-
-/** The context handed to the tick, and `close()` to call once the tick has settled. */
-export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseContext; close(): void } {
-  const { db, table, jobName, holder, leaseMs, claimToken, prepare } = claim
+/** The context handed to the tick for a won claim, and `close()` to call once the tick has settled. */
+export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: LeaseContext; close(): void } {
+  const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
+  const { claimToken } = ticket
+  const statements = tableState(table)
   const controller = new AbortController()
   let closed = false
   let beatTimer: NodeJS.Timeout | undefined
@@ -42,7 +31,7 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
   // The earliest moment the lease can end, on this process's monotonic clock: the database set
   // the expiry from a clock_timestamp() read after the statement was sent, so the send time plus
   // the length is a lower bound that needs no agreement between the two clocks.
-  let expiresAt = claim.sentAt + leaseMs
+  let expiresAt = ticket.sentAt + leaseMs
 
   const lose = (why: string) => {
     if (!controller.signal.aborted) {
@@ -76,9 +65,9 @@ export function openContext(claim: Claim, keepAlive?: KeepAlive): { ctx: LeaseCo
     // A renew can shorten the lease the moment the database runs it, long before its reply comes
     // back (if it ever does), so the shorter end is the one to watch from now on.
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
-    const sql = beat ? tickStatements(table).extend : tickStatements(table).renew
+    const statement = beat ? statements.extend : statements.renew
     const { matched: renewed } = readResult(
-      await runStatement(db, sql, [jobName, ms, claimToken], prepare),
+      await runStatement(db, statement, [jobName, ms, claimToken], prepare),
       jobName,
       'renewed',
     )

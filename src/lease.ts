@@ -1,11 +1,15 @@
 import { publishClaim, traceTick } from './channels.js'
-import { type Claim, monotonicMs, openContext } from './context.js'
-import { migrateCommand, recordOutcome, type Settled, warn } from './outcome.js'
+import { checkClock, clockOffset } from './clock.js'
+import { monotonicMs, openContext } from './context.js'
+import { compileOptions, type EntryPoint } from './options.js'
+import { migrateCommand, recordOutcome, type Settled } from './outcome.js'
+import { intervalOfLease } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { DEFAULT_TABLE, tickStatements } from './sql.js'
+import { DEFAULT_TABLE } from './sql.js'
+import { tableState } from './state.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
-import { checkLeaseArgs, commonLeaseArgs } from './validate.js'
+import { checkFunction, checkJobName, checkMs, checkQueryable } from './validate.js'
 
 /**
  * Runs `runTick` on exactly one replica per occurrence. Every replica calls this on every tick;
@@ -39,37 +43,100 @@ export function withCronLease<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  let run: LeaseRun<T>
+  let config: RunConfig<T>
   try {
-    run = commonLeaseArgs<T>(db, jobName, leaseMs, runTick, opts) ?? checkLeaseArgs(db, jobName, leaseMs, runTick, opts)
+    config = runConfig('withCronLease', db, jobName, leaseMs, runTick, opts)
   } catch (error) {
     return Promise.reject(error)
   }
-  return runLease(run)
+  return runLease(config)
 }
 
-/** Everything one run needs, already validated: what `checkLeaseArgs` returns. */
-export interface LeaseRun<T> extends ClaimRequest {
-  runTick: (ctx: LeaseContext) => Promise<T> | T
-  keepAlive: KeepAlive | undefined
-  record: boolean
-  everyMs: number | undefined
+/** What a claim needs, checked: the coordinator builds one per task run, the tick entry points one per call. */
+export interface ClaimConfig {
+  readonly db: Queryable
+  readonly table: string
+  readonly jobName: string
+  readonly leaseMs: number
+  readonly holder: string
+  readonly logger: LeaseLogger | undefined
+  /** Send it as a named prepared statement where the driver allows it. */
+  readonly prepare: boolean
+}
+
+/** Everything one run of a tick needs, checked once. */
+export interface RunConfig<T> extends ClaimConfig {
+  readonly runTick: (ctx: LeaseContext) => Promise<T> | T
+  readonly keepAlive: KeepAlive | undefined
+  readonly record: boolean
+  /** The declared interval; left out, the one `leaseForInterval` was given for this lease, if any. */
+  readonly everyMs: number | undefined
+}
+
+/**
+ * A won claim, all its fences need: the claim it was made with, the token it is fenced on, when it
+ * was sent (`monotonicMs()`), and whether the table can take the outcome record.
+ */
+export interface Ticket {
+  readonly config: ClaimConfig
+  /** `claimed_at` as text with microseconds; null when the driver returned no row to read it from. */
+  readonly claimToken: string | null
+  readonly sentAt: number
+  /** Whether the table has the outcome columns; undefined when the reply did not say. */
+  readonly recordable: boolean | undefined
+}
+
+/**
+ * The arguments of `withCronLease` and `leasedTick`, checked in the order they are declared, with
+ * the options compiled once per options object (src/options.ts). Throws the TypeError of the first
+ * bad one.
+ */
+export function runConfig<T>(
+  entry: EntryPoint,
+  db: unknown,
+  jobName: unknown,
+  leaseMs: unknown,
+  runTick: unknown,
+  opts: unknown,
+): RunConfig<T> & { options: ReturnType<typeof compileOptions> } {
+  const queryable = checkQueryable(db)
+  const job = checkJobName(jobName)
+  const ms = checkMs(leaseMs, 'leaseMs')
+  const tick = checkFunction<(ctx: LeaseContext) => Promise<T> | T>(runTick, 'runTick')
+  const options = compileOptions(entry, opts, ms)
+  return {
+    db: queryable,
+    jobName: job,
+    leaseMs: ms,
+    runTick: tick,
+    holder: options.holder,
+    table: options.table,
+    logger: options.logger,
+    keepAlive: options.keepAlive,
+    prepare: options.prepare,
+    record: options.record,
+    everyMs: options.everyMs,
+    options,
+  }
 }
 
 /**
  * The one run path behind `withCronLease` and `leasedTick`: claim, run the tick with its context,
- * record the outcome. Arguments must already be validated.
+ * record the outcome. The config must already be checked.
  *
  * The losing path (every tick of every replica but one) is kept to plain promise steps, and so is
  * everything it calls: each `async` layer costs turns of the microtask queue, and with many cron
  * jobs those add up against a claim that is itself one short round trip.
  */
-export function runLease<T>(run: LeaseRun<T>): Promise<LeaseOutcome<T>> {
-  return claim(run).then((claimed) => (claimed.won ? runClaimed(run, claimed) : { ran: false, result: null }))
+export function runLease<T>(config: RunConfig<T>): Promise<LeaseOutcome<T>> {
+  return claim(config).then((ticket) => (ticket === null ? LOST : runClaimed(config, ticket)))
 }
 
-async function runClaimed<T>(run: LeaseRun<T>, { claimToken, sentAt, recordable }: Claimed): Promise<LeaseOutcome<T>> {
-  const { db, table, jobName, leaseMs, holder, keepAlive, prepare } = run
+const LOST: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
+
+async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<LeaseOutcome<T>> {
+  const { jobName, leaseMs, holder, keepAlive } = config
+  const { claimToken } = ticket
   if (keepAlive && claimToken === null) {
     throw new TypeError(
       `pg-cron-lease: keepAlive cannot fence the lease for '${jobName}': the claim's result had no row to read ` +
@@ -77,13 +144,12 @@ async function runClaimed<T>(run: LeaseRun<T>, { claimToken, sentAt, recordable 
     )
   }
 
-  const claimed: Claim = { db, table, jobName, holder, leaseMs, claimToken, sentAt, prepare }
-  const { ctx, close } = openContext(claimed, keepAlive)
+  const { ctx, close } = openContext(ticket, keepAlive)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
-      () => run.runTick(ctx),
+      () => config.runTick(ctx),
       () => ({ jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
@@ -92,48 +158,25 @@ async function runClaimed<T>(run: LeaseRun<T>, { claimToken, sentAt, recordable 
     throw error
   } finally {
     close()
-    if (run.record) {
-      const durationMs = monotonicMs() - startedAt
-      await recordOutcome({ ...run, claimToken, durationMs, recordable }, settled)
+    if (config.record) {
+      const everyMs = config.everyMs ?? intervalOfLease(leaseMs)
+      await recordOutcome(ticket, monotonicMs() - startedAt, everyMs, settled)
     }
   }
 }
 
-/** A claim's validated inputs. */
-export interface ClaimRequest {
-  db: Queryable
-  table: string
-  jobName: string
-  leaseMs: number
-  holder: string
-  logger: LeaseLogger | undefined
-  /** Send it as a named prepared statement where the driver allows it. */
-  prepare: boolean
-}
-
-/** A claim's answer: whether it won, its token, and when it was sent (`monotonicMs()`). */
-export interface Claimed {
-  won: boolean
-  claimToken: string | null
-  sentAt: number
-  /** Whether the table has the outcome columns; only a won claim with a row to read can say. */
-  recordable: boolean | undefined
-}
-
-// Jobs whose claims currently show this replica's clock off by more than 10% of the lease.
-const skewedJobs = new Set<string>()
-
 /**
  * The claim step on its own: one statement, its result read, the outcome published. Shared by
- * runLease and leaseCoordinator (which runs no tick itself), so there is one claim path.
- * Arguments must already be validated. A driver error or an unreadable result rejects.
+ * runLease and leaseCoordinator (which runs no tick itself), so there is one claim path. The
+ * config must already be checked. Resolves the ticket of a won claim, or null for a lost one; a
+ * driver error or an unreadable result rejects.
  */
-export function claim(request: ClaimRequest): Promise<Claimed> {
-  const { db, table, jobName, leaseMs, holder, prepare } = request
+export function claim(config: ClaimConfig): Promise<Ticket | null> {
+  const { db, table, jobName, leaseMs, holder, prepare } = config
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  return runStatement(db, tickStatements(table).claim, [jobName, leaseMs, holder], prepare).then(
-    (result) => readClaim(request, result, sentAt, sentWallMs),
+  return runStatement(db, tableState(table).claim, [jobName, leaseMs, holder], prepare).then(
+    (result) => readClaim(config, result, sentAt, sentWallMs),
     (error: unknown) => Promise.reject(missingTable(error, table)),
   )
 }
@@ -157,56 +200,22 @@ function missingTable(error: unknown, table: string): unknown {
   )
 }
 
-function readClaim(request: ClaimRequest, result: unknown, sentAt: number, sentWallMs: number): Claimed {
-  const { jobName, leaseMs, holder, logger } = request
+function readClaim(config: ClaimConfig, result: unknown, sentAt: number, sentWallMs: number): Ticket | null {
+  const { table, jobName, leaseMs, holder, logger } = config
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
-  const receivedWallMs = Date.now()
-  const clockOffsetMs = won && claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
-  publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
-  if (!won) logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
-  if (clockOffsetMs !== null) {
-    // Only what the round trip cannot explain counts: half of it, plus the wall clock's 1 ms step.
-    const uncertaintyMs = (receivedWallMs - sentWallMs) / 2 + 1
-    checkClock(jobName, clockOffsetMs, uncertaintyMs, leaseMs, logger)
+  if (!won) {
+    publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
+    logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
+    return null
   }
-  const recordable = won ? readRecordable(result) : undefined
-  return { won, claimToken, sentAt, recordable }
+  const receivedWallMs = Date.now()
+  const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
+  publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
+  if (clockOffsetMs !== null) checkClock(table, jobName, clockOffsetMs, receivedWallMs - sentWallMs, leaseMs, logger)
+  return { config, claimToken, sentAt, recordable: readRecordable(result) }
 }
 
 function readRecordable(result: unknown): boolean | undefined {
   const flag = (result as { rows?: { recordable?: unknown }[] } | null)?.rows?.[0]?.recordable
   return typeof flag === 'boolean' ? flag : undefined
-}
-
-/**
- * This replica's wall clock minus the database's, estimated at no cost from a won claim: the
- * token is the database time the statement ran, which lies between sending and receiving, so the
- * midpoint is off by at most half the round trip. Positive: this replica's clock is ahead.
- */
-function clockOffset(claimToken: string, sentWallMs: number, receivedWallMs: number): number | null {
-  const databaseMs = Date.parse(claimToken)
-  return Number.isFinite(databaseMs) ? Math.round((sentWallMs + receivedWallMs) / 2 - databaseMs) : null
-}
-
-// The database decides who wins, but this replica's clock decides when its timer fires: one that
-// is late by more than the gap between the lease and the interval runs the occurrence again.
-function checkClock(
-  jobName: string,
-  offsetMs: number,
-  uncertaintyMs: number,
-  leaseMs: number,
-  logger: LeaseLogger | undefined,
-): void {
-  if (Math.abs(offsetMs) - uncertaintyMs <= leaseMs * 0.1) {
-    skewedJobs.delete(jobName)
-    return
-  }
-  if (skewedJobs.has(jobName)) return
-  skewedJobs.add(jobName)
-  warn(
-    logger,
-    `pg-cron-lease: this replica's clock is ${Math.abs(offsetMs)} ms ${offsetMs > 0 ? 'ahead of' : 'behind'} the ` +
-      `database's (more than 10% of the ${leaseMs} ms lease of '${jobName}'); its scheduler fires at the wrong ` +
-      'moments, which the lease cannot correct: fix its time sync (NTP)',
-  )
 }

@@ -4,17 +4,9 @@
  * mistake throws at startup instead of at the first fire.
  */
 import { escapeControls } from './escape.js'
-import { runLease } from './lease.js'
+import { runConfig, runLease } from './lease.js'
 import { describeError } from './outcome.js'
-import {
-  LEASE_OPTION_KEYS,
-  type LeaseContext,
-  type LeaseLogger,
-  type LeaseOptions,
-  type LeaseOutcome,
-  type Queryable,
-} from './types.js'
-import { checkFunction, checkLeaseArgs } from './validate.js'
+import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
 /**
  * Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. Every key is
@@ -33,11 +25,6 @@ export interface LeasedTickOptions extends LeaseOptions {
    */
   onError?: (error: unknown, jobName: string) => void | Promise<void>
 }
-
-const LEASED_TICK_OPTION_KEYS = [
-  ...LEASE_OPTION_KEYS,
-  'onError',
-] as const satisfies readonly (keyof LeasedTickOptions)[]
 
 /**
  * The function {@link leasedTick} returns. Called with no arguments it resolves the outcome;
@@ -78,23 +65,13 @@ export function leasedTick<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeasedTickOptions,
 ): LeasedTick<T> {
-  const { options, ...run } = checkLeaseArgs<T, (typeof LEASED_TICK_OPTION_KEYS)[number]>(
-    db,
-    jobName,
-    leaseMs,
-    runTick,
-    opts,
-    LEASED_TICK_OPTION_KEYS,
-  )
-  const onError =
-    options.onError === undefined
-      ? defaultOnError(run.logger)
-      : checkFunction<NonNullable<LeasedTickOptions['onError']>>(options.onError, 'opts.onError')
+  const { options, ...config } = runConfig<T>('leasedTick', db, jobName, leaseMs, runTick, opts)
+  const onError = options.onError ?? defaultOnError(config.logger)
 
   // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
   const tick = async (): Promise<LeaseOutcome<T> | undefined> => {
     try {
-      return await runLease(run)
+      return await runLease(config)
     } catch (error) {
       try {
         await onError(error, jobName)

@@ -3,9 +3,11 @@
  * clock sees it.
  */
 import { formatValue } from './format-value.js'
+import { compileOptions } from './options.js'
+import { runStatement } from './query.js'
 import { listLeasesSql } from './sql.js'
 import type { LeaseOptions, Queryable } from './types.js'
-import { checkOptions, checkQueryable, checkTable, fail } from './validate.js'
+import { checkQueryable } from './validate.js'
 
 /**
  * One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, the same
@@ -96,10 +98,7 @@ export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
   overdueFactor?: number
 }
 
-const LIST_OPTION_KEYS = ['table', 'overdueFactor'] as const satisfies readonly (keyof ListLeasesOptions)[]
-
-/** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */
-export const DEFAULT_OVERDUE_FACTOR = 2
+export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'
 
 /**
  * Every lease in the table, one entry per job name, ordered by job name in byte order. `held` and
@@ -119,11 +118,9 @@ export const DEFAULT_OVERDUE_FACTOR = 2
  */
 export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promise<LeaseInfo[]> {
   checkQueryable(db)
-  const options = checkOptions(opts, LIST_OPTION_KEYS)
-  const table = checkTable(options.table)
-  const factor = checkOverdueFactor(options.overdueFactor)
+  const { table, overdueFactor: factor } = compileOptions('listLeases', opts)
 
-  const result = (await db.query(listLeasesSql(table), [])) as { rows?: unknown } | null | undefined
+  const result = (await runStatement(db, listLeasesSql(table), [], false)) as { rows?: unknown } | null | undefined
   const rows = result?.rows
   if (!Array.isArray(rows)) {
     throw new TypeError(
@@ -131,13 +128,6 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
     )
   }
   return rows.map((row) => readLease(row, table, factor))
-}
-
-export function checkOverdueFactor(value: unknown, name = 'opts.overdueFactor'): number {
-  if (value === undefined) return DEFAULT_OVERDUE_FACTOR
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 1)
-    fail(name, 'a finite number, at least 1', value)
-  return value
 }
 
 // The statement returns text, boolean and float8 columns; drivers map float8 to a number, or to a

@@ -3,20 +3,11 @@
  * validates everything when it is made, so a wiring mistake throws at startup.
  */
 import { monotonicMs } from './context.js'
-import { claim } from './lease.js'
+import { claim, type Ticket } from './lease.js'
+import { compileOptions } from './options.js'
 import { recordOutcome, type Settled } from './outcome.js'
 import type { LeaseOptions, Queryable } from './types.js'
-import {
-  checkBoolean,
-  checkHolder,
-  checkJobName,
-  checkLogger,
-  checkMs,
-  checkOptions,
-  checkQueryable,
-  checkTable,
-  fail,
-} from './validate.js'
+import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
  * The shape of node-cron 4's `RunCoordinator`, written here so the library never imports
@@ -84,15 +75,6 @@ export interface LeaseCoordinatorOptions
   leaseMs?: number | ((taskName: string) => number)
 }
 
-const COORDINATOR_OPTION_KEYS = [
-  'leaseMs',
-  'table',
-  'holder',
-  'logger',
-  'prepare',
-  'record',
-] as const satisfies readonly (keyof LeaseCoordinatorOptions)[]
-
 // node-cron builds the key as `${name}:${slot.toISOString()}`. Only this trailing slot is removed,
 // so a task name that itself contains ':' stays whole. (Years past 9999 are written with a sign.)
 const SLOT_SUFFIX = /:(?:[+-]\d{6}|\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -129,29 +111,11 @@ const SLOT_SUFFIX = /:(?:[+-]\d{6}|\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$
  */
 export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions): LeaseCoordinator {
   checkQueryable(db)
-  const options = checkOptions(opts, COORDINATOR_OPTION_KEYS)
-  const leaseOption = options.leaseMs
-  if (leaseOption !== undefined && typeof leaseOption !== 'number' && typeof leaseOption !== 'function') {
-    fail('opts.leaseMs', 'a number of milliseconds or a function of the task name returning one', leaseOption)
-  }
-  const fixedMs = typeof leaseOption === 'number' ? checkMs(leaseOption, 'opts.leaseMs') : undefined
-  const leaseFor = typeof leaseOption === 'function' ? (leaseOption as (taskName: string) => number) : undefined
-  const table = checkTable(options.table)
-  const holder = checkHolder(options.holder)
-  const logger = checkLogger(options.logger)
-  const prepare = checkBoolean(options.prepare, 'opts.prepare', true)
-  const record = checkBoolean(options.record, 'opts.record', true)
+  const { leaseMs: leaseOption, table, holder, logger, prepare, record } = compileOptions('leaseCoordinator', opts)
+  const fixedMs = typeof leaseOption === 'number' ? leaseOption : undefined
+  const leaseFor = typeof leaseOption === 'function' ? leaseOption : undefined
   // Runs this process won and has not completed, by node-cron's key (one run per key).
-  const running = new Map<
-    string,
-    {
-      jobName: string
-      claimToken: string | null
-      recordable: boolean | undefined
-      startedAt: number
-      failed?: unknown[]
-    }
-  >()
+  const running = new Map<string, { ticket: Ticket; startedAt: number; failed?: unknown[] }>()
   // Tasks whose failures this coordinator hears: only their runs can be known to have succeeded.
   const watched = new Set<string>()
 
@@ -166,9 +130,9 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         (leaseFor
           ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`)
           : checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      const { won, claimToken, recordable } = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
-      if (won && record) running.set(key, { jobName, claimToken, recordable, startedAt: monotonicMs() })
-      return won
+      const ticket = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
+      if (ticket !== null && record) running.set(key, { ticket, startedAt: monotonicMs() })
+      return ticket !== null
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.
     async onComplete(key: string): Promise<void> {
@@ -176,7 +140,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       if (!run) return
       running.delete(key)
       const durationMs = monotonicMs() - run.startedAt
-      const { jobName, claimToken, recordable } = run
+      const { jobName } = run.ticket.config
       // node-cron emits execution:failed before it calls onComplete, so a watched task's run that
       // reached here without a failure finished; an unwatched one may have thrown unheard.
       const settled: Settled = run.failed
@@ -184,8 +148,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         : watched.has(jobName)
           ? { outcome: 'ok' }
           : { outcome: 'unknown' }
-      const request = { db, table, jobName, claimToken, durationMs, everyMs: undefined, logger, prepare, recordable }
-      await recordOutcome(request, settled)
+      await recordOutcome(run.ticket, durationMs, undefined, settled)
     },
     watch(task) {
       const rule = 'a node-cron task (what cron.schedule returns: a name and an on(event, listener) method)'
@@ -215,7 +178,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         return
       }
       for (const run of running.values()) {
-        if (run.jobName === name) run.failed = [error]
+        if (run.ticket.config.jobName === name) run.failed = [error]
       }
     },
   }

@@ -2,32 +2,14 @@
  * Recording how a won tick ended, in the lease row's outcome columns, so `listLeases`, `status` and
  * `check` can tell a failing or overdue job from a healthy one.
  */
+import type { Ticket } from './lease.js'
 import { runStatement } from './query.js'
-import { DEFAULT_TABLE, tickStatements } from './sql.js'
-import type { LeaseLogger, Queryable } from './types.js'
+import { DEFAULT_TABLE } from './sql.js'
+import { tableState, warnOnce } from './state.js'
+import type { LeaseLogger } from './types.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */
 export type Settled = { outcome: 'ok' } | { outcome: 'error'; error: unknown } | { outcome: 'unknown' }
-
-/** The run whose outcome is recorded, identified by its claim. */
-export interface RecordRequest {
-  db: Queryable
-  table: string
-  jobName: string
-  claimToken: string | null
-  durationMs: number
-  /** The declared interval, or undefined to let the table observe it. */
-  everyMs: number | undefined
-  logger: LeaseLogger | undefined
-  /** Send it as a named prepared statement where the driver allows it. */
-  prepare: boolean
-  /**
-   * Whether the table has the outcome columns, as the won claim reported (`Claimed.recordable`).
-   * Only `false` skips the write; left out, it is sent and a table without them is recognised by
-   * its refusal (42703).
-   */
-  recordable?: boolean
-}
 
 const ERROR_TEXT_LIMIT = 500
 
@@ -45,28 +27,36 @@ export const RECORD_WAIT_MS = 2000
  * warning, because the run itself already happened. A claim without a token (a driver that
  * reports only `rowCount`) cannot be fenced, so it is not recorded.
  */
-export async function recordOutcome(request: RecordRequest, settled: Settled): Promise<void> {
+export async function recordOutcome(
+  ticket: Ticket,
+  durationMs: number,
+  everyMs: number | undefined,
+  settled: Settled,
+): Promise<void> {
   let timer: NodeJS.Timeout | undefined
   const waited = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, RECORD_WAIT_MS)
     timer.unref()
   })
-  await Promise.race([write(request, settled), waited])
+  await Promise.race([write(ticket, durationMs, everyMs, settled), waited])
   clearTimeout(timer)
 }
 
-async function write(request: RecordRequest, settled: Settled): Promise<void> {
-  const { db, table, jobName, claimToken, durationMs, everyMs, logger, prepare } = request
+// `everyMs`: the declared interval, or undefined to let the table observe it.
+async function write(ticket: Ticket, durationMs: number, everyMs: number | undefined, settled: Settled) {
+  const { db, table, jobName, logger, prepare } = ticket.config
+  const { claimToken } = ticket
   if (claimToken === null) return
   // Nothing may name a column the table lacks: inside a caller's transaction the refusal would
-  // be a failed statement, and the claim told us the shape for free.
-  if (request.recordable === false) return warnOriginalShape(table, logger)
+  // be a failed statement, and the claim told us the shape for free. A reply that did not say
+  // (undefined) is tried, and a table without the columns is known by its refusal (42703).
+  if (ticket.recordable === false) return warnOriginalShape(table, logger)
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
   const send = (text: string | null) =>
     runStatement(
       db,
-      tickStatements(table).record,
+      tableState(table).record,
       [jobName, claimToken, durationMs, outcome, text, everyMs ?? null],
       prepare,
     )
@@ -89,16 +79,14 @@ async function write(request: RecordRequest, settled: Settled): Promise<void> {
   }
 }
 
-// Tables already reported as lacking the outcome columns: one warning per table per process.
-const warnedTables = new Set<string>()
-
+// One warning per table per process (src/state.ts).
 function warnOriginalShape(table: string, logger: LeaseLogger | undefined): void {
-  if (warnedTables.has(table)) return
-  warnedTables.add(table)
-  warn(
-    logger,
-    `pg-cron-lease: ${table} has the original shape, so the outcome of each run is not recorded; ` +
-      `run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add the columns, and recording starts with the next run`,
+  warnOnce(table, 'shape', () =>
+    warn(
+      logger,
+      `pg-cron-lease: ${table} has the original shape, so the outcome of each run is not recorded; ` +
+        `run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add the columns, and recording starts with the next run`,
+    ),
   )
 }
 

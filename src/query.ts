@@ -3,7 +3,7 @@
  * prepared statements, so the server parses and plans each once per connection instead of on
  * every tick; everything else, and every other driver, sends plain parameterised text.
  */
-import { createHash } from 'node:crypto'
+import { isUnprepared, markUnprepared, type Statement } from './state.js'
 import type { Queryable, QueryResultLike } from './types.js'
 
 // A pooler that does not track protocol-level prepared statements (PgBouncer before 1.21 in
@@ -12,25 +12,6 @@ import type { Queryable, QueryResultLike } from './types.js'
 // server may refuse a cached plan (0A000). Each of these is raised before the statement runs,
 // so sending the same text unprepared at once cannot run it twice.
 const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])
-
-// Handles that hit one of those errors stay unprepared for the life of the process: the pooler
-// in front of them will not start keeping prepared statements.
-const unprepared = new WeakSet<object>()
-
-const names = new Map<string, string>()
-
-/**
- * One name per statement text, so each table (each text) has its own, and a connection that
- * prepared one text is never asked to run a different one under the same name.
- */
-function statementName(text: string): string {
-  let name = names.get(text)
-  if (name === undefined) {
-    name = `pg_cron_lease_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`
-    names.set(text, name)
-  }
-  return name
-}
 
 /**
  * Whether `db` is a `pg` Pool, Client or PoolClient, which take `query({ name, text, values })`.
@@ -60,24 +41,29 @@ function transactionStatus(db: object): unknown {
  */
 export function runStatement(
   db: Queryable,
-  text: string,
+  statement: Statement | string,
   params: unknown[],
   prepare: boolean,
 ): Promise<QueryResultLike> {
   // Not async, as it runs on every claim (see runLease); a driver that throws instead of
   // rejecting still gives a rejection.
   try {
+    const text = typeof statement === 'string' ? statement : statement.text
     const status = transactionStatus(db)
     if (status === 'T') return underSavepoint(db, text, params)
     // In a failed transaction every statement is refused; there is nothing left to protect.
     if (status !== 'I') return Promise.resolve(db.query(text, params))
-    if (!prepare || unprepared.has(db) || !isPg(db)) return Promise.resolve(db.query(text, params))
+    if (!prepare || typeof statement === 'string' || isUnprepared(db) || !isPg(db)) {
+      return Promise.resolve(db.query(text, params))
+    }
     const named = db as unknown as {
       query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
     }
-    return named.query({ name: statementName(text), text, values: params }).then(undefined, (error: unknown) => {
+    return named.query({ name: statement.name, text, values: params }).then(undefined, (error: unknown) => {
       if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error
-      unprepared.add(db)
+      // Such a handle stays unprepared for the life of the process: the pooler in front of it will
+      // not start keeping prepared statements.
+      markUnprepared(db)
       return db.query(text, params)
     })
   } catch (error) {
@@ -120,9 +106,4 @@ function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise
           () => Promise.reject(error),
         ),
   )
-}
-
-/** Whether `db` has fallen back to plain text for good (for the tests). */
-export function isUnprepared(db: Queryable): boolean {
-  return unprepared.has(db)
 }

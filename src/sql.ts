@@ -238,37 +238,6 @@ function hasColumns(alias: string, columns: readonly string[]): string {
   return `to_jsonb(${alias}) ?& ARRAY[${columns.map((name) => `'${name}'`).join(', ')}]`
 }
 
-/** The statements a tick sends, for one table. */
-export interface TickStatements {
-  claim: string
-  renew: string
-  extend: string
-  record: string
-}
-
-const built = new Map<string, TickStatements>()
-const BUILT_TABLES = 100
-
-/**
- * The tick's statements for `table`, built once per table: rebuilding them on every call also
- * made every prepared-statement lookup hash a fresh copy of the same long text.
- */
-export function tickStatements(table: string): TickStatements {
-  let statements = built.get(table)
-  if (statements === undefined) {
-    statements = {
-      claim: claimSql(table),
-      renew: renewSql(table),
-      extend: extendSql(table),
-      record: recordOutcomeSql(table),
-    }
-    // A process that claims on thousands of tables (a fuzz test) must not keep them all.
-    if (built.size >= BUILT_TABLES) built.clear()
-    built.set(table, statements)
-  }
-  return statements
-}
-
 // This claim ($3), still unexpired, and no pause in force (one the original package's renew has
 // broken no longer holds the lease, so it does not stop this claim either).
 const FENCE = `WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until > clock_timestamp()

@@ -100,17 +100,6 @@ export interface LeaseOptions {
   everyMs?: number
 }
 
-/** Every key of {@link LeaseOptions}, for validation; a test proves the list is complete. */
-export const LEASE_OPTION_KEYS = [
-  'holder',
-  'table',
-  'logger',
-  'keepAlive',
-  'prepare',
-  'record',
-  'everyMs',
-] as const satisfies readonly (keyof LeaseOptions)[]
-
 /**
  * What a tick receives: who it is, and the only safe way to hold its lease longer.
  *

@@ -5,9 +5,10 @@
  */
 import os from 'node:os'
 import { formatValue } from './format-value.js'
-import { intervalOfLease, MAX_LEASE_MS } from './presets.js'
+import { MAX_LEASE_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
-import { type KeepAlive, LEASE_OPTION_KEYS, type LeaseContext, type LeaseLogger, type Queryable } from './types.js'
+import { acceptName, isAcceptedName } from './state.js'
+import type { KeepAlive, LeaseLogger, Queryable } from './types.js'
 
 export function fail(name: string, rule: string, value: unknown): never {
   throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${formatValue(value)}`)
@@ -36,20 +37,9 @@ function readOrFail(value: unknown, key: string, name: string, rule: string): un
 // In a `u` regular expression a paired surrogate is one code point, so only a lone half matches.
 const LONE_SURROGATE = /\p{Surrogate}/u
 
-// Job and table names already accepted: the same few come back on every tick, and checking one
-// again costs more than looking it up. Bounded, as a process may see many (a fuzz test does), and
-// only short names are kept, so the memory held stays small whatever names a process sees.
-const acceptedJobNames = new Set<string>()
-const acceptedTables = new Set<string>()
-
-function remember(accepted: Set<string>, value: string): void {
-  if (value.length > 200) return
-  if (accepted.size >= 1000) accepted.clear()
-  accepted.add(value)
-}
-
 export function checkJobName(jobName: unknown, name = 'jobName'): string {
-  if (typeof jobName === 'string' && acceptedJobNames.has(jobName)) return jobName
+  // The same few names come back on every tick; checking one again costs more than looking it up.
+  if (typeof jobName === 'string' && isAcceptedName(jobName)) return jobName
   if (typeof jobName !== 'string' || jobName.length === 0) fail(name, 'a non-empty string', jobName)
   // Postgres text cannot hold U+0000; the claim would fail after validation otherwise.
   if (jobName.includes('\0')) fail(name, 'free of NUL characters', jobName)
@@ -59,7 +49,7 @@ export function checkJobName(jobName: unknown, name = 'jobName'): string {
   // No length limit here: the name is the primary key, and whether a long one fits the index
   // depends on how well it compresses, which only the server knows. One that does not fit makes
   // the claim reject with the server's error (54000), before anything is written.
-  remember(acceptedJobNames, jobName)
+  acceptName(jobName)
   return jobName
 }
 
@@ -78,8 +68,9 @@ export function checkFunction<F>(value: unknown, name: string): F {
 }
 
 /**
- * Plain option bags only; unknown keys are typos, and a typo must not fall back to a default.
- * `null` is no options, as the original package took it.
+ * A small bag of its own (keepAlive's): plain objects only; unknown keys are typos, and a typo
+ * must not fall back to a default. `null` is no options. Entry points' bags go through
+ * compileOptions (src/options.ts) instead.
  */
 export function checkOptions<K extends string>(
   opts: unknown,
@@ -129,13 +120,11 @@ export function checkHolder(holder: unknown, name = 'opts.holder'): string {
 
 export function checkTable(table: unknown, name = 'opts.table'): string {
   if (table === undefined) return DEFAULT_TABLE
-  if (typeof table === 'string' && acceptedTables.has(table)) return table
   try {
     quoteTable(table as string)
   } catch {
     fail(name, TABLE_RULE, table)
   }
-  remember(acceptedTables, table as string)
   return table as string
 }
 
@@ -167,116 +156,18 @@ export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.kee
   return { everyMs: every, extendMs: extend }
 }
 
+/** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */
+export const DEFAULT_OVERDUE_FACTOR = 2
+
+export function checkOverdueFactor(value: unknown, name = 'opts.overdueFactor'): number {
+  if (value === undefined) return DEFAULT_OVERDUE_FACTOR
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 1)
+    fail(name, 'a finite number, at least 1', value)
+  return value
+}
+
 export function checkBoolean(value: unknown, name: string, fallback: boolean): boolean {
   if (value === undefined) return fallback
   if (typeof value !== 'boolean') fail(name, 'true or false', value)
   return value
-}
-
-/** A declared interval; undefined falls back to the one `leaseForInterval` was given for this lease. */
-export function checkEveryMs(value: unknown, leaseMs: number, name = 'opts.everyMs'): number | undefined {
-  if (value === undefined) return intervalOfLease(leaseMs)
-  return checkMs(value, name, Number.MAX_SAFE_INTEGER)
-}
-
-const KNOWN_LEASE_OPTIONS = new Set<string>(LEASE_OPTION_KEYS)
-
-/**
- * withCronLease's arguments when they have the shape nearly every call has, accepted without
- * running each check: a job name and table already accepted, a whole `leaseMs` in range, and
- * options that are unset or plainly valid (a keep-alive always takes the full checks). Anything
- * else returns undefined, and checkLeaseArgs checks every argument and names the bad one.
- *
- * Why a second path: withCronLease runs on every tick of every replica, and most of those calls
- * lose a claim that is one short round trip. Run as one small function each, the full checks cost
- * that claim several microseconds when the CPU's caches are cold (measured in `npm run bench`).
- * What this accepts, checkLeaseArgs accepts with the same result: a test holds them to it. When it
- * steps aside, the full checks read the options again (a getter runs twice), and the run is built
- * only from what they read.
- */
-export function commonLeaseArgs<T>(db: unknown, jobName: unknown, leaseMs: unknown, runTick: unknown, opts: unknown) {
-  if (typeof jobName !== 'string' || !acceptedJobNames.has(jobName) || typeof runTick !== 'function') return undefined
-  if (!isWholeMs(leaseMs, MAX_LEASE_MS)) return undefined
-  // A throwing getter or Proxy trap, like every other surprise, is left to the full checks.
-  try {
-    if (typeof (db as { query?: unknown } | null | undefined)?.query !== 'function') return undefined
-    if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) return undefined
-    const { holder, table, logger, keepAlive, prepare, record, everyMs } = (opts ?? {}) as Record<string, unknown>
-    const common =
-      (opts == null || Object.keys(opts).every(isLeaseOption)) &&
-      (holder === undefined || (typeof holder === 'string' && holder !== '' && !holder.includes('\0'))) &&
-      (table === undefined || (typeof table === 'string' && acceptedTables.has(table))) &&
-      (logger === undefined || logger === null || hasLoggerMethods(logger)) &&
-      keepAlive === undefined &&
-      (prepare === undefined || typeof prepare === 'boolean') &&
-      (record === undefined || typeof record === 'boolean') &&
-      (everyMs === undefined || isWholeMs(everyMs, Number.MAX_SAFE_INTEGER))
-    if (!common) return undefined
-    return {
-      db: db as Queryable,
-      jobName,
-      leaseMs,
-      runTick: runTick as (ctx: LeaseContext) => Promise<T> | T,
-      holder: holder === undefined ? checkHolder(holder) : holder,
-      table: table ?? DEFAULT_TABLE,
-      logger: (logger ?? undefined) as LeaseLogger | undefined,
-      keepAlive: undefined,
-      prepare: prepare ?? true,
-      record: record ?? true,
-      everyMs: everyMs ?? intervalOfLease(leaseMs),
-    }
-  } catch {
-    return undefined
-  }
-}
-
-/** What checkMs accepts without rounding. */
-function isWholeMs(value: unknown, max: number): value is number {
-  return Number.isInteger(value) && (value as number) >= 1 && (value as number) <= max
-}
-
-const isLeaseOption = (key: string) => KNOWN_LEASE_OPTIONS.has(key)
-
-function hasLoggerMethods(logger: unknown): boolean {
-  if (typeof logger !== 'object' && typeof logger !== 'function') return false
-  const { debug, warn, error } = logger as Record<string, unknown>
-  return (
-    (debug === undefined || typeof debug === 'function') &&
-    (warn === undefined || typeof warn === 'function') &&
-    (error === undefined || typeof error === 'function')
-  )
-}
-
-/**
- * The arguments of every entry point that runs a tick (withCronLease, leasedTick), checked in
- * the order they are declared, and returned as the run they describe. `keys` is the entry point's
- * option list (a superset of LEASE_OPTION_KEYS); the caller handles the extra ones itself.
- */
-export function checkLeaseArgs<T, K extends string = (typeof LEASE_OPTION_KEYS)[number]>(
-  db: unknown,
-  jobName: unknown,
-  leaseMs: unknown,
-  runTick: unknown,
-  opts: unknown,
-  keys: readonly K[] = LEASE_OPTION_KEYS as readonly string[] as readonly K[],
-) {
-  const queryable = checkQueryable(db)
-  const job = checkJobName(jobName)
-  const ms = checkMs(leaseMs, 'leaseMs')
-  const tick = checkFunction<(ctx: LeaseContext) => Promise<T> | T>(runTick, 'runTick')
-  const options = checkOptions(opts, keys) as Partial<Record<K | (typeof LEASE_OPTION_KEYS)[number], unknown>>
-  return {
-    db: queryable,
-    jobName: job,
-    leaseMs: ms,
-    runTick: tick,
-    holder: checkHolder(options.holder),
-    table: checkTable(options.table),
-    logger: checkLogger(options.logger),
-    keepAlive: checkKeepAlive(options.keepAlive, ms),
-    prepare: checkBoolean(options.prepare, 'opts.prepare', true),
-    record: checkBoolean(options.record, 'opts.record', true),
-    everyMs: checkEveryMs(options.everyMs, ms),
-    options,
-  }
 }

@@ -14,7 +14,7 @@ import diagnostics from 'node:diagnostics_channel'
 import { createInterface } from 'node:readline'
 import pg from 'pg'
 import { CHANNELS, type RenewMessage, withCronLease } from '../../src/index.ts'
-import { isUnprepared } from '../../src/query.ts'
+import { isUnprepared } from '../../src/state.ts'
 import { recordRun } from './occurrences.ts'
 
 /** What the replica prints when it is done. */

@@ -28,8 +28,8 @@ import {
   type RenewMessage,
   withCronLease,
 } from '../../src/index.ts'
-import { isUnprepared } from '../../src/query.ts'
 import { claimSql, extendSql, recordOutcomeSql, renewSql } from '../../src/sql.ts'
+import { isUnprepared } from '../../src/state.ts'
 import { finished } from '../helpers/child.ts'
 import { runsTable } from '../helpers/occurrences.ts'
 import type { ReplicaReport } from '../helpers/prepared-replica.ts'

@@ -1,7 +1,7 @@
 /**
- * Type tests (checked by `tsc --noEmit`, never run): each option is declared once, and the key
- * lists the validators use name every declared option, so a new option cannot pass one entry
- * point's check and be rejected (or dropped) by another.
+ * Type tests (checked by `tsc --noEmit`, never run): each entry point's public option interface
+ * has exactly the keys the options table (src/options.ts) gives that entry point, so a new option
+ * cannot be declared and rejected, or accepted and undeclared.
  */
 import type {
   JobOptions,
@@ -11,11 +11,17 @@ import type {
   ListLeasesOptions,
   PauseOptions,
 } from '../../src/index.ts'
-import type { LEASE_OPTION_KEYS } from '../../src/types.ts'
+import type { OptionsOf } from '../../src/options.ts'
 
 type Exactly<Keys, Declared> = [Exclude<Declared, Keys>, Exclude<Keys, Declared>] extends [never, never] ? true : false
 
-export const leaseKeysComplete: Exactly<(typeof LEASE_OPTION_KEYS)[number], keyof LeaseOptions> = true
+export const leaseKeys: Exactly<OptionsOf<'withCronLease'>, keyof LeaseOptions> = true
+export const tickKeys: Exactly<OptionsOf<'leasedTick'>, keyof LeasedTickOptions> = true
+export const coordinatorKeys: Exactly<OptionsOf<'leaseCoordinator'>, keyof LeaseCoordinatorOptions> = true
+export const listKeys: Exactly<OptionsOf<'listLeases'>, keyof ListLeasesOptions> = true
+export const pauseKeys: Exactly<OptionsOf<'pauseJob'>, keyof PauseOptions> = true
+export const resumeKeys: Exactly<OptionsOf<'resumeJob'>, keyof JobOptions> = true
+export const releaseKeys: Exactly<OptionsOf<'releaseLease'>, keyof JobOptions> = true
 
 // Every entry point's options are picked from LeaseOptions: the same key means the same thing.
 export const tickExtendsLease: LeasedTickOptions extends LeaseOptions ? true : false = true

@@ -10,13 +10,12 @@ import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { escapeControls } from '../../src/escape.ts'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
-import { LEASE_OPTION_KEYS } from '../../src/types.ts'
-import { checkLeaseArgs, commonLeaseArgs } from '../../src/validate.ts'
+import { optionsOf } from '../../src/options.ts'
 import { asksForDefaultHolder, isJobName, isNameText, isNone, isTableName } from '../helpers/rules.ts'
 import { type Call, isRecord, standIn, WIN } from '../helpers/stand-in.ts'
 
-// The option list comes from its declaration; the rules for each value are written out below.
-const OPTION_KEYS: string[] = [...LEASE_OPTION_KEYS]
+// The option list comes from the options table; the rules for each value are written out below.
+const OPTION_KEYS: string[] = [...optionsOf('withCronLease')]
 const KEEP_ALIVE_KEYS = ['everyMs', 'extendMs']
 
 /** Any value fast-check can build, with every optional kind switched on. */
@@ -308,80 +307,57 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
   })
 })
 
-describe("withCronLease's common-shape path accepts nothing the full checks would not", () => {
-  // The full checks run first, so the names they accept are remembered and the common path is
-  // reached whenever the rest of the arguments have the common shape.
-  // Known names, every option near its boundaries: where the two paths could disagree.
-  const nearCommon = fc.record({
-    db: fc.oneof({ weight: 9, arbitrary: fc.constant(STAND_IN) }, dbLike),
-    jobName: fc.constantFrom('job', 'job\0', ''),
-    leaseMs: msLike,
-    runTick: fc.oneof({ weight: 9, arbitrary: fc.constant(() => 1) }, anything),
-    opts: fc.oneof(
-      fc.record(
-        {
-          holder: fc.oneof(fc.constantFrom(undefined, null, '', 'h', 'a\0b'), anything),
-          table: fc.oneof(fc.constantFrom(undefined, 'jobs.leases', 'pg_temp.x', 'never.seen'), anything),
-          logger: loggerLike,
-          keepAlive: fc.oneof(fc.constant(undefined), keepAliveLike),
-          prepare: fc.oneof(fc.boolean(), fc.constant(undefined), anything),
-          record: fc.oneof(fc.boolean(), fc.constant(undefined), anything),
-          everyMs: fc.oneof(
-            msLike,
-            fc.constantFrom(undefined, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER + 1, 2 ** 60),
-            anything,
-          ),
-        },
-        { requiredKeys: [] },
-      ),
-      optsLike,
-    ),
-  })
-
-  test('20,000 random argument sets: the same run from both, or the common path steps aside', () => {
-    checkLeaseArgs(standIn(), 'job', 1000, () => 1, { table: 'jobs.leases' })
-    let common = 0
-    fc.assert(
-      fc.property(fc.oneof(argumentSets, nearCommon), (args) => {
-        const db = args.db === STAND_IN ? standIn() : args.db
-        const call = [db, args.jobName, args.leaseMs, args.runTick, args.opts] as const
-        let full: Record<string, unknown> | undefined
-        try {
-          const { options: _, ...run } = checkLeaseArgs(...call)
-          full = run
-        } catch (error) {
-          assert.ok(error instanceof TypeError, String(error))
-        }
-        const fast = commonLeaseArgs(...call)
-        if (fast === undefined) return
-        common++
-        assert.ok(full !== undefined, 'the common path accepted arguments the full checks refuse')
-        assert.deepEqual(fast, full)
-      }),
-      { numRuns: 20_000 },
-    )
-    assert.ok(common >= 1000, `only ${common} of 20,000 argument sets took the common path`)
-  })
-
-  test('the shapes the README shows take the common path once their names are known', () => {
-    const pool = standIn()
-    const tick = () => 1
-    for (const opts of [
-      undefined,
-      null,
-      {},
-      { table: 'jobs.leases', holder: 'worker-3', logger: console },
-      { prepare: false, record: false, everyMs: 60_000 },
-    ]) {
-      // The full checks remember the job name and table they accept.
-      const { options: _, ...full } = checkLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts)
-      assert.deepEqual(commonLeaseArgs(pool, 'billing:hourly', 48_000, tick, opts), full, JSON.stringify(opts))
+describe('options are compiled once per options object', () => {
+  test('a bag passed on every tick is read once: its getters run once, however many claims use it', async () => {
+    let reads = 0
+    const opts = {
+      get table() {
+        reads++
+        return 'jobs.leases'
+      },
     }
-    // A keep-alive, a rounded leaseMs and a job name never accepted before take the full checks.
-    const keepAlive = { everyMs: 1000, extendMs: 5000 }
-    assert.equal(commonLeaseArgs(pool, 'billing:hourly', 48_000, tick, { keepAlive }), undefined)
-    assert.equal(commonLeaseArgs(pool, 'billing:hourly', 48_000.4, tick, undefined), undefined)
-    assert.equal(commonLeaseArgs(pool, 'never seen before', 48_000, tick, undefined), undefined)
+    const db = standIn()
+    for (let i = 0; i < 5; i++) await withCronLease(db, 'job', 1000, () => 1, opts)
+    assert.equal(reads, 1)
+    assert.equal(db.calls.filter((call) => !isRecord(call)).length, 5)
+    assert.match(db.calls[0]!.text, /^INSERT INTO "jobs"\."leases"/)
+  })
+
+  test('a bad bag is refused every time, and a new bag is read anew', async () => {
+    const bad = { prepare: 'yes' }
+    for (let i = 0; i < 2; i++) {
+      await assert.rejects(
+        withCronLease(standIn(), 'job', 1000, () => 1, bad as never),
+        /opts\.prepare must be true or false/,
+      )
+    }
+    const db = standIn()
+    await withCronLease(db, 'job', 1000, () => 1, { table: 'a' })
+    await withCronLease(db, 'job', 1000, () => 1, { table: 'b' })
+    assert.deepEqual(
+      db.calls.filter((call) => !isRecord(call)).map((call) => call.text.slice(0, 16)),
+      ['INSERT INTO "a" ', 'INSERT INTO "b" '],
+    )
+  })
+
+  test('the same bag with another leaseMs is checked against that lease', async () => {
+    const opts = { keepAlive: { everyMs: 100, extendMs: 2000 } }
+    await withCronLease(standIn(), 'job', 2000, () => 1, opts)
+    await assert.rejects(
+      withCronLease(standIn(), 'job', 1000, () => 1, opts),
+      /opts\.keepAlive\.extendMs must be at most 1000 ms/,
+    )
+  })
+
+  test('every entry point refuses a key the table does not give it, naming the keys it takes', async () => {
+    const documented = ['holder', 'table', 'logger', 'keepAlive', 'prepare', 'record', 'everyMs']
+    assert.deepEqual(OPTION_KEYS, documented)
+    await assert.rejects(
+      withCronLease(standIn(), 'job', 1000, () => 1, { onError() {} } as never),
+      (e: unknown) =>
+        e instanceof TypeError &&
+        e.message.includes(`opts.onError must be one of the known options (${OPTION_KEYS.join(', ')})`),
+    )
   })
 })
 

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { type Queryable, withCronLease } from '../../src/index.ts'
-import { isUnprepared } from '../../src/query.ts'
 import { claimSql } from '../../src/sql.ts'
+import { isUnprepared } from '../../src/state.ts'
 import { WIN } from '../helpers/stand-in.ts'
 
 type Sent = { named: string } | { plain: string }

@@ -220,7 +220,7 @@ describe('leaseCoordinator validates its options when it is made', () => {
       ['x', /opts must be an object/],
       [
         { lease: 1000 },
-        /opts\.lease must be one of the known options \(leaseMs, table, holder, logger, prepare, record\)/,
+        /opts\.lease must be one of the known options \(holder, table, logger, prepare, record, leaseMs\)/,
       ],
       [{ leaseMs: 0 }, /opts\.leaseMs must be at least 1 ms/],
       [{ leaseMs: '800' }, /opts\.leaseMs must be a number of milliseconds or a function of the task name/],

@@ -1,0 +1,178 @@
+/**
+ * Every option, described once: which entry points take it, and the check that turns what a user
+ * passed into the value the library runs with (its default included). The option's type and its
+ * documentation are its declaration in the public interfaces (`LeaseOptions` and the others); a
+ * type test holds the two to the same keys. The unknown-key errors, each entry point's subset and
+ * the fuzz tests' oracle all read this table, so a new option is one row here, one declaration,
+ * and the code that uses it.
+ *
+ * An entry point compiles a user's option bag once into a frozen object, and remembers it for that
+ * bag (see {@link compileOptions}): a tick that passes the same object every minute pays a lookup,
+ * not a validation.
+ */
+import type { KeepAlive, LeaseLogger } from './types.js'
+import {
+  checkBoolean,
+  checkHolder,
+  checkKeepAlive,
+  checkLogger,
+  checkMs,
+  checkOverdueFactor,
+  checkTable,
+  fail,
+} from './validate.js'
+
+/** The public functions that take an option bag. */
+export type EntryPoint =
+  | 'withCronLease'
+  | 'leasedTick'
+  | 'leaseCoordinator'
+  | 'listLeases'
+  | 'pauseJob'
+  | 'resumeJob'
+  | 'releaseLease'
+
+/** What an option's check may depend on besides its value: the lease length, where there is one. */
+interface CheckContext {
+  leaseMs: number
+}
+
+interface OptionRow<V> {
+  /** The entry points that accept it; any other rejects it as unknown. */
+  in: readonly EntryPoint[]
+  /** The value to run with, from what the user passed (undefined when left out); throws a TypeError. */
+  check(value: unknown, name: string, context: CheckContext): V
+}
+
+const TICKS = ['withCronLease', 'leasedTick'] as const
+const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
+const ALL = [...CLAIMS, 'listLeases', 'pauseJob', 'resumeJob', 'releaseLease'] as const satisfies readonly EntryPoint[]
+
+type OnError = (error: unknown, jobName: string) => void | Promise<void>
+
+// The entry points are kept as a tuple type, so OptionsOf can name each entry point's keys.
+const row = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRow<V>['check']) => ({ in: entry, check })
+
+/** The table. Its keys, read in order, are the order checks run and errors are found in. */
+export const OPTIONS = {
+  holder: row(CLAIMS, (value, name): string => checkHolder(value, name)),
+  table: row(ALL, (value, name): string => checkTable(value, name)),
+  logger: row(CLAIMS, (value, name): LeaseLogger | undefined => checkLogger(value, name)),
+  keepAlive: row(TICKS, (value, name, { leaseMs }): KeepAlive | undefined => checkKeepAlive(value, leaseMs, name)),
+  prepare: row(CLAIMS, (value, name): boolean => checkBoolean(value, name, true)),
+  record: row(CLAIMS, (value, name): boolean => checkBoolean(value, name, true)),
+  // Left out, the interval given to leaseForInterval for this lease stands in, read when a run is
+  // recorded (a later leaseForInterval call can still teach it).
+  everyMs: row(TICKS, (value, name): number | undefined =>
+    value === undefined ? undefined : checkMs(value, name, Number.MAX_SAFE_INTEGER),
+  ),
+  onError: row(['leasedTick'], (value, name): OnError | undefined => {
+    if (value !== undefined && typeof value !== 'function') fail(name, 'a function', value)
+    return value as OnError | undefined
+  }),
+  // The coordinator's own: a length, or a function of the task name (checked when it is called).
+  leaseMs: row(['leaseCoordinator'], (value, name): number | ((taskName: string) => number) | undefined => {
+    if (value === undefined || typeof value === 'function') return value as ((taskName: string) => number) | undefined
+    if (typeof value !== 'number') {
+      fail(name, 'a number of milliseconds or a function of the task name returning one', value)
+    }
+    return checkMs(value, name)
+  }),
+  overdueFactor: row(['listLeases'], (value, name): number => checkOverdueFactor(value, name)),
+  // A pause's end is checked by pauseJob itself: until and forMs exclude each other.
+  until: row(['pauseJob'], (value): unknown => value),
+  forMs: row(['pauseJob'], (value): unknown => value),
+} as const satisfies Record<string, OptionRow<unknown>>
+
+export type OptionName = keyof typeof OPTIONS
+
+/** The option names `E` accepts, as a type: what the public option interfaces are held to. */
+export type OptionsOf<E extends EntryPoint> = {
+  [K in OptionName]: E extends (typeof OPTIONS)[K]['in'][number] ? K : never
+}[OptionName]
+
+/** The compiled value of each option. */
+export type Compiled = { readonly [K in OptionName]: ReturnType<(typeof OPTIONS)[K]['check']> }
+
+/** The option names an entry point accepts, in the table's order. */
+export function optionsOf(entry: EntryPoint): readonly OptionName[] {
+  return KEYS[entry]
+}
+
+const KEYS = Object.fromEntries(
+  ALL.map((entry) => [
+    entry,
+    (Object.keys(OPTIONS) as OptionName[]).filter((key) => (OPTIONS[key].in as readonly EntryPoint[]).includes(entry)),
+  ]),
+) as unknown as Record<EntryPoint, readonly OptionName[]>
+
+// One compiled bag per user bag and entry point. Keyed by the bag itself, so a bag the caller drops
+// is dropped here too; the lease length is kept beside it, as keepAlive's check depends on it.
+const compiled = new WeakMap<object, Map<EntryPoint, { leaseMs: number; options: Compiled }>>()
+const NO_BAG: Partial<Record<EntryPoint, Map<number, Compiled>>> = {}
+
+/**
+ * The options of `entry`, checked and with their defaults, as one frozen object. `opts` is read
+ * once, into a plain object, so a Proxy trap that throws is reported as this argument and a getter
+ * cannot give the check one value and the use another. The result is remembered for this `opts`
+ * object: options are read when an object is first passed, and a bag changed after that is not
+ * read again (pass a new object to change them).
+ *
+ * `null` is no options, as the original package took it; an unknown key is a typo, and a typo must
+ * not fall back to a default.
+ */
+export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): Compiled {
+  if (opts === undefined || opts === null) {
+    let byLease = NO_BAG[entry]
+    if (byLease === undefined) {
+      byLease = new Map()
+      NO_BAG[entry] = byLease
+    }
+    let options = byLease.get(leaseMs)
+    if (options === undefined) {
+      options = build(entry, {}, [], leaseMs, name)
+      // A coordinator's leases can be many lengths; a few hundred defaults are nothing to keep.
+      if (byLease.size >= 256) byLease.clear()
+      byLease.set(leaseMs, options)
+    }
+    return options
+  }
+  if (typeof opts !== 'object') return fail(name, 'an object', opts)
+  const seen = compiled.get(opts)?.get(entry)
+  if (seen !== undefined && seen.leaseMs === leaseMs) return seen.options
+  const keys = optionsOf(entry)
+  let own: string[]
+  const bag: Record<string, unknown> = {}
+  let array = false
+  try {
+    // Every look at a revoked Proxy throws, Array.isArray included.
+    array = Array.isArray(opts)
+    own = array ? [] : Object.keys(opts)
+    for (const key of keys) bag[key] = (opts as Record<string, unknown>)[key]
+  } catch {
+    return fail(name, 'an object whose properties can be read', opts)
+  }
+  if (array) return fail(name, 'an object', opts)
+  const options = build(entry, bag, own, leaseMs, name)
+  let forBag = compiled.get(opts)
+  if (forBag === undefined) {
+    forBag = new Map()
+    compiled.set(opts, forBag)
+  }
+  forBag.set(entry, { leaseMs, options })
+  return options
+}
+
+function build(entry: EntryPoint, bag: Record<string, unknown>, own: string[], leaseMs: number, name: string) {
+  const keys = optionsOf(entry)
+  for (const key of own) {
+    if (!(keys as readonly string[]).includes(key)) {
+      fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
+    }
+  }
+  const options: Record<string, unknown> = {}
+  for (const key of keys) {
+    options[key] = (OPTIONS[key] as OptionRow<unknown>).check(bag[key], `${name}.${key}`, { leaseMs })
+  }
+  return Object.freeze(options) as Compiled
+}

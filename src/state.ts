@@ -1,0 +1,113 @@
+/**
+ * What the library remembers between calls, all of it in this one file, each with its bound:
+ *
+ * - per table (process-wide, by table name): the statements built for it, each with its prepared
+ *   statement name, and the warnings already given about it (once per table per process, whatever
+ *   handle reached it). At most {@link TABLES} tables; past that the one used least recently is
+ *   dropped, and built again, warnings included, if it comes back.
+ * - per handle (a pool, client or adapter object): whether a pooler in front of it refused a
+ *   prepared statement, after which it is sent plain text for good. Held in a WeakMap, so an ended
+ *   and dropped pool takes its state with it; no bound is needed.
+ * - per process: the job names already accepted by the checks, at most {@link NAMES} (the set is
+ *   emptied when full), so the few names that come back on every tick are looked up, not checked.
+ *
+ * What is known of a table's shape is not remembered: a won claim's reply says it (see claimSql),
+ * so an upgrade is seen from the next won claim on, with no restart.
+ */
+import { createHash } from 'node:crypto'
+import { claimSql, extendSql, recordOutcomeSql, renewSql } from './sql.js'
+
+/** One statement's text and the name it is prepared under. */
+export interface Statement {
+  readonly text: string
+  /** One name per text, so a connection that prepared one text is never asked to run another under it. */
+  readonly name: string
+}
+
+/** What is kept for one table. */
+export interface TableState {
+  readonly claim: Statement
+  readonly renew: Statement
+  readonly extend: Statement
+  readonly record: Statement
+  /** The warnings given for this table: the key says what each was about (a job name, or a topic). */
+  readonly warned: Set<string>
+}
+
+/** How many tables are remembered at once. */
+export const TABLES = 100
+
+/** How many accepted job names are remembered at once. */
+export const NAMES = 1000
+
+const tables = new Map<string, TableState>()
+
+/** The state of `table`, built on first use. */
+export function tableState(table: string): TableState {
+  let state = tables.get(table)
+  if (state !== undefined) {
+    // A Map keeps insertion order: moving the table to the end makes the first one the least recently used.
+    if (tables.size > 1) {
+      tables.delete(table)
+      tables.set(table, state)
+    }
+    return state
+  }
+  state = {
+    claim: statement(claimSql(table)),
+    renew: statement(renewSql(table)),
+    extend: statement(extendSql(table)),
+    record: statement(recordOutcomeSql(table)),
+    warned: new Set(),
+  }
+  if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
+  tables.set(table, state)
+  return state
+}
+
+function statement(text: string): Statement {
+  return Object.freeze({ text, name: `pg_cron_lease_${createHash('sha256').update(text).digest('hex').slice(0, 24)}` })
+}
+
+/**
+ * Gives `warning` once per table per process: `about` names what it is about (a job for a
+ * per-job warning, a topic for a per-table one). `clear` ends a condition (a clock back in sync),
+ * so the same warning is given again if it returns.
+ */
+export function warnOnce(table: string, about: string, warning: () => void): void {
+  const { warned } = tableState(table)
+  if (warned.has(about)) return
+  warned.add(about)
+  warning()
+}
+
+/** Ends a condition {@link warnOnce} warned about. */
+export function clearWarning(table: string, about: string): void {
+  tables.get(table)?.warned.delete(about)
+}
+
+const unprepared = new WeakSet<object>()
+
+/** Marks `db` as behind a pooler that refuses prepared statements: plain text from now on. */
+export function markUnprepared(db: object): void {
+  unprepared.add(db)
+}
+
+/** Whether `db` has fallen back to plain text for good. */
+export function isUnprepared(db: object): boolean {
+  return unprepared.has(db)
+}
+
+const acceptedNames = new Set<string>()
+
+/** Whether a job name was accepted before. */
+export function isAcceptedName(jobName: string): boolean {
+  return acceptedNames.has(jobName)
+}
+
+/** Remembers an accepted job name; a long one is not kept, so the memory held stays small. */
+export function acceptName(jobName: string): void {
+  if (jobName.length > 200) return
+  if (acceptedNames.size >= NAMES) acceptedNames.clear()
+  acceptedNames.add(jobName)
+}
