@@ -1,7 +1,9 @@
 /**
- * The pg-cron-lease bin, run as a child process against the test database. It is built from
- * tsdown.config.ts into a temporary directory laid out like an installed package (package.json,
- * dist/cli.mjs, node_modules), so what runs is the file the package ships, not the TS source.
+ * The pg-cron-lease bin, run as a child process against the test database: what needs a real
+ * process or a real database. It is built from tsdown.config.ts into a temporary directory laid out
+ * like an installed package (package.json, dist/cli.mjs, node_modules), so what runs is the file
+ * the package ships, not the TS source. Parsing, help, usage errors and every renderer are tested
+ * in-process, without a database, in test/unit/cli-*.test.ts.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -17,10 +19,9 @@ import { expireLease, freePort, freshTable, testDatabaseUrl, testPool } from '..
 import { createTableSql, type LeaseInfo, listLeases, pauseJob, withCronLease } from '../../src/index.ts'
 import config from '../../tsdown.config.ts'
 import { finished } from '../helpers/child.ts'
-import { type Family, parseExposition } from '../helpers/prometheus.ts'
 
-/** An ANSI SGR sequence (colour on or off) with the given code, or any code. */
-const sgr = (code = '\\d+') => new RegExp(`${String.fromCharCode(27)}\\[${code}m`, 'g')
+/** An ANSI SGR sequence (colour on or off) with any code. */
+const SGR = new RegExp(`${String.fromCharCode(27)}\\[\\d+m`)
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const PACKAGE = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
@@ -214,162 +215,33 @@ describe('the package ships the bin it declares', () => {
   })
 })
 
-describe('help', () => {
-  test('--help lists every command and exits 0; with no command the same text goes to stderr with exit 2', async () => {
+describe('exit codes, end to end', () => {
+  test('--help exits 0 with the help on stdout; with no command the same help goes to stderr with exit 2', async () => {
     const help = await cli(['--help'])
-    assert.equal(help.code, 0)
-    for (const word of ['sql', 'migrate', 'status', 'check', 'pause', 'resume', 'release', '--table', '--url']) {
-      assert.ok(help.stdout.includes(word), `help mentions ${word}`)
-    }
-    for (const word of ['DATABASE_URL', 'NO_COLOR']) assert.ok(help.stdout.includes(word), `help mentions ${word}`)
-    assert.match(
-      help.stdout,
-      /^Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job\.$/m,
-      'the exit-code line names all four codes',
-    )
+    assert.deepEqual([help.code, help.stderr], [0, ''])
+    assert.match(help.stdout, /^Usage: pg-cron-lease <command> \[options\]\n/)
     assert.deepEqual(await cli([]), { code: 2, stdout: '', stderr: help.stdout })
-    assert.deepEqual(await cli(['help']), help)
   })
 
-  test('each command has its own --help naming only its options and its exit codes, even next to a bad option', async () => {
-    const all = ['--table', '--url', '--json', '--format', '--overdue-factor', '--job', '--for', '--until']
-    for (const [command, has, exits] of [
-      ['sql', ['--table'], ['0', '2']],
-      ['migrate', ['--table', '--url'], ['0', '1', '2']],
-      ['status', ['--table', '--url', '--json', '--format', '--overdue-factor'], ['0', '1', '2']],
-      ['check', ['--table', '--url', '--json', '--overdue-factor', '--job'], ['0', '1', '2', '3']],
-      ['pause', ['--table', '--url', '--for', '--until'], ['0', '1', '2']],
-      ['resume', ['--table', '--url'], ['0', '1', '2']],
-      ['release', ['--table', '--url'], ['0', '1', '2']],
-    ] as const) {
-      const run = await cli([command, '--help'])
-      assert.equal(run.code, 0)
-      assert.match(run.stdout, new RegExp(`^Usage: pg-cron-lease ${command}`))
-      const options = run.stdout.slice(run.stdout.indexOf('\nOptions:\n'))
-      for (const o of all) {
-        const listed = new RegExp(`^  ${o}\\b`, 'm').test(options)
-        assert.equal(listed, (has as readonly string[]).includes(o), `${command} --help lists ${o}: ${!listed}`)
-      }
-      const codes = /^Exit codes: (.*)$/m.exec(run.stdout)?.[1] ?? ''
-      assert.deepEqual(
-        [...codes.matchAll(/(?:^|, )(\d) /g)].map((m) => m[1]).sort(),
-        exits,
-        `${command} --help: ${codes}`,
-      )
-      assert.deepEqual(await cli([command, '--bogus', '-h']), run)
-      assert.deepEqual(await cli(['help', command]), run)
-    }
-  })
-
-  test('the help of status and check states the JSON fields, the Prometheus format and the choices for paused and unnamed jobs', async () => {
-    const status = (await cli(['status', '--help'])).stdout
-    for (const field of [
-      'lastOutcome',
-      'lastDurationMs',
-      'lastError',
-      'lastSuccessAt',
-      'everyMs',
-      'overdue',
-      'pausedUntil',
-    ]) {
-      assert.ok(status.includes(field), `status --help names ${field}`)
-    }
-    assert.match(status, /remainingMs is null/)
-    assert.match(status, /# EOF/)
-    const check = (await cli(['check', '--help'])).stdout
-    assert.match(check, /paused job is never overdue, but a paused job whose last run failed is still FAILING/)
-    assert.match(check, /NEVER CLAIMED/)
-  })
-})
-
-describe('usage errors exit 2 with one line that says what to do', () => {
-  test('unknown commands and options, missing or stray values, and a bad --table', async () => {
+  test('a usage error exits 2 with one line for every command, before connecting', async () => {
+    // An unreachable database: a usage error must be found without it.
+    const env = { DATABASE_URL: `postgres://a:b@127.0.0.1:${await freePort()}/x` }
     for (const [args, message] of [
-      [
-        ['frob'],
-        /unknown command "frob": expected sql, migrate, status, check, pause, resume, release; see pg-cron-lease --help/,
-      ],
-      [['--frob'], /expected a command .* before --frob/],
-      [['status', '--bogus'], /unknown option --bogus for status; see pg-cron-lease status --help/],
-      [['sql', '--url', url], /unknown option --url for sql/],
-      [['status', '--table'], /--table needs a value/],
-      [['status', '--json=yes'], /--json takes no value/],
-      [['status', 'extra'], /unexpected argument "extra"/],
-      [
-        ['status', '--table', 'x; DROP TABLE y'],
-        /--table must be an identifier or schema\.identifier.*got "x; DROP TABLE y"/,
-      ],
-      [['sql', '--table', 'a.b.c'], /--table must be/],
+      [['sql', '--bogus'], /unknown option --bogus for sql/],
+      [['migrate', '--table', 'a.b.c'], /--table must be/],
+      [['status', '--format', 'xml'], /--format must be text, json or prometheus/],
+      [['check', '--job'], /--job needs a value/],
+      [['pause', 'a', '--for', '90'], /--for must be a duration/],
+      [['resume'], /resume needs the name of a job/],
+      [['release', 'a', 'b'], /release takes one job, got 2/],
+      [['frob'], /unknown command "frob"/],
     ] as const) {
-      assertFails(await cli([...args]), 2, message)
-    }
-  })
-
-  test('no database given, or a --url that is not a postgres URL; the URL is never echoed with its password', async () => {
-    assertFails(
-      await cli(['status'], { DATABASE_URL: undefined }),
-      2,
-      /no database to connect to: pass --url .* or set DATABASE_URL/,
-    )
-    assertFails(await cli(['migrate'], { DATABASE_URL: '' }), 2, /no database to connect to/)
-    assertFails(await cli(['status', '--url', 'not a url']), 2, /--url is not a URL; expected postgres:\/\//)
-    const run = await cli(['status'], { DATABASE_URL: 'mysql://root:secret@host/db' })
-    assertFails(run, 2, /DATABASE_URL must start with postgres:\/\/ or postgresql:\/\//)
-    assert.ok(!run.stderr.includes('secret'))
-  })
-
-  test('a URL refused for its form is echoed exactly as typed, with every password in it masked', async () => {
-    for (const [source, typed, shown] of [
-      ['DATABASE_URL', 'localhost:54329', 'localhost:54329'],
-      ['DATABASE_URL', 'db.internal:5432/app', 'db.internal:5432/app'],
-      ['DATABASE_URL', 'mysql://root:secret@host/db', 'mysql://root:***@host/db'],
-      ['--url', 'u:secret@localhost:5432/db', 'u:***@localhost:5432/db'],
-      ['--url', 'mysql://host/db?sslmode=off&password=secret&x=1', 'mysql://host/db?sslmode=off&password=***&x=1'],
-      ['--url', 'host=localhost password=secret dbname=app', 'host=localhost password=*** dbname=app'],
-      ['--url', "host=localhost password='sec ret' dbname=app", 'host=localhost password=*** dbname=app'],
-      ['--url', 'mysql://u:sec@ret/x@localhost/db', 'mysql://u:***@localhost/db'],
-    ] as const) {
-      const run = await cli(
-        ['status', ...(source === '--url' ? ['--url', typed] : [])],
-        source === 'DATABASE_URL' ? { DATABASE_URL: typed } : {},
-      )
-      assertFails(run, 2, new RegExp(`^pg-cron-lease: ${source} (must start with|is not a URL)`))
-      assert.ok(run.stderr.endsWith(`, got ${JSON.stringify(shown)}\n`), run.stderr)
-      assert.doesNotMatch(run.stderr, /secret|sec ret|sec@ret/, 'the password is masked')
-    }
-  })
-
-  test('a malformed percent-encoding in --url or DATABASE_URL says which and where, and never echoes the URL', async () => {
-    const port = await freePort()
-    for (const [bad, part] of [
-      [`postgres://u:%zz@127.0.0.1:${port}/db`, 'password'],
-      [`postgres://u:%e9secret@127.0.0.1:${port}/db`, 'password'],
-      [`postgres://u%zz:secret@127.0.0.1:${port}/db`, 'user name'],
-      [`postgres://u:secret@127.0.0.1:${port}/d%zz`, 'database name'],
-    ] as const) {
-      const viaFlag = await cli(['status', '--url', bad])
-      assertFails(viaFlag, 2, new RegExp(`--url has a malformed percent-encoding in its ${part}`))
-      const viaEnv = await cli(['migrate'], { DATABASE_URL: bad })
-      assertFails(viaEnv, 2, new RegExp(`DATABASE_URL has a malformed percent-encoding in its ${part}`))
-      for (const { stderr } of [viaFlag, viaEnv]) {
-        assert.ok(!/secret|%zz|%e9/.test(stderr), `the URL is not echoed: ${stderr}`)
-      }
+      assertFails(await cli([...args], env), 2, message)
     }
   })
 })
 
-describe('sql prints the DDL without a database', () => {
-  test('the default table and a schema-qualified one, byte for byte what createTableSql returns', async () => {
-    assert.deepEqual(await cli(['sql'], { DATABASE_URL: undefined }), { code: 0, stdout: createTableSql(), stderr: '' })
-    assert.deepEqual(await cli(['sql', '--table', 'jobs.leases']), {
-      code: 0,
-      stdout: createTableSql('jobs.leases'),
-      stderr: '',
-    })
-  })
-})
-
-describe('migrate creates the table, and running it again changes nothing', () => {
+describe('migrate creates the table, upgrades an older one, and running it again changes nothing', () => {
   test('first run creates, second run says it exists; both exit 0 and claims then work', async () => {
     const table = `cli_migrate_${process.pid}`
     await pool.query(`DROP TABLE IF EXISTS "${table}"`)
@@ -389,6 +261,33 @@ describe('migrate creates the table, and running it again changes nothing', () =
     await pool.query(`DROP TABLE "${table}"`)
   })
 
+  test('a table of the original shape is upgraded with the columns it lacks, then is up to date; claims record outcomes', async () => {
+    const table = await oldShapeTable()
+    const target = `${new URL(url).hostname}:${new URL(url).port}/${new URL(url).pathname.slice(1)}`
+    const columns = async () =>
+      (await pool.query('SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = $1', [table]))
+        .rows[0].n
+    const fresh = await freshTable(pool, 'cli_columns')
+    const full = (
+      await pool.query('SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = $1', [fresh])
+    ).rows[0].n
+    assert.equal(await columns(), 4)
+    assert.deepEqual(await cli(['migrate', '--table', table]), {
+      code: 0,
+      stdout: `Upgraded table ${table} in ${target}: added ${full - 4} columns for outcomes, intervals and pauses.\n`,
+      stderr: '',
+    })
+    assert.equal(await columns(), full, 'every column of createTableSql')
+    assert.deepEqual(await cli(['migrate', '--table', table]), {
+      code: 0,
+      stdout: `Table ${table} already exists in ${target} and is up to date; nothing to do.\n`,
+      stderr: '',
+    })
+    await withCronLease(pool, 'after-upgrade', 60_000, () => {}, { table })
+    const [lease] = await listLeases(pool, { table })
+    assert.equal(lease?.lastOutcome, 'ok', 'the upgraded table records how a run ended')
+  })
+
   test('a schema that does not exist is a database error that says to create it', async () => {
     assertFails(
       await cli(['migrate', '--table', 'no_such_schema.leases']),
@@ -398,7 +297,7 @@ describe('migrate creates the table, and running it again changes nothing', () =
   })
 })
 
-describe('status shows who holds each lease, by the database clock', () => {
+describe('status reads the real rows, by the database clock', () => {
   test('a readable table: holder, claim, expiry, last run, its duration and a FAILING / OVERDUE / PAUSED marker', async () => {
     const table = await severalJobs()
     const run = await cli(['status', '--table', table])
@@ -428,95 +327,13 @@ describe('status shows who holds each lease, by the database clock', () => {
         [''],
       ],
     )
-    assert.doesNotMatch(run.stdout, sgr(), 'no colour when stdout is not a terminal')
+    assert.doesNotMatch(run.stdout, SGR, 'no colour when stdout is not a terminal')
   })
 
-  test('on a table of the original shape the run columns are empty and no job is marked', async () => {
-    const table = await oldShapeTable()
-    await withCronLease(pool, 'old', 60_000, () => {}, { table, holder: 'h', record: false })
-    await setTimes(table, 'old', '3 min 10 s', '47 min 30 s')
-    const run = await cli(['status', '--table', table])
-    assert.equal(run.code, 0, run.stderr)
-    assert.deepEqual(
-      run.stdout
-        .split('\n')
-        .slice(3, 4)
-        .map((l) => l.split(/ {3,}/)),
-      [['old', 'h', '3 min ago', 'in 47 min', '-', '-']],
-    )
-  })
-
-  test('control characters in a job name or holder are shown as escapes, so they cannot drive the terminal or forge a row', async () => {
-    const table = await freshTable(pool, 'cli_escape')
-    const shown = new Map([
-      ['job\nevil:hourly   web-9:1   just now   in 59 min', 'job\\nevil:hourly   web-9:1   just now   in 59 min'],
-      ['red\x1b[31mtext\x1b[0m', 'red\\x1b[31mtext\\x1b[0m'],
-      ['nel\u0085csi\u009b2J', 'nel\\x85csi\\x9b2J'],
-      ['ls\u2028ps\u2029end', 'ls\\u2028ps\\u2029end'],
-      ['tab\there\rcr\x7fdel\\n', 'tab\\there\\rcr\\x7fdel\\\\n'],
-      ['plain', 'plain'],
-    ])
-    const holder = 'h\x1b]0;title\x07'
-    for (const job of shown.keys()) {
-      await withCronLease(pool, job, 60_000, () => {}, { table, holder })
-      await setTimes(table, job, '3 min 10 s', '47 min 30 s')
-      await setRun(table, job, { finishedAgo: '2 min 30 s', outcome: 'ok', durationMs: 4180 })
-    }
-    const run = await cli(['status', '--table', table])
-    assert.equal(run.code, 0, run.stderr)
-    const raw = [...run.stdout].filter((c) => c !== '\n' && /[\p{Cc}\u2028\u2029]/u.test(c))
-    assert.deepEqual(raw, [], 'no control character reaches the terminal but the line ends')
-
-    // Rows in the order listLeases gives, columns as wide as their widest escaped cell.
-    const rows = (await listLeases(pool, { table })).map((l) => [
-      shown.get(l.jobName)!,
-      'h\\x1b]0;title\\x07',
-      '3 min ago',
-      'in 47 min',
-      'ok 2 min ago',
-      '4.1 s',
-      '',
-    ])
-    const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'STATE']
-    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
-    const line = (cells: string[]) =>
-      cells
-        .map((c, i) => (i === 6 ? c : c.padEnd(widths[i]!)))
-        .join('   ')
-        .trimEnd()
-    assert.deepEqual(run.stdout.split('\n').slice(2), [line(header), ...rows.map(line), ''])
-
-    const json = await cli(['status', '--table', table, '--json'])
-    const printed: LeaseInfo[] = JSON.parse(json.stdout)
-    assert.deepEqual(printed.map((l) => l.jobName).sort(), [...shown.keys()].sort(), '--json keeps the exact names')
-    assert.ok(
-      printed.every((l) => l.holder === holder),
-      '--json keeps the exact holder',
-    )
-  })
-
-  test('--json prints exactly what listLeases returns, for scripts', async () => {
-    const table = await freshTable(pool, 'cli_json')
-    await withCronLease(pool, 'a', 60_000, () => {}, { table, holder: 'h1' })
-    await withCronLease(pool, 'b', 60_000, () => {}, { table, holder: 'h2' })
-    await setTimes(table, 'b', '2 min', '-1 min')
-    const run = await cli(['status', '--table', table, '--json'])
-    assert.equal(run.code, 0, run.stderr)
-    const printed = JSON.parse(run.stdout)
-    const listed = await listLeases(pool, { table })
-    const stable = (l: LeaseInfo) => ({ ...l, remainingMs: l.held ? 'held' : 0, checkedAt: 'x' })
-    assert.deepEqual(printed.map(stable), listed.map(stable))
-    assert.ok(printed[0].remainingMs > 0 && printed[0].remainingMs <= 60_000)
-    assert.equal(printed[0].checkedAt, printed[1].checkedAt)
-    const format = await cli(['status', '--table', table, '--format', 'json'])
-    assert.equal(format.code, 0, format.stderr)
-    assert.deepEqual(JSON.parse(format.stdout).map(stable), printed.map(stable), '--json is --format json')
-  })
-
-  test('--format json carries every field of listLeases, and an open-ended pause has remainingMs null', async () => {
+  test('--json and --format json print exactly what listLeases returns, every field; an open-ended pause has remainingMs null', async () => {
     const table = await severalJobs()
     const run = await cli(['status', '--table', table, '--format', 'json'])
-    assert.equal(run.code, 0, run.stderr)
+    assert.deepEqual([run.code, run.stderr], [0, ''])
     const printed: Record<string, unknown>[] = JSON.parse(run.stdout)
     const listed = await listLeases(pool, { table })
     assert.deepEqual(
@@ -530,10 +347,16 @@ describe('status shows who holds each lease, by the database clock', () => {
       checkedAt: typeof checkedAt,
     })
     assert.deepEqual(printed.map(stable), (listed as unknown as Record<string, unknown>[]).map(stable))
+    assert.equal(new Set(printed.map((l) => l.checkedAt)).size, 1, 'one clock reading for every row')
+    const held = printed.find((l) => l.jobName === 'billing:hourly')!
+    assert.ok((held.remainingMs as number) > 0 && (held.remainingMs as number) <= 47.5 * 60_000, `${held.remainingMs}`)
     const paused = printed.find((l) => l.jobName === 'sync:failing-paused')!
     assert.deepEqual([paused.leaseUntil, paused.pausedUntil, paused.remainingMs], ['infinity', 'infinity', null])
     const failing = printed.find((l) => l.jobName === 'report:daily')!
     assert.deepEqual([failing.lastOutcome, failing.lastError, failing.lastDurationMs], ['error', 'Error: boom', 850])
+    const short = await cli(['status', '--table', table, '--json'])
+    assert.equal(short.code, 0, short.stderr)
+    assert.deepEqual(JSON.parse(short.stdout).map(stable), printed.map(stable), '--json is --format json')
   })
 
   test('--overdue-factor moves the line: 3 h 20 min without a claim, every 1 h, is overdue at 2 and 3, not at 4', async () => {
@@ -549,145 +372,9 @@ describe('status shows who holds each lease, by the database clock', () => {
     )
     assert.deepEqual(await overdue('--overdue-factor', '3.5'), false)
   })
-
-  test('a bad --overdue-factor is a usage error, for status and check', async () => {
-    for (const command of ['status', 'check']) {
-      for (const value of ['0.5', '0', 'abc', '', '-2', '1e3', 'Infinity', ' 2']) {
-        assertFails(
-          await cli([command, `--overdue-factor=${value}`]),
-          2,
-          /--overdue-factor must be a finite number, at least 1, got /,
-        )
-      }
-      assertFails(await cli([command, '--overdue-factor']), 2, /--overdue-factor needs a value/)
-      assertFails(
-        await cli([command, '--overdue-factor', '-2']),
-        2,
-        /--overdue-factor needs a value; to give one that starts with a dash, write --overdue-factor=<value>/,
-      )
-    }
-  })
-
-  test('--format must be text, json or prometheus, and --json does not go with another format', async () => {
-    assertFails(await cli(['status', '--format', 'xml']), 2, /--format must be text, json or prometheus, got "xml"/)
-    assertFails(await cli(['status', '--json', '--format', 'prometheus']), 2, /--json is --format json/)
-    assertFails(await cli(['check', '--format', 'json']), 2, /unknown option --format for check/)
-  })
-
-  test('ages are differences of database timestamps: a machine clock an hour ahead prints the same', async () => {
-    const table = await severalJobs()
-    // The bin runs with its Date shifted by an hour, as on a replica or laptop with a wrong clock.
-    const skewed = {
-      NODE_OPTIONS: `--import tsx --import ${path.join(ROOT, 'dev/skew-clock.ts')}`,
-      SKEW_MS: String(3_600_000),
-    }
-    const clockLine = (text: string) => text.replace(new RegExp(ISO_MICROS, 'g'), 'T')
-    for (const args of [['status'], ['check']]) {
-      const [real, ahead] = [await cli([...args, '--table', table]), await cli([...args, '--table', table], skewed)]
-      assert.equal(ahead.code, real.code, ahead.stderr)
-      assert.equal(clockLine(ahead.stdout), clockLine(real.stdout))
-    }
-    const ages = async (env?: Record<string, string>) => {
-      const run = await cli(['status', '--table', table, '--format', 'prometheus'], env)
-      assert.equal(run.code, 0, run.stderr)
-      return parseExposition(run.stdout)
-        .get('pg_cron_lease_last_claim_age_seconds')!
-        .samples.map((s) => s.value)
-    }
-    const [real, ahead] = [await ages(), await ages(skewed)]
-    for (const [i, age] of real.entries()) assert.ok(Math.abs(ahead[i]! - age) < 60, `${ahead[i]} vs ${age}`)
-  })
-
-  test('an empty table says so and exits 0; --json prints []', async () => {
-    const table = await freshTable(pool, 'cli_empty')
-    assert.deepEqual(await cli(['status', '--table', table]), {
-      code: 0,
-      stdout: `No leases in ${table} yet: a job appears after its first claim.\n`,
-      stderr: '',
-    })
-    assert.deepEqual(await cli(['status', '--table', table, '--json']), { code: 0, stdout: '[]\n', stderr: '' })
-  })
-
-  test('--url wins over DATABASE_URL', async () => {
-    const table = await freshTable(pool, 'cli_url')
-    const unreachable = `postgres://nobody:pw@127.0.0.1:${await freePort()}/x`
-    const run = await cli(['status', '--table', table, '--json', '--url', url], { DATABASE_URL: unreachable })
-    assert.deepEqual(run, { code: 0, stdout: '[]\n', stderr: '' })
-  })
-
-  test('NO_COLOR turns colours off even when FORCE_COLOR asks for them', async () => {
-    const table = await freshTable(pool, 'cli_color')
-    await withCronLease(pool, 'job', 60_000, () => {}, { table })
-    await setTimes(table, 'job', '5 min 30 s', '30 min 30 s')
-    // A run minutes ago, so both runs below print the same age however far apart they start.
-    await setRun(table, 'job', { finishedAgo: '2 min 30 s', outcome: 'ok', durationMs: 4180 })
-    const forced = await cli(['status', '--table', table], { FORCE_COLOR: '1' })
-    assert.equal(forced.code, 0)
-    assert.match(
-      forced.stdout,
-      new RegExp(`${sgr('32').source}in 30 min${sgr('39').source}`),
-      'a held lease is green when colours are on',
-    )
-    // Node itself warns on stderr that it ignores NO_COLOR for its own output; ours is stdout.
-    const off = await cli(['status', '--table', table], { FORCE_COLOR: '1', NO_COLOR: '1' })
-    assert.equal(off.code, 0)
-    assert.doesNotMatch(off.stdout, sgr())
-    assert.equal(off.stdout.replace(/\d+(\.\d+)?/g, 'N'), forced.stdout.replace(sgr(), '').replace(/\d+(\.\d+)?/g, 'N'))
-    const error = await cli(['status', '--bogus'], { FORCE_COLOR: '1' })
-    assert.match(error.stderr, new RegExp(`^${sgr('31').source}pg-cron-lease:${sgr('39').source} unknown option`))
-    assertFails(await cli(['status', '--bogus'], { NO_COLOR: '1' }), 2, /unknown option/)
-  })
 })
 
-describe('database errors exit 1 with one line that says what to do', () => {
-  test('an unreachable database names the host and port, and never the password', async () => {
-    const port = await freePort()
-    const run = await cli(['status', '--url', `postgres://app:hunter2@127.0.0.1:${port}/app`])
-    assertFails(
-      run,
-      1,
-      new RegExp(`cannot connect to 127\\.0\\.0\\.1:${port}/app: connection refused; check that Postgres runs there`),
-    )
-    assert.ok(!run.stderr.includes('hunter2'))
-    assertFails(await cli(['migrate'], { DATABASE_URL: `postgres://127.0.0.1:${port}/app` }), 1, /connection refused/)
-  })
-
-  test('a wrong password says to check the credentials', async () => {
-    const wrong = new URL(url)
-    wrong.password = 'not-the-password'
-    const run = await cli(['status', '--url', wrong.href])
-    assertFails(run, 1, /cannot log in to .*: password authentication failed .*; check the user and password/)
-    assert.ok(!run.stderr.includes('not-the-password'))
-  })
-
-  test('a missing table suggests migrate, with the same --table', async () => {
-    assertFails(
-      await cli(['status', '--table', 'no_such_leases']),
-      1,
-      /the lease table no_such_leases does not exist in .*; create it with: pg-cron-lease migrate --table no_such_leases/,
-    )
-    // The default table, looked up through a search_path where no cron_leases exists.
-    await pool.query('CREATE SCHEMA IF NOT EXISTS cli_empty_schema')
-    const elsewhere = new URL(url)
-    elsewhere.searchParams.set('options', '-c search_path=cli_empty_schema')
-    assertFails(
-      await cli(['status', '--url', elsewhere.href]),
-      1,
-      /the lease table cron_leases does not exist in .*; create it with: pg-cron-lease migrate \(same --url\)$/m,
-    )
-  })
-})
-
-describe('the pg driver is an optional peer', () => {
-  test('without pg, status and migrate say to install it (exit 1); sql still works', async () => {
-    for (const command of ['status', 'migrate']) {
-      assertFails(await cli([command], {}, bare), 1, /the "pg" package is not installed.*run npm install pg/)
-    }
-    assert.deepEqual(await cli(['sql'], {}, bare), { code: 0, stdout: createTableSql(), stderr: '' })
-  })
-})
-
-describe('check exits 0 when every job is healthy and 3 when one is overdue or failing', () => {
+describe('check reads the real rows: exit 0 when every job is healthy and 3 when one is overdue or failing', () => {
   test('healthy jobs: one OK line and exit 0; an empty table has nothing to check', async () => {
     const table = await freshTable(pool, 'cli_check_ok')
     for (const job of ['a', 'b']) await withCronLease(pool, job, 60_000, () => {}, { table })
@@ -719,256 +406,103 @@ describe('check exits 0 when every job is healthy and 3 when one is overdue or f
     assert.deepEqual([looser.code, looser.stdout.includes('OVERDUE')], [3, false])
   })
 
-  test('--job checks only the named jobs: a healthy one exits 0 whatever the others do; a job with no row is NEVER CLAIMED', async () => {
-    const table = await severalJobs()
-    const healthy = await cli(['check', '--table', table, '--job', 'billing:hourly', '--job', 'sync:paused'])
-    assert.equal(healthy.code, 0, healthy.stderr)
-    assert.match(healthy.stdout, /^OK: 2 jobs healthy in /)
-    const missing = await cli(['check', '--table', table, '--job', 'billing:hourly', '--job', 'billing:hourlly'])
-    assert.deepEqual([missing.code, missing.stderr], [3, ''])
-    assert.equal(
-      missing.stdout,
-      `billing:hourlly: NEVER CLAIMED: no row in ${table}: never claimed, or a typo in the name\n`,
-    )
-    const twice = await cli(['check', '--table', table, '--job', 'report:daily', '--job', 'report:daily'])
-    assert.deepEqual([twice.code, twice.stdout.split('\n').length], [3, 2], 'a job named twice is checked once')
-  })
-
-  test('--json: { healthy, checkedAt, table, overdueFactor, jobs } with a verdict per job, and the same exit codes', async () => {
-    const table = await severalJobs()
-    const run = await cli([
-      'check',
-      '--table',
-      table,
-      '--json',
-      '--job',
-      'import:nightly',
-      '--job',
-      'sync:failing-paused',
-      '--job',
-      'billing:hourly',
-      '--job',
-      'nope',
-    ])
-    assert.deepEqual([run.code, run.stderr], [3, ''])
-    const result = JSON.parse(run.stdout)
-    assert.match(result.checkedAt, new RegExp(`^${ISO_MICROS}$`))
-    assert.deepEqual(
-      { ...result, checkedAt: 'T' },
-      {
-        healthy: false,
-        checkedAt: 'T',
-        table,
-        overdueFactor: 2,
-        jobs: [
-          {
-            jobName: 'import:nightly',
-            healthy: false,
-            neverClaimed: false,
-            overdue: true,
-            failing: false,
-            paused: false,
-            reason: 'OVERDUE: last claimed 3 h ago, every 1 h (factor 2)',
-          },
-          {
-            jobName: 'sync:failing-paused',
-            healthy: false,
-            neverClaimed: false,
-            overdue: false,
-            failing: true,
-            paused: true,
-            reason:
-              'FAILING: last run failed 5 min ago: TypeError: no such row; PAUSED until resumed, so it cannot run again until then',
-          },
-          {
-            jobName: 'billing:hourly',
-            healthy: true,
-            neverClaimed: false,
-            overdue: false,
-            failing: false,
-            paused: false,
-            reason: null,
-          },
-          {
-            jobName: 'nope',
-            healthy: false,
-            neverClaimed: true,
-            overdue: false,
-            failing: false,
-            paused: false,
-            reason: `NEVER CLAIMED: no row in ${table}: never claimed, or a typo in the name`,
-          },
-        ],
-      },
-    )
-    const ok = await cli(['check', '--table', table, '--json', '--job', 'billing:hourly', '--overdue-factor', '1.5'])
-    assert.equal(ok.code, 0, ok.stderr)
-    assert.deepEqual([JSON.parse(ok.stdout).healthy, JSON.parse(ok.stdout).overdueFactor], [true, 1.5])
-  })
-
-  test('exit 1 when the table cannot be read, exit 2 on a usage error', async () => {
+  test('exit 1 when the table cannot be read or the database cannot be reached', async () => {
     assertFails(await cli(['check', '--table', 'no_such_leases']), 1, /the lease table no_such_leases does not exist/)
     const port = await freePort()
     assertFails(await cli(['check', '--url', `postgres://a:b@127.0.0.1:${port}/x`]), 1, /connection refused/)
-    assertFails(await cli(['check', '--job']), 2, /--job needs a value/)
-    assertFails(await cli(['check', '--job', '']), 2, /--job must be a non-empty string/)
-    assertFails(await cli(['check', 'billing:hourly']), 2, /unexpected argument "billing:hourly"/)
   })
 })
 
-describe('status --format prometheus prints a text exposition that parses strictly', () => {
-  /** A job name with everything a label value must escape: a quote, a backslash and a line feed. */
-  const AWKWARD = 'say "hi"\\now\nthen'
-
-  async function exposition(table: string): Promise<Map<string, Family>> {
-    const run = await cli(['status', '--table', table, '--format', 'prometheus'])
-    assert.deepEqual([run.code, run.stderr], [0, ''])
-    return parseExposition(run.stdout)
-  }
-
-  /** One family's samples as { job name: value }. */
-  function values(families: Map<string, Family>, name: string): Record<string, number> {
-    const family = families.get(name)
-    assert.ok(family, `family ${name}`)
-    return Object.fromEntries(family.samples.map((s) => [s.labels.job_name!, s.value]))
-  }
-
-  test('every family is a gauge with HELP and TYPE, every sample is labelled job_name only, and label values unescape to the exact job names', async () => {
-    const table = await severalJobs()
-    await withCronLease(pool, AWKWARD, 60_000, () => {}, { table })
-    const families = await exposition(table)
-    assert.deepEqual(
-      [...families.keys()],
-      [
-        'pg_cron_lease_held',
-        'pg_cron_lease_last_claim_age_seconds',
-        'pg_cron_lease_last_success_age_seconds',
-        'pg_cron_lease_last_duration_seconds',
-        'pg_cron_lease_last_outcome_ok',
-        'pg_cron_lease_interval_seconds',
-        'pg_cron_lease_overdue',
-        'pg_cron_lease_paused',
-      ],
+describe('database errors exit 1 with one line that says what to do, and the password is never printed', () => {
+  test('an unreachable database names the host and port, and never the password', async () => {
+    const port = await freePort()
+    const run = await cli(['status', '--url', `postgres://app:hunter2@127.0.0.1:${port}/app`])
+    assertFails(
+      run,
+      1,
+      new RegExp(`cannot connect to 127\\.0\\.0\\.1:${port}/app: connection refused; check that Postgres runs there`),
     )
-    for (const [name, family] of families) {
-      assert.equal(family.type, 'gauge', name)
-      assert.ok(family.help.length > 10, `${name} has a HELP text`)
-      for (const sample of family.samples) assert.deepEqual(Object.keys(sample.labels), ['job_name'], name)
-    }
-    const names = (await listLeases(pool, { table })).map((l) => l.jobName)
-    assert.ok(names.includes(AWKWARD))
-    for (const always of [
-      'pg_cron_lease_held',
-      'pg_cron_lease_last_claim_age_seconds',
-      'pg_cron_lease_overdue',
-      'pg_cron_lease_paused',
+    assert.ok(!run.stderr.includes('hunter2'))
+    assertFails(await cli(['migrate'], { DATABASE_URL: `postgres://127.0.0.1:${port}/app` }), 1, /connection refused/)
+  })
+
+  test('a wrong password says to check the credentials', async () => {
+    const wrong = new URL(url)
+    wrong.password = 'not-the-password'
+    const run = await cli(['status', '--url', wrong.href])
+    assertFails(run, 1, /cannot log in to .*: password authentication failed .*; check the user and password/)
+    assert.ok(!run.stderr.includes('not-the-password'))
+  })
+
+  test('the password of a URL that works appears neither on stdout nor on stderr', async () => {
+    const password = decodeURIComponent(new URL(url).password)
+    assert.ok(password.length >= 8, 'the test database has a password')
+    const table = await freshTable(pool, 'cli_secret')
+    await withCronLease(pool, 'job', 60_000, () => {}, { table })
+    for (const args of [
+      ['migrate', '--table', table],
+      ['status', '--table', table],
+      ['status', '--table', table, '--json'],
+      ['check', '--table', table, '--job', 'nope'],
+      ['pause', 'job', '--for', '1m', '--table', table],
+      ['release', 'nope', '--table', table],
+      ['status', '--table', 'no_such_leases'],
     ]) {
-      assert.deepEqual(Object.keys(values(families, always)), names, `${always} has one sample per job, in job order`)
+      for (const via of ['--url', 'DATABASE_URL']) {
+        const run = via === '--url' ? await cli([...args, '--url', url], { DATABASE_URL: undefined }) : await cli(args)
+        assert.notEqual(run.stdout + run.stderr, '', `${args.join(' ')} printed something`)
+        assert.ok(!`${run.stdout}${run.stderr}`.includes(password), `${args.join(' ')} via ${via}`)
+      }
     }
   })
 
-  test('the values: flags, ages by the database clock, durations in seconds; an unknown value has no sample', async () => {
-    const families = await exposition(await severalJobs())
-    assert.deepEqual(values(families, 'pg_cron_lease_held'), {
-      'billing:hourly': 1,
-      'import:nightly': 0,
-      legacy: 1,
-      'report:daily': 0,
-      'sync:failing-paused': 1,
-      'sync:paused': 1,
-      'unknown:outcome': 1,
-    })
-    assert.deepEqual(values(families, 'pg_cron_lease_overdue'), {
-      'billing:hourly': 0,
-      'import:nightly': 1,
-      legacy: 0,
-      'report:daily': 0,
-      'sync:failing-paused': 0,
-      'sync:paused': 0,
-      'unknown:outcome': 0,
-    })
-    assert.deepEqual(values(families, 'pg_cron_lease_paused'), {
-      'billing:hourly': 0,
-      'import:nightly': 0,
-      legacy: 0,
-      'report:daily': 0,
-      'sync:failing-paused': 1,
-      'sync:paused': 1,
-      'unknown:outcome': 0,
-    })
-    // No run recorded (legacy) or no outcome known (unknown:outcome): no sample rather than a made-up 0.
-    assert.deepEqual(values(families, 'pg_cron_lease_last_outcome_ok'), {
-      'billing:hourly': 1,
-      'import:nightly': 1,
-      'report:daily': 0,
-      'sync:failing-paused': 0,
-      'sync:paused': 1,
-    })
-    assert.deepEqual(values(families, 'pg_cron_lease_last_duration_seconds'), {
-      'billing:hourly': 4.18,
-      'import:nightly': 65,
-      'report:daily': 0.85,
-      'sync:failing-paused': 0.85,
-      'sync:paused': 4.18,
-      'unknown:outcome': 0.0004,
-    })
-    assert.deepEqual(values(families, 'pg_cron_lease_interval_seconds'), {
-      'billing:hourly': 3600,
-      'import:nightly': 3600,
-      'sync:paused': 3600,
-    })
-    // Ages: the offsets severalJobs set, plus however long the test took to get here.
-    const within = (value: number | undefined, from: number, what: string) =>
-      assert.ok(value !== undefined && value >= from && value < from + 60, `${what}: ${value}`)
-    const claimed = values(families, 'pg_cron_lease_last_claim_age_seconds')
-    within(claimed['billing:hourly'], 190, 'billing:hourly claimed 3 min 10 s ago')
-    within(claimed['import:nightly'], 12_000, 'import:nightly claimed 3 h 20 min ago')
-    const success = values(families, 'pg_cron_lease_last_success_age_seconds')
-    assert.deepEqual(
-      Object.keys(success),
-      ['billing:hourly', 'import:nightly', 'sync:paused'],
-      'only jobs that ever succeeded',
+  test('a missing table suggests migrate, with the same --table', async () => {
+    assertFails(
+      await cli(['status', '--table', 'no_such_leases']),
+      1,
+      /the lease table no_such_leases does not exist in .*; create it with: pg-cron-lease migrate --table no_such_leases/,
     )
-    within(success['billing:hourly'], 150, 'billing:hourly succeeded 2 min 30 s ago')
-    within(success['import:nightly'], 11_400, 'import:nightly succeeded 3 h 10 min ago')
+    // The default table, looked up through a search_path where no cron_leases exists.
+    await pool.query('CREATE SCHEMA IF NOT EXISTS cli_empty_schema')
+    const elsewhere = new URL(url)
+    elsewhere.searchParams.set('options', '-c search_path=cli_empty_schema')
+    assertFails(
+      await cli(['status', '--url', elsewhere.href]),
+      1,
+      /the lease table cron_leases does not exist in .*; create it with: pg-cron-lease migrate \(same --url\)$/m,
+    )
   })
+})
 
-  test('an empty table prints the declarations and # EOF only; a table of the original shape has no run samples', async () => {
-    const empty = await exposition(await freshTable(pool, 'cli_prom_empty'))
-    assert.equal(empty.size, 8)
-    for (const family of empty.values()) assert.deepEqual(family.samples, [])
-    const table = await oldShapeTable()
-    await withCronLease(pool, 'old', 60_000, () => {}, { table, record: false })
-    const old = await exposition(table)
-    const sampled = [...old].filter(([, f]) => f.samples.length > 0).map(([name]) => name)
-    assert.deepEqual(sampled, [
-      'pg_cron_lease_held',
-      'pg_cron_lease_last_claim_age_seconds',
-      'pg_cron_lease_overdue',
-      'pg_cron_lease_paused',
-    ])
-  })
-
-  test("the test's reader refuses what either format or the textfile collector refuses", () => {
-    const good = '# HELP m Help.\n# TYPE m gauge\nm{job_name="a\\"b\\\\c\\nd"} 1.5\n# EOF\n'
-    assert.deepEqual(parseExposition(good).get('m')!.samples, [{ labels: { job_name: 'a"b\\c\nd' }, value: 1.5 }])
-    for (const bad of [
-      '# HELP m Help.\n# TYPE m gauge\nm 1\n', // no # EOF
-      '# TYPE m gauge\nm 1\n# EOF\n', // no HELP
-      '# HELP m Help.\nm 1\n# EOF\n', // no TYPE
-      'm 1\n# EOF\n', // undeclared
-      '# HELP m Help.\n# TYPE m gauge\nm 1 1700000000000\n# EOF\n', // a timestamp
-      '# HELP m Help.\n# TYPE m gauge\nm one\n# EOF\n', // not a number
-      '# HELP m Help.\n# TYPE m gauge\nm{job_name="a\\tb"} 1\n# EOF\n', // an escape the formats do not have
-      '# HELP m Help.\n# TYPE m gauge\nm{job_name="a"b"} 1\n# EOF\n', // an unescaped quote
-      '# HELP m Help.\n# TYPE m gauge\nm{job_name="a"} 1\nm{job_name="a"} 2\n# EOF\n', // the same labels twice
-      '# HELP m Say "hi".\n# TYPE m gauge\nm 1\n# EOF\n', // a quote in HELP
-      '# HELP m Help.\n# TYPE m gauge\n\nm 1\n# EOF\n', // a blank line
-      '# HELP m Help.\n# TYPE m gauge\n# HELP n Help.\n# TYPE n gauge\nm 1\n# EOF\n', // m comes back after n
-      '# HELP m Help.\n# TYPE m gauge\n# a comment\nm 1\n# EOF\n', // a comment
-    ]) {
-      assert.throws(() => parseExposition(bad), Error, JSON.stringify(bad))
+describe('the pg driver is an optional peer', () => {
+  test('without pg, status and migrate say to install it (exit 1); sql still works', async () => {
+    for (const command of ['status', 'migrate']) {
+      assertFails(await cli([command], {}, bare), 1, /the "pg" package is not installed.*run npm install pg/)
     }
+    assert.deepEqual(await cli(['sql'], {}, bare), { code: 0, stdout: createTableSql(), stderr: '' })
+  })
+})
+
+describe('a closed stdout is not an error', () => {
+  test('status | head -1: the first line arrives, and the rest hitting a closed pipe (EPIPE) exits 0 without a stack trace', async () => {
+    const table = await freshTable(pool, 'cli_epipe')
+    // Far more output than a pipe holds, so the bin is still writing when the reader goes away.
+    await pool.query(
+      `INSERT INTO "${table}" (job_name, lease_until, holder)
+       SELECT 'job:' || lpad(i::text, 5, '0') || repeat('x', 60), clock_timestamp() + interval '1 hour', 'web-1'
+       FROM generate_series(1, 5000) AS i`,
+    )
+    const child = spawn(process.execPath, [path.join(installed, BIN_PATH), 'status', '--table', table], {
+      env: { ...process.env, DATABASE_URL: url, NO_COLOR: '1' },
+    })
+    let first = ''
+    child.stdout.on('data', (chunk: Buffer) => {
+      first += chunk
+      if (first.includes('\n')) child.stdout.destroy()
+    })
+    const { code, signal, stderr } = await finished(child, { killAfterMs: 30_000 })
+    assert.deepEqual({ code, signal, stderr }, { code: 0, signal: null, stderr: '' })
+    assert.match(first, new RegExp(`^${table}: 5000 jobs, 5000 held \\(database clock `))
   })
 })
 
@@ -1111,88 +645,6 @@ describe('pause, resume and release act on one job, by the database clock, for e
     assert.deepEqual(await bystander(), before)
   })
 
-  test('usage errors exit 2 before connecting: the job argument, durations, --until, and both ends at once', async () => {
-    // An unreachable database: a usage error must be found without it.
-    const env = { DATABASE_URL: `postgres://a:b@127.0.0.1:${await freePort()}/x` }
-    for (const [args, message] of [
-      [['pause'], /^pg-cron-lease: pause needs the name of a job: pg-cron-lease pause <job>/],
-      [['resume'], /resume needs the name of a job/],
-      [['release', '--table', 'x'], /release needs the name of a job/],
-      [['pause', 'a', 'b'], /pause takes one job, got 2: "a" "b"/],
-      [['release', ''], /<job> must be a non-empty string/],
-      [
-        ['pause', 'a', '--for', '1.5h'],
-        /--for must be a duration in whole d, h, m and s, such as 90s, 15m, 2h, 1d or 1h30m, got "1\.5h"/,
-      ],
-      [['pause', 'a', '--for', '90'], /--for must be a duration .* got "90"/],
-      [['pause', 'a', '--for', '15 m'], /--for must be a duration .* got "15 m"/],
-      [['pause', 'a', '--for', '30m1h'], /--for must be a duration .* got "30m1h"/],
-      [['pause', 'a', '--for', '0s'], /--for must be longer than zero, .* got "0s"/],
-      [['pause', 'a', '--for', '99999999999999d'], /--for must be at most 9007199254740991 ms/],
-      [['pause', 'a', '--for'], /--for needs a value/],
-      [
-        ['pause', 'a', '--until', '2026-12-01T06:00:00'],
-        /--until must be an ISO-8601 date-time with a zone, .* got "2026-12-01T06:00:00"/,
-      ],
-      [['pause', 'a', '--until', '2027-02-30T06:00:00Z'], /--until must be a date and time that exist/],
-      [['pause', 'a', '--until', 'tomorrow'], /--until must be an ISO-8601 date-time/],
-      [['pause', 'a', '--for', '1h', '--until', '2030-01-01T00:00:00Z'], /--for and --until cannot both be given/],
-      [['resume', 'a', '--for', '1h'], /unknown option --for for resume/],
-      [['release', 'a', '--until', '2030-01-01T00:00:00Z'], /unknown option --until for release/],
-    ] as const) {
-      assertFails(await cli([...args], env), 2, message)
-    }
-  })
-
-  test('a single-valued option given twice is a usage error naming it, before connecting; --job still repeats', async () => {
-    const env = { DATABASE_URL: `postgres://a:secret@127.0.0.1:${await freePort()}/x` }
-    const other = `postgres://b:secret@127.0.0.1:${await freePort()}/y`
-    for (const [args, option] of [
-      [['pause', 'j', '--for', '1h', '--for', '2h'], '--for'],
-      [['pause', 'j', '--for=1h', '--for', '1h'], '--for'],
-      [['pause', 'j', '--until', '2099-01-01T00:00:00Z', '--until', '2099-01-02T00:00:00Z'], '--until'],
-      [['pause', 'j', '--table', 'a', '--table', 'b'], '--table'],
-      [['release', 'j', '--table', 'a', '--table', 'a'], '--table'],
-      [['status', '--format', 'json', '--format', 'text'], '--format'],
-      [['status', '--url', env.DATABASE_URL, '--url', other], '--url'],
-      [['check', '--overdue-factor', '2', '--overdue-factor', '3'], '--overdue-factor'],
-      [['status', '--overdue-factor', '2', '--overdue-factor', '2'], '--overdue-factor'],
-      [['check', '--json', '--json'], '--json'],
-    ] as const) {
-      const run = await cli([...args], env)
-      assertFails(run, 2, new RegExp(`^pg-cron-lease: ${option} is given more than once; .*give it once`))
-      assert.doesNotMatch(run.stderr, /secret/, 'no URL is echoed')
-    }
-    // With the real database: the first of two --for would otherwise be dropped and the second written.
-    const { table } = await twoJobs('cli_twice')
-    const before = (await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows
-    assertFails(
-      await cli(['pause', 'billing:hourly', '--for', '1h', '--for', '2h', '--table', table]),
-      2,
-      /--for is given/,
-    )
-    assert.deepEqual((await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows, before, 'nothing written')
-    const jobs = await cli(['check', '--table', table, '--job', 'billing:hourly', '--job', 'bystander'])
-    assert.equal(jobs.code, 0, jobs.stderr)
-  })
-
-  test('durations read as d, h, m and s, alone or combined', async () => {
-    const { table } = await twoJobs('cli_durations')
-    for (const [text, seconds] of [
-      ['90s', 90n],
-      ['15m', 900n],
-      ['2h', 7200n],
-      ['1d', 86_400n],
-      ['1h30m', 5400n],
-      ['1d2h3m4s', 93_784n],
-    ] as const) {
-      const run = await cli(['pause', 'billing:hourly', '--for', text, '--table', table])
-      assert.equal(run.code, 0, run.stderr)
-      const [, until, at] = new RegExp(`until (${ISO_MICROS}) \\(database clock (${ISO_MICROS})\\)`).exec(run.stdout)!
-      assert.equal(micros(until!) - micros(at!), seconds * 1_000_000n, text)
-    }
-  })
-
   test('--until not in the future by the database clock is refused by the library: a usage error naming --until that changes nothing', async () => {
     const { table } = await twoJobs('cli_past')
     const before = await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)
@@ -1208,45 +660,8 @@ describe('pause, resume and release act on one job, by the database clock, for e
     assert.deepEqual((await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows, before.rows)
   })
 
-  test('--for and --until are read by the library parser: impossible dates, leap days and the last length', async () => {
-    const env = { DATABASE_URL: `postgres://a:b@127.0.0.1:${await freePort()}/x` }
-    for (const [args, message] of [
-      [
-        ['pause', 'a', '--until', '2099-02-30T06:00:00Z'],
-        /--until must be a date and time that exist.*got "2099-02-30T06:00:00Z"/,
-      ],
-      [['pause', 'a', '--until', '2099-04-31T06:00:00Z'], /--until must be a date and time that exist/],
-      [['pause', 'a', '--until', '2100-02-29T06:00:00Z'], /--until must be a date and time that exist/],
-      [['pause', 'a', '--until', '2099-01-01T24:00:00Z'], /--until must be a date and time that exist/],
-      [['pause', 'a', '--until', '2099-01-01T06:00:60Z'], /--until must be a date and time that exist/],
-      [['pause', 'a', '--for', '104249992d'], /--for must be at most 9007199254740991 ms.*got "104249992d"/],
-    ] as const) {
-      assertFails(await cli([...args], env), 2, message)
-    }
-    const { table } = await twoJobs('cli_parser')
-    for (const [until, utc] of [
-      ['2096-02-29T08:00:00+0200', '2096-02-29T06:00:00.000000Z'],
-      ['2096-02-29T06:00:00.5z', '2096-02-29T06:00:00.500000Z'],
-    ] as const) {
-      const run = await cli(['pause', 'billing:hourly', '--until', until, '--table', table])
-      assert.equal(run.code, 0, run.stderr)
-      assert.match(run.stdout, new RegExp(`^Paused billing:hourly until ${utc.replace(/\./g, '\\.')} `))
-    }
-  })
-
-  test('an --until after 9999 in UTC is a usage error that changes nothing; a --for that ends after 9999 pauses until resumed', async () => {
+  test('a --for that ends after the year 9999 pauses until resumed, and release and resume then print readable times', async () => {
     const { table } = await twoJobs('cli_range')
-    const rows = async () => (await pool.query(`SELECT * FROM "${table}" ORDER BY job_name`)).rows
-    const before = await rows()
-    for (const until of ['9999-12-31T23:59:59-12:00', '10000-01-01T00:00:00Z', '1969-12-31T23:59:59Z']) {
-      assertFails(
-        await cli(['pause', 'billing:hourly', '--until', until, '--table', table]),
-        2,
-        /^pg-cron-lease: --until must be (between 1970-01-01T00:00:00\.000Z and 9999-12-31T23:59:59\.999Z in UTC|an ISO-8601 date-time with a zone)/,
-      )
-    }
-    assert.deepEqual(await rows(), before, 'nothing written')
-
     const run = await cli(['pause', 'billing:hourly', '--for', '104249991d', '--table', table])
     assert.deepEqual([run.code, run.stderr], [0, ''])
     assert.match(
@@ -1290,16 +705,22 @@ describe('pause, resume and release act on one job, by the database clock, for e
     assert.deepEqual([paused.code, paused.stderr], [0, ''])
     assert.match(paused.stdout, /^Resumed billing:hourly /)
     assert.deepEqual(await bystander(), before)
-
-    assert.match(
-      (await cli(['resume', '--help'])).stdout,
-      /^Exit codes: 0 resumed, or the job was not paused and nothing changed, 1 /m,
-    )
   })
 
-  test('on a table of the original shape pause and resume say to run migrate (exit 1); release works', async () => {
+  test('on a table of the original shape pause and resume say to run migrate (exit 1); release, status and check work', async () => {
     const table = await oldShapeTable()
-    await withCronLease(pool, 'old', 3_600_000, () => {}, { table, record: false })
+    await withCronLease(pool, 'old', 3_600_000, () => {}, { table, holder: 'h', record: false })
+    await setTimes(table, 'old', '3 min 10 s', '47 min 30 s')
+    const status = await cli(['status', '--table', table])
+    assert.deepEqual([status.code, status.stderr], [0, ''])
+    assert.deepEqual(
+      status.stdout
+        .split('\n')
+        .slice(3, 4)
+        .map((l) => l.split(/ {3,}/)),
+      [['old', 'h', '3 min ago', 'in 47 min', '-', '-']],
+      'the run columns are empty and no job is marked',
+    )
     for (const args of [
       ['pause', 'old'],
       ['pause', 'old', '--for', '1h'],
@@ -1324,44 +745,5 @@ describe('pause, resume and release act on one job, by the database clock, for e
     for (const command of ['pause', 'resume', 'release']) {
       assertFails(await cli([command, 'a', '--url', `postgres://a:b@127.0.0.1:${port}/x`]), 1, /connection refused/)
     }
-  })
-})
-
-describe('names from the table are printed with their control characters escaped; JSON and Prometheus stay exact', () => {
-  const NAME = 'evil\njob\x1b[2J\\'
-  const HOLDER = 'host\r\x07'
-
-  test('status, check and pause print one line per job, with \\n, \\x1b and a backslash escaped the same way', async () => {
-    const table = await freshTable(pool, 'cli_escape')
-    await withCronLease(pool, NAME, 60_000, () => {}, { table, holder: HOLDER, everyMs: 1000 })
-    await setTimes(table, NAME, '1 h', '-59 min')
-    await setRun(table, NAME, {
-      finishedAgo: '1 h',
-      outcome: 'error',
-      durationMs: 5,
-      error: 'Error: \x1b]0;pwned\x07',
-      everyMs: 1000,
-    })
-    const shown = 'evil\\njob\\x1b[2J\\\\'
-    const status = await cli(['status', '--table', table])
-    assert.equal(status.code, 0, status.stderr)
-    assert.ok(status.stdout.split('\n')[3]!.startsWith(`${shown}   host\\r\\x07   `), status.stdout)
-    assert.ok(status.stdout.includes(`  ${shown}: Error: \\x1b]0;pwned\\x07\n`))
-    const check = await cli(['check', '--table', table])
-    assert.equal(check.code, 3)
-    assert.equal(
-      check.stdout,
-      `${shown}: OVERDUE: last claimed 1 h ago, every 1 s (factor 2); FAILING: last run failed 1 h ago: Error: \\x1b]0;pwned\\x07\n`,
-    )
-    const pause = await cli(['pause', NAME, '--for', '1m', '--table', table])
-    assert.equal(pause.code, 0, pause.stderr)
-    assert.match(pause.stdout, new RegExp(`^Paused ${shown.replace(/[\\[]/g, '\\$&')} until `))
-    for (const run of [status, check, pause]) {
-      const lines = run.stdout.split('\n')
-      assert.ok(!lines.some((l) => /\p{Cc}/u.test(l)), 'no raw control character reaches the terminal')
-    }
-    const json = JSON.parse((await cli(['status', '--table', table, '--json'])).stdout)
-    assert.deepEqual([json[0].jobName, json[0].holder], [NAME, HOLDER])
-    assert.equal(JSON.parse((await cli(['check', '--table', table, '--json'])).stdout).jobs[0].jobName, NAME)
   })
 })

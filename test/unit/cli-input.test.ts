@@ -1,15 +1,16 @@
 /**
- * The command's reading of its input and wording of its results, in-process: the options, the
- * URL echoed in an error, the library's argument errors as usage errors, and the line a change
- * prints. The bin itself, end to end, is test/integration/cli.test.ts.
+ * The command's reading of its input and wording of its results, in-process: the options and
+ * their values, the URL echoed in an error, the library's argument errors as usage errors, and
+ * the line a change prints. main as a whole is test/unit/cli-main.test.ts; the bin against a real
+ * database is test/integration/cli.test.ts.
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import type { JobState } from '../../src/admin.ts'
-import { asUsage, describeChange } from '../../src/cli/job-actions.ts'
+import { type Accepts, parseOptions } from '../../src/cli/args.ts'
 import { masked } from '../../src/cli/connect.ts'
 import { Exit } from '../../src/cli/exit.ts'
-import { type Accepts, parseOptions } from '../../src/cli/args.ts'
+import { asUsage, describeChange } from '../../src/cli/job-actions.ts'
 
 const PAUSE: Accepts = { options: ['for', 'until', 'table', 'url'], job: true }
 const STATUS: Accepts = { options: ['table', 'url', 'format', 'json', 'overdue-factor'] }
@@ -66,6 +67,32 @@ describe('--for and --until are read by the library parser and refused as usage 
     )
   })
 
+  test('durations read as d, h, m and s, alone or combined', () => {
+    for (const [text, seconds] of [
+      ['90s', 90],
+      ['15m', 900],
+      ['2h', 7200],
+      ['1d', 86_400],
+      ['1h30m', 5400],
+      ['1d2h3m4s', 93_784],
+      ['104249991d', 104_249_991 * 86_400],
+    ] as const) {
+      assert.equal(parseOptions('pause', PAUSE, ['j', '--for', text]).forMs, seconds * 1000, text)
+    }
+  })
+
+  test('--until takes any zone, a lowercase z and a fraction of a second, and gives UTC text', () => {
+    for (const [until, utc] of [
+      ['2096-02-29T08:00:00+0200', '2096-02-29T06:00:00.000Z'],
+      ['2096-02-29T06:00:00.5z', '2096-02-29T06:00:00.500Z'],
+      ['2030-01-01T01:30:00+01:30', '2030-01-01T00:00:00.000Z'],
+    ] as const) {
+      assert.equal(parseOptions('pause', PAUSE, ['j', '--until', until]).until, utc, until)
+    }
+    const open = parseOptions('pause', PAUSE, ['j'])
+    assert.deepEqual([open.forMs, open.until], [undefined, undefined], 'neither: until resumed')
+  })
+
   test('bad values name the flag, without the library prefix, and speak of text only', () => {
     usageError(
       () => parseOptions('pause', PAUSE, ['j', '--for', '90']),
@@ -83,6 +110,31 @@ describe('--for and --until are read by the library parser and refused as usage 
       () => parseOptions('pause', PAUSE, ['j', '--until', '9999-12-31T23:59:59-12:00']),
       /^--until must be between 1970-01-01T00:00:00\.000Z and 9999-12-31T23:59:59\.999Z in UTC/,
     )
+  })
+})
+
+describe('status and check read their format and overdue factor', () => {
+  test('--overdue-factor is a plain decimal, 2 when not given; --json is --format json; text is the default', () => {
+    for (const [args, factor] of [
+      [[], 2],
+      [['--overdue-factor', '3'], 3],
+      [['--overdue-factor', '3.5'], 3.5],
+      [['--overdue-factor=4'], 4],
+      [['--overdue-factor', '1'], 1],
+    ] as const) {
+      assert.equal(parseOptions('status', STATUS, [...args]).overdueFactor, factor, args.join(' '))
+      assert.equal(parseOptions('check', CHECK, [...args]).overdueFactor, factor, args.join(' '))
+    }
+    assert.equal(parseOptions('status', STATUS, []).format, 'text')
+    assert.equal(parseOptions('status', STATUS, ['--json']).format, 'json')
+    assert.equal(parseOptions('status', STATUS, ['--json', '--format', 'json']).format, 'json')
+    assert.equal(parseOptions('status', STATUS, ['--format', 'prometheus']).format, 'prometheus')
+    assert.equal(parseOptions('check', CHECK, ['--json']).format, 'json')
+  })
+
+  test('--table defaults to cron_leases and takes schema.name', () => {
+    assert.equal(parseOptions('status', STATUS, []).table, 'cron_leases')
+    assert.equal(parseOptions('status', STATUS, ['--table', 'jobs.leases']).table, 'jobs.leases')
   })
 })
 
@@ -189,5 +241,22 @@ describe('a URL refused for its form is echoed as typed, with its passwords mask
     ] as const) {
       assert.equal(masked(typed), JSON.stringify(shown), typed)
     }
+  })
+})
+
+describe('a change names the job with its control characters escaped', () => {
+  test('a name with a line feed, an escape sequence and a backslash is printed on one line', () => {
+    const AT = '2026-11-30T13:10:17.838662Z'
+    const line = describeChange({ action: 'pause', forMs: 60_000 }, 'evil\njob\x1b[2J\\', {
+      jobName: 'evil\njob\x1b[2J\\',
+      leaseUntil: '2026-11-30T13:11:17.838662Z',
+      pausedUntil: '2026-11-30T13:11:17.838662Z',
+      changedAt: AT,
+    })
+    assert.equal(
+      line,
+      `Paused evil\\njob\\x1b[2J\\\\ until 2026-11-30T13:11:17.838662Z (database clock ${AT}); no replica can claim it until then.`,
+    )
+    assert.doesNotMatch(line, /\p{Cc}/u)
   })
 })
