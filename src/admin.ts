@@ -46,11 +46,15 @@ export interface JobState {
 
 /**
  * Pauses a job on every replica: no claim succeeds until the pause ends (the pause holds the
- * job's lease until then, so replicas of any version of this library respect it). A tick running
- * at that moment is not stopped, but its next `renew()` or keep-alive beat resolves false and its
- * `ctx.signal` aborts. Resolves `true` when the job's row was changed, `false` when the job has no
- * row yet (it has never been claimed). A pause given while another holds the job replaces it, so
- * its end is the new one, earlier or later. Needs the 2.1 columns (`pg-cron-lease migrate`).
+ * job's lease until then, so claimants of every version respect it; a renew by the original
+ * package 1.0.1 during a pause ends it, see docs/operations.md). A tick running at that moment is
+ * not stopped, but its next `renew()` or keep-alive beat resolves false and its `ctx.signal`
+ * aborts; the lease it holds on its own is kept, so no pause, replacing pause or resume lets a
+ * second replica in before it ends. Resolves `true` when the job's row was changed, `false` when
+ * the job has no row yet (it has never been claimed). A pause given while another holds the job
+ * replaces it, so its end is the new one, earlier or later. `until` must be in the future by the
+ * database clock (else a TypeError, and nothing is written). Needs every optional column
+ * (`pg-cron-lease migrate`); without them it refuses before writing.
  *
  * @example
  * await pauseJob(pool, 'billing:hourly', { forMs: 30 * 60_000 }) // skip the next half hour
@@ -61,7 +65,8 @@ export async function pauseJob(db: Queryable, jobName: string, opts?: PauseOptio
 }
 
 /**
- * Ends a job's pause: it is claimable at once. A pause that already ran out is only cleared.
+ * Ends a job's pause: it is claimable at once, unless a running claim still holds its own lease,
+ * which then runs to its end. A pause that already ran out is only cleared.
  * Resolves `true` when the job's row was changed, `false` when the job has no row.
  *
  * @example

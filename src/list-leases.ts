@@ -60,7 +60,7 @@ export interface LeaseInfo {
   checkedAt: string
   /**
    * How the last recorded run ended: `'ok'`, `'error'`, or `null` (never recorded, recording off,
-   * a table without the 2.1 columns, or a node-cron coordinator run whose failure was not wired).
+   * a table without the outcome columns, or a run of a node-cron task the coordinator does not watch).
    */
   lastOutcome: 'ok' | 'error' | null
   /** When the last recorded run settled, database clock; `null` if none was recorded. */

@@ -274,7 +274,8 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at`
  * nothing over its successor's row. It never touches the lease. Parameters: $1 job name, $2 claim
  * token, $3 duration in ms, $4 'ok', 'error' or NULL, $5 the error's first line or NULL, $6 the
  * declared interval in ms or NULL. Without a declared interval the job's is the time between this
- * claim and the claim of the run recorded before it. Needs the 2.1 columns (42703 without them).
+ * claim and the claim of the run recorded before it. Needs the outcome columns (RECORD_COLUMNS),
+ * so it is sent only when the won claim's reply said the table has them.
  */
 export function recordOutcomeSql(table: string): string {
   return `UPDATE ${quoteTable(table)} AS lease
@@ -292,8 +293,8 @@ FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
 }
 
-// The columns of the 2.1 shape that reading statements use. Read through jsonb_to_record, a column
-// the table does not have comes back NULL, so one text serves tables of either shape.
+// The optional columns that reading statements use. Read through jsonb_to_record, a column the
+// table does not have comes back NULL, so one text serves tables of every shape.
 const OUTCOME_RECORD = `jsonb_to_record(to_jsonb(lease)) AS extra(last_outcome text, last_finished_at timestamptz,
     last_duration_ms float8, last_error text, last_success_at timestamptz, every_ms float8, paused_until timestamptz)`
 

@@ -87,8 +87,8 @@ export interface LeaseOptions {
   /**
    * Record how each won tick ended (when it settled, how long it ran, `ok` or `error` with the
    * error's first line) in the lease row, for `listLeases`, `pg-cron-lease status` and `check`.
-   * Needs the 2.1 columns (`pg-cron-lease migrate`); on a table without them recording is skipped
-   * with one warning. Default: `true`.
+   * Needs the outcome columns (`pg-cron-lease migrate`); on a table without them recording is
+   * skipped with one warning. Default: `true`.
    */
   record?: boolean
   /**
