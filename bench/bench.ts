@@ -2,11 +2,11 @@
  * `npm run bench`: the claim measured against the floor (`SELECT 1`) and against the usual ways of
  * doing the same thing, in one process and one run, side by side, with PASS/FAIL per target.
  *
- *   npm run bench -- [--quick] [--pg 18|14] [--json PATH] [--svg PATH]
+ *   npm run bench -- [--quick] [--source] [--pg 18|14] [--json PATH] [--svg PATH]
  *                    [--fleet-jobs N] [--fleet-order lockstep|staggered]
  *
  * It measures the package as users install it: its build (dist/, which `npm run bench` rebuilds
- * first); with `node --conditions=pg-cron-lease-source` it measures the source instead.
+ * first); with `--source` it measures src/ instead. Every case calls that one copy (library.ts).
  *
  * An embedded Postgres 18 by default (`--pg 14` for 14); `DATABASE_URL` targets another server
  * (tables with unique names are created and dropped). PgBouncer, when installed, is started in
@@ -19,7 +19,6 @@
 import { readdirSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import pg from 'pg'
 import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
@@ -38,12 +37,14 @@ import {
   raceCase,
   singleCases,
 } from './cases.ts'
+import { loadLibrary } from './library.ts'
 import { Series, shuffler } from './measure.ts'
 import { type BouncerStatus, buildRows, buildTargets, formatReport, type Results, writeResults } from './report.ts'
 
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
+    source: { type: 'boolean', default: false },
     pg: { type: 'string' },
     json: { type: 'string' },
     svg: { type: 'string' },
@@ -65,15 +66,15 @@ if (fleetOrder !== 'lockstep' && fleetOrder !== 'staggered') {
 }
 const jsonPath = values.json ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json')
 const svgPath = values.svg ?? (quick ? 'bench/results/quick.svg' : 'docs/bench.svg')
-const library = path.relative(process.cwd(), fileURLToPath(import.meta.resolve('pg-cron-lease')))
+const { library, file: libraryFile } = await loadLibrary(values.source)
 // A build older than the source would measure code that is no longer there.
-if (library.startsWith('dist')) {
-  const built = statSync(library).mtimeMs
+if (!values.source) {
+  const built = statSync(libraryFile).mtimeMs
   const stale = readdirSync('src', { recursive: true, encoding: 'utf8' }).filter(
     (file) => statSync(path.join('src', file)).mtimeMs > built,
   )
   if (stale.length > 0) {
-    throw new Error(`${library} is older than src/${stale[0]}: run npm run build (npm run bench does)`)
+    throw new Error(`${libraryFile} is older than src/${stale[0]}: run npm run build (npm run bench does)`)
   }
 }
 const loadAtStart = os.loadavg()
@@ -82,13 +83,13 @@ const log = (line: string) => process.stdout.write(`${line}\n`)
 const cleanups = new Cleanups()
 cleanups.install()
 const server = await startServer(process.env.DATABASE_URL, parseMajor(values.pg), cleanups)
-const bench = await openBench(server, profile, cleanups)
+const bench = await openBench(server, profile, cleanups, library)
 const { rows: versionRows } = await bench.observer.query('SHOW server_version')
 const serverVersion = String(versionRows[0].server_version)
 log(
   `pg-cron-lease bench${quick ? ' (--quick)' : ''}: Postgres ${serverVersion}, Node ${process.versions.node}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), load average ${loadAtStart.map((n) => n.toFixed(2)).join(' ')}`,
 )
-log(`measuring ${library}`)
+log(`measuring ${libraryFile}`)
 if (server.dataDir) log(`embedded Postgres ${server.major} on 127.0.0.1:${server.port}, data in ${server.dataDir}`)
 
 // PgBouncer with fewer server connections than its pool has clients, so the pool meets a refusal
@@ -189,7 +190,7 @@ const results: Results = {
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
     loadAverage: { start: loadAtStart, end: os.loadavg() },
     unexpectedOutcomes: bench.unexpected,
-    library,
+    library: libraryFile,
   },
   floor: { p50: floor.p50, p90: floor.p90, p99: floor.p99, opsPerSec: floor.opsPerSec },
   rows,

@@ -6,14 +6,10 @@
  */
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
-// The package as users install it: its build (dist/), through the package's own name. The bench
-// test runs it on the source instead (node --conditions=pg-cron-lease-source).
-import { createTableSql, quoteTable, withCronLease } from 'pg-cron-lease'
 import type { Cleanups } from '../dev/lifecycle.ts'
 import { advisoryTick, plainUpsertSql, shedLockClaim, waitingClaimSql } from '../dev/peers.ts'
 import type { Server } from '../dev/postgres.ts'
-import { runStatement } from '../src/query.ts'
-import { tickStatements } from '../src/sql.ts'
+import { type Library, recordingPool, type SentStatement, sendAgain } from './library.ts'
 import {
   backendCpu,
   type CpuMark,
@@ -85,6 +81,8 @@ const WIN_LEASE_MS = 20
 export interface Bench {
   server: Server
   profile: Profile
+  /** The copy of the library measured (see library.ts); every case calls this one. */
+  library: Library
   /** Setup and the server marks; never timed. */
   observer: pg.Client
   /**
@@ -110,8 +108,8 @@ export interface Bench {
   /** Counts an operation whose outcome was not the one set up (a win where a loss was expected). */
   expect(ok: boolean): void
   readonly unexpected: number
-  /** The renewing claim's token. */
-  renewToken: string
+  /** The statements the library sent for a losing claim and for `ctx.renew()`, sent again by the cases that time them alone. */
+  sent: { losingClaim: SentStatement; renew: SentStatement }
 }
 
 const TABLE_ROLES = [
@@ -137,7 +135,13 @@ type TableRole = (typeof TABLE_ROLES)[number]
  * role, so the rows one case rewrites never share a page with the row another case only reads
  * (reading a page full of dead row versions can prune it, which writes WAL).
  */
-export async function openBench(server: Server, profile: Profile, cleanups: Cleanups): Promise<Bench> {
+export async function openBench(
+  server: Server,
+  profile: Profile,
+  cleanups: Cleanups,
+  library: Library,
+): Promise<Bench> {
+  const { createTableSql, quoteTable } = library
   const clients = new Set<pg.Client>()
   const connect = async (url = server.url) => {
     const c = new pg.Client({ connectionString: url })
@@ -177,11 +181,12 @@ export async function openBench(server: Server, profile: Profile, cleanups: Clea
       `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder) VALUES ('held', clock_timestamp() + interval '1 day', 'other')`,
     )
   }
-  const renewing = await withCronLease(pool, 'renewing', HOUR, (ctx) => ctx.claimToken, { table: tables.renew })
+  const sent = await sentStatements(library, pool, tables)
   let unexpected = 0
   return {
     server,
     profile,
+    library,
     observer,
     pool,
     tickPool,
@@ -199,8 +204,41 @@ export async function openBench(server: Server, profile: Profile, cleanups: Clea
     get unexpected() {
       return unexpected
     },
-    renewToken: renewing.result!,
+    sent,
   }
+}
+
+/**
+ * The statements the library sends, read from what it sent: a losing claim on the held job, and
+ * the claim of the job the renew case keeps renewing with its `ctx.renew()`. Their texts and names
+ * are the library's own, so they come from the copy measured, not from its modules.
+ */
+async function sentStatements(
+  { withCronLease }: Library,
+  pool: pg.Pool,
+  tables: Record<TableRole, string>,
+): Promise<Bench['sent']> {
+  const losing = recordingPool(pool)
+  const lost = await withCronLease(losing.db, 'held', HOUR, noop, { table: tables.lose, holder: HOLDER })
+  const losingClaim = losing.sent[0]
+  if (lost.ran || losing.sent.length !== 1 || losingClaim === undefined) {
+    throw new Error(`a losing claim should send one statement and not run, but sent ${losing.sent.length}`)
+  }
+  const renewing = recordingPool(pool)
+  let renew: SentStatement | undefined
+  await withCronLease(
+    renewing.db,
+    'renewing',
+    HOUR,
+    async (ctx) => {
+      const before = renewing.sent.length
+      if (!(await ctx.renew())) throw new Error('the renewing claim could not renew its own lease')
+      renew = renewing.sent[before]
+    },
+    { table: tables.renew },
+  )
+  if (renew === undefined) throw new Error('ctx.renew() sent no statement')
+  return { losingClaim, renew }
 }
 
 /** One single operation, timed one call at a time. */
@@ -219,17 +257,18 @@ export interface Case {
  */
 export function singleCases(b: Bench): Case[] {
   const { pool, tables: t, expect } = b
+  const { quoteTable, withCronLease } = b.library
   const knownRows = new Set<string>(['held'])
   // The claim as users send it; `record` only adds the statement a won tick sends after it settles,
   // which is the outcome's bookkeeping, not the claim (measured on its own row below).
   const claim = (job: string, leaseMs: number, table: string, prepare = true, record = false) =>
     withCronLease(pool, job, leaseMs, noop, { table, holder: HOLDER, prepare, record })
-  // A losing claim statement sent as a named statement straight through the pool.
+  // A losing claim statement sent as a named statement straight through the pool, with the values
+  // the library sent with its own.
   const loseNamed = (name: string, text: string) => async () =>
-    expect((await pool.query({ name, text, values: ['held', HOUR, HOLDER] })).rowCount === 0)
-  // Texts built once, as the library holds its own (tickStatements): a text rebuilt on every call
-  // costs the driver a comparison of two long strings before it can reuse the statement.
-  const renewText = tickStatements(t.renew).renew
+    expect((await pool.query({ name, text, values: b.sent.losingClaim.values })).rowCount === 0)
+  // Texts built once, as the library holds its own: a text rebuilt on every call costs the driver
+  // a comparison of two long strings before it can reuse the statement.
   const selectHeldText = `SELECT 1 FROM ${quoteTable(t.lose)} WHERE job_name = $1::text AND lease_until > clock_timestamp()`
   return [
     {
@@ -260,13 +299,13 @@ export function singleCases(b: Bench): Case[] {
       label: 'claim, losing: its statement alone (named, pool.query)',
       group: 'diagnostic',
       unit: 'claim',
-      op: loseNamed('bench-claim-statement', tickStatements(t.lose).claim),
+      op: loseNamed('bench-claim-statement', b.sent.losingClaim.text),
     },
     {
-      // The claim with the guard of 2.0, which has no FOR UPDATE SKIP LOCKED branch: what that
-      // branch costs a loser, which still sets it up (see the fleet round for what it saves).
+      // The claim with the NOT EXISTS guard, which has no FOR UPDATE SKIP LOCKED branch: what
+      // that branch costs a loser, which still sets it up (see the fleet round for what it saves).
       id: 'claim_lose_waiting',
-      label: 'claim with the guard of 2.0, losing (named, pool.query)',
+      label: 'claim, NOT EXISTS guard, losing (named, pool.query)',
       group: 'diagnostic',
       unit: 'claim',
       op: loseNamed('bench-waiting-statement', waitingClaimSql(t.lose)),
@@ -329,13 +368,12 @@ export function singleCases(b: Bench): Case[] {
         ),
     },
     {
-      // ctx.renew()'s statement, sent the way the context sends it.
+      // ctx.renew()'s statement, sent again as the context sent it.
       id: 'renew',
       label: 'renew (fenced)',
       group: 'library',
       unit: 'renew',
-      op: async () =>
-        expect((await runStatement(pool, renewText, ['renewing', HOUR, b.renewToken], true)).rowCount === 1),
+      op: async () => expect((await sendAgain(pool, b.sent.renew)).rowCount === 1),
     },
     {
       id: 'plain_lose',
@@ -376,7 +414,7 @@ export function singleCases(b: Bench): Case[] {
  */
 export function bouncerCases(b: Bench, bouncerPool: pg.Pool): Case[] {
   const claim = (prepare: boolean) =>
-    withCronLease(bouncerPool, 'held', HOUR, noop, { table: b.tables.lose, holder: HOLDER, prepare })
+    b.library.withCronLease(bouncerPool, 'held', HOUR, noop, { table: b.tables.lose, holder: HOLDER, prepare })
   return [
     {
       id: 'bouncer_select1',
@@ -421,7 +459,7 @@ export async function forceFallback(b: Bench, bouncerPool: pg.Pool, clients: num
     for (let round = 0; round < 50 && !fellBack; round++) {
       await Promise.all(
         Array.from({ length: clients }, () =>
-          withCronLease(bouncerPool, 'held', HOUR, noop, { table: b.tables.lose, holder: HOLDER }),
+          b.library.withCronLease(bouncerPool, 'held', HOUR, noop, { table: b.tables.lose, holder: HOLDER }),
         ),
       )
     }
@@ -446,6 +484,7 @@ export interface RaceResult extends Stats {
  */
 export async function raceCase(b: Bench, claimants: number, kind: 'lease' | 'plain'): Promise<RaceResult> {
   const { profile, observer } = b
+  const { quoteTable, withCronLease } = b.library
   const table = kind === 'lease' ? b.tables.raceLease : b.tables.racePlain
   const conns = await Promise.all(Array.from({ length: claimants }, () => b.connect()))
   await observer.query(
@@ -482,6 +521,7 @@ export async function raceCase(b: Bench, claimants: number, kind: 'lease' | 'pla
  */
 export async function connectionsHeld(b: Bench): Promise<Record<string, number>> {
   const { tickPool: pool, tables } = b
+  const { withCronLease } = b.library
   const suffix = randomBytes(3).toString('hex')
   const held = async (run: (tick: () => number) => Promise<unknown>) => {
     let inTick = -1
@@ -505,7 +545,7 @@ export async function connectionsHeld(b: Bench): Promise<Record<string, number>>
 
 /**
  * The fleet's claimants: the library as users call it (default options: prepared), the original
- * package's plain upsert as it sent it (plain text), and the claim with the guard of 2.0, which
+ * package's plain upsert as it sent it (plain text), and the claim with the NOT EXISTS guard, which
  * waits on a row lock instead of skipping it (sent prepared, for comparison).
  */
 export type FleetKind = 'lease' | 'plain' | 'waiting'
@@ -543,6 +583,7 @@ export interface FleetResult {
  */
 export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 'staggered'): Promise<FleetResult> {
   const { observer, profile } = b
+  const { quoteTable, withCronLease } = b.library
   const table = { lease: b.tables.fleetLease, plain: b.tables.fleetPlain, waiting: b.tables.fleetWaiting }[kind]
   const { fleetJobs: jobs, fleetReplicas: replicas } = profile
   await observer.query(`TRUNCATE ${quoteTable(table)}`)

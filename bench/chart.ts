@@ -30,7 +30,7 @@ export interface ChartInput {
       walPerClaim: number
     }
     plain: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
-    /** The claim with the guard of 2.0 (waits on a row lock instead of skipping it), when it was measured. */
+    /** The claim with the NOT EXISTS guard (waits on a row lock instead of skipping it), when it was measured. */
     waiting?: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
     ratio: number
   }
@@ -109,7 +109,7 @@ export function renderChart(input: ChartInput): string {
   ]
   if (input.fleet.waiting) {
     fleetBars.push([
-      'claim, guard of 2.0 (waits on the row lock)',
+      'claim, NOT EXISTS guard (waits on the row lock)',
       input.fleet.waiting.claimsPerSec,
       COLOURS.diagnostic!,
     ])
@@ -180,7 +180,7 @@ function workRows(input: ChartInput): Array<[string, { xids: string; wal: string
   for (const [label, f] of [
     ['pg-cron-lease, fleet round (all claims)', input.fleet.lease],
     ['plain upsert, fleet round (all claims)', input.fleet.plain],
-    ['claim, guard of 2.0 (waits on the row lock), fleet round', input.fleet.waiting],
+    ['claim, NOT EXISTS guard (waits on the row lock), fleet round', input.fleet.waiting],
   ] as const) {
     if (f) out.push([label, { xids: fixed(f.xidsPerClaim), wal: f.walPerClaim.toFixed(0) }])
   }

@@ -248,7 +248,7 @@ export function formatReport(results: Results): string {
   const names: Record<string, string> = {
     lease: 'the library',
     plain: 'plain upsert',
-    waiting: 'claim, guard of 2.0 (waits on the row lock)',
+    waiting: 'claim, NOT EXISTS guard (waits on the row lock)',
   }
   const cpu = (n: number | null) => (n === null ? '?' : fmt(n))
   for (const f of results.fleet.rounds) {
