@@ -158,11 +158,8 @@ function explain(error: unknown, target: Target, { command, table }: Doing): str
     case '42501':
       return `${said} in ${where}; connect as a role that may ${command === 'migrate' ? 'create the table' : command === 'status' || command === 'check' ? 'read the table' : 'update the table'}`
     case '42703':
-      // Only pause and resume name the 2.1 columns directly; every other statement reads a table
-      // of either shape, so there a missing column means a table that is not a lease table.
-      if (command === 'pause' || command === 'resume') {
-        return `${table} in ${where} has the original shape, without the pause columns; add them with: ${migrateCommand(table)} (same --url)`
-      }
+      // No statement names a column the table may lack (pause and resume read the columns first
+      // and say what to run), so a missing column means a table that is not a lease table.
       return `${table} in ${where} is not a pg-cron-lease table (${said}); check --table`
   }
   if (/timeout/i.test(said)) {
