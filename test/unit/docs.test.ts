@@ -12,8 +12,8 @@ import path from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
+import { optionsOf } from '../../src/options.ts'
 import { claimSql, createTableSql } from '../../src/sql.ts'
-import { LEASE_OPTION_KEYS } from '../../src/types.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const DOCS = [
@@ -27,6 +27,9 @@ const DOCS = [
 ]
 // The changelog's entries are one line each, as written when each change lands.
 const WRAPPED = DOCS.filter((file) => file !== 'CHANGELOG.md')
+// A changelog entry says what changed in a line; the detail is in the guide it links to.
+const MAX_CHANGELOG_ENTRY = 200
+const CHANGELOG_SECTIONS = ['Upgrading from the original package', 'Added', 'Changed', 'Fixed']
 const README_MAX_LINES = 400
 // Prose and tables wrap at 100 characters; ts and js code may reach 120, the formatter's width.
 // Other blocks hold what cannot wrap: a crontab line, a command's real output.
@@ -195,7 +198,7 @@ describe('the README describes the library as it is', () => {
     )
     assert.ok(exported.length > 30, `${exported.length} exports found`)
     const api = section('API')
-    const missing = [...exported, ...LEASE_OPTION_KEYS].filter((name) => !api.includes(`\`${name}`))
+    const missing = [...exported, ...optionsOf('withCronLease')].filter((name) => !api.includes(`\`${name}`))
     assert.deepEqual(missing, [])
   })
 
@@ -261,8 +264,51 @@ describe('the docs say how to run it, with commands that exist', () => {
   })
 })
 
+describe('the changelog is one short line per change, under one heading for the next release', () => {
+  const changelog = docs.get('CHANGELOG.md')!
+  const version = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version as string
+
+  test(`every entry is one line of at most ${MAX_CHANGELOG_ENTRY} characters`, () => {
+    const problems: string[] = []
+    for (const [i, line] of changelog.lines.entries()) {
+      const at = `CHANGELOG.md:${i + 1}`
+      if (/^\s+\S/.test(line)) problems.push(`${at}: an entry continues on a second line`)
+      else if (line.startsWith('- ') && line.length > MAX_CHANGELOG_ENTRY) {
+        problems.push(`${at}: ${line.length} characters; link to the guide for the detail`)
+      }
+    }
+    assert.deepEqual(problems, [])
+  })
+
+  test("the releases are one heading each, the newest the version package.json names; none is a bare 'Unreleased'", () => {
+    const releases = changelog.lines.filter((line) => line.startsWith('## '))
+    assert.equal(releases[0], `## ${version} (unreleased)`, "the first release heading names package.json's version")
+    assert.equal(new Set(releases).size, releases.length, 'no release heading appears twice')
+    assert.deepEqual(
+      releases.filter((heading) => /unreleased/i.test(heading) && heading !== releases[0]),
+      [],
+      'only the next release is unreleased',
+    )
+  })
+
+  test('every entry sits under Added, Changed or Fixed, or the upgrading notes', () => {
+    let section: string | undefined
+    const misplaced: string[] = []
+    for (const [i, line] of changelog.lines.entries()) {
+      if (line.startsWith('## ')) section = undefined
+      else if (line.startsWith('### ')) section = line.slice(4)
+      else if (line.startsWith('- ') && (section === undefined || !CHANGELOG_SECTIONS.includes(section))) {
+        misplaced.push(`CHANGELOG.md:${i + 1}: under ${section ?? 'no section'}`)
+      }
+    }
+    assert.deepEqual(misplaced, [])
+  })
+})
+
 describe("CONTRIBUTING.md's repository layout matches the tree", () => {
   const ROOTS = ['src', 'sql', 'test', 'dev', 'examples', 'bench', 'scripts', 'docs']
+  // What a run writes, git-ignored, so a fresh clone has none of it.
+  const OUTPUT = new Set(['bench/results'])
   const exists = (p: string) => existsSync(path.join(root, p))
 
   /**
@@ -311,7 +357,8 @@ describe("CONTRIBUTING.md's repository layout matches the tree", () => {
       dir,
       ...readdirSync(path.join(root, dir), { withFileTypes: true })
         .filter((entry) => entry.isDirectory() && !entry.name.startsWith('.'))
-        .map((entry) => `${dir}/${entry.name}`),
+        .map((entry) => `${dir}/${entry.name}`)
+        .filter((sub) => !OUTPUT.has(sub)),
     ])
     const covered = (dir: string) => named.has(dir) || [...named].some((p) => p.startsWith(`${dir}/`))
     assert.deepEqual(
