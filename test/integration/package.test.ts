@@ -76,6 +76,28 @@ describe('the packed tarball installs and loads both ways', () => {
     assert.equal(out.trim(), 'true')
   })
 
+  test('every target of the exports map, under every condition, is a file the tarball ships', () => {
+    const installed = path.join(dir, 'node_modules/pg-cron-lease')
+    const { exports } = JSON.parse(readFileSync(path.join(installed, 'package.json'), 'utf8'))
+    const targets: string[] = []
+    const conditions = new Set<string>()
+    const walk = (value: unknown) => {
+      if (typeof value === 'string') targets.push(value)
+      else if (value !== null && typeof value === 'object') {
+        for (const [key, inner] of Object.entries(value)) {
+          if (!key.startsWith('.')) conditions.add(key)
+          walk(inner)
+        }
+      }
+    }
+    walk(exports)
+    assert.ok(targets.length >= 5, `${targets.length} targets found`)
+    // A wildcard target names a directory; the rest name files.
+    const missing = targets.filter((t) => !existsSync(path.join(installed, t.includes('*') ? path.dirname(t) : t)))
+    assert.deepEqual(missing, [])
+    assert.deepEqual([...conditions].sort(), ['default', 'import', 'require', 'types'], 'no condition of its own')
+  })
+
   test('the tarball ships examples/try.mjs, which imports only what a consumer installs to try it', () => {
     const examples = path.join(dir, 'node_modules/pg-cron-lease/examples')
     assert.ok(readdirSync(examples).includes('try.mjs'), 'examples/try.mjs is in the tarball')
