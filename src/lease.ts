@@ -182,12 +182,15 @@ export function claim(config: ClaimConfig): Promise<Ticket | null> {
 }
 
 /**
- * A claim on a table that does not exist (42P01: the claim names no other relation) says which
- * table and how to make it; the driver's error stays as `cause`, and its `code` on the error. Any
+ * A claim on a table that does not exist (42P01, naming the lease table) says which table and how
+ * to make it; the driver's error stays as `cause`, and its `code` on the error. Any
  * other error is unchanged.
  */
 function missingTable(error: unknown, table: string): unknown {
-  if ((error as { code?: unknown } | null)?.code !== '42P01') return error
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
+  // Postgres names the relation as written (`relation "jobs.leases" does not exist`); a 42P01 about
+  // another one (a trigger on the table naming a missing relation) is not this.
+  if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error
   // The driver's code is kept on the error, so code that already tests for 42P01 still does.
   return Object.assign(
     new Error(

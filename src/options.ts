@@ -6,9 +6,9 @@
  * the fuzz tests' oracle all read this table, so a new option is one row here, one declaration,
  * and the code that uses it.
  *
- * An entry point compiles a user's option bag once into a frozen object, and remembers it for that
- * bag (see {@link compileOptions}): a tick that passes the same object every minute pays a lookup,
- * not a validation.
+ * An entry point compiles a user's option bag into a frozen object, and remembers it for that bag
+ * (see {@link compileOptions}): a tick that passes the same object every minute pays a read and a
+ * comparison, not a validation.
  */
 import type { KeepAlive, LeaseLogger } from './types.js'
 import {
@@ -108,15 +108,24 @@ const KEYS = Object.fromEntries(
 
 // One compiled bag per user bag and entry point. Keyed by the bag itself, so a bag the caller drops
 // is dropped here too; the lease length is kept beside it, as keepAlive's check depends on it.
-const compiled = new WeakMap<object, Map<EntryPoint, { leaseMs: number; options: Compiled }>>()
+interface Seen {
+  leaseMs: number
+  /** What was read of the bag: its own key count and each accepted key's value, in key order. */
+  count: number
+  raw: unknown[]
+  options: Compiled
+}
+const compiled = new WeakMap<object, Map<EntryPoint, Seen>>()
 const NO_BAG: Partial<Record<EntryPoint, Map<number, Compiled>>> = {}
 
 /**
  * The options of `entry`, checked and with their defaults, as one frozen object. `opts` is read
- * once, into a plain object, so a Proxy trap that throws is reported as this argument and a getter
- * cannot give the check one value and the use another. The result is remembered for this `opts`
- * object: options are read when an object is first passed, and a bag changed after that is not
- * read again (pass a new object to change them).
+ * once a call, into a plain object, so a Proxy trap that throws is reported as this argument and a
+ * getter cannot give the check one value and the use another. The checked result is remembered for
+ * this `opts` object: a call whose bag reads the same as last time (the same own key count, and the
+ * same value, by `Object.is`, for every key the entry point takes) reuses it, and anything else is
+ * checked again. A nested object (keepAlive, logger) is compared by identity: replace it rather than
+ * change it in place.
  *
  * `null` is no options, as the original package took it; an unknown key is a typo, and a typo must
  * not fall back to a default.
@@ -138,29 +147,39 @@ export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, na
     return options
   }
   if (typeof opts !== 'object') return fail(name, 'an object', opts)
-  const seen = compiled.get(opts)?.get(entry)
-  if (seen !== undefined && seen.leaseMs === leaseMs) return seen.options
   const keys = optionsOf(entry)
   let own: string[]
-  const bag: Record<string, unknown> = {}
+  const raw: unknown[] = []
   let array = false
   try {
     // Every look at a revoked Proxy throws, Array.isArray included.
     array = Array.isArray(opts)
     own = array ? [] : Object.keys(opts)
-    for (const key of keys) bag[key] = (opts as Record<string, unknown>)[key]
+    for (const key of keys) raw.push((opts as Record<string, unknown>)[key])
   } catch {
     return fail(name, 'an object whose properties can be read', opts)
   }
   if (array) return fail(name, 'an object', opts)
-  const options = build(entry, bag, own, leaseMs, name)
   let forBag = compiled.get(opts)
+  const seen = forBag?.get(entry)
+  if (seen !== undefined && sameRead(seen, leaseMs, own.length, raw)) return seen.options
+  const bag: Record<string, unknown> = {}
+  keys.forEach((key, i) => {
+    bag[key] = raw[i]
+  })
+  const options = build(entry, bag, own, leaseMs, name)
   if (forBag === undefined) {
     forBag = new Map()
     compiled.set(opts, forBag)
   }
-  forBag.set(entry, { leaseMs, options })
+  forBag.set(entry, { leaseMs, count: own.length, raw, options })
   return options
+}
+
+function sameRead(seen: Seen, leaseMs: number, count: number, raw: unknown[]): boolean {
+  if (seen.leaseMs !== leaseMs || seen.count !== count) return false
+  for (let i = 0; i < raw.length; i++) if (!Object.is(seen.raw[i], raw[i])) return false
+  return true
 }
 
 function build(entry: EntryPoint, bag: Record<string, unknown>, own: string[], leaseMs: number, name: string) {

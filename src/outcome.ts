@@ -65,9 +65,12 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   } catch (error) {
     if ((error as { code?: unknown } | null)?.code === '42703') return warnOriginalShape(table, logger)
     // A failed run must never be left reading as the last run's 'ok'. Text the database cannot
-    // store (a character its encoding lacks, 22P05) is the one cause the run can fix, so the
-    // outcome is written again with the message in plain ASCII; any other failure fails again.
-    if (outcome === 'error' && errorText !== null && !isAscii(errorText)) {
+    // store (a character its encoding lacks, 22P05, or cannot take at all, 22021) is the one cause
+    // the run can fix, so the outcome is written again with the message in plain ASCII. Any other
+    // failure (a timeout, the database gone) would fail again: it is a warning, and the row keeps
+    // its last recorded outcome.
+    const code = (error as { code?: unknown } | null)?.code
+    if (outcome === 'error' && errorText !== null && (code === '22P05' || code === '22021') && !isAscii(errorText)) {
       try {
         await send(toAscii(errorText))
         return warn(logger, `pg-cron-lease: the error of '${jobName}' was recorded in ASCII: ${firstLine(error)}`)

@@ -71,7 +71,9 @@ export function runStatement(
   }
 }
 
-const SAVEPOINT = 'pg_cron_lease'
+// Each statement gets a savepoint of its own: two library calls in flight on one client (a beat
+// beside the tick's own listLeases) must never roll back to, or release, each other's.
+let savepoints = 0
 
 /**
  * Runs a statement inside the caller's transaction so that its failure cannot abort that
@@ -81,29 +83,32 @@ const SAVEPOINT = 'pg_cron_lease'
  * rolled back to the savepoint and the caller's transaction goes on; the error still rejects.
  *
  * Plain text, never prepared: a pooler's refusal of a named statement would itself be a failure.
- * The savepoint, the statement and its release are queued on the client in one step, so none of
- * the caller's own queries on the same client can run between them on success. On failure the
- * rollback is queued when the failure is read, so a query the caller sent on the same client while
- * the statement ran (a tick querying during a keep-alive beat) can meet the aborted state and fail;
- * the transaction is whole again after the rollback.
+ * The savepoint and the statement are queued on the client in one step, so none of the caller's
+ * own queries on the same client can run between them; one that runs before the release is kept
+ * by it. (Two queued at once is also what pg queues without its deprecation warning.) On failure
+ * the rollback is queued when the failure is read, so a query the caller sent on the same client
+ * while the statement ran (a tick querying during a keep-alive beat) can meet the aborted state and
+ * fail with 25P02: loudly, and the transaction is whole again after the rollback. A savepoint that
+ * could not be made (the transaction had failed before) is not rolled back to.
  */
 function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
-  const opened = Promise.resolve(db.query(`SAVEPOINT ${SAVEPOINT}`, []))
-  const ran = Promise.resolve(db.query(text, params))
-  const released = Promise.resolve(db.query(`RELEASE SAVEPOINT ${SAVEPOINT}`, []))
-  // Each outcome is read through `ran`; these only must not be reported as unhandled.
+  savepoints = (savepoints % 1_000_000_000) + 1
+  const name = `pg_cron_lease_${savepoints}`
+  const opened = Promise.resolve(db.query(`SAVEPOINT ${name}`, []))
+  // Its outcome is read on the failure path only; it must not be reported as unhandled.
   opened.catch(() => {})
-  released.catch(() => {})
-  return ran.then(
-    (result) => released.then(() => result),
-    (error: unknown) =>
-      Promise.resolve(db.query(`ROLLBACK TO SAVEPOINT ${SAVEPOINT}`, []))
-        .then(() => db.query(`RELEASE SAVEPOINT ${SAVEPOINT}`, []))
-        // The statement's own error is the one to report, whether or not the rollback worked (it
-        // fails only when the savepoint was never made, and then the transaction had failed before).
-        .then(
-          () => Promise.reject(error),
-          () => Promise.reject(error),
-        ),
+  return Promise.resolve(db.query(text, params)).then(
+    (result) => Promise.resolve(db.query(`RELEASE SAVEPOINT ${name}`, [])).then(() => result),
+    (error: unknown) => {
+      const undo = () => {
+        const rolledBack = Promise.resolve(db.query(`ROLLBACK TO SAVEPOINT ${name}`, []))
+        const released = Promise.resolve(db.query(`RELEASE SAVEPOINT ${name}`, []))
+        rolledBack.catch(() => {})
+        return released
+      }
+      // The statement's own error is the one to report, whatever the undoing met.
+      const fail = () => Promise.reject(error)
+      return opened.then(undo, fail).then(fail, fail)
+    },
   )
 }

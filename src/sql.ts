@@ -238,10 +238,11 @@ function hasColumns(alias: string, columns: readonly string[]): string {
   return `to_jsonb(${alias}) ?& ARRAY[${columns.map((name) => `'${name}'`).join(', ')}]`
 }
 
-// This claim ($3), still unexpired, and no pause in force (one the original package's renew has
-// broken no longer holds the lease, so it does not stop this claim either).
+// This claim ($3), still unexpired, and no pause in force (see pauseHolds: one that another writer
+// of the lease has ended no longer stops this claim either).
 const FENCE = `WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until > clock_timestamp()
-  AND NOT coalesce(${pausedUntil('lease')} > clock_timestamp() AND lease_until >= ${pausedUntil('lease')}, false)`
+  AND NOT coalesce(${pausedUntil('lease')} > clock_timestamp()
+    AND lease_until = GREATEST(${claimUntil('lease')}, ${pausedUntil('lease')}), false)`
 
 /**
  * The fenced renew: moves this claim's expiry to `ms` from now. Parameters: $1 job name, $2 ms,
@@ -296,7 +297,8 @@ WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
 // The optional columns that reading statements use. Read through jsonb_to_record, a column the
 // table does not have comes back NULL, so one text serves tables of every shape.
 const OUTCOME_RECORD = `jsonb_to_record(to_jsonb(lease)) AS extra(last_outcome text, last_finished_at timestamptz,
-    last_duration_ms float8, last_error text, last_success_at timestamptz, every_ms float8, paused_until timestamptz)`
+    last_duration_ms float8, last_error text, last_success_at timestamptz, every_ms float8, paused_until timestamptz,
+    claim_until timestamptz)`
 
 /**
  * Every lease in the table, one row per job, ordered by job name in byte order (`COLLATE "C"`, so
@@ -330,7 +332,7 @@ SELECT lease.job_name,
   ${isoText('extra.last_success_at')} AS last_success_at,
   extra.every_ms,
   ${isoTextOrInfinity('extra.paused_until')} AS paused_until,
-  coalesce(extra.paused_until > ${at} AND lease.lease_until >= extra.paused_until, false) AS paused
+  coalesce(extra.paused_until > ${at} AND lease.lease_until = GREATEST(extra.claim_until, extra.paused_until), false) AS paused
 FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
   CROSS JOIN LATERAL ${OUTCOME_RECORD}
 ORDER BY lease.job_name COLLATE "C"`
@@ -351,12 +353,20 @@ const ADMIN_RETURNING = `RETURNING lease.job_name,
 export const LAST_INSTANT = '9999-12-31T23:59:59.999Z'
 
 /**
- * Whether a pause is in force: not over, and still holding the lease. The second half matters in
- * a mixed fleet: a renew by the original package knows nothing of pauses and can move lease_until
- * below paused_until, and from then on the job is claimable whatever paused_until says.
+ * Whether a pause is in force: not over, and the lease still exactly what the pause made it (the
+ * later of the claim's own end and the pause's). Any other writer of lease_until ends it: in a
+ * mixed fleet, a renew by the original package knows nothing of pauses, and a claim can win once
+ * such a renew has run out. From then on that lease is its holder's, and neither a resume nor a
+ * replacing pause may cut it. (GREATEST skips a NULL claim_until: a pause made before the column.)
  */
 function pauseHolds(alias: string): string {
-  return `(${pausedUntil(alias)} > clock.at AND ${alias}.lease_until >= ${pausedUntil(alias)})`
+  const until = pausedUntil(alias)
+  return `(${until} > clock.at AND ${alias}.lease_until = GREATEST(${claimUntil(alias)}, ${until}))`
+}
+
+/** A row's claim_until, read through `to_jsonb` so the text runs on every shape (NULL when absent). */
+function claimUntil(alias: string): string {
+  return `(to_jsonb(${alias}) ->> 'claim_until')::timestamptz`
 }
 
 /**
@@ -365,7 +375,7 @@ function pauseHolds(alias: string): string {
  * column existed) kept nothing, and the claim's end is taken as now.
  */
 function claimEnd(alias: string): string {
-  return `CASE WHEN ${pauseHolds(alias)} THEN coalesce((to_jsonb(${alias}) ->> 'claim_until')::timestamptz, clock.at)
+  return `CASE WHEN ${pauseHolds(alias)} THEN coalesce(${claimUntil(alias)}, clock.at)
     ELSE ${alias}.lease_until END`
 }
 
@@ -376,8 +386,8 @@ function claimEnd(alias: string): string {
  * just ended for one in force and cut the new claim's lease. Under READ COMMITTED the UPDATE that
  * follows sees the row as locked here.
  */
-function lockedClock(table: string): string {
-  return `locked AS MATERIALIZED (SELECT lease.* FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text FOR UPDATE),
+function lockedClock(table: string, gate = 'true'): string {
+  return `locked AS MATERIALIZED (SELECT lease.* FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text AND ${gate} FOR UPDATE),
 clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM locked) AS after_lock)`
 }
 
@@ -398,7 +408,10 @@ clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM
  * open-ended; it is compared in milliseconds first, as the timestamp itself would be out of range.
  */
 export function pauseSql(table: string): string {
-  return `WITH ${lockedClock(table)},
+  // An end already past is refused before the row is locked: a refusal inside a caller's
+  // transaction must not hold the row (and make every claim lose) until that transaction ends.
+  const future = `($3::text IS NULL OR ${fromIsoText('$3')} > clock_timestamp())`
+  return `WITH ${lockedClock(table, future)},
 pause AS MATERIALIZED (
   SELECT CASE
     WHEN $2::float8 IS NOT NULL THEN

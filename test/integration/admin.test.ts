@@ -220,3 +220,21 @@ describe('the end of a pause is judged by the database clock, and stays readable
     assert.equal((await resume(operator, jobName, { table }))?.wasPaused, false)
   })
 })
+
+describe('a refused pause touches nothing', () => {
+  test('an until already past, inside a caller’s transaction: no row lock, no transaction ID, claims go on', async () => {
+    const jobName = nextJob()
+    assert.equal(await claimRuns(jobName, 1), true)
+    const client = await operator.connect()
+    try {
+      await client.query('BEGIN')
+      await assert.rejects(pauseJob(client, jobName, { table, until: '2001-01-01T00:00:00Z' }), TypeError)
+      const { rows } = await client.query('SELECT pg_current_xact_id_if_assigned() AS xid')
+      assert.equal(rows[0].xid, null, 'no transaction ID was taken')
+      assert.equal(await claimRuns(jobName), true, 'another replica claims while the transaction is open')
+      await client.query('ROLLBACK')
+    } finally {
+      client.release()
+    }
+  })
+})

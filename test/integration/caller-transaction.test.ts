@@ -12,6 +12,7 @@ import { testPool } from '../../dev/postgres.ts'
 import {
   createTableSql,
   type LeaseContext,
+  listLeases,
   pauseJob,
   quoteTable,
   releaseLease,
@@ -232,5 +233,24 @@ describe('a claim through a transaction client on a table of the original shape'
     assert.match(warnings[0] ?? '', /original shape.*pg-cron-lease migrate --table tx_original_/)
     const ticked = await pool.query(`SELECT count(*)::int AS n FROM ${marks} WHERE mark = 'original-tick'`)
     assert.equal(ticked.rows[0].n, 1, 'the tick’s write committed')
+  })
+})
+
+describe('two library calls in flight on one transaction client', () => {
+  test('when one fails, the other is refused at most, and the transaction stays whole', async () => {
+    const broken = await tableOf('current')
+    const healthy = await tableOf('current')
+    const state = await inCallersTransaction(async (client) => {
+      await failing(client, true)
+      const [claimed, listed] = await Promise.allSettled([
+        withCronLease(client, 'job', 10_000, () => 'ran', { table: broken, logger: quiet }),
+        listLeases(client, { table: healthy }),
+      ])
+      assert.equal(claimed.status, 'rejected')
+      assert.match(String((claimed as PromiseRejectedResult).reason), /forced failure of INSERT/)
+      // The second was queued behind the failure: refused with 25P02, or run after the rollback.
+      if (listed.status === 'rejected') assert.equal((listed.reason as { code?: string }).code, '25P02')
+    })
+    assert.deepEqual(state, whole)
   })
 })

@@ -1,14 +1,16 @@
 /**
  * Every file in examples/ runs here, as its own process against the test database, so no example
- * rots. Examples import 'pg-cron-lease' as users do; the package's own `exports` map resolves
- * that name (a package may import itself by name). With the `pg-cron-lease-source` condition it
- * resolves to src/index.ts, so the examples run against the code under test with no build step.
+ * rots. Examples import 'pg-cron-lease' as users do. Plain Node resolves that name through the
+ * package's own `exports` map (a package may import itself by name), to the build; under tsx the
+ * `paths` of tsconfig.json map it to src/index.ts, so the examples run against the code under test
+ * with no build step. They run with examples/tsconfig.json, which adds the decorators NestJS needs.
  */
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
+import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -19,6 +21,7 @@ import { parseExposition } from '../helpers/prometheus.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const DURATION_MS = 3500
+const EXAMPLES_TSCONFIG = path.join(root, 'examples', 'tsconfig.json')
 const SCHEDULER_EXAMPLES = ['node-cron-coordinator.ts', 'node-cron-callback.ts', 'croner.ts', 'set-interval.ts']
 const OTHER_EXAMPLES = ['migration.ts', 'prometheus-endpoint.ts', 'nestjs.ts', 'fenced-write.ts', 'try.mjs']
 
@@ -36,10 +39,12 @@ async function runExample(file: string, env: Record<string, string | undefined> 
     ...process.env,
     DATABASE_URL: url,
     EXAMPLE_DURATION_MS: String(DURATION_MS),
+    // tsx reads the tsconfig.json of the working directory, not the one beside the file.
+    TSX_TSCONFIG_PATH: EXAMPLES_TSCONFIG,
     ...env,
   }
   for (const [key, value] of Object.entries(childEnv)) if (value === undefined) delete childEnv[key]
-  const child = spawn(process.execPath, ['--conditions=pg-cron-lease-source', '--import', 'tsx', `examples/${file}`], {
+  const child = spawn(process.execPath, ['--import', 'tsx', `examples/${file}`], {
     cwd: root,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -63,7 +68,7 @@ describe('every example runs against the test database and exits by itself', () 
     assert.deepEqual(files.sort(), [...OTHER_EXAMPLES, ...SCHEDULER_EXAMPLES].sort())
   })
 
-  test("'pg-cron-lease' resolves to the built package, or to src/ with the pg-cron-lease-source condition", () => {
+  test("'pg-cron-lease' resolves to the built package, and under tsx in the repository to src/", () => {
     const resolve = (...flags: string[]) =>
       execFileSync(
         process.execPath,
@@ -71,7 +76,7 @@ describe('every example runs against the test database and exits by itself', () 
         { cwd: root, encoding: 'utf8' },
       )
     assert.equal(resolve(), pathToFileURL(`${root}dist/index.mjs`).href)
-    assert.equal(resolve('--conditions=pg-cron-lease-source'), pathToFileURL(`${root}src/index.ts`).href)
+    assert.equal(resolve('--import', 'tsx'), pathToFileURL(`${root}src/index.ts`).href)
   })
 
   test('the migration example creates cron_leases through node-pg-migrate, and a second run applies nothing', async () => {
@@ -140,7 +145,7 @@ describe('every example runs against the test database and exits by itself', () 
   test('the Prometheus endpoint example serves /metrics that parse strictly, with its job in them, and stops on SIGTERM', async () => {
     const child = spawn(
       process.execPath,
-      ['--conditions=pg-cron-lease-source', '--import', 'tsx', 'examples/prometheus-endpoint.ts'],
+      ['--import', 'tsx', 'examples/prometheus-endpoint.ts'],
       {
         cwd: root,
         // It would serve for a minute; the test stops it as soon as it has scraped it.
@@ -220,10 +225,10 @@ describe('an example stopped while a tick is in flight ends its pool only after 
       url.searchParams.set('application_name', `example-${name}`)
       const child = spawn(
         process.execPath,
-        ['--conditions=pg-cron-lease-source', '--import', 'tsx', `examples/${file}`],
+        ['--import', 'tsx', `examples/${file}`],
         {
           cwd: root,
-          env: { ...process.env, DATABASE_URL: url.href, EXAMPLE_DURATION_MS: '60000' },
+          env: { ...process.env, DATABASE_URL: url.href, EXAMPLE_DURATION_MS: '60000', TSX_TSCONFIG_PATH: EXAMPLES_TSCONFIG },
           stdio: ['ignore', 'pipe', 'pipe'],
         },
       )
@@ -281,7 +286,7 @@ describe('an example stopped while a tick is in flight ends its pool only after 
   test('prometheus-endpoint: a scrape whose request arrives after SIGTERM on an open connection is still served, then it exits 0', async () => {
     const child = spawn(
       process.execPath,
-      ['--conditions=pg-cron-lease-source', '--import', 'tsx', 'examples/prometheus-endpoint.ts'],
+      ['--import', 'tsx', 'examples/prometheus-endpoint.ts'],
       {
         cwd: root,
         env: { ...process.env, DATABASE_URL: await testDatabaseUrl(), PORT: '0', EXAMPLE_DURATION_MS: '60000' },

@@ -206,7 +206,7 @@ function lateReplies(late: (text: string) => boolean, ms: number): Queryable {
 }
 
 // The keep-alive beat is the statement that keeps the later of two expiries.
-const isBeat = (text: string) => text.includes('GREATEST')
+const isBeat = (text: string) => text.includes('GREATEST(lease_until')
 const isRenew = (text: string) => text.startsWith('UPDATE') && !isBeat(text)
 
 /**

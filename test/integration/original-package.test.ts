@@ -166,3 +166,81 @@ describe('1.0.1 and a pause made by this package', () => {
     assert.equal((await tick).ran, true)
   })
 })
+
+describe('a lease that 1.0.1 or a later claim wrote over a pause is its holder’s', () => {
+  for (const admin of ['resume', 'a shorter pause'] as const) {
+    test(`1.0.1 renews past the pause’s end, then ${admin}: no rival runs inside that renewed lease`, async () => {
+      const table = currentTable
+      const jobName = `published:renewed-past-pause:${admin}`
+      let renewedAt = 0
+      let release!: () => void
+      const paused = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const held = originalWithCronLease(
+        originalPool,
+        jobName,
+        2000,
+        async ({ renew }: { renew: (ms: number) => Promise<boolean> }) => {
+          await paused
+          assert.equal(await renew(60_000), true, "1.0.1's renew during the pause succeeds")
+          renewedAt = Date.now()
+          const lease = await leaseOf(table, jobName)
+          assert.equal(lease.paused, false, 'the renew ended the pause')
+          if (admin === 'resume') await resumeJob(operator, jobName, { table })
+          else await pauseJob(operator, jobName, { table, forMs: 100 })
+          await sleep(300)
+          assert.equal(await upgradedRuns(table, jobName, 'rival'), false, 'the renewed lease still holds')
+        },
+        { table, holder: 'original' },
+      )
+      for (let i = 0; i < 100 && (await leaseOf(table, jobName).catch(() => undefined)) === undefined; i++) {
+        await sleep(10)
+      }
+      assert.equal(await pauseJob(operator, jobName, { table, forMs: 5000 }), true)
+      release()
+      await held
+      assert.ok(renewedAt > 0)
+      const lease = await leaseOf(table, jobName)
+      assert.ok(Date.parse(lease.leaseUntil) - Date.parse(lease.checkedAt) > 50_000, 'the 60 s lease was not cut')
+      await expireLease(operator, table, jobName)
+    })
+  }
+
+  test('a claim after a broken pause is not shown paused, renews, and no resume cuts it', async () => {
+    const table = currentTable
+    const jobName = 'published:claim-after-broken-pause'
+    assert.equal(await originalRuns(table, jobName, 'original', 300, async () => {}), true)
+    assert.equal(await pauseJob(operator, jobName, { table, forMs: 3000 }), true)
+    // What a renew of 1.0.1 does to the row during the pause, applied directly (its tick is over):
+    // lease_until moved below the pause's end.
+    await operator.query(
+      `UPDATE ${quoteTable(table)} SET lease_until = clock_timestamp() + interval '100 milliseconds' WHERE job_name = $1`,
+      [jobName],
+    )
+    await sleep(150)
+    let renewed: boolean | undefined
+    let go!: () => void
+    const running = new Promise<void>((resolve) => {
+      go = resolve
+    })
+    const tick = withCronLease(
+      upgradedPool,
+      jobName,
+      10_000,
+      async (ctx) => {
+        renewed = await ctx.renew(10_000)
+        await running
+      },
+      { table, holder: 'claim-b', logger },
+    )
+    for (let i = 0; i < 200 && renewed === undefined; i++) await sleep(10)
+    assert.equal(renewed, true, 'its own renew is not fenced by the broken pause')
+    assert.equal((await leaseOf(table, jobName)).paused, false, 'a running claim is not shown paused')
+    await resumeJob(operator, jobName, { table })
+    assert.equal(await upgradedRuns(table, jobName, 'rival'), false, 'resume did not cut the claim')
+    go()
+    assert.equal((await tick).ran, true)
+    await expireLease(operator, table, jobName)
+  })
+})

@@ -308,19 +308,40 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
 })
 
 describe('options are compiled once per options object', () => {
-  test('a bag passed on every tick is read once: its getters run once, however many claims use it', async () => {
-    let reads = 0
-    const opts = {
-      get table() {
-        reads++
-        return 'jobs.leases'
+  test('a bag passed on every tick is checked once, however many claims use it', async () => {
+    let checks = 0
+    const logger = {
+      get debug() {
+        checks++
+        return undefined
       },
     }
+    const opts = { table: 'jobs.leases', logger }
     const db = standIn()
     for (let i = 0; i < 5; i++) await withCronLease(db, 'job', 1000, () => 1, opts)
-    assert.equal(reads, 1)
+    assert.equal(checks, 1, 'the logger was checked once')
     assert.equal(db.calls.filter((call) => !isRecord(call)).length, 5)
     assert.match(db.calls[0]!.text, /^INSERT INTO "jobs"\."leases"/)
+  })
+
+  test('a bag changed after its first use is read and checked again', async () => {
+    const opts: Record<string, unknown> = { table: 'a' }
+    const db = standIn()
+    await withCronLease(db, 'job', 1000, () => 1, opts)
+    opts.table = 'b'
+    await withCronLease(db, 'job', 1000, () => 1, opts)
+    assert.match(db.calls.filter((call) => !isRecord(call))[1]!.text, /^INSERT INTO "b"/)
+    opts.holder = 42
+    await assert.rejects(
+      withCronLease(db, 'job', 1000, () => 1, opts),
+      /opts\.holder must be a string/,
+    )
+    delete opts.holder
+    opts.tabel = 'c'
+    await assert.rejects(
+      withCronLease(db, 'job', 1000, () => 1, opts),
+      /opts\.tabel must be one of the known options/,
+    )
   })
 
   test('a bad bag is refused every time, and a new bag is read anew', async () => {

@@ -74,15 +74,19 @@ describe('which pg handles get the prepared form', () => {
   test('a client inside a transaction is sent plain text under a savepoint; in an aborted one, plain text alone', async () => {
     const inside = pgLike(undefined, 'T')
     await claim(inside.db)
-    assert.deepEqual(
-      inside.sent,
-      [
-        { plain: 'SAVEPOINT pg_cron_lease' },
-        { plain: claimSql('leases') },
-        { plain: 'RELEASE SAVEPOINT pg_cron_lease' },
-      ],
-      'status T',
-    )
+    await claim(inside.db)
+    const texts = (inside.sent as { plain: string }[]).map((sent) => sent.plain)
+    const [first, second] = [texts[0]!.slice('SAVEPOINT '.length), texts[3]!.slice('SAVEPOINT '.length)]
+    assert.match(first, /^pg_cron_lease_\d+$/)
+    assert.notEqual(first, second, 'each statement has a savepoint of its own')
+    assert.deepEqual(texts, [
+      `SAVEPOINT ${first}`,
+      claimSql('leases'),
+      `RELEASE SAVEPOINT ${first}`,
+      `SAVEPOINT ${second}`,
+      claimSql('leases'),
+      `RELEASE SAVEPOINT ${second}`,
+    ])
     const aborted = pgLike(undefined, 'E')
     await claim(aborted.db)
     assert.deepEqual(aborted.sent, [{ plain: claimSql('leases') }], 'status E')
