@@ -62,7 +62,9 @@ export interface KeepAlive {
 /**
  * Options for {@link withCronLease}, and the declarations every other entry point picks its
  * options from. Every key is optional; an unknown key is rejected, so a misspelt option never
- * silently falls back to a default.
+ * silently falls back to a default. Passing the same object on every tick is cheap: it is checked
+ * once, and again only when it reads differently (a nested object such as `keepAlive` or `logger`
+ * is compared by identity, so replace it rather than change it in place).
  *
  * @example
  * const opts: LeaseOptions = { table: 'jobs.leases', holder: 'worker-3', logger: console }
