@@ -3,11 +3,11 @@
  * is one more scheduler callback. Either make its body the lease (withCronLease), or make the
  * method call a wrapper built once in the constructor (leasedTick).
  *
- *   DATABASE_URL=postgres://... npx tsx examples/nestjs.ts
+ *   DATABASE_URL=postgres://... npx tsx --tsconfig examples/tsconfig.json examples/nestjs.ts
  *
  * Start it in two terminals: each second exactly one of them prints "ran" for each job. It stops
  * by itself after EXAMPLE_DURATION_MS (default 30000), or on Ctrl-C or SIGTERM. Nest's decorators
- * need "experimentalDecorators": true in tsconfig.json.
+ * need "experimentalDecorators": true, which examples/tsconfig.json sets.
  */
 import 'reflect-metadata'
 import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common'
