@@ -308,7 +308,7 @@ export function singleCases(b: Bench): Case[] {
       label: 'claim, NOT EXISTS guard, losing (named, pool.query)',
       group: 'diagnostic',
       unit: 'claim',
-      op: loseNamed('bench-waiting-statement', waitingClaimSql(t.lose)),
+      op: loseNamed('bench-waiting-statement', waitingClaimSql(b.sent.losingClaim.text, t.lose)),
     },
     {
       // The least any claim has to do: read the job's row with a parameterised statement.
@@ -597,12 +597,15 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
   const conns = await Promise.all(Array.from({ length: replicas }, () => b.connect()))
   const pids = await Promise.all(conns.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid))
   const backends = backendCpu(pids, b.server.dataDir)
+  // The library's claim as the measured copy sent it, on this round's table.
+  const claimText = b.sent.losingClaim.text.split(quoteTable(b.tables.lose)).join(quoteTable(table))
+  const waitingText = kind === 'waiting' ? waitingClaimSql(claimText, table) : ''
   const claim = async (c: pg.Client, job: string, holder: string): Promise<boolean> => {
     // record: false: the round measures claims; a won tick's outcome record is one statement per
     // occurrence (not per replica), measured on its own among the single operations.
     if (kind === 'lease') return (await withCronLease(c, job, HOUR, noop, { table, holder, record: false })).ran
     if (kind === 'plain') return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
-    const waiting = { name: 'bench-waiting-claim', text: waitingClaimSql(table), values: [job, HOUR, holder] }
+    const waiting = { name: 'bench-waiting-claim', text: waitingText, values: [job, HOUR, holder] }
     return (await c.query(waiting)).rowCount === 1
   }
   let winners = 0

@@ -4,8 +4,17 @@
  * them is part of the library.
  */
 import type pg from 'pg'
-import { quoteTable } from '../src/index.ts'
-import { claimSql } from '../src/sql.ts'
+
+/**
+ * A table name quoted for SQL text, part by part. The bench and the demo name their own tables
+ * (plain identifiers); nothing here takes the library's modules, so the bench loads one copy.
+ */
+export function quoteTable(table: string): string {
+  return table
+    .split('.')
+    .map((part) => `"${part.replaceAll('"', '""')}"`)
+    .join('.')
+}
 
 /**
  * A statement builder that builds once per table, as a program holds its statement in a constant:
@@ -46,22 +55,21 @@ RETURNING to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 })
 
 /**
- * The claim with the guard of 2.0, kept for comparison: the library's statement, but with the guard
- * 2.0 had, `WHERE NOT EXISTS (held lease)`, instead of the one with `FOR UPDATE SKIP LOCKED`. A
- * claimant that passed its check while another claim was in flight waits on the row lock, then
- * locks the row itself for nothing (a transaction ID and WAL for a loss): the "lockstep losers"
- * the current guard avoids. Parameters as above.
+ * The claim with the `NOT EXISTS` guard, kept for comparison: the library's claim statement (as
+ * the measured copy sent it) with `WHERE NOT EXISTS (held lease)` instead of the guard with
+ * `FOR UPDATE SKIP LOCKED`. A claimant that passed its check while another claim was in flight
+ * waits on the row lock, then locks the row itself for nothing (a transaction ID and WAL for a
+ * loss): the "lockstep losers" the current guard avoids. Parameters as above.
  *
  * @example
- * await pool.query({ name: 'waiting', text: waitingClaimSql('cron_leases'), values: ['report', 50_000, 'replica-1'] })
+ * await pool.query({ name: 'waiting', text: waitingClaimSql(claimText, 'cron_leases'), values: ['report', 50_000, 'replica-1'] })
  */
-export const waitingClaimSql = oncePerTable((table) => {
-  const claim = claimSql(table)
+export function waitingClaimSql(claimText: string, table: string): string {
   const guard = `WHERE NOT EXISTS (SELECT 1 FROM ${quoteTable(table)} WHERE job_name = $1::text AND lease_until > clock_timestamp())\n`
-  const text = claim.replace(/^WHERE CASE[\s\S]*?^END\n/m, guard)
-  if (text === claim) throw new Error("waitingClaimSql: the claim's guard (WHERE CASE … END) was not found")
+  const text = claimText.replace(/^WHERE CASE[\s\S]*?^END\n/m, guard)
+  if (text === claimText) throw new Error("waitingClaimSql: the claim's guard (WHERE CASE … END) was not found")
   return text
-})
+}
 
 /**
  * ShedLock's two statements (its plain JDBC storage): insert the lock row; when it already exists,

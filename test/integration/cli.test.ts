@@ -185,7 +185,7 @@ async function severalJobs(): Promise<string> {
   return table
 }
 
-/** A lease table of the original shape: the four columns of 2.0, none for outcomes or pauses. */
+/** A lease table of the original shape: the four first columns, none for outcomes or pauses. */
 async function oldShapeTable(): Promise<string> {
   const table = `cli_old_${randomBytes(5).toString('hex')}`
   await pool.query(

@@ -143,16 +143,12 @@ describe('every example runs against the test database and exits by itself', () 
   })
 
   test('the Prometheus endpoint example serves /metrics that parse strictly, with its job in them, and stops on SIGTERM', async () => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'examples/prometheus-endpoint.ts'],
-      {
-        cwd: root,
-        // It would serve for a minute; the test stops it as soon as it has scraped it.
-        env: { ...process.env, DATABASE_URL: await testDatabaseUrl(), PORT: '0', EXAMPLE_DURATION_MS: '60000' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
+    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/prometheus-endpoint.ts'], {
+      cwd: root,
+      // It would serve for a minute; the test stops it as soon as it has scraped it.
+      env: { ...process.env, DATABASE_URL: await testDatabaseUrl(), PORT: '0', EXAMPLE_DURATION_MS: '60000' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     const done = finished(child, { killAfterMs: 60_000 })
     const address = await new Promise<string>((resolve, reject) => {
       let seen = ''
@@ -223,15 +219,16 @@ describe('an example stopped while a tick is in flight ends its pool only after 
     test(`${name}: SIGTERM during a claim lets that tick run and record, then ends the pool and exits 0`, async () => {
       const url = new URL(await testDatabaseUrl())
       url.searchParams.set('application_name', `example-${name}`)
-      const child = spawn(
-        process.execPath,
-        ['--import', 'tsx', `examples/${file}`],
-        {
-          cwd: root,
-          env: { ...process.env, DATABASE_URL: url.href, EXAMPLE_DURATION_MS: '60000', TSX_TSCONFIG_PATH: EXAMPLES_TSCONFIG },
-          stdio: ['ignore', 'pipe', 'pipe'],
+      const child = spawn(process.execPath, ['--import', 'tsx', `examples/${file}`], {
+        cwd: root,
+        env: {
+          ...process.env,
+          DATABASE_URL: url.href,
+          EXAMPLE_DURATION_MS: '60000',
+          TSX_TSCONFIG_PATH: EXAMPLES_TSCONFIG,
         },
-      )
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
       const done = finished(child, { killAfterMs: 60_000 })
       await printed(child, /^ran /)
       const locker = await pool.connect()
@@ -284,15 +281,11 @@ describe('an example stopped while a tick is in flight ends its pool only after 
   }
 
   test('prometheus-endpoint: a scrape whose request arrives after SIGTERM on an open connection is still served, then it exits 0', async () => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'examples/prometheus-endpoint.ts'],
-      {
-        cwd: root,
-        env: { ...process.env, DATABASE_URL: await testDatabaseUrl(), PORT: '0', EXAMPLE_DURATION_MS: '60000' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
+    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/prometheus-endpoint.ts'], {
+      cwd: root,
+      env: { ...process.env, DATABASE_URL: await testDatabaseUrl(), PORT: '0', EXAMPLE_DURATION_MS: '60000' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     const done = finished(child, { killAfterMs: 60_000 })
     let port = 0
     child.stdout!.on('data', (chunk) => {

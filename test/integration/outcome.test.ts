@@ -47,7 +47,7 @@ const warnings = () => {
   return { seen, logger: { warn: (message: string) => void seen.push(message) } }
 }
 
-/** A table of the shape the original package created, which has none of the 2.1 columns. */
+/** A table of the shape the original package created, which has none of the optional columns. */
 async function originalTable(): Promise<string> {
   const name = `original_${randomBytes(4).toString('hex')}`
   await pool.query(`CREATE TABLE "${name}" (job_name TEXT PRIMARY KEY, lease_until TIMESTAMPTZ NOT NULL,
