@@ -88,12 +88,13 @@ ON CONFLICT (job_name) DO UPDATE`),
 
 describe('renew is fenced on this claim', () => {
   test('renew and the keep-alive beat match the job, the claim token as text, an unexpired lease and no pause in force', () => {
-    for (const text of [statements.renew, statements.extend]) {
-      assert.match(
-        text,
-        /WHERE job_name = \$1::text AND claimed_at = \(\(\$3::text\)::timestamp AT TIME ZONE INTERVAL '\+00:00'\) AND lease_until > clock_timestamp\(\)\n {2}AND NOT coalesce\(\(to_jsonb\(lease\) ->> 'paused_until'\)::timestamptz > clock_timestamp\(\) AND lease_until >= \(to_jsonb\(lease\) ->> 'paused_until'\)::timestamptz, false\)/,
-      )
-    }
+    const pausedUntil = "(to_jsonb(lease) ->> 'paused_until')::timestamptz"
+    const claimUntil = "(to_jsonb(lease) ->> 'claim_until')::timestamptz"
+    const fence = `WHERE job_name = $1::text AND claimed_at = (($3::text)::timestamp AT TIME ZONE INTERVAL '+00:00') AND lease_until > clock_timestamp()
+  AND NOT coalesce(${pausedUntil} > clock_timestamp()
+    AND lease_until = GREATEST(${claimUntil}, ${pausedUntil}), false)
+RETURNING `
+    for (const text of [statements.renew, statements.extend]) assert.ok(text.includes(fence), text)
   })
 
   test('renew sets the expiry; the beat only ever moves it later', () => {
