@@ -6,9 +6,9 @@
  * the fuzz tests' oracle all read this table, so a new option is one row here, one declaration,
  * and the code that uses it.
  *
- * An entry point compiles a user's option bag into a frozen object, and remembers it for that bag
- * (see {@link compileOptions}): a tick that passes the same object every minute pays a read and a
- * comparison, not a validation.
+ * An entry point compiles a user's option bag into a frozen object, and remembers the last few it
+ * checked (see {@link compileOptions}): a tick that passes the same bag every minute pays a read and
+ * a comparison, not a validation.
  */
 import type { KeepAlive, LeaseLogger } from './types.js'
 import {
@@ -110,22 +110,26 @@ const KEYS = Object.fromEntries(
 // is dropped here too; the lease length is kept beside it, as keepAlive's check depends on it.
 interface Seen {
   leaseMs: number
-  /** What was read of the bag: its own key count and each accepted key's value, in key order. */
-  count: number
+  /** What was read of the bag: its own keys, and each accepted key's value in key order. */
+  own: string[]
   raw: unknown[]
   options: Compiled
 }
-const compiled = new WeakMap<object, Map<EntryPoint, Seen>>()
 const NO_BAG: Partial<Record<EntryPoint, Map<number, Compiled>>> = {}
+
+/** How many checked bags are remembered per entry point, the most recent first. */
+const RECENT_BAGS = 8
+const RECENT: Partial<Record<EntryPoint, Seen[]>> = {}
 
 /**
  * The options of `entry`, checked and with their defaults, as one frozen object. `opts` is read
- * once a call, into a plain object, so a Proxy trap that throws is reported as this argument and a
- * getter cannot give the check one value and the use another. The checked result is remembered for
- * this `opts` object: a call whose bag reads the same as last time (the same own key count, and the
- * same value, by `Object.is`, for every key the entry point takes) reuses it, and anything else is
- * checked again. A nested object (keepAlive, logger) is compared by identity: replace it rather than
- * change it in place.
+ * once a call (its own keys, and the value of each key the entry point takes), so a Proxy trap
+ * that throws is reported as this argument and a getter cannot give the check one value and the
+ * use another. A bag that reads the same as one of the last few checked for this entry point (the
+ * same own keys, and the same value by `Object.is` for every key) reuses that result: the same
+ * object passed on every tick, and an inline `{ table, holder }` written anew on every tick, both
+ * pay a read and a comparison, not a validation. A bag changed since is checked again; a nested
+ * object (keepAlive, logger) is compared by identity, so replace it rather than change it in place.
  *
  * `null` is no options, as the original package took it; an unknown key is a typo, and a typo must
  * not fall back to a default.
@@ -149,35 +153,44 @@ export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, na
   if (typeof opts !== 'object') return fail(name, 'an object', opts)
   const keys = optionsOf(entry)
   let own: string[]
-  const raw: unknown[] = []
+  const raw: unknown[] = new Array(keys.length)
   let array = false
+  let recent = RECENT[entry]
+  if (recent === undefined) {
+    recent = []
+    RECENT[entry] = recent
+  }
   try {
     // Every look at a revoked Proxy throws, Array.isArray included.
     array = Array.isArray(opts)
     own = array ? [] : Object.keys(opts)
-    for (const key of keys) raw.push((opts as Record<string, unknown>)[key])
+    for (let i = 0; i < keys.length; i++) raw[i] = (opts as Record<string, unknown>)[keys[i] as string]
   } catch {
     return fail(name, 'an object whose properties can be read', opts)
   }
   if (array) return fail(name, 'an object', opts)
-  let forBag = compiled.get(opts)
-  const seen = forBag?.get(entry)
-  if (seen !== undefined && sameRead(seen, leaseMs, own.length, raw)) return seen.options
-  const bag: Record<string, unknown> = {}
-  keys.forEach((key, i) => {
-    bag[key] = raw[i]
-  })
-  const options = build(entry, bag, own, leaseMs, name)
-  if (forBag === undefined) {
-    forBag = new Map()
-    compiled.set(opts, forBag)
+  for (let i = 0; i < recent.length; i++) {
+    const seen = recent[i] as Seen
+    if (sameRead(seen, leaseMs, own, raw)) {
+      // The bag in use comes first again, so the next call finds it at once.
+      if (i > 0) {
+        recent.splice(i, 1)
+        recent.unshift(seen)
+      }
+      return seen.options
+    }
   }
-  forBag.set(entry, { leaseMs, count: own.length, raw, options })
+  const bag: Record<string, unknown> = {}
+  for (let i = 0; i < keys.length; i++) bag[keys[i] as string] = raw[i]
+  const options = build(entry, bag, own, leaseMs, name)
+  recent.unshift({ leaseMs, own, raw, options })
+  if (recent.length > RECENT_BAGS) recent.pop()
   return options
 }
 
-function sameRead(seen: Seen, leaseMs: number, count: number, raw: unknown[]): boolean {
-  if (seen.leaseMs !== leaseMs || seen.count !== count) return false
+function sameRead(seen: Seen, leaseMs: number, own: string[], raw: unknown[]): boolean {
+  if (seen.leaseMs !== leaseMs || seen.own.length !== own.length) return false
+  for (let i = 0; i < own.length; i++) if (seen.own[i] !== own[i]) return false
   for (let i = 0; i < raw.length; i++) if (!Object.is(seen.raw[i], raw[i])) return false
   return true
 }

@@ -32,6 +32,8 @@ export interface TableState {
   readonly record: Statement
   /** The warnings given for this table: the key says what each was about (a job name, or a topic). */
   readonly warned: Set<string>
+  /** When it was last used, on the use counter. */
+  usedAt: number
 }
 
 /** How many tables are remembered at once. */
@@ -46,11 +48,9 @@ const tables = new Map<string, TableState>()
 export function tableState(table: string): TableState {
   let state = tables.get(table)
   if (state !== undefined) {
-    // A Map keeps insertion order: moving the table to the end makes the first one the least recently used.
-    if (tables.size > 1) {
-      tables.delete(table)
-      tables.set(table, state)
-    }
+    // Marked, not moved: this runs on every claim, and the eviction below is what pays to find
+    // the least recently used.
+    state.usedAt = ++uses
     return state
   }
   state = {
@@ -59,11 +59,25 @@ export function tableState(table: string): TableState {
     extend: statement(extendSql(table)),
     record: statement(recordOutcomeSql(table)),
     warned: new Set(),
+    usedAt: ++uses,
   }
-  if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
+  if (tables.size >= TABLES) {
+    let oldest: string | undefined
+    let oldestAt = Number.POSITIVE_INFINITY
+    for (const [name, { usedAt }] of tables) {
+      if (usedAt < oldestAt) {
+        oldest = name
+        oldestAt = usedAt
+      }
+    }
+    tables.delete(oldest as string)
+  }
   tables.set(table, state)
   return state
 }
+
+// A use counter, for telling which table was used least recently.
+let uses = 0
 
 function statement(text: string): Statement {
   return Object.freeze({ text, name: `pg_cron_lease_${createHash('sha256').update(text).digest('hex').slice(0, 24)}` })

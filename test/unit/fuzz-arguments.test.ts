@@ -344,6 +344,21 @@ describe('options are compiled once per options object', () => {
     )
   })
 
+  test('an inline bag written anew on every tick, with the same values, is checked once', async () => {
+    let checks = 0
+    const logger = {
+      get debug() {
+        checks++
+        return undefined
+      },
+    }
+    const db = standIn()
+    for (let i = 0; i < 5; i++) await withCronLease(db, 'job', 1000, () => 1, { table: 'inline_bag', logger })
+    assert.equal(checks, 1, 'the logger was checked once')
+    await withCronLease(db, 'job', 1000, () => 1, { table: 'inline_bag', logger, holder: 'other' })
+    assert.equal(checks, 2, 'a bag that reads differently is checked')
+  })
+
   test('a bad bag is refused every time, and a new bag is read anew', async () => {
     const bad = { prepare: 'yes' }
     for (let i = 0; i < 2; i++) {
