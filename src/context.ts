@@ -1,14 +1,16 @@
 /**
- * The tick's context: the fenced renew, the abort signal, and the keep-alive beats that run while
- * the tick does.
+ * The tick's context: the fenced renew, the fence on the tick's own writes, the abort signal, and
+ * the keep-alive beats that run while the tick does.
  */
 import { publishRenew } from './channels.js'
+import { LeaseLostError } from './errors.js'
 import type { Ticket } from './lease.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
+import { fenceSql } from './sql.js'
 import { tableState } from './state.js'
-import type { KeepAlive, LeaseContext } from './types.js'
-import { checkMs } from './validate.js'
+import type { KeepAlive, LeaseContext, Queryable } from './types.js'
+import { checkMs, checkQueryable } from './validate.js'
 
 /**
  * Milliseconds on a clock that only moves forward, for timing this process's own waits; it never
@@ -17,6 +19,28 @@ import { checkMs } from './validate.js'
  */
 export function monotonicMs(): number {
   return performance.now()
+}
+
+/**
+ * `client`, checked as far as it can say: a row lock taken outside a transaction ends with its
+ * statement, so a fence there would fence nothing. A `pg` Pool runs each query on whichever
+ * connection is free, and a `pg` Client or PoolClient reports whether a transaction is open; any
+ * other handle (a postgres.js transaction, PGlite's) is taken at its word.
+ */
+function checkTransactionClient(client: unknown): Queryable {
+  const checked = checkQueryable(client, 'client')
+  const handle = checked as { Client?: unknown; totalCount?: unknown; getTransactionStatus?: () => unknown }
+  if (typeof handle.Client === 'function' && 'totalCount' in handle) {
+    throw new TypeError(
+      "pg-cron-lease: fence(client) needs the client of an open transaction, got a pg Pool (each query may run on another connection): check out a client with pool.connect() and send 'BEGIN' first",
+    )
+  }
+  if (typeof handle.getTransactionStatus === 'function' && handle.getTransactionStatus() === 'I') {
+    throw new TypeError(
+      "pg-cron-lease: fence(client) needs a client with a transaction open, got a pg client outside any transaction (getTransactionStatus() is 'I'): send 'BEGIN' first",
+    )
+  }
+  return checked
 }
 
 /** The context handed to the tick for a won claim, and `close()` to call once the tick has settled. */
@@ -118,6 +142,30 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
       }
       const checked = checkMs(ms, 'renew(ms)')
       return serially(() => extend(checked, false))
+    },
+    fence: async (client: Queryable) => {
+      if (closed) {
+        throw new Error(
+          `pg-cron-lease: cannot fence on the lease for '${jobName}': its tick has settled; the lease is held until it expires`,
+        )
+      }
+      const inTransaction = checkTransactionClient(client)
+      if (claimToken === null) {
+        throw new TypeError(
+          `pg-cron-lease: cannot fence on the lease for '${jobName}': the claim's result had no row to read ` +
+            'its claim token from, so a fence could not prove the lease is still this claim',
+        )
+      }
+      // Not queued with the renews (serially): it does not move the lease, and a fence waiting on
+      // a row lock (a claim racing it, until that claim commits) must not hold up the beats.
+      const { matched: fenced } = readResult(
+        await runStatement(inTransaction, fenceSql(table), [jobName, claimToken], false),
+        jobName,
+        'fenced',
+      )
+      if (fenced) return
+      lose('another claim replaced it')
+      throw new LeaseLostError(jobName, claimToken)
     },
     jobName,
     holder,

@@ -1,6 +1,7 @@
 export { fromPostgresJs, type PostgresJsSql } from './adapters/postgres-js.js'
 export { type JobOptions, type PauseOptions, pauseJob, releaseLease, resumeJob } from './admin.js'
 export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from './channels.js'
+export { LeaseLostError } from './errors.js'
 export { withCronLease } from './lease.js'
 export { type LeasedTick, type LeasedTickOptions, leasedTick } from './leased-tick.js'
 export { type LeaseInfo, type ListLeasesOptions, listLeases } from './list-leases.js'

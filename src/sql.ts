@@ -245,6 +245,29 @@ const FENCE = `WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} A
     AND lease_until = GREATEST(${claimUntil('lease')}, ${pausedUntil('lease')}), false)`
 
 /**
+ * The fence on the tick's own writes, run in the caller's transaction: it matches the job's row
+ * only while it still carries this claim, and locks it until that transaction ends. Parameters:
+ * $1 job name, $2 claim token. No row: another claim has replaced this one. There is no
+ * `lease_until` condition: a lease that ran out with no other claim since is still this claim's.
+ *
+ * Why `FOR KEY SHARE`, the weakest row lock: it conflicts only with `FOR UPDATE`, which is what
+ * the claim's guard takes (`FOR UPDATE SKIP LOCKED`), so every claim of this package skips the
+ * locked row and loses until the transaction ends. The claim's own renew and keep-alive beats are
+ * UPDATEs of no key column, which lock the row `FOR NO KEY UPDATE`, and that does not conflict:
+ * they go on without waiting, from any connection. `FOR SHARE` would make them wait for the
+ * transaction. The lock stays on the row's new versions as those UPDATEs commit. What it does not
+ * stop is the original package's plain upsert: its ON CONFLICT DO UPDATE changes no key column
+ * either, so it too locks `FOR NO KEY UPDATE`, and only an unexpired lease keeps it from winning:
+ * no row lock stops it without stopping this claim's renew, as both take the same one, unless
+ * `claimed_at` is in a unique index (docs/failure-modes.md#fenced-writes).
+ */
+export function fenceSql(table: string): string {
+  return `SELECT true AS fenced FROM ${quoteTable(table)} AS lease
+WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
+FOR KEY SHARE`
+}
+
+/**
  * The fenced renew: moves this claim's expiry to `ms` from now. Parameters: $1 job name, $2 ms,
  * $3 claim token. Matches no row once another claim (even one with the same holder name) has
  * replaced this one, once the lease has expired or been released, or while the job is paused (a

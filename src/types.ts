@@ -103,7 +103,8 @@ export interface LeaseOptions {
 }
 
 /**
- * What a tick receives: who it is, and the only safe way to hold its lease longer.
+ * What a tick receives: who it is, the only safe way to hold its lease longer, and the fence for its
+ * own writes.
  *
  * @example
  * await withCronLease(pool, 'import', LEASE.HOURLY, async (ctx) => {
@@ -123,6 +124,44 @@ export interface LeaseContext {
    * carried no token to fence on (a driver that reports only `rowCount`).
    */
   renew(ms?: number): Promise<boolean>
+  /**
+   * Fences the tick's own writes on this claim. Given a client with a transaction open (yours),
+   * it checks that no other claim has replaced this one, and locks the job's row so that no new
+   * claim of the job can win until that transaction ends: commit after your writes, and they
+   * cannot land once a successor has started. A lease that ran out with no other claim since is
+   * still this claim's to fence.
+   *
+   * Resolves when fenced. Rejects with a `LeaseLostError` (`code` `'PG_CRON_LEASE_LOST'`)
+   * when another claim has replaced this one, and `ctx.signal` then aborts: roll back. Rejects
+   * with a TypeError naming `client` for a handle that has no transaction open (a `pg` Pool, or a
+   * `pg` client before `BEGIN`), and when the claim's result carried no token; with an Error once
+   * the tick has settled; with the driver's error on a database error. On a `pg` client the
+   * fence runs under a savepoint of its own, so a failure never leaves your transaction aborted.
+   *
+   * The row lock is `FOR KEY SHARE`: this claim's `renew()` and keep-alive beats go on without
+   * waiting while it is held, and the fence itself waits only for a statement holding the row
+   * `FOR UPDATE` (a claim racing it, `pauseJob`, `releaseLease`), until that one ends. In a fleet
+   * that still runs the original package, its claims are kept out by the lease alone, not by the
+   * fence: keep the lease longer than the transaction (keep-alive does), or see
+   * docs/failure-modes.md#fenced-writes for the index that makes them wait for the fence.
+   *
+   * @example
+   * await withCronLease(pool, 'ledger:close', LEASE.DAILY, async (ctx) => {
+   *   const client = await pool.connect()
+   *   try {
+   *     await client.query('BEGIN')
+   *     await ctx.fence(client) // rejects with LeaseLostError once another claim runs the job
+   *     await client.query('INSERT INTO ledger_closings (day) VALUES (current_date)')
+   *     await client.query('COMMIT')
+   *   } catch (error) {
+   *     await client.query('ROLLBACK')
+   *     throw error
+   *   } finally {
+   *     client.release()
+   *   }
+   * })
+   */
+  fence(client: Queryable): Promise<void>
   /** The job name passed to `withCronLease`. */
   readonly jobName: string
   /** The holder name written to the row. */
