@@ -1,17 +1,18 @@
 /**
  * Guarding the tick's own writes with its claim. The fence of renew() and keep-alive does not
  * cover what the tick writes itself: a tick that lost its lease (it ran past it, and another
- * replica claimed the job) keeps running until it looks at ctx.signal. A write to the same
- * database can be fenced on the claim token instead: in one transaction, lock the job's row
- * FOR SHARE where it still carries this claim, write, commit. Zero rows means another claim took
- * the lease over, so nothing is written; and while the row is locked, a new claim of the job
- * cannot win (it skips the locked row and loses), so the write never lands after a successor
- * started.
+ * replica claimed the job) keeps running until it looks at ctx.signal. ctx.fence(client) fences a
+ * write to the same database instead: in the write's transaction, it checks that no other claim
+ * has replaced this one and keeps any new claim of the job from winning until the transaction
+ * ends, so the write commits only as this claim's, and never after a successor started. When
+ * another claim has replaced this one it rejects with a LeaseLostError, and the write is rolled
+ * back.
  *
  *   DATABASE_URL=postgres://... npx tsx examples/fenced-write.ts
  *
  * It plays both sides in one process: a write under the lease, a rival claim that loses while a
- * fenced write holds the row, the same rival winning once it is committed, and a write after that
+ * fenced write is open (the lease has run out, but no other claim took it, so it is still this
+ * claim's to fence), the same rival winning once it is committed, and a write after that
  * takeover, which is rolled back.
  */
 import pg from 'pg'
@@ -19,6 +20,7 @@ import {
   CRON_LEASES_TABLE_SQL,
   LEASE,
   type LeaseContext,
+  LeaseLostError,
   releaseLease,
   withCronLease,
 } from 'pg-cron-lease'
@@ -31,8 +33,8 @@ const JOB = 'example:fenced-write'
 await releaseLease(pool, JOB) // a fresh start when run again
 
 /**
- * Runs `write` in a transaction that commits only while `ctx`'s claim still holds the lease.
- * Resolves false, having written nothing, when another claim has taken the lease over.
+ * Runs `write` in a transaction that commits only as `ctx`'s claim. Resolves false, having written
+ * nothing, when another claim has taken the lease over.
  */
 async function fencedWrite(
   ctx: LeaseContext,
@@ -41,22 +43,13 @@ async function fencedWrite(
   const client = await pool.connect()
   try {
     await client.query('BEGIN')
-    const fence = await client.query(
-      `SELECT 1 FROM cron_leases
-       WHERE job_name = $1
-         AND claimed_at = (($2::text)::timestamp AT TIME ZONE INTERVAL '+00:00')
-       FOR SHARE`,
-      [ctx.jobName, ctx.claimToken],
-    )
-    if (fence.rowCount === 0) {
-      await client.query('ROLLBACK') // the lease was taken over: write nothing
-      return false
-    }
-    await write(client) // until COMMIT, a new claim of this job skips the row and loses
+    await ctx.fence(client) // until COMMIT, a new claim of this job loses
+    await write(client)
     await client.query('COMMIT')
     return true
   } catch (error) {
     await client.query('ROLLBACK')
+    if (error instanceof LeaseLostError) return false // another claim runs the job now
     throw error
   } finally {
     client.release()

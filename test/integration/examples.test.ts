@@ -125,7 +125,7 @@ describe('every example runs against the test database and exits by itself', () 
     assert.equal(run.stdout.at(-1), `stopped after ${ran} runs`, detail)
   })
 
-  test('the fenced write commits under the lease, makes a rival claim lose while it holds the row, and writes nothing after a takeover', async () => {
+  test('the fenced write commits under the lease, makes a rival claim lose while its transaction is open on a lease that ran out, and writes nothing after a takeover', async () => {
     // Twice: the example starts from a released lease, so it can run again on the same database.
     for (let i = 0; i < 2; i++) {
       const run = await runExample('fenced-write.ts')
