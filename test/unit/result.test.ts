@@ -170,9 +170,18 @@ describe('what withCronLease does with each reading', () => {
     const outcome = await withCronLease(standIn(), 'j', 1234.4, (ctx) => ({ ...ctx }), { holder: 'me' })
     assert.equal(outcome.ran, true)
     assert.deepEqual(
-      { ...outcome.result, renew: undefined, signal: undefined },
-      { jobName: 'j', holder: 'me', leaseMs: 1234, claimToken: TOKEN, renew: undefined, signal: undefined },
+      { ...outcome.result, renew: undefined, fence: undefined, signal: undefined },
+      {
+        jobName: 'j',
+        holder: 'me',
+        leaseMs: 1234,
+        claimToken: TOKEN,
+        renew: undefined,
+        fence: undefined,
+        signal: undefined,
+      },
     )
+    assert.equal(typeof outcome.result.fence, 'function')
   })
 
   test('the default holder is hostname:pid', async () => {
