@@ -104,17 +104,19 @@ export const ERROR_LINE_EVERY_MS = 60_000
 /**
  * The lines of the default `onError` for one job, written to the console: `lineFor(error, job)` is
  * the line to print, or `undefined` (the error counted) while the last line printed is less than
- * {@link ERROR_LINE_EVERY_MS} old. Internal: `now` is there for tests, the public API has no clock.
+ * {@link ERROR_LINE_EVERY_MS} old. Internal: `readClock` is there for tests, the public API has no clock.
  *
  * @example
  * const lineFor = errorLines()
  * lineFor(new Error('connection refused'), 'sync') // "pg-cron-lease: 'sync' tick failed: Error: connection refused"
  */
-export function errorLines(now: () => number = Date.now): (error: unknown, jobName: string) => string | undefined {
+export function errorLines(
+  readClock: () => number = Date.now,
+): (error: unknown, jobName: string) => string | undefined {
   let printedAt: number | undefined
   let unshown = 0
   return (error, jobName) => {
-    const at = now()
+    const at = readClock()
     // A wall clock set back must not silence the job until it catches up, so a negative age prints.
     if (printedAt !== undefined && at >= printedAt && at - printedAt < ERROR_LINE_EVERY_MS) {
       unshown++
