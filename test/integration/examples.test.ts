@@ -54,6 +54,16 @@ async function runExample(file: string, env: Record<string, string | undefined> 
   return { code, stdout: stdout.split('\n').filter(Boolean), stderr, pid: child.pid }
 }
 
+/**
+ * What an example printed on stderr, less the `cron` package's report that its own timer fired
+ * late ("[Cron] Missed execution deadline by 2ms …"): @nestjs/schedule's @Cron prints it whenever
+ * the event loop is a millisecond behind, which a loaded machine makes common. It is the
+ * scheduler speaking of its timer, not the library or the example reporting a fault.
+ */
+function ownStderr(stderr: string): string {
+  return stderr.replace(/^\[Cron\] Missed execution deadline by \d+ms for job.*\n?/gm, '')
+}
+
 let pool: pg.Pool
 before(async () => {
   pool = await testPool()
@@ -117,7 +127,7 @@ describe('every example runs against the test database and exits by itself', () 
     const run = await runExample('nestjs.ts')
     const detail = JSON.stringify(run)
     assert.equal(run.code, 0, detail)
-    assert.equal(run.stderr, '', detail)
+    assert.equal(ownStderr(run.stderr), '', detail)
     for (const job of ['example:nestjs-cron', 'example:nestjs-interval']) {
       assert.ok(run.stdout.filter((line) => line.startsWith(`ran ${job} #`)).length >= 2, `${job}: ${detail}`)
     }
@@ -268,7 +278,7 @@ describe('an example stopped while a tick is in flight ends its pool only after 
       const run = await done
       const detail = JSON.stringify(run)
       assert.equal(run.code, 0, detail)
-      assert.equal(run.stderr, '', detail)
+      assert.equal(ownStderr(run.stderr), '', detail)
       const stdout = run.stdout.split('\n').filter(Boolean)
       // The claim that waited on the lock won once it was let go: its tick ran after the stop began.
       assert.ok(
