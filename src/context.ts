@@ -129,7 +129,7 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
 
   if (keepAlive) {
     armDeadline()
-    scheduleBeat(keepAlive.everyMs, keepAlive.extendMs)
+    scheduleBeat(keepAlive.beatMs, keepAlive.extendMs)
   }
 
   const ctx: LeaseContext = {

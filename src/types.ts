@@ -44,17 +44,17 @@ export interface LeaseLogger {
 }
 
 /**
- * Background renewal while a long tick runs. Every `everyMs` the library extends the lease so it
+ * Background renewal while a long tick runs. Every `beatMs` the library extends the lease so it
  * ends no earlier than `extendMs` from that beat, fenced on this claim. Rules: whole milliseconds,
- * `1 <= everyMs < extendMs <= leaseMs`. After the tick settles the beats stop, and the lease ends
+ * `1 <= beatMs < extendMs <= leaseMs`. After the tick settles the beats stop, and the lease ends
  * at most `extendMs` after the last one.
  *
  * @example
- * withCronLease(pool, 'import', 60_000, runImport, { keepAlive: { everyMs: 10_000, extendMs: 30_000 } })
+ * withCronLease(pool, 'import', 60_000, runImport, { keepAlive: { beatMs: 10_000, extendMs: 30_000 } })
  */
 export interface KeepAlive {
   /** How often to extend the lease while the tick runs, in ms. */
-  everyMs: number
+  beatMs: number
   /** How far past each beat the lease reaches, in ms. */
   extendMs: number
 }

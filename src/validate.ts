@@ -148,12 +148,12 @@ export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.kee
   // Unlike an option bag, null is refused: the original package had no keep-alive to be lenient
   // about, and a tick that asked for one must not run without it and outlast its lease.
   if (value === null) fail(name, 'an object', value)
-  const { everyMs, extendMs } = checkOptions(value, ['everyMs', 'extendMs'], name)
+  const { beatMs, extendMs } = checkOptions(value, ['beatMs', 'extendMs'], name)
   const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
-  const every = checkMs(everyMs, `${name}.everyMs`)
+  const beat = checkMs(beatMs, `${name}.beatMs`)
   // A beat must land before the extension it made runs out, or the lease lapses between beats.
-  if (every >= extend) fail(`${name}.everyMs`, `less than ${name}.extendMs (${extend} ms)`, everyMs)
-  return { everyMs: every, extendMs: extend }
+  if (beat >= extend) fail(`${name}.beatMs`, `less than ${name}.extendMs (${extend} ms)`, beatMs)
+  return { beatMs: beat, extendMs: extend }
 }
 
 /** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */

@@ -43,7 +43,7 @@ const rounds = Number(env('ROUNDS'))
 const clients = Number(env('CLIENTS'))
 const LEASE_MS = 60_000
 // The beat's extension differs from both renews, so its messages are told apart by `ms`.
-const BEAT = { everyMs: 5, extendMs: 20_000 }
+const BEAT = { beatMs: 5, extendMs: 20_000 }
 const RENEWS_MS = [LEASE_MS, 40_000]
 
 const pool = new pg.Pool({ connectionString: env('DATABASE_URL'), max: clients })

@@ -219,7 +219,7 @@ describe("a pause broken by the original package's renew does not fence this pac
         await sleep(300, undefined, { signal: ctx.signal }).catch(() => {})
         aborted = ctx.signal.aborted
       },
-      { table, holder: 'upgraded', logger: quiet, keepAlive: { everyMs: 50, extendMs: 500 } },
+      { table, holder: 'upgraded', logger: quiet, keepAlive: { beatMs: 50, extendMs: 500 } },
     )
     assert.equal(outcome.ran, true, 'the claim wins')
     assert.equal(aborted, false, 'the signal was not aborted')

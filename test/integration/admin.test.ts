@@ -33,7 +33,7 @@ const claimRuns = async (jobName: string, leaseMs = 60_000) =>
 const state = async (jobName: string) => (await listLeases(operator, { table })).find((l) => l.jobName === jobName)!
 
 /** Starts a tick that keeps its context and runs until `finish` is called. */
-async function running(jobName: string, opts: { keepAlive?: { everyMs: number; extendMs: number } } = {}) {
+async function running(jobName: string, opts: { keepAlive?: { beatMs: number; extendMs: number } } = {}) {
   let ctx!: LeaseContext
   let finish!: () => void
   const outcome = withCronLease(
@@ -100,7 +100,7 @@ describe('pause and resume', () => {
 
   test('a tick running when the job is paused is told: its next beat fails and ctx.signal aborts', async () => {
     const jobName = nextJob()
-    const tick = await running(jobName, { keepAlive: { everyMs: 50, extendMs: 60_000 } })
+    const tick = await running(jobName, { keepAlive: { beatMs: 50, extendMs: 60_000 } })
     await pauseJob(operator, jobName, { table, forMs: 60_000 })
     await Promise.race([
       new Promise((resolve) => tick.ctx.signal.addEventListener('abort', resolve)),

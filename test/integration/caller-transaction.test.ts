@@ -163,7 +163,7 @@ for (const shape of ['original', 'outcome', 'current'] as const) {
             // returns once the beat's rollback is done, so no further beat is sent.
             await beatRolledBack
           },
-          { table, logger: quiet, keepAlive: { everyMs: 50, extendMs: 60_000 } },
+          { table, logger: quiet, keepAlive: { beatMs: 50, extendMs: 60_000 } },
         )
       })
       assert.equal(beats, 1, 'one beat was sent, and refused')

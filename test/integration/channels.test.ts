@@ -198,7 +198,7 @@ describe('pg-cron-lease:renew reports every renew and keep-alive beat the databa
               clearTimeout(timer)
             }
           },
-          { table, holder: 'replica-a', keepAlive: { everyMs: 50, extendMs: 5_000 } },
+          { table, holder: 'replica-a', keepAlive: { beatMs: 50, extendMs: 5_000 } },
         )
         afterTick = log.length
         await new Promise((resolve) => setTimeout(resolve, 300))

@@ -204,7 +204,7 @@ describe('a connection killed mid-tick (pg_terminate_backend)', () => {
             `successor claimed at ${takeover.token}, lease ran to ${expiry}`,
           )
         },
-        { table, keepAlive: { everyMs: 300, extendMs: 1000 } },
+        { table, keepAlive: { beatMs: 300, extendMs: 1000 } },
       )
       assert.ok(takeover)
     } finally {

@@ -172,7 +172,7 @@ describe('a takeover racing a fenced transaction never wins before it ends', BOU
 
   test("the original package's claim loses while the fenced claim's lease holds, and the fenced transaction commits as this claim's", async () => {
     const jobName = nextJob()
-    const held = await hold(jobName, { keepAlive: { everyMs: 50, extendMs: 1000 } }, 1000)
+    const held = await hold(jobName, { keepAlive: { beatMs: 50, extendMs: 1000 } }, 1000)
     const client = await begin()
     try {
       await held.ctx.fence(client)
@@ -302,7 +302,7 @@ describe("the fence never holds up its own claim's renew and keep-alive", BOUND,
     }
     diagnostics.subscribe(CHANNELS.renew, onRenew)
     try {
-      const held = await hold(jobName, { keepAlive: { everyMs: 50, extendMs: 2000 } }, 2000)
+      const held = await hold(jobName, { keepAlive: { beatMs: 50, extendMs: 2000 } }, 2000)
       const client = await begin()
       try {
         await held.ctx.fence(client)
@@ -342,7 +342,7 @@ describe("the fence never holds up its own claim's renew and keep-alive", BOUND,
 
   test('a lease the beats extended while the fence was held keeps the fence: a rival claim after it ran out still loses', async () => {
     const jobName = nextJob()
-    const held = await hold(jobName, { keepAlive: { everyMs: 50, extendMs: 2000 } }, 2000)
+    const held = await hold(jobName, { keepAlive: { beatMs: 50, extendMs: 2000 } }, 2000)
     const client = await begin()
     try {
       await held.ctx.fence(client)

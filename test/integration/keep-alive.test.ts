@@ -55,7 +55,7 @@ describe('keep-alive holds the lease exactly as long as the tick runs', () => {
   test('a tick three times longer than its lease stays exclusive, and a competitor wins soon after it returns', async () => {
     const jobName = nextJob()
     const leaseMs = 600
-    const keepAlive = { everyMs: 150, extendMs: 400 }
+    const keepAlive = { beatMs: 150, extendMs: 400 }
     let rival!: ReturnType<typeof competitor>
     let returnedAt = 0
     const outcome = await withCronLease(
@@ -95,7 +95,7 @@ describe('keep-alive holds the lease exactly as long as the tick runs', () => {
         await sleep(400) // several beats of extendMs 300
         assert.ok((await leaseLeftMs(jobName)) > 4000)
       },
-      { table, keepAlive: { everyMs: 100, extendMs: 300 } },
+      { table, keepAlive: { beatMs: 100, extendMs: 300 } },
     )
   })
 })
@@ -103,7 +103,7 @@ describe('keep-alive holds the lease exactly as long as the tick runs', () => {
 describe('the signal aborts when the lease is lost', () => {
   test('a lease stolen mid-tick aborts the signal within one beat', async () => {
     const jobName = nextJob()
-    const everyMs = 150
+    const beatMs = 150
     const outcome = await withCronLease(
       pool,
       jobName,
@@ -116,14 +116,14 @@ describe('the signal aborts when the lease is lost', () => {
           ctx.signal.addEventListener('abort', () => resolve(performance.now()), { once: true })
         })
         assert.ok(
-          abortedAt - stolenAt <= everyMs + 300,
+          abortedAt - stolenAt <= beatMs + 300,
           `aborted ${Math.round(abortedAt - stolenAt)} ms after the theft`,
         )
         assert.ok(ctx.signal.reason instanceof Error)
         assert.match(ctx.signal.reason.message, new RegExp(`the lease for '${jobName}' was lost`))
         return 'noticed'
       },
-      { table, holder: 'victim', keepAlive: { everyMs, extendMs: 1000 } },
+      { table, holder: 'victim', keepAlive: { beatMs, extendMs: 1000 } },
     )
     assert.deepEqual(outcome, { ran: true, result: 'noticed' })
     const { rows } = await pool.query(`SELECT holder FROM "${table}" WHERE job_name = $1`, [jobName])
@@ -164,7 +164,7 @@ describe('the signal aborts when the lease is lost', () => {
         assert.equal(ctx.signal.aborted, false)
         assert.ok((await leaseLeftMs(jobName)) > 0, 'later beats kept the lease')
       },
-      { table, keepAlive: { everyMs: 100, extendMs: 800 } },
+      { table, keepAlive: { beatMs: 100, extendMs: 800 } },
     )
   })
 
@@ -185,7 +185,7 @@ describe('the signal aborts when the lease is lost', () => {
         ctx = c
         await new Promise((resolve) => c.signal.addEventListener('abort', resolve, { once: true }))
       },
-      { table, keepAlive: { everyMs: 100, extendMs: 300 } },
+      { table, keepAlive: { beatMs: 100, extendMs: 300 } },
     )
     assert.match(String(ctx.signal.reason?.message), /was lost: it ran out before a keep-alive beat could extend it/)
   })
@@ -210,7 +210,7 @@ const isBeat = (text: string) => text.includes('GREATEST(lease_until')
 const isRenew = (text: string) => text.startsWith('UPDATE') && !isBeat(text)
 
 /**
- * A tick with long beats (everyMs 100, extendMs 5000) shortens its lease with renew(250) at 120 ms,
+ * A tick with long beats (beatMs 100, extendMs 5000) shortens its lease with renew(250) at 120 ms,
  * while a rival claims every 50 ms. Resolves when the signal aborted and when the rival won, both
  * on performance.now().
  */
@@ -230,7 +230,7 @@ async function shortRenewRace(db: Queryable) {
       const deadline = performance.now() + 10_000
       while (rival.wins.length === 0 && performance.now() < deadline) await sleep(20)
     },
-    { table, holder: 'short-renew', keepAlive: { everyMs: 100, extendMs: 5000 } },
+    { table, holder: 'short-renew', keepAlive: { beatMs: 100, extendMs: 5000 } },
   )
   await rival.stop()
   assert.equal(rival.wins.length, 1, 'the rival won once the lease had run out')
@@ -261,9 +261,9 @@ describe('keep-alive leaves nothing behind', () => {
   test('validation errors take no lease', async () => {
     const jobName = nextJob()
     for (const keepAlive of [
-      { everyMs: 500, extendMs: 500 },
-      { everyMs: 100, extendMs: 5000 },
-      { everyMs: -1, extendMs: 5 },
+      { beatMs: 500, extendMs: 500 },
+      { beatMs: 100, extendMs: 5000 },
+      { beatMs: -1, extendMs: 5 },
     ]) {
       await assert.rejects(
         withCronLease(pool, jobName, 1000, () => {}, { table, keepAlive }),
@@ -281,7 +281,7 @@ describe('keep-alive leaves nothing behind', () => {
       const client = new pg.Client({ connectionString: process.env.DATABASE_URL })
       await client.connect()
       const outcome = await withCronLease(client, 'exit-${Date.now()}', 60_000, () => new Promise((r) => setTimeout(r, 300)),
-        { table: ${JSON.stringify(table)}, keepAlive: { everyMs: 50, extendMs: 30_000 } })
+        { table: ${JSON.stringify(table)}, keepAlive: { beatMs: 50, extendMs: 30_000 } })
       await client.end()
       const timers = process.getActiveResourcesInfo().filter((r) => r === 'Timeout')
       console.log(JSON.stringify({ ran: outcome.ran, timers: timers.length }))

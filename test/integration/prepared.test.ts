@@ -35,7 +35,7 @@ import { runsTable } from '../helpers/occurrences.ts'
 import type { ReplicaReport } from '../helpers/prepared-replica.ts'
 
 const HOUR = 3_600_000
-const BEAT = { everyMs: 5, extendMs: 20_000 }
+const BEAT = { beatMs: 5, extendMs: 20_000 }
 let admin: pg.Pool
 let table: string
 let jobs = 0

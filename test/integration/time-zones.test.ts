@@ -76,7 +76,7 @@ describe('timestamps do not depend on the session time zone or styles', () => {
             renewed = await ctx.renew(3000)
             aborted = ctx.signal.aborted
           },
-          { table, keepAlive: { everyMs: 50, extendMs: 1000 } },
+          { table, keepAlive: { beatMs: 50, extendMs: 1000 } },
         )
         assert.equal(outcome.ran, true)
         assert.equal(renewed, true, 'renew still finds this claim')

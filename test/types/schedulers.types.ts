@@ -49,7 +49,7 @@ leaseCoordinator(db, { leaseMs: 800, table: 'jobs.leases', holder: 'h', logger: 
 // @ts-expect-error leaseMs is a number or a function of the task name
 leaseCoordinator(db, { leaseMs: '800' })
 // @ts-expect-error keepAlive belongs to leasedTick and withCronLease: the coordinator runs no tick
-leaseCoordinator(db, { keepAlive: { everyMs: 100, extendMs: 500 } })
+leaseCoordinator(db, { keepAlive: { beatMs: 100, extendMs: 500 } })
 void coordinator
 
 // watch takes what cron.schedule returns and gives the same task back, so it wraps the call.

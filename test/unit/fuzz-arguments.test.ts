@@ -16,7 +16,7 @@ import { type Call, isRecord, standIn, WIN } from '../helpers/stand-in.ts'
 
 // The option list comes from the options table; the rules for each value are written out below.
 const OPTION_KEYS: string[] = [...optionsOf('withCronLease')]
-const KEEP_ALIVE_KEYS = ['everyMs', 'extendMs']
+const KEEP_ALIVE_KEYS = ['beatMs', 'extendMs']
 
 /** Any value fast-check can build, with every optional kind switched on. */
 const anything = fc.anything({
@@ -90,9 +90,9 @@ function withExtraKeys(known: string[]) {
 }
 
 const keepAliveLike = fc.oneof(
-  fc.record({ everyMs: msLike, extendMs: msLike }, { requiredKeys: [] }),
+  fc.record({ beatMs: msLike, extendMs: msLike }, { requiredKeys: [] }),
   fc
-    .tuple(fc.record({ everyMs: msLike, extendMs: msLike }), withExtraKeys(KEEP_ALIVE_KEYS))
+    .tuple(fc.record({ beatMs: msLike, extendMs: msLike }), withExtraKeys(KEEP_ALIVE_KEYS))
     .map(([a, b]) => Object.assign(b, a)),
   anything,
 )
@@ -155,7 +155,7 @@ const plausibleArguments = fc.record({
               weight: 3,
               arbitrary: fc
                 .tuple(fc.integer({ min: 1, max: 500 }), fc.integer({ min: 1, max: 500 }))
-                .map(([everyMs, gap]) => ({ everyMs, extendMs: everyMs + gap })),
+                .map(([beatMs, gap]) => ({ beatMs, extendMs: beatMs + gap })),
             },
             keepAliveLike,
           ),
@@ -220,12 +220,12 @@ function problems(args: {
       for (const key of Object.keys(keepAlive)) {
         if (!KEEP_ALIVE_KEYS.includes(key)) found.push(`opts.keepAlive.${key}`)
       }
-      const { everyMs, extendMs } = keepAlive
+      const { beatMs, extendMs } = keepAlive
       const extendValid = isMs(extendMs, leaseValid ? Math.round(leaseMs as number) : MAX_LEASE_MS)
       if (!extendValid) found.push('opts.keepAlive.extendMs')
-      if (!isMs(everyMs)) found.push('opts.keepAlive.everyMs')
-      else if (extendValid && Math.round(everyMs) >= Math.round(extendMs as number)) {
-        found.push('opts.keepAlive.everyMs')
+      if (!isMs(beatMs)) found.push('opts.keepAlive.beatMs')
+      else if (extendValid && Math.round(beatMs) >= Math.round(extendMs as number)) {
+        found.push('opts.keepAlive.beatMs')
       }
     }
   }
@@ -377,7 +377,7 @@ describe('options are compiled once per options object', () => {
   })
 
   test('the same bag with another leaseMs is checked against that lease', async () => {
-    const opts = { keepAlive: { everyMs: 100, extendMs: 2000 } }
+    const opts = { keepAlive: { beatMs: 100, extendMs: 2000 } }
     await withCronLease(standIn(), 'job', 2000, () => 1, opts)
     await assert.rejects(
       withCronLease(standIn(), 'job', 1000, () => 1, opts),

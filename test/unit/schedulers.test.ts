@@ -40,7 +40,7 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
       [{ holder: 5 }, /opts\.holder must be/],
       [{ table: 'x; DROP TABLE y' }, /opts\.table must be/],
       [{ logger: { error: 'no' } }, /opts\.logger\.error must be a function/],
-      [{ keepAlive: { everyMs: 500, extendMs: 2000 } }, /opts\.keepAlive\.extendMs must be at most 1000/],
+      [{ keepAlive: { beatMs: 500, extendMs: 2000 } }, /opts\.keepAlive\.extendMs must be at most 1000/],
       [{ onError: 'console' }, /opts\.onError must be a function, got "console"/],
       [{ onError: null }, /opts\.onError must be a function/],
     ]
@@ -73,7 +73,7 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
 
     const db = standIn()
     const slow = leasedTick(db, 'job', 1000, () => new Promise((resolve) => setTimeout(resolve, 120)), {
-      keepAlive: { everyMs: 20, extendMs: 500 },
+      keepAlive: { beatMs: 20, extendMs: 500 },
     })
     await slow()
     assert.ok(

@@ -35,7 +35,7 @@ export const resolvesNumber: Queryable = { query: async () => 5 }
 // @ts-expect-error: an unknown option is a compile error as well as a runtime TypeError
 export const typo: LeaseOptions = { tabel: 'x' }
 // @ts-expect-error: keepAlive needs both durations
-export const halfKeepAlive: KeepAlive = { everyMs: 100 }
+export const halfKeepAlive: KeepAlive = { beatMs: 100 }
 
 export async function outcomes(db: Queryable) {
   const outcome: LeaseOutcome<number> = await withCronLease(db, 'j', LEASE.HOURLY, () => 1)

@@ -103,18 +103,18 @@ describe('every argument is validated before the database is touched', () => {
     }
   })
 
-  test('keepAlive needs 1 <= everyMs < extendMs <= leaseMs', async () => {
+  test('keepAlive needs 1 <= beatMs < extendMs <= leaseMs', async () => {
     for (const bad of [
       null,
       5,
       {},
       { everyMs: 100 },
       { extendMs: 100 },
-      { everyMs: 100, extendMs: 100 },
-      { everyMs: 200, extendMs: 100 },
-      { everyMs: 0, extendMs: 100 },
-      { everyMs: 100, extendMs: 2000 },
-      { everyMs: 100, extendMs: 500, beat: true },
+      { beatMs: 100, extendMs: 100 },
+      { beatMs: 200, extendMs: 100 },
+      { beatMs: 0, extendMs: 100 },
+      { beatMs: 100, extendMs: 2000 },
+      { beatMs: 100, extendMs: 500, beat: true },
     ]) {
       await rejectsBeforeQuery((db) => [db, 'job', 1000, tick, { keepAlive: bad as never }], /opts\.keepAlive/)
     }
