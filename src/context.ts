@@ -171,6 +171,8 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     holder,
     leaseMs,
     claimToken,
+    occurrence: ticket.occurrence,
+    missed: ticket.missed,
     signal: controller.signal,
   }
   return {

@@ -1,15 +1,16 @@
 import { publishClaim, traceTick } from './channels.js'
 import { checkClock, clockOffset } from './clock.js'
 import { monotonicMs, openContext } from './context.js'
-import { compileOptions, type EntryPoint } from './options.js'
-import { migrateCommand, recordOutcome, type Settled } from './outcome.js'
-import { intervalOfLease } from './presets.js'
+import { escapeControls } from './escape.js'
+import { type Compiled, compileCall, type EntryPoint } from './options.js'
+import { migrateCommand, recordOutcome, type Settled, warn, warnShape } from './outcome.js'
+import type { IntervalLease } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE } from './sql.js'
-import { tableState } from './state.js'
+import { clearWarning, NAMES, tableState, warnOnce } from './state.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
-import { checkFunction, checkJobName, checkMs, checkQueryable } from './validate.js'
+import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
  * Runs `runTick` on exactly one replica per occurrence. Every replica calls this on every tick;
@@ -39,17 +40,17 @@ import { checkFunction, checkJobName, checkMs, checkQueryable } from './validate
 export function withCronLease<T>(
   db: Queryable,
   jobName: string,
-  leaseMs: number,
+  leaseMs: number | IntervalLease,
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  let config: RunConfig<T>
+  let config: ReturnType<typeof runConfig<T>>
   try {
     config = runConfig('withCronLease', db, jobName, leaseMs, runTick, opts)
   } catch (error) {
     return Promise.reject(error)
   }
-  return runLease(config)
+  return runLease(config, config.slot)
 }
 
 /** What a claim needs, checked: the coordinator builds one per task run, the tick entry points one per call. */
@@ -62,6 +63,8 @@ export interface ClaimConfig {
   readonly logger: LeaseLogger | undefined
   /** Send it as a named prepared statement where the driver allows it. */
   readonly prepare: boolean
+  /** How far ahead of the database clock an occurrence may lie; undefined: 10% of the lease. */
+  readonly clockToleranceMs?: number | undefined
 }
 
 /** Everything one run of a tick needs, checked once. */
@@ -69,8 +72,37 @@ export interface RunConfig<T> extends ClaimConfig {
   readonly runTick: (ctx: LeaseContext) => Promise<T> | T
   readonly keepAlive: KeepAlive | undefined
   readonly record: boolean
-  /** The declared interval; left out, the one `leaseForInterval` was given for this lease, if any. */
+  /** The declared interval, if any. */
   readonly everyMs: number | undefined
+}
+
+/**
+ * Where one call stands in the job's schedule, as this replica's scheduler knows it: what the
+ * claim is keyed on and what the winner stores. Instants are ms since the epoch; null is unknown.
+ */
+export interface Slot {
+  /** The occurrence the call is for. */
+  readonly occurrence: number | null
+  /** When this replica's scheduler fires next, on this replica's clock. */
+  readonly nextOccurrence: number | null
+  /** The job's interval, for counting missed occurrences: declared, else the gap to the next occurrence. */
+  readonly intervalMs: number | null
+}
+
+/**
+ * The slot of one call from what it was told, or null when it was told nothing (the claim is then
+ * exactly the lease-only claim). With `everyMs` the next occurrence is one interval after this
+ * one, or after now when none is named.
+ */
+export function slotOf(
+  occurrence: number | null,
+  nextOccurrence: number | null,
+  everyMs: number | undefined,
+): Slot | null {
+  if (occurrence === null && nextOccurrence === null && everyMs === undefined) return null
+  const next = nextOccurrence ?? (everyMs === undefined ? null : (occurrence ?? Date.now()) + everyMs)
+  const gap = occurrence !== null && next !== null && next > occurrence ? next - occurrence : null
+  return { occurrence, nextOccurrence: next, intervalMs: everyMs ?? gap }
 }
 
 /**
@@ -84,12 +116,18 @@ export interface Ticket {
   readonly sentAt: number
   /** Whether the table has the outcome columns; undefined when the reply did not say. */
   readonly recordable: boolean | undefined
+  /** The occurrence the claim was keyed on, or null. */
+  readonly occurrence: Date | null
+  /** Occurrences that fell due unclaimed before this one (0 when unknown). */
+  readonly missed: number
+  /** The interval to record as the job's: the slot's, or null to let the table observe it. */
+  readonly intervalMs: number | null
 }
 
 /**
  * The arguments of `withCronLease` and `leasedTick`, checked in the order they are declared, with
  * the options compiled once per options object (src/options.ts). Throws the TypeError of the first
- * bad one.
+ * bad one. `leaseMs` may be what `forInterval` returns, which declares the interval as well.
  */
 export function runConfig<T>(
   entry: EntryPoint,
@@ -98,16 +136,17 @@ export function runConfig<T>(
   leaseMs: unknown,
   runTick: unknown,
   opts: unknown,
-): RunConfig<T> & { options: ReturnType<typeof compileOptions> } {
+): RunConfig<T> & { options: Compiled; slot: Slot | null; nextOccurrence: number | null } {
   const queryable = checkQueryable(db)
   const job = checkJobName(jobName)
-  const ms = checkMs(leaseMs, 'leaseMs')
+  const lease = checkLease(leaseMs)
   const tick = checkFunction<(ctx: LeaseContext) => Promise<T> | T>(runTick, 'runTick')
-  const options = compileOptions(entry, opts, ms)
+  const { options, occurrence, nextOccurrence } = compileCall(entry, opts, lease.leaseMs)
+  const everyMs = options.everyMs ?? lease.everyMs
   return {
     db: queryable,
     jobName: job,
-    leaseMs: ms,
+    leaseMs: lease.leaseMs,
     runTick: tick,
     holder: options.holder,
     table: options.table,
@@ -115,8 +154,30 @@ export function runConfig<T>(
     keepAlive: options.keepAlive,
     prepare: options.prepare,
     record: options.record,
-    everyMs: options.everyMs,
+    everyMs,
+    clockToleranceMs: options.clockToleranceMs,
     options,
+    slot: slotOf(occurrence, nextOccurrence, everyMs),
+    nextOccurrence,
+  }
+}
+
+/** A lease length, or the lease and interval `forInterval` made (read once, as it may be a Proxy). */
+function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefined } {
+  if (typeof value !== 'object' || value === null) return { leaseMs: checkMs(value, 'leaseMs'), everyMs: undefined }
+  let leaseMs: unknown
+  let everyMs: unknown
+  try {
+    ;({ leaseMs, everyMs } = value as IntervalLease)
+  } catch {
+    return fail('leaseMs', 'a number of milliseconds, or what forInterval() returns', value)
+  }
+  if (typeof leaseMs !== 'number' || typeof everyMs !== 'number') {
+    fail('leaseMs', 'a number of milliseconds, or what forInterval() returns', value)
+  }
+  return {
+    leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'),
+    everyMs: checkMs(everyMs, 'leaseMs.everyMs', Number.MAX_SAFE_INTEGER),
   }
 }
 
@@ -128,13 +189,14 @@ export function runConfig<T>(
  * everything it calls: each `async` layer costs turns of the microtask queue, and with many cron
  * jobs those add up against a claim that is itself one short round trip.
  */
-export function runLease<T>(config: RunConfig<T>): Promise<LeaseOutcome<T>> {
-  return claim(config).then((ticket) => (ticket === null ? LOST : runClaimed(config, ticket)))
+export function runLease<T>(config: RunConfig<T>, slot: Slot | null = null): Promise<LeaseOutcome<T>> {
+  return claim(config, slot).then((ticket) => (ticket === null ? LOST : runClaimed(config, ticket)))
 }
 
 const LOST: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
-async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<LeaseOutcome<T>> {
+/** Runs the tick of a won claim (of any kind: a claim, a catch-up) and records how it ended. */
+export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
   if (keepAlive && claimToken === null) {
@@ -159,25 +221,76 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<Leas
   } finally {
     close()
     if (config.record) {
-      const everyMs = config.everyMs ?? intervalOfLease(leaseMs)
-      await recordOutcome(ticket, monotonicMs() - startedAt, everyMs, settled)
+      await recordOutcome(ticket, monotonicMs() - startedAt, config.everyMs ?? ticket.intervalMs ?? undefined, settled)
     }
   }
 }
+
+/** Which claim statement was sent: the lease alone, keyed on the occurrence, or keyed on an unknown shape. */
+type ClaimKind = 'lease' | 'keyed' | 'probing'
 
 /**
  * The claim step on its own: one statement, its result read, the outcome published. Shared by
  * runLease and leaseCoordinator (which runs no tick itself), so there is one claim path. The
  * config must already be checked. Resolves the ticket of a won claim, or null for a lost one; a
  * driver error or an unreadable result rejects.
+ *
+ * Without a slot it is the lease-only claim, exactly. With one, the statement depends on what is
+ * known of the table: keyed on the occurrence once a won claim said the table has the columns;
+ * before that, a claim that keeps to the occurrences others keyed and writes none itself, whose
+ * win then keys itself with a second statement (once per process and table). A losing claim is
+ * one statement on every shape.
  */
-export function claim(config: ClaimConfig): Promise<Ticket | null> {
+export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ticket | null> {
   const { db, table, jobName, leaseMs, holder, prepare } = config
+  const state = tableState(table)
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  return runStatement(db, tableState(table).claim, [jobName, leaseMs, holder], prepare).then(
-    (result) => readClaim(config, result, sentAt, sentWallMs),
+  let kind: ClaimKind = 'lease'
+  let statement = state.claim
+  let params: unknown[] = [jobName, leaseMs, holder]
+  if (slot !== null) {
+    checkGap(config, slot)
+    const occurrence = slot.occurrence === null ? null : new Date(slot.occurrence).toISOString()
+    if (state.keyed) {
+      kind = 'keyed'
+      statement = state.occurrenceClaim
+      params = [jobName, leaseMs, holder, occurrence, nextDueMs(slot, sentWallMs), slot.intervalMs, toleranceOf(config)]
+    } else if (occurrence !== null) {
+      kind = 'probing'
+      statement = state.probingClaim
+      params = [jobName, leaseMs, holder, occurrence, toleranceOf(config)]
+    }
+  }
+  return runStatement(db, statement, params, prepare).then(
+    (result) => readClaim(config, slot, kind, result, sentAt, sentWallMs),
     (error: unknown) => Promise.reject(missingTable(error, table)),
+  )
+}
+
+/** How far ahead of the database clock an occurrence may lie: the option, else 10% of the lease. */
+export function toleranceOf(config: ClaimConfig): number {
+  return config.clockToleranceMs ?? Math.floor(config.leaseMs / 10)
+}
+
+/** The next occurrence as ms from `wallMs` on this replica's clock, the duration the database adds to its own. */
+export function nextDueMs(slot: Slot | null, wallMs: number): number | null {
+  return slot?.nextOccurrence == null ? null : slot.nextOccurrence - wallMs
+}
+
+/**
+ * A lease not shorter than the gap between occurrences is still held when the next one fires, so
+ * that one is skipped, and nothing else would say so: one warning per job.
+ */
+function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs }: Slot): void {
+  if (intervalMs === null || leaseMs < intervalMs) return
+  warnOnce(table, `gap:${jobName}`, () =>
+    warn(
+      logger,
+      `pg-cron-lease: the ${leaseMs} ms lease of '${escapeControls(jobName)}' is not shorter than the ${intervalMs} ms ` +
+        'between its occurrences: each claim still holds the lease when the next occurrence fires, so that one is ' +
+        `skipped; set a lease shorter than the gap (forInterval(${intervalMs}), or as long as one run may take)`,
+    ),
   )
 }
 
@@ -203,22 +316,101 @@ function missingTable(error: unknown, table: string): unknown {
   )
 }
 
-function readClaim(config: ClaimConfig, result: unknown, sentAt: number, sentWallMs: number): Ticket | null {
+async function readClaim(
+  config: ClaimConfig,
+  slot: Slot | null,
+  kind: ClaimKind,
+  result: unknown,
+  sentAt: number,
+  sentWallMs: number,
+): Promise<Ticket | null> {
   const { table, jobName, leaseMs, holder, logger } = config
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
   if (!won) {
     publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-    logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held by another replica`)
+    logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held, occurrence already run, or too early`)
+    if (kind !== 'lease' && slot?.occurrence != null) await checkEarly(config, slot.occurrence)
     return null
   }
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
   if (clockOffsetMs !== null) checkClock(table, jobName, clockOffsetMs, receivedWallMs - sentWallMs, leaseMs, logger)
-  return { config, claimToken, sentAt, recordable: readRecordable(result) }
+  const row = firstRow(result)
+  const recordable = typeof row?.recordable === 'boolean' ? row.recordable : undefined
+  const occurrence = slot?.occurrence == null ? null : new Date(slot.occurrence)
+  const ticket = (missed: unknown): Ticket => ({
+    config,
+    claimToken,
+    sentAt,
+    recordable,
+    occurrence,
+    missed: countOf(missed),
+    intervalMs: slot?.intervalMs ?? null,
+  })
+  if (slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
+  if (kind === 'keyed') return ticket(row?.missed)
+  const state = tableState(table)
+  if (row?.keyed === true) state.keyed = true
+  else if (row?.keyed === false && slot !== null) warnShape(table, logger, recordable === true)
+  // A claim won on a table whose occurrence columns it did not know of keys itself now, fenced on
+  // its token, before the tick runs: else a replica that keys its claims could run it again.
+  if (slot === null || row?.keyed !== true || claimToken === null) return ticket(0)
+  const keyed = await runStatement(
+    config.db,
+    state.keyClaim,
+    [jobName, claimToken, occurrence?.toISOString() ?? null, nextDueMs(slot, sentWallMs), slot.intervalMs],
+    config.prepare,
+  )
+  const reading = readResult(keyed, jobName, 'keyed on its occurrence')
+  // No row: a keyed claim of this occurrence or a later one was made since; this run must not happen.
+  return reading.matched ? ticket(firstRow(keyed)?.missed) : null
 }
 
-function readRecordable(result: unknown): boolean | undefined {
-  const flag = (result as { rows?: { recordable?: unknown }[] } | null)?.rows?.[0]?.recordable
-  return typeof flag === 'boolean' ? flag : undefined
+function firstRow(result: unknown): Record<string, unknown> | undefined {
+  const row = (result as { rows?: unknown[] } | null)?.rows?.[0]
+  return typeof row === 'object' && row !== null ? (row as Record<string, unknown>) : undefined
+}
+
+/** A count from the database: a bigint arrives as text from most drivers. */
+function countOf(value: unknown): number {
+  const n = typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : 0
+  return Number.isSafeInteger(n) && n > 0 ? n : 0
+}
+
+/** How often a replica whose keyed claims lose asks the database whether its occurrences are early. */
+export const EARLY_CHECK_EVERY_MS = 60_000
+
+/**
+ * A loser cannot tell from its empty reply whether the lease was held, the occurrence already run,
+ * or the occurrence too early; only the last needs saying (this replica's clock is fast, and it
+ * will never run the job). So a losing replica asks, at most once a minute per job: one read-only
+ * statement that writes nothing. A failure to ask says nothing either way.
+ */
+async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
+  const { db, table, jobName, logger, prepare } = config
+  const state = tableState(table)
+  const now = monotonicMs()
+  const asked = state.earlyCheckedAt.get(jobName)
+  if (asked !== undefined && now - asked < EARLY_CHECK_EVERY_MS) return
+  if (state.earlyCheckedAt.size >= NAMES) state.earlyCheckedAt.clear()
+  state.earlyCheckedAt.set(jobName, now)
+  let aheadMs: number
+  try {
+    aheadMs = Number(
+      firstRow(await runStatement(db, state.occurrenceAhead, [new Date(occurrence).toISOString()], prepare))?.ahead_ms,
+    )
+  } catch {
+    return
+  }
+  const tolerance = toleranceOf(config)
+  if (!(aheadMs > tolerance)) return clearWarning(table, `early:${jobName}`)
+  warnOnce(table, `early:${jobName}`, () =>
+    warn(
+      logger,
+      `pg-cron-lease: '${escapeControls(jobName)}' did not run its occurrence ${new Date(occurrence).toISOString()}: it lies ` +
+        `${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this replica's ` +
+        'clock runs fast and it will not run this job until that is fixed: fix its time sync (NTP)',
+    ),
+  )
 }

@@ -3,10 +3,16 @@
  * node-cron's callback, a NestJS method). It validates everything when it is made, so a wiring
  * mistake throws at startup instead of at the first fire.
  */
+import { types } from 'node:util'
+import { claimCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { runConfig, runLease } from './lease.js'
+import { runClaimed, runConfig, runLease, slotOf } from './lease.js'
+import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
+import type { IntervalLease } from './presets.js'
+import { parseInstant } from './time-input.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
+import { checkOptions } from './validate.js'
 
 /**
  * Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. Every key is
@@ -15,7 +21,13 @@ import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable }
  * @example
  * const opts: LeasedTickOptions = { holder: 'worker-3', onError: (err, job) => report(job, err) }
  */
-export interface LeasedTickOptions extends LeaseOptions {
+export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'nextOccurrence'> {
+  /**
+   * Make up for a missed occurrence when the wrapper is made: it calls {@link catchUp} with
+   * `withinMs` (and the wrapper's other options) at once, in the background, with errors going to
+   * `onError`. Default: off. For jobs where late beats never; not for a charge.
+   */
+  catchUp?: CatchUpWindow
   /**
    * Receives a claim error or an error thrown by the tick. Default: `logger.error(err, jobName)`
    * for every error when a logger with `error` is given; else one line on `console.error`,
@@ -27,9 +39,29 @@ export interface LeasedTickOptions extends LeaseOptions {
 }
 
 /**
- * The function {@link leasedTick} returns. Called with no arguments it resolves the outcome;
- * the second signature is the same function as a scheduler sees it (croner's callback must return
- * `void | Promise<void>`, and passes arguments that are ignored). It never rejects.
+ * Which occurrence one call of a {@link LeasedTick} is for, when it is called by hand:
+ * `tick({ occurrence, nextOccurrence })`. Both as in `LeaseOptions`.
+ *
+ * @example
+ * const at: TickOccurrence = { occurrence: new Date('2026-12-01T09:00:00Z'), nextOccurrence: new Date('2026-12-02T09:00:00Z') }
+ */
+export interface TickOccurrence {
+  /** The scheduled time of the occurrence this call is for. */
+  occurrence?: Date | string | null
+  /** When this replica's scheduler fires next. */
+  nextOccurrence?: Date | string | null
+}
+
+/**
+ * The function {@link leasedTick} returns. It never rejects. Each call learns which occurrence it
+ * is for from its first argument, so passing the wrapper straight to a scheduler keys its claims:
+ * - node-cron 4 passes its context: the occurrence is `ctx.date`, the next one `ctx.task.getNextRun()`;
+ * - croner passes the job: the occurrence is the scheduled time of `job.currentRun()`, the next
+ *   one `job.nextRun()`;
+ * - by hand, pass `{ occurrence, nextOccurrence }` ({@link TickOccurrence});
+ * - with no argument (`setInterval`, NestJS `@Interval`) no occurrence is named; with `everyMs`,
+ *   the next one is one interval away.
+ * Any other argument is ignored, as before.
  *
  * @example
  * const tick: LeasedTick<number> = leasedTick(pool, 'count', 800, () => 42)
@@ -37,8 +69,8 @@ export interface LeasedTickOptions extends LeaseOptions {
  */
 export interface LeasedTick<T> {
   /** Claims and, on a win, runs the tick: its outcome, or `undefined` after an error (sent to `onError`). */
-  (): Promise<LeaseOutcome<T> | undefined>
-  /** As a scheduler calls it: the arguments are ignored, the resolved value is not the scheduler's concern. */
+  (at?: TickOccurrence): Promise<LeaseOutcome<T> | undefined>
+  /** As a scheduler calls it: the resolved value is not the scheduler's concern. */
   (...schedulerArgs: unknown[]): Promise<void>
 }
 
@@ -61,27 +93,85 @@ export interface LeasedTick<T> {
 export function leasedTick<T>(
   db: Queryable,
   jobName: string,
-  leaseMs: number,
+  leaseMs: number | IntervalLease,
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeasedTickOptions,
 ): LeasedTick<T> {
-  const { options, ...config } = runConfig<T>('leasedTick', db, jobName, leaseMs, runTick, opts)
+  const {
+    options,
+    slot: _,
+    nextOccurrence: __,
+    ...config
+  } = runConfig<T>('leasedTick', db, jobName, leaseMs, runTick, opts)
   const onError = options.onError ?? defaultOnError(config.logger)
+  const report = async (error: unknown) => {
+    try {
+      await onError(error, jobName)
+    } catch (onErrorFailure) {
+      console.error(`pg-cron-lease: onError threw while handling an error of '${jobName}'`, onErrorFailure, error)
+    }
+  }
 
   // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
-  const tick = async (): Promise<LeaseOutcome<T> | undefined> => {
+  const tick = async (at?: unknown): Promise<LeaseOutcome<T> | undefined> => {
     try {
-      return await runLease(config)
+      const { occurrence, nextOccurrence } = occurrenceOf(at)
+      return await runLease(config, slotOf(occurrence, nextOccurrence, config.everyMs))
     } catch (error) {
-      try {
-        await onError(error, jobName)
-      } catch (onErrorFailure) {
-        console.error(`pg-cron-lease: onError threw while handling an error of '${jobName}'`, onErrorFailure, error)
-      }
+      await report(error)
       return undefined
     }
   }
+  if (options.catchUp !== undefined) {
+    const window = options.catchUp.withinMs
+    const slot = { occurrence: null, nextOccurrence: null, intervalMs: config.everyMs ?? null }
+    void claimCatchUp(config, window, slot)
+      .then((ticket) => (ticket === null ? undefined : runClaimed(config, ticket)))
+      .catch(report)
+  }
   return tick as LeasedTick<T>
+}
+
+/**
+ * The occurrence a call names, from what its scheduler passed (see {@link LeasedTick}). A value
+ * passed by hand is checked as the options are (a TypeError naming it); a scheduler's is read
+ * only when it has the shape that scheduler gives.
+ */
+function occurrenceOf(at: unknown): { occurrence: number | null; nextOccurrence: number | null } {
+  if (typeof at !== 'object' || at === null || types.isProxy(at)) return NONE
+  const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
+  if (types.isDate(node.date)) {
+    const next = typeof node.task?.getNextRun === 'function' ? (node.task.getNextRun as () => unknown)() : null
+    return { occurrence: validMs(node.date), nextOccurrence: types.isDate(next) ? validMs(next) : null }
+  }
+  const croner = at as { currentRun?: unknown; nextRun?: unknown; previousRuns?: unknown }
+  if (typeof croner.currentRun === 'function' && typeof croner.previousRuns === 'function') {
+    const run = (croner.currentRun as () => unknown).call(at)
+    // croner's currentRun() is when the run started, a few ms past its slot: the slot is the
+    // latest scheduled time not after it.
+    const slot = types.isDate(run)
+      ? (croner.previousRuns as (n: number, from: Date) => unknown[]).call(at, 1, new Date(run.getTime() + 1))[0]
+      : undefined
+    const next = typeof croner.nextRun === 'function' ? (croner.nextRun as () => unknown).call(at) : null
+    return {
+      occurrence: types.isDate(slot) ? validMs(slot) : null,
+      nextOccurrence: types.isDate(next) ? validMs(next) : null,
+    }
+  }
+  if (!('occurrence' in at) && !('nextOccurrence' in at)) return NONE
+  const given = checkOptions(at, ['occurrence', 'nextOccurrence'], 'the tick argument')
+  return {
+    occurrence: given.occurrence == null ? null : parseInstant(given.occurrence, 'the tick argument.occurrence'),
+    nextOccurrence:
+      given.nextOccurrence == null ? null : parseInstant(given.nextOccurrence, 'the tick argument.nextOccurrence'),
+  }
+}
+
+const NONE = Object.freeze({ occurrence: null, nextOccurrence: null })
+
+function validMs(date: Date): number | null {
+  const ms = date.getTime()
+  return Number.isFinite(ms) ? ms : null
 }
 
 // A logger is the user's own choice of format and volume, so it gets every error whole; the

@@ -32,6 +32,9 @@ import { checkQueryable } from './validate.js'
  *   overdue: false,
  *   paused: false,
  *   pausedUntil: null,
+ *   lastOccurrence: '2026-11-29T22:00:00.000000Z',
+ *   nextDueAt: '2026-11-29T23:00:00.004211Z',
+ *   missed: 0,
  * }
  */
 export interface LeaseInfo {
@@ -77,10 +80,21 @@ export interface LeaseInfo {
    */
   everyMs: number | null
   /**
-   * Not claimed for longer than `everyMs × overdueFactor` (by the database clock at `checkedAt`),
-   * and not paused. Always `false` while `everyMs` is unknown.
+   * Not paused, and late by the database clock at `checkedAt`: its next due time (`nextDueAt`)
+   * passed with no claim since, longer ago than the grace (`overdueGraceMs`). While no next due
+   * time is known: not claimed for longer than `everyMs × overdueFactor`, and always `false` while
+   * `everyMs` is unknown too.
    */
   overdue: boolean
+  /** The scheduled time of the latest occurrence claimed, as the scheduler named it; `null` if none. */
+  lastOccurrence: string | null
+  /**
+   * When the job is next due, database clock: stored by the last claim from its scheduler's next
+   * occurrence (or one `everyMs` on); `null` while unknown. In the past with no claim since: late.
+   */
+  nextDueAt: string | null
+  /** The occurrences that fell due unclaimed, counted so far by the claims after them (0 if none, or unknown). */
+  missed: number
   /** A pause (`pauseJob`, `pg-cron-lease pause`) holds the job at `checkedAt`: nobody can claim it. */
   paused: boolean
   /** When the pause ends, database clock (`'infinity'` when open-ended); `null` when not paused. */
@@ -94,9 +108,21 @@ export interface LeaseInfo {
  * const opts: ListLeasesOptions = { table: 'jobs.leases' }
  */
 export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
-  /** A job is overdue when not claimed for `everyMs × overdueFactor`. Default: 2. At least 1. */
+  /**
+   * For a job with no next due time known: it is overdue when not claimed for
+   * `everyMs × overdueFactor`. Default: 2. At least 1.
+   */
   overdueFactor?: number
+  /**
+   * For a job with a next due time: how long it may pass unclaimed before the job is overdue, in
+   * ms. Default: the job's interval, at most a minute ({@link DEFAULT_OVERDUE_GRACE_MS}), or a
+   * minute while the interval is unknown.
+   */
+  overdueGraceMs?: number
 }
+
+/** The longest default grace before a job whose due time passed unclaimed is overdue: a minute. */
+export const DEFAULT_OVERDUE_GRACE_MS = 60_000
 
 export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'
 
@@ -118,7 +144,7 @@ export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'
  */
 export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promise<LeaseInfo[]> {
   checkQueryable(db)
-  const { table, overdueFactor: factor } = compileOptions('listLeases', opts)
+  const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
 
   const result = (await runStatement(db, listLeasesSql(table), [], false)) as { rows?: unknown } | null | undefined
   const rows = result?.rows
@@ -127,13 +153,13 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
       `pg-cron-lease: cannot list the leases in ${table}: the driver's result has no rows array, got ${formatValue(result)}`,
     )
   }
-  return rows.map((row) => readLease(row, table, factor))
+  return rows.map((row) => readLease(row, table, factor, grace))
 }
 
 // The statement returns text, boolean and float8 columns; drivers map float8 to a number, or to a
 // numeric string (some do), which is accepted. Anything else means a driver (or a table) this code
 // does not understand, and a guess could report a held lease as free.
-function readLease(row: unknown, table: string, overdueFactor: number): LeaseInfo {
+function readLease(row: unknown, table: string, overdueFactor: number, graceMs: number | undefined): LeaseInfo {
   const r = (row ?? {}) as Record<string, unknown>
   const bad = (column: string): never => {
     throw new TypeError(
@@ -157,6 +183,7 @@ function readLease(row: unknown, table: string, overdueFactor: number): LeaseInf
   if (lastOutcome !== null && lastOutcome !== 'ok' && lastOutcome !== 'error') bad('last_outcome')
   const everyMs = numberOrNull('every_ms')
   const paused = flag('paused')
+  const sinceDueMs = numberOrNull('since_due_ms')
   return {
     jobName: text('job_name'),
     holder: textOrNull('holder'),
@@ -172,8 +199,15 @@ function readLease(row: unknown, table: string, overdueFactor: number): LeaseInf
     lastSuccessAt: textOrNull('last_success_at'),
     everyMs,
     // Judged on the database's own difference of two of its timestamps, never this process's clock.
-    overdue: !paused && everyMs !== null && number('since_claim_ms') > everyMs * overdueFactor,
+    overdue:
+      !paused &&
+      (sinceDueMs !== null
+        ? sinceDueMs > (graceMs ?? Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS))
+        : everyMs !== null && number('since_claim_ms') > everyMs * overdueFactor),
     paused,
     pausedUntil: paused ? text('paused_until') : null,
+    lastOccurrence: textOrNull('last_occurrence'),
+    nextDueAt: textOrNull('next_due_at'),
+    missed: number('missed'),
   }
 }

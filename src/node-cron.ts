@@ -2,10 +2,11 @@
  * A run coordinator for node-cron 4's `distributed` mode, backed by the lease table. It
  * validates everything when it is made, so a wiring mistake throws at startup.
  */
+import { claimCatchUp } from './catch-up.js'
 import { monotonicMs } from './context.js'
-import { claim, type Ticket } from './lease.js'
-import { compileOptions } from './options.js'
-import { recordOutcome, type Settled } from './outcome.js'
+import { claim, type Slot, type Ticket } from './lease.js'
+import { type CatchUpWindow, compileOptions } from './options.js'
+import { describeError, recordOutcome, type Settled, warn } from './outcome.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
@@ -57,6 +58,10 @@ interface WatchedTask {
   name?: string
   /** node-cron's event subscription. */
   on(event: 'execution:failed', listener: LeaseCoordinator['onExecutionFailed']): void
+  /** When the task runs next: stored as the job's next due time by each claim the task wins. */
+  getNextRun?(): Date | null
+  /** Runs the task now, without the coordinator: what a catch-up run is. */
+  execute?(): Promise<unknown>
 }
 
 /**
@@ -66,7 +71,12 @@ interface WatchedTask {
  * const opts: LeaseCoordinatorOptions = { leaseMs: (task) => (task === 'report' ? LEASE.HOURLY : LEASE.EVERY_MINUTE) }
  */
 export interface LeaseCoordinatorOptions
-  extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record'> {
+  extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record' | 'clockToleranceMs'> {
+  /**
+   * Make up for a missed occurrence of each task passed to `watch`, when it is watched: as
+   * `catchUp` does, the one replica that wins runs `task.execute()` once. Default: off.
+   */
+  catchUp?: CatchUpWindow
   /**
    * The lease length in ms, or a function of the task name returning it. Default: the task's
    * `distributedLease` (node-cron's `ttlMs`, itself 30000 by default), which should then be set to
@@ -111,13 +121,48 @@ const SLOT_SUFFIX = /:(?:[+-]\d{6}|\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$
  */
 export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions): LeaseCoordinator {
   checkQueryable(db)
-  const { leaseMs: leaseOption, table, holder, logger, prepare, record } = compileOptions('leaseCoordinator', opts)
+  const {
+    leaseMs: leaseOption,
+    table,
+    holder,
+    logger,
+    prepare,
+    record,
+    clockToleranceMs,
+    catchUp,
+  } = compileOptions('leaseCoordinator', opts)
   const fixedMs = typeof leaseOption === 'number' ? leaseOption : undefined
   const leaseFor = typeof leaseOption === 'function' ? leaseOption : undefined
   // Runs this process won and has not completed, by node-cron's key (one run per key).
   const running = new Map<string, { ticket: Ticket; startedAt: number; failed?: unknown[] }>()
   // Tasks whose failures this coordinator hears: only their runs can be known to have succeeded.
-  const watched = new Set<string>()
+  // Kept by name, so that a claim can ask the task when it runs next.
+  const watched = new Map<string, WatchedTask>()
+  // The slot of each task's previous claim: the gap to this one, when no watched task says it.
+  const lastSlot = new Map<string, number>()
+  // Catch-up runs in flight, by task name: node-cron names an executed run by when it started.
+  const catchingUp = new Map<string, { failed?: unknown[] }>()
+
+  const slotFor = (jobName: string, occurrence: number): Slot => {
+    const task = watched.get(jobName)
+    let next: number | null = null
+    try {
+      const at = typeof task?.getNextRun === 'function' ? task.getNextRun() : null
+      if (at instanceof Date && Number.isFinite(at.getTime())) next = at.getTime()
+    } catch {
+      // A task that cannot say is a task whose next run is unknown.
+    }
+    const previous = lastSlot.get(jobName)
+    if (lastSlot.size >= 1000) lastSlot.clear()
+    lastSlot.set(jobName, occurrence)
+    const gap =
+      next !== null && next > occurrence
+        ? next - occurrence
+        : previous !== undefined && occurrence > previous
+          ? occurrence - previous
+          : null
+    return { occurrence, nextOccurrence: next, intervalMs: gap }
+  }
 
   const coordinator: LeaseCoordinator = {
     async shouldRun(key: string, ttlMs: number): Promise<boolean> {
@@ -130,7 +175,11 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         (leaseFor
           ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`)
           : checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      const ticket = await claim({ db, table, jobName, leaseMs, holder, logger, prepare })
+      // The slot is the occurrence: node-cron computed it from the schedule, so every replica
+      // names the same one, however late its timer fired.
+      const occurrence = Date.parse(slot[0].slice(1))
+      const config = { db, table, jobName, leaseMs, holder, logger, prepare, clockToleranceMs }
+      const ticket = await claim(config, Number.isFinite(occurrence) ? slotFor(jobName, occurrence) : null)
       if (ticket !== null && record) running.set(key, { ticket, startedAt: monotonicMs() })
       return ticket !== null
     },
@@ -148,7 +197,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         : watched.has(jobName)
           ? { outcome: 'ok' }
           : { outcome: 'unknown' }
-      await recordOutcome(run.ticket, durationMs, undefined, settled)
+      await recordOutcome(run.ticket, durationMs, run.ticket.intervalMs ?? undefined, settled)
     },
     watch(task) {
       const rule = 'a node-cron task (what cron.schedule returns: a name and an on(event, listener) method)'
@@ -161,8 +210,14 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         fail('task', rule, task)
       }
       if (typeof on !== 'function') fail('task', rule, task)
-      watched.add(checkJobName(name, 'task.name'))
+      const jobName = checkJobName(name, 'task.name')
+      watched.set(jobName, task)
       task.on('execution:failed', coordinator.onExecutionFailed)
+      if (catchUp !== undefined && typeof task.execute === 'function') {
+        void catchUpTask(jobName, task, catchUp.withinMs).catch((error: unknown) =>
+          warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`),
+        )
+      }
       return task
     },
     onExecutionFailed(context): void {
@@ -175,6 +230,10 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       if (slot instanceof Date && !Number.isNaN(slot.getTime())) {
         const run = running.get(`${String(name)}:${slot.toISOString()}`)
         if (run) run.failed = [error]
+        else {
+          const catching = catchingUp.get(String(name))
+          if (catching) catching.failed = [error]
+        }
         return
       }
       for (const run of running.values()) {
@@ -182,5 +241,29 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       }
     },
   }
+  /**
+   * The catch-up of a watched task: claimed as `catchUp` claims, run by `task.execute()` (which
+   * node-cron runs without asking the coordinator), and recorded like any other run.
+   */
+  async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
+    const leaseMs = fixedMs ?? (leaseFor ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`) : DEFAULT_TTL_MS)
+    const config = { db, table, jobName, leaseMs, holder, logger, prepare, clockToleranceMs }
+    const ticket = await claimCatchUp(config, withinMs, null)
+    if (ticket === null) return
+    const catching: { failed?: unknown[] } = {}
+    catchingUp.set(jobName, catching)
+    const startedAt = monotonicMs()
+    try {
+      await (task.execute as () => Promise<unknown>).call(task)
+    } finally {
+      catchingUp.delete(jobName)
+    }
+    const settled: Settled = catching.failed ? { outcome: 'error', error: catching.failed[0] } : { outcome: 'ok' }
+    if (record) await recordOutcome(ticket, monotonicMs() - startedAt, undefined, settled)
+  }
+
   return Object.freeze(coordinator)
 }
+
+/** node-cron's `distributedLease` when a task sets none: what a catch-up claims for without one. */
+const DEFAULT_TTL_MS = 30_000

@@ -10,6 +10,8 @@
  * checked (see {@link compileOptions}): a tick that passes the same bag every minute pays a read and
  * a comparison, not a validation.
  */
+import { MAX_LEASE_MS } from './presets.js'
+import { parseInstant } from './time-input.js'
 import type { KeepAlive, LeaseLogger } from './types.js'
 import {
   checkBoolean,
@@ -17,6 +19,7 @@ import {
   checkKeepAlive,
   checkLogger,
   checkMs,
+  checkOptions,
   checkOverdueFactor,
   checkTable,
   fail,
@@ -27,6 +30,7 @@ export type EntryPoint =
   | 'withCronLease'
   | 'leasedTick'
   | 'leaseCoordinator'
+  | 'catchUp'
   | 'listLeases'
   | 'pauseJob'
   | 'resumeJob'
@@ -42,30 +46,67 @@ interface OptionRow<V> {
   in: readonly EntryPoint[]
   /** The value to run with, from what the user passed (undefined when left out); throws a TypeError. */
   check(value: unknown, name: string, context: CheckContext): V
+  /**
+   * Different on every call (an occurrence): checked on each call, and left out of the compiled
+   * bag and of the comparison that finds a bag already checked, which it would defeat.
+   */
+  perCall?: true
 }
 
 const TICKS = ['withCronLease', 'leasedTick'] as const
+// The entry points that run a tick: the ticks, and a catch-up run.
+const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
-const ALL = [...CLAIMS, 'listLeases', 'pauseJob', 'resumeJob', 'releaseLease'] as const satisfies readonly EntryPoint[]
+const ALL = [
+  ...CLAIMS,
+  'catchUp',
+  'listLeases',
+  'pauseJob',
+  'resumeJob',
+  'releaseLease',
+] as const satisfies readonly EntryPoint[]
 
 type OnError = (error: unknown, jobName: string) => void | Promise<void>
 
 // The entry points are kept as a tuple type, so OptionsOf can name each entry point's keys.
 const row = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRow<V>['check']) => ({ in: entry, check })
+const perCall = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRow<V>['check']) =>
+  ({ in: entry, check, perCall: true }) as const
+
+/** An instant as ms since the epoch, or null when left out. */
+const instant = (value: unknown, name: string): number | null =>
+  value === undefined || value === null ? null : parseInstant(value, name)
 
 /** The table. Its keys, read in order, are the order checks run and errors are found in. */
 export const OPTIONS = {
-  holder: row(CLAIMS, (value, name): string => checkHolder(value, name)),
+  holder: row([...CLAIMS, 'catchUp'], (value, name): string => checkHolder(value, name)),
   table: row(ALL, (value, name): string => checkTable(value, name)),
-  logger: row(CLAIMS, (value, name): LeaseLogger | undefined => checkLogger(value, name)),
-  keepAlive: row(TICKS, (value, name, { leaseMs }): KeepAlive | undefined => checkKeepAlive(value, leaseMs, name)),
-  prepare: row(CLAIMS, (value, name): boolean => checkBoolean(value, name, true)),
-  record: row(CLAIMS, (value, name): boolean => checkBoolean(value, name, true)),
-  // Left out, the interval given to leaseForInterval for this lease stands in, read when a run is
-  // recorded (a later leaseForInterval call can still teach it).
-  everyMs: row(TICKS, (value, name): number | undefined =>
+  logger: row([...CLAIMS, 'catchUp'], (value, name): LeaseLogger | undefined => checkLogger(value, name)),
+  keepAlive: row(RUNS, (value, name, { leaseMs }): KeepAlive | undefined => checkKeepAlive(value, leaseMs, name)),
+  prepare: row([...CLAIMS, 'catchUp'], (value, name): boolean => checkBoolean(value, name, true)),
+  record: row([...CLAIMS, 'catchUp'], (value, name): boolean => checkBoolean(value, name, true)),
+  everyMs: row(RUNS, (value, name): number | undefined =>
     value === undefined ? undefined : checkMs(value, name, Number.MAX_SAFE_INTEGER),
   ),
+  clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
+    if (value === undefined) return undefined
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_LEASE_MS) {
+      fail(name, `a whole number of milliseconds from 0 to ${MAX_LEASE_MS}`, value)
+    }
+    return value
+  }),
+  // Checked when leasedTick or leaseCoordinator is made; they run it on start.
+  catchUp: row(['leasedTick', 'leaseCoordinator'], (value, name): CatchUpWindow | undefined => {
+    if (value === undefined) return undefined
+    if (value === null) fail(name, 'an object such as { withinMs: 3_600_000 }', value)
+    return {
+      withinMs: checkMs(checkOptions(value, ['withinMs'], name).withinMs, `${name}.withinMs`, Number.MAX_SAFE_INTEGER),
+    }
+  }),
+  // catchUp's own, and required: a window nobody chose would be a guess.
+  withinMs: row(['catchUp'], (value, name): number => checkMs(value, name, Number.MAX_SAFE_INTEGER)),
+  occurrence: perCall(['withCronLease'], instant),
+  nextOccurrence: perCall(['withCronLease', 'catchUp'], instant),
   onError: row(['leasedTick'], (value, name): OnError | undefined => {
     if (value !== undefined && typeof value !== 'function') fail(name, 'a function', value)
     return value as OnError | undefined
@@ -79,6 +120,9 @@ export const OPTIONS = {
     return checkMs(value, name)
   }),
   overdueFactor: row(['listLeases'], (value, name): number => checkOverdueFactor(value, name)),
+  overdueGraceMs: row(['listLeases'], (value, name): number | undefined =>
+    value === undefined ? undefined : checkMs(value, name, Number.MAX_SAFE_INTEGER),
+  ),
   // A pause's end is checked by pauseJob itself: until and forMs exclude each other.
   until: row(['pauseJob'], (value): unknown => value),
   forMs: row(['pauseJob'], (value): unknown => value),
@@ -86,13 +130,33 @@ export const OPTIONS = {
 
 export type OptionName = keyof typeof OPTIONS
 
+/** The options checked on every call, never cached (see `perCall`). */
+type PerCallName = { [K in OptionName]: (typeof OPTIONS)[K] extends { perCall: true } ? K : never }[OptionName]
+
+/** What `catchUp` takes, and the `catchUp` option of `leasedTick` and `leaseCoordinator`. */
+export interface CatchUpWindow {
+  /** How long ago the due occurrence may have passed and still be made up for, in ms. */
+  withinMs: number
+}
+
 /** The option names `E` accepts, as a type: what the public option interfaces are held to. */
 export type OptionsOf<E extends EntryPoint> = {
   [K in OptionName]: E extends (typeof OPTIONS)[K]['in'][number] ? K : never
 }[OptionName]
 
-/** The compiled value of each option. */
-export type Compiled = { readonly [K in OptionName]: ReturnType<(typeof OPTIONS)[K]['check']> }
+/** The compiled value of each option but the per-call ones. */
+export type Compiled = {
+  readonly [K in Exclude<OptionName, PerCallName>]: ReturnType<(typeof OPTIONS)[K]['check']>
+}
+
+/** One call's options: the compiled bag, and the per-call values checked for this call. */
+export interface CallOptions {
+  readonly options: Compiled
+  /** `opts.occurrence` in ms since the epoch, or null. */
+  readonly occurrence: number | null
+  /** `opts.nextOccurrence` in ms since the epoch, or null. */
+  readonly nextOccurrence: number | null
+}
 
 /** The option names an entry point accepts, in the table's order. */
 export function optionsOf(entry: EntryPoint): readonly OptionName[] {
@@ -105,6 +169,10 @@ const KEYS = Object.fromEntries(
     (Object.keys(OPTIONS) as OptionName[]).filter((key) => (OPTIONS[key].in as readonly EntryPoint[]).includes(entry)),
   ]),
 ) as unknown as Record<EntryPoint, readonly OptionName[]>
+
+const PER_CALL = Object.fromEntries(
+  ALL.map((entry) => [entry, KEYS[entry].map((key) => (OPTIONS[key] as OptionRow<unknown>).perCall === true)]),
+) as unknown as Record<EntryPoint, readonly boolean[]>
 
 // One compiled bag per user bag and entry point. Keyed by the bag itself, so a bag the caller drops
 // is dropped here too; the lease length is kept beside it, as keepAlive's check depends on it.
@@ -135,25 +203,55 @@ const RECENT: Partial<Record<EntryPoint, Seen[]>> = {}
  * not fall back to a default.
  */
 export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): Compiled {
-  if (opts === undefined || opts === null) {
-    let byLease = NO_BAG[entry]
-    if (byLease === undefined) {
-      byLease = new Map()
-      NO_BAG[entry] = byLease
-    }
-    let options = byLease.get(leaseMs)
-    if (options === undefined) {
-      options = build(entry, {}, [], leaseMs, name)
-      // A coordinator's leases can be many lengths; a few hundred defaults are nothing to keep.
-      if (byLease.size >= 256) byLease.clear()
-      byLease.set(leaseMs, options)
-    }
-    return options
-  }
-  if (typeof opts !== 'object') return fail(name, 'an object', opts)
+  return compileCall(entry, opts, leaseMs, name).options
+}
+
+/**
+ * {@link compileOptions} for an entry point that takes per-call options (an occurrence): the
+ * cached bag, and those values checked for this call. The bag's own options are checked first.
+ */
+export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): CallOptions {
   const keys = optionsOf(entry)
-  let own: string[]
+  const perCall = PER_CALL[entry]
+  if (opts === undefined || opts === null)
+    return { options: defaults(entry, leaseMs, name), occurrence: null, nextOccurrence: null }
+  if (typeof opts !== 'object') return fail(name, 'an object', opts)
   const raw: unknown[] = new Array(keys.length)
+  const options = compileRead(entry, opts, leaseMs, name, raw)
+  let occurrence: number | null = null
+  let nextOccurrence: number | null = null
+  for (let i = 0; i < keys.length; i++) {
+    if (!perCall[i] || raw[i] === undefined) continue
+    const key = keys[i] as OptionName
+    const value = (OPTIONS[key] as OptionRow<number | null>).check(raw[i], `${name}.${key}`, { leaseMs })
+    if (key === 'occurrence') occurrence = value
+    else nextOccurrence = value
+  }
+  return { options, occurrence, nextOccurrence }
+}
+
+function defaults(entry: EntryPoint, leaseMs: number, name: string): Compiled {
+  let byLease = NO_BAG[entry]
+  if (byLease === undefined) {
+    byLease = new Map()
+    NO_BAG[entry] = byLease
+  }
+  let options = byLease.get(leaseMs)
+  if (options === undefined) {
+    options = build(entry, {}, [], leaseMs, name)
+    // A coordinator's leases can be many lengths; a few hundred defaults are nothing to keep.
+    if (byLease.size >= 256) byLease.clear()
+    byLease.set(leaseMs, options)
+  }
+  return options
+}
+
+// Reads `opts` once into `raw` (every key the entry point takes, in order) and returns its
+// compiled bag, from the recent ones when it reads the same as one of them.
+function compileRead(entry: EntryPoint, opts: object, leaseMs: number, name: string, raw: unknown[]): Compiled {
+  const keys = optionsOf(entry)
+  const perCall = PER_CALL[entry]
+  let own: string[]
   let array = false
   let recent = RECENT[entry]
   if (recent === undefined) {
@@ -171,7 +269,7 @@ export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, na
   if (array) return fail(name, 'an object', opts)
   for (let i = 0; i < recent.length; i++) {
     const seen = recent[i] as Seen
-    if (sameRead(seen, leaseMs, own, raw)) {
+    if (sameRead(seen, leaseMs, own, raw, perCall)) {
       // The bag in use comes first again, so the next call finds it at once.
       if (i > 0) {
         recent.splice(i, 1)
@@ -188,10 +286,10 @@ export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, na
   return options
 }
 
-function sameRead(seen: Seen, leaseMs: number, own: string[], raw: unknown[]): boolean {
+function sameRead(seen: Seen, leaseMs: number, own: string[], raw: unknown[], perCall: readonly boolean[]): boolean {
   if (seen.leaseMs !== leaseMs || seen.own.length !== own.length) return false
   for (let i = 0; i < own.length; i++) if (seen.own[i] !== own[i]) return false
-  for (let i = 0; i < raw.length; i++) if (!Object.is(seen.raw[i], raw[i])) return false
+  for (let i = 0; i < raw.length; i++) if (!perCall[i] && !Object.is(seen.raw[i], raw[i])) return false
   return true
 }
 
@@ -204,7 +302,8 @@ function build(entry: EntryPoint, bag: Record<string, unknown>, own: string[], l
   }
   const options: Record<string, unknown> = {}
   for (const key of keys) {
-    options[key] = (OPTIONS[key] as OptionRow<unknown>).check(bag[key], `${name}.${key}`, { leaseMs })
+    const option = OPTIONS[key] as OptionRow<unknown>
+    if (!option.perCall) options[key] = option.check(bag[key], `${name}.${key}`, { leaseMs })
   }
   return Object.freeze(options) as Compiled
 }

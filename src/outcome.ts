@@ -50,7 +50,7 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   // Nothing may name a column the table lacks: inside a caller's transaction the refusal would
   // be a failed statement, and the claim told us the shape for free. A reply that did not say
   // (undefined) is tried, and a table without the columns is known by its refusal (42703).
-  if (ticket.recordable === false) return warnOriginalShape(table, logger)
+  if (ticket.recordable === false) return warnShape(table, logger, false)
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
   const send = (text: string | null) =>
@@ -63,7 +63,7 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   try {
     await send(errorText)
   } catch (error) {
-    if ((error as { code?: unknown } | null)?.code === '42703') return warnOriginalShape(table, logger)
+    if ((error as { code?: unknown } | null)?.code === '42703') return warnShape(table, logger, false)
     // A failed run must never be left reading as the last run's 'ok'. Text the database cannot
     // store (a character its encoding lacks, 22P05, or cannot take at all, 22021) is the one cause
     // the run can fix, so the outcome is written again with the message in plain ASCII. Any other
@@ -82,13 +82,20 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   }
 }
 
-// One warning per table per process (src/state.ts).
-function warnOriginalShape(table: string, logger: LeaseLogger | undefined): void {
+/**
+ * The one warning per table per process (src/state.ts) that the table lacks optional columns,
+ * whichever feature found out first: `recordable` says whether it has the outcome columns (then
+ * only the occurrence columns are missing).
+ */
+export function warnShape(table: string, logger: LeaseLogger | undefined, recordable: boolean): void {
+  const lacking = recordable
+    ? 'lacks the occurrence columns, so claims that name an occurrence are decided by the lease alone'
+    : 'has the original shape, so the outcome of each run is not recorded and claims that name an occurrence are decided by the lease alone'
   warnOnce(table, 'shape', () =>
     warn(
       logger,
-      `pg-cron-lease: ${table} has the original shape, so the outcome of each run is not recorded; ` +
-        `run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add the columns, and recording starts with the next run`,
+      `pg-cron-lease: ${table} ${lacking}; run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add the ` +
+        'columns: each takes effect from the next won claim, with no restart',
     ),
   )
 }

@@ -10,12 +10,6 @@ import { formatValue } from './format-value.js'
  */
 export const MAX_LEASE_MS = 2_147_483_647
 
-// The interval each lease made by leaseForInterval came from, so the caller need not declare it
-// again as `everyMs`. A lease two different intervals round to is ambiguous (null), and the map is
-// bounded: past that, intervals are observed by the table instead.
-const intervals = new Map<number, number | null>()
-const REMEMBERED_INTERVALS = 1000
-
 /**
  * Lease lengths for common schedules, in milliseconds. Each is a little under the interval
  * (about 80%): long enough that a replica whose timer fires late, or whose clock is off, still
@@ -57,13 +51,30 @@ export function leaseForInterval(intervalMs: number): number {
       `pg-cron-lease: intervalMs is too long: its lease would exceed ${MAX_LEASE_MS} ms (about 24.8 days), got ${formatValue(intervalMs)}`,
     )
   }
-  const known = intervals.get(leaseMs)
-  if (known === undefined && intervals.size < REMEMBERED_INTERVALS) intervals.set(leaseMs, intervalMs)
-  else if (known !== undefined && known !== intervalMs) intervals.set(leaseMs, null)
   return leaseMs
 }
 
-/** The interval `leaseForInterval` was given for this lease in this process, if exactly one was. */
-export function intervalOfLease(leaseMs: number): number | undefined {
-  return intervals.get(leaseMs) ?? undefined
+/**
+ * A lease and the interval it is for, as {@link forInterval} returns them: pass it where a lease
+ * length goes (`withCronLease`, `leasedTick`), and the interval is declared as `everyMs` with it.
+ */
+export interface IntervalLease {
+  /** The lease: {@link leaseForInterval} of the interval. */
+  readonly leaseMs: number
+  /** The interval, declared as the job's `everyMs`. */
+  readonly everyMs: number
+}
+
+/**
+ * The lease for a fixed interval together with the interval itself, so that one value declares
+ * both: the job is then reported overdue once its next run is late, and its missed runs are
+ * counted, without writing the interval twice.
+ *
+ * @example
+ * setInterval(leasedTick(pool, 'sync', forInterval(15_000), sync), 15_000)
+ * // the same as leasedTick(pool, 'sync', leaseForInterval(15_000), sync, { everyMs: 15_000 })
+ */
+export function forInterval(intervalMs: number): IntervalLease {
+  const leaseMs = leaseForInterval(intervalMs)
+  return Object.freeze({ leaseMs, everyMs: Math.max(1, Math.round(intervalMs)) })
 }

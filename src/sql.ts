@@ -55,8 +55,8 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
 /**
  * The optional columns, for the last outcome, overdue detection and pausing: all nullable, so
  * adding them rewrites nothing, and replicas that never name them (older versions, the original
- * package) are unaffected. A table has the outcome columns (`RECORD_COLUMNS`), or all of these,
- * or none (the original shape).
+ * package) are unaffected. A table has none of them (the original shape), the outcome columns
+ * (`RECORD_COLUMNS`), those and `claim_until` (`PAUSE_COLUMNS`), or all of them.
  */
 const OPTIONAL_COLUMNS: readonly (readonly [name: string, type: string])[] = [
   // The claim (claimed_at) of the run recorded below; the next run's claim minus this one is the
@@ -75,13 +75,26 @@ const OPTIONAL_COLUMNS: readonly (readonly [name: string, type: string])[] = [
   // While a pause holds lease_until: where the running claim's own lease ends (as its claim, renew
   // or beat last set it), so that ending the pause never cuts that claim short.
   ['claim_until', 'TIMESTAMPTZ'],
+  // The scheduled time of the latest occurrence claimed: no claim of it, or of an earlier one, wins
+  // again. Compared exactly, as the schedule names it (a slot, not any replica's clock).
+  ['last_occurrence', 'TIMESTAMPTZ'],
+  // When the job is next due, database clock: the winner's next occurrence, carried as a duration.
+  ['next_due_at', 'TIMESTAMPTZ'],
+  // Occurrences that fell due unclaimed: before the last claim, and in total.
+  ['last_missed', 'BIGINT'],
+  ['missed_occurrences', 'BIGINT'],
 ]
 
+const columnNames = (from: number, to?: number) => OPTIONAL_COLUMNS.slice(from, to).map(([name]) => name)
+
 /** The columns the outcome record writes: a table with all of them can record outcomes. */
-export const RECORD_COLUMNS: readonly string[] = OPTIONAL_COLUMNS.slice(0, 8).map(([name]) => name)
+export const RECORD_COLUMNS: readonly string[] = columnNames(0, 8)
 
 /** The columns pausing writes: a table with all of them can be paused and resumed. */
-export const PAUSE_COLUMNS: readonly string[] = OPTIONAL_COLUMNS.map(([name]) => name)
+export const PAUSE_COLUMNS: readonly string[] = columnNames(0, 9)
+
+/** The columns occurrence keys write: a table with all of them keys its claims on the occurrence. */
+export const OCCURRENCE_COLUMNS: readonly string[] = columnNames(9)
 
 /**
  * Wraps a PL/pgSQL body in a DO statement, with a dollar-quote tag that the body (which holds a
@@ -207,7 +220,8 @@ function pausedUntil(alias: string): string {
  *   measures the lease from it, exactly `$2` ms. The update branch measures it from when it wins
  *   (never less than `$2` ms from `claimed_at`), so a claimant that waited on a racing first insert
  *   still gets its whole lease; without a subquery for it, which every loser would pay to set up.
- * - `recordable` tells the winner whether the table has the outcome columns (see hasColumns).
+ * - `recordable` and `keyed` tell the winner whether the table has the outcome and the occurrence
+ *   columns (see hasColumns).
  * - The SQL carries no comments: it is sent on every tick by every replica.
  */
 export function claimSql(table: string): string {
@@ -225,7 +239,153 @@ SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
   holder = EXCLUDED.holder,
   claimed_at = EXCLUDED.claimed_at
 WHERE lease.lease_until <= clock_timestamp()
-RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} AS recordable`
+RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} AS recordable,
+  ${hasColumns('lease', OCCURRENCE_COLUMNS)} AS keyed`
+}
+
+/**
+ * The claim of an occurrence, on a table known to have the occurrence columns (a won claim said
+ * so). Parameters: $1 job name, $2 lease in whole ms, $3 holder, $4 the occurrence as ISO-8601 UTC
+ * text or NULL, $5 ms from now until the next occurrence (this replica's clock, carried as a
+ * duration) or NULL, $6 the job's interval in ms or NULL (then the table's every_ms), $7 how far
+ * ahead of the database clock an occurrence may lie, in whole ms. One row to the winner, none to
+ * losers, who write nothing, as in {@link claimSql}; on top of its rule:
+ *
+ * - An occurrence further ahead of the database clock than $7 never wins: a replica whose clock
+ *   runs fast must not run the future.
+ * - An occurrence not later than `last_occurrence` never wins: it, or a later one, already ran. The
+ *   guard reads it from the same row as the lease, so a loser pays nothing more for it; the
+ *   arbiter checks it again under the row lock.
+ * - With $4 NULL the lease decides alone, as in claimSql, and the next due time is still kept.
+ *
+ * The reply carries `missed`: occurrences that fell due unclaimed before this one (see
+ * {@link missedSince}).
+ */
+export function occurrenceClaimSql(table: string): string {
+  const t = quoteTable(table)
+  const ms = (p: string) => `${p} * interval '1 millisecond'`
+  return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at, last_missed, missed_occurrences)
+SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at, clock.occurrence, clock.at + ${ms('$5::float8')}, 0, 0
+FROM (SELECT clock_timestamp() AS at, ${fromIsoText('$4')} AS occurrence) AS clock
+WHERE NOT coalesce(clock.occurrence > clock.at + ${ms('$7::integer')}, false)
+AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(last_occurrence >= clock.occurrence, false) FROM ${t} WHERE job_name = $1::text)
+  WHEN true THEN false
+  WHEN false THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+  ELSE true
+END
+ON CONFLICT (job_name) DO UPDATE
+SET lease_until = clock_timestamp() + ${ms('$2::integer')},
+  holder = EXCLUDED.holder,
+  claimed_at = EXCLUDED.claimed_at,
+${occurrenceSet('EXCLUDED.last_occurrence', 'EXCLUDED.claimed_at', 'EXCLUDED.next_due_at', '$6')}
+WHERE lease.lease_until <= clock_timestamp() AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
+RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} AS recordable, lease.last_missed AS missed`
+}
+
+/**
+ * How many occurrences fell due unclaimed between the job's stored next due time and `at` (the
+ * occurrence now claimed, or the database clock when none is named), in intervals of `everyMs`
+ * (the caller's, else the table's every_ms), rounded to the nearest: half an interval either way
+ * of latency or clock offset never adds or drops one. 0 while either is unknown.
+ */
+function missedSince(at: string, everyMs: string): string {
+  const every = `coalesce(${everyMs}::float8, lease.every_ms)`
+  return `CASE WHEN lease.next_due_at IS NULL OR NOT ${every} > 0 THEN 0::bigint
+    ELSE greatest(0, round(extract(epoch FROM ${at} - lease.next_due_at) * 1000 / ${every}))::bigint END`
+}
+
+/** The SET lines that key a won claim on its occurrence, from the row as it was before it. */
+function occurrenceSet(occurrence: string, claimedAt: string, nextDueAt: string, everyMs: string): string {
+  const missed = missedSince(`coalesce(${occurrence}, ${claimedAt})`, everyMs)
+  return `  last_occurrence = coalesce(${occurrence}, lease.last_occurrence),
+  next_due_at = ${nextDueAt},
+  last_missed = ${missed},
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}`
+}
+
+/**
+ * The claim of an occurrence on a table whose shape is not known: {@link claimSql} with the same
+ * rules as {@link occurrenceClaimSql}, but it reads `last_occurrence` through `to_jsonb`, so it runs
+ * on every shape, and writes nothing a table may lack. Claims keyed by other replicas are kept to
+ * from the first call on. Parameters: $1 job name, $2 lease ms, $3 holder, $4 the occurrence as
+ * ISO text, $5 the tolerance ahead of the database clock in ms. `keyed` tells the winner whether
+ * the table has the occurrence columns; if it has, the winner keys its claim with
+ * {@link keyClaimSql} before it runs.
+ */
+export function probingClaimSql(table: string): string {
+  const t = quoteTable(table)
+  const last = (alias: string) => `(to_jsonb(${alias}) ->> 'last_occurrence')::timestamptz`
+  return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
+SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
+FROM (SELECT clock_timestamp() AS at, ${fromIsoText('$4')} AS occurrence) AS clock
+WHERE NOT coalesce(clock.occurrence > clock.at + $5::integer * interval '1 millisecond', false)
+AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(${last('existing')} >= clock.occurrence, false) FROM ${t} AS existing WHERE job_name = $1::text)
+  WHEN true THEN false
+  WHEN false THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+  ELSE true
+END
+ON CONFLICT (job_name) DO UPDATE
+SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
+  holder = EXCLUDED.holder,
+  claimed_at = EXCLUDED.claimed_at
+WHERE lease.lease_until <= clock_timestamp() AND NOT coalesce(${last('lease')} >= ${fromIsoText('$4')}, false)
+RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} AS recordable,
+  ${hasColumns('lease', OCCURRENCE_COLUMNS)} AS keyed`
+}
+
+/**
+ * Keys a claim won by {@link probingClaimSql} on its occurrence, fenced on that claim. Parameters:
+ * $1 job name, $2 claim token, $3 the occurrence as ISO text, $4 ms until the next occurrence or
+ * NULL, $5 the interval in ms or NULL. No row: the occurrence, or a later one, was claimed by a
+ * replica that keys its claims since this claim was made, and this run must not happen.
+ */
+export function keyClaimSql(table: string): string {
+  return `UPDATE ${quoteTable(table)} AS lease
+SET
+${occurrenceSet('clock.occurrence', 'lease.claimed_at', "clock.at + $4::float8 * interval '1 millisecond'", '$5')}
+FROM (SELECT clock_timestamp() AS at, ${fromIsoText('$3')} AS occurrence) AS clock
+WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}
+  AND NOT coalesce(lease.last_occurrence >= clock.occurrence, false)
+RETURNING lease.last_missed AS missed`
+}
+
+/**
+ * The catch-up claim: wins only when the job's next due time has passed with no claim since (a
+ * claim would have moved it), the lease is not held, and the latest occurrence due by now fell due
+ * no more than $4 ms ago. That latest occurrence is the stored due time plus whole intervals; the
+ * ones before it are counted as missed, and it becomes the claim's occurrence. Parameters: $1 job
+ * name, $2 lease ms, $3 holder, $4 window in ms, $5 ms until the next occurrence or NULL (then one
+ * interval after the caught-up one), $6 the interval in ms or NULL (then every_ms; unknown: the due
+ * time itself is the occurrence). An UPDATE of one row by its key: a racing catch-up waits for the
+ * row, finds the due time moved, and matches nothing. Needs the occurrence columns.
+ */
+export function catchUpSql(table: string): string {
+  const every = `coalesce($6::float8, lease.every_ms)`
+  const skipped = `CASE WHEN ${every} > 0 THEN floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}) ELSE 0 END`
+  const due = `(lease.next_due_at + ${skipped} * ${every} * interval '1 millisecond')`
+  const dueOrNext = `CASE WHEN ${every} > 0 THEN ${due} ELSE lease.next_due_at END`
+  return `UPDATE ${quoteTable(table)} AS lease
+SET lease_until = clock.at + $2::integer * interval '1 millisecond',
+  holder = $3::text,
+  claimed_at = clock.at,
+  last_occurrence = ${dueOrNext},
+  next_due_at = coalesce(clock.at + $5::float8 * interval '1 millisecond', ${dueOrNext} + ${every} * interval '1 millisecond'),
+  last_missed = (${skipped})::bigint,
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + (${skipped})::bigint
+FROM (SELECT clock_timestamp() AS at) AS clock
+WHERE lease.job_name = $1::text AND lease.next_due_at <= clock.at AND lease.lease_until <= clock.at
+  AND ${dueOrNext} >= clock.at - $4::float8 * interval '1 millisecond'
+  AND NOT coalesce(lease.last_occurrence >= ${dueOrNext}, false)
+RETURNING ${CLAIM_TOKEN} AS claimed_at, true AS recordable, lease.last_missed AS missed,
+  ${isoText('lease.last_occurrence')} AS occurrence`
+}
+
+/**
+ * How far the occurrence $1 (ISO text) lies ahead of the database clock, in ms: what a replica
+ * whose keyed claims keep losing asks, now and then, to tell a fast clock from a job run by others.
+ */
+export function occurrenceAheadSql(): string {
+  return `SELECT (extract(epoch FROM ${fromIsoText('$1')} - clock_timestamp()) * 1000)::float8 AS ahead_ms`
 }
 
 /**
@@ -321,7 +481,7 @@ WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
 // table does not have comes back NULL, so one text serves tables of every shape.
 const OUTCOME_RECORD = `jsonb_to_record(to_jsonb(lease)) AS extra(last_outcome text, last_finished_at timestamptz,
     last_duration_ms float8, last_error text, last_success_at timestamptz, every_ms float8, paused_until timestamptz,
-    claim_until timestamptz)`
+    claim_until timestamptz, last_occurrence timestamptz, next_due_at timestamptz, missed_occurrences bigint)`
 
 /**
  * Every lease in the table, one row per job, ordered by job name in byte order (`COLLATE "C"`, so
@@ -334,6 +494,8 @@ const OUTCOME_RECORD = `jsonb_to_record(to_jsonb(lease)) AS extra(last_outcome t
  * table name `quoteTable` accepts can be shadowed by it. `held` is the negation of the claim's
  * expiry test (`lease_until <= clock_timestamp()`), and `remaining_ms` is rounded up, so a held
  * lease always shows at least 1 ms and an expired one 0 (an open-ended pause: Infinity).
+ * `since_due_ms` is how long ago the job's next due time passed (negative while it is ahead): a
+ * claim moves it, so a positive value means no claim since it fell due.
  */
 export function listLeasesSql(table: string): string {
   const at = '"db clock".at'
@@ -355,7 +517,11 @@ SELECT lease.job_name,
   ${isoText('extra.last_success_at')} AS last_success_at,
   extra.every_ms,
   ${isoTextOrInfinity('extra.paused_until')} AS paused_until,
-  coalesce(extra.paused_until > ${at} AND lease.lease_until = GREATEST(extra.claim_until, extra.paused_until), false) AS paused
+  coalesce(extra.paused_until > ${at} AND lease.lease_until = GREATEST(extra.claim_until, extra.paused_until), false) AS paused,
+  ${isoText('extra.last_occurrence')} AS last_occurrence,
+  ${isoText('extra.next_due_at')} AS next_due_at,
+  (extract(epoch FROM ${at} - extra.next_due_at) * 1000)::float8 AS since_due_ms,
+  coalesce(extra.missed_occurrences, 0)::float8 AS missed
 FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
   CROSS JOIN LATERAL ${OUTCOME_RECORD}
 ORDER BY lease.job_name COLLATE "C"`

@@ -11,11 +11,23 @@
  * - per process: the job names already accepted by the checks, at most {@link NAMES} (the set is
  *   emptied when full), so the few names that come back on every tick are looked up, not checked.
  *
- * What is known of a table's shape is not remembered: a won claim's reply says it (see claimSql),
- * so an upgrade is seen from the next won claim on, with no restart.
+ * What is known of a table's shape comes from won claims' replies, which say it for free (see
+ * claimSql): whether it can take the outcome record is read from each, and whether it has the
+ * occurrence columns is kept once a reply said so, so an upgrade is seen from the next won claim
+ * on, with no restart and no shape probe.
  */
 import { createHash } from 'node:crypto'
-import { claimSql, extendSql, recordOutcomeSql, renewSql } from './sql.js'
+import {
+  catchUpSql,
+  claimSql,
+  extendSql,
+  keyClaimSql,
+  occurrenceAheadSql,
+  occurrenceClaimSql,
+  probingClaimSql,
+  recordOutcomeSql,
+  renewSql,
+} from './sql.js'
 
 /** One statement's text and the name it is prepared under. */
 export interface Statement {
@@ -30,6 +42,18 @@ export interface TableState {
   readonly renew: Statement
   readonly extend: Statement
   readonly record: Statement
+  readonly occurrenceClaim: Statement
+  readonly probingClaim: Statement
+  readonly keyClaim: Statement
+  readonly catchUp: Statement
+  readonly occurrenceAhead: Statement
+  /**
+   * Whether a won claim said the table has the occurrence columns: only then is a statement sent
+   * that names them. Learnt, never unlearnt: a table does not lose columns while replicas run.
+   */
+  keyed: boolean
+  /** When (monotonic ms) each job last asked whether its occurrences are early; at most NAMES jobs. */
+  readonly earlyCheckedAt: Map<string, number>
   /** The warnings given for this table: the key says what each was about (a job name, or a topic). */
   readonly warned: Set<string>
   /** When it was last used, on the use counter. */
@@ -58,6 +82,13 @@ export function tableState(table: string): TableState {
     renew: statement(renewSql(table)),
     extend: statement(extendSql(table)),
     record: statement(recordOutcomeSql(table)),
+    occurrenceClaim: statement(occurrenceClaimSql(table)),
+    probingClaim: statement(probingClaimSql(table)),
+    keyClaim: statement(keyClaimSql(table)),
+    catchUp: statement(catchUpSql(table)),
+    occurrenceAhead: statement(occurrenceAheadSql()),
+    keyed: false,
+    earlyCheckedAt: new Map(),
     warned: new Set(),
     usedAt: ++uses,
   }

@@ -71,6 +71,14 @@ const UNTIL_RULE =
  * parseUntil('2026-12-01T06:00:00', '--until') // throws TypeError: pg-cron-lease: --until must be … with a zone …
  */
 export function parseUntil(value: unknown, name: string): string {
+  return new Date(parseInstant(value, name)).toISOString()
+}
+
+/**
+ * The instant a `Date` or ISO-8601 text with a zone names, in ms since the epoch, refused as
+ * {@link parseUntil} refuses it: an occurrence is read by the same rules as the end of a pause.
+ */
+export function parseInstant(value: unknown, name: string): number {
   // A Proxy is never a Date (the built-in methods refuse it) and may throw from any trap, so it is
   // refused before anything looks at it.
   if (types.isProxy(value)) fail(name, UNTIL_RULE, value)
@@ -79,7 +87,7 @@ export function parseUntil(value: unknown, name: string): string {
   if (ms < MIN_MS || ms > MAX_MS) {
     fail(name, 'between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in UTC', value)
   }
-  return new Date(ms).toISOString()
+  return ms
 }
 
 function dateMs(value: Date, name: string): number {

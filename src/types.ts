@@ -94,12 +94,41 @@ export interface LeaseOptions {
    */
   record?: boolean
   /**
-   * How often the job is scheduled, in ms, so it can be reported overdue when it has not been
-   * claimed for `everyMs × overdueFactor`. Default: the interval given to `leaseForInterval` for
-   * this `leaseMs`, if that is how the lease was made; otherwise the table observes it between
-   * two recorded runs.
+   * The job's interval in ms, for a job that runs at a fixed interval. The winner stores when the
+   * job is next due (one interval after this occurrence, or after now when none is named) and
+   * counts the occurrences missed in between; left out, the table observes the interval between
+   * two recorded runs, and only `nextOccurrence` tells when the job is next due. `forInterval`
+   * gives it together with the lease.
    */
   everyMs?: number
+  /**
+   * How far ahead of the database clock a named occurrence may lie and still run, in whole ms:
+   * a replica whose clock runs further ahead than this never runs an occurrence early, and warns
+   * once per job while that lasts. Default: 10% of the lease, rounded down.
+   */
+  clockToleranceMs?: number
+  /**
+   * The scheduled time of the occurrence this call is for: a `Date`, or ISO-8601 text with a zone.
+   * The claim then wins only while no claim of this or a later occurrence of the job has been made
+   * (compared in the database), besides the lease being free: a replica, however late, never runs
+   * an occurrence twice, nor an earlier one. Left out, the lease alone decides, as before. On a
+   * table without the occurrence columns (`pg-cron-lease migrate` adds them) the lease decides
+   * alone, with one warning.
+   *
+   * @example
+   * cron.schedule('0 * * * *', (ctx) =>
+   *   withCronLease(pool, 'report', LEASE.HOURLY, run, { occurrence: ctx.date, nextOccurrence: ctx.task?.getNextRun() }),
+   * )
+   */
+  occurrence?: Date | string | null
+  /**
+   * When this replica's scheduler fires next, read on this replica's clock (a `Date`, or ISO text
+   * with a zone). The winner stores it as the job's next due time by the database clock, carried
+   * across as a duration, so this replica's clock offset plays no part; one already past is stored
+   * as past. `status`, `check` and `listLeases` report the job overdue once it passes unclaimed.
+   * Left out, it is one `everyMs` after the occurrence (or after now), if `everyMs` is given.
+   */
+  nextOccurrence?: Date | string | null
 }
 
 /**
@@ -173,6 +202,18 @@ export interface LeaseContext {
    * `2026-11-29T22:12:11.428993Z`; `null` when the driver returned no row to read it from.
    */
   readonly claimToken: string | null
+  /**
+   * The scheduled time of the occurrence this run is for, as the scheduler named it
+   * (`opts.occurrence`, a `leasedTick` call's scheduler, node-cron's key, or the occurrence a
+   * catch-up run makes up for); `null` when none was named. Whole milliseconds, as a `Date` holds.
+   */
+  readonly occurrence: Date | null
+  /**
+   * How many occurrences fell due since the previous run and will never run, not counting this
+   * one; 0 when unknown (no interval or no next due time known yet, or a table without the
+   * occurrence columns). See docs/schedulers.md#missed-occurrences for how it is counted.
+   */
+  readonly missed: number
   /**
    * Aborts, with an Error saying the lease was lost, as soon as the library learns this claim no
    * longer holds the lease: a `renew()` that resolves false, or a keep-alive beat that finds the
