@@ -6,15 +6,19 @@ BEGIN
       lease_until TIMESTAMPTZ NOT NULL,
       holder      TEXT,
       claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
-      last_started_at  TIMESTAMPTZ,
-      last_finished_at TIMESTAMPTZ,
-      last_duration_ms DOUBLE PRECISION,
-      last_outcome     TEXT,
-      last_error       TEXT,
-      last_success_at  TIMESTAMPTZ,
-      every_ms         DOUBLE PRECISION,
-      paused_until     TIMESTAMPTZ,
-      claim_until      TIMESTAMPTZ
+      last_started_at    TIMESTAMPTZ,
+      last_finished_at   TIMESTAMPTZ,
+      last_duration_ms   DOUBLE PRECISION,
+      last_outcome       TEXT,
+      last_error         TEXT,
+      last_success_at    TIMESTAMPTZ,
+      every_ms           DOUBLE PRECISION,
+      paused_until       TIMESTAMPTZ,
+      claim_until        TIMESTAMPTZ,
+      last_occurrence    TIMESTAMPTZ,
+      next_due_at        TIMESTAMPTZ,
+      last_missed        BIGINT,
+      missed_occurrences BIGINT
     );
   END IF;
 EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN

@@ -328,7 +328,11 @@ async function readClaim(
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
   if (!won) {
     publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-    logger?.debug?.(`pg-cron-lease: '${jobName}' skipped: lease held, occurrence already run, or too early`)
+    logger?.debug?.(
+      kind === 'lease' || slot?.occurrence == null
+        ? `pg-cron-lease: '${jobName}' skipped: lease held by another replica`
+        : `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`,
+    )
     if (kind !== 'lease' && slot?.occurrence != null) await checkEarly(config, slot.occurrence)
     return null
   }

@@ -121,7 +121,7 @@ function doBlock(body: string): string {
  */
 export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const columns = [LEASE_COLUMNS, ...OPTIONAL_COLUMNS.map(([name, type]) => `  ${name.padEnd(16)} ${type}`)]
+  const columns = [LEASE_COLUMNS, ...OPTIONAL_COLUMNS.map(([name, type]) => `  ${name.padEnd(18)} ${type}`)]
   return doBlock(`BEGIN
   IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (

@@ -16,6 +16,7 @@ import { type Call, isRecord, standIn, WIN } from '../helpers/stand-in.ts'
 
 // The option list comes from the options table; the rules for each value are written out below.
 const OPTION_KEYS: string[] = [...optionsOf('withCronLease')]
+const MAX_INSTANT_MS = Date.parse('9999-12-31T23:59:59.999Z')
 const KEEP_ALIVE_KEYS = ['beatMs', 'extendMs']
 
 /** Any value fast-check can build, with every optional kind switched on. */
@@ -97,6 +98,15 @@ const keepAliveLike = fc.oneof(
   anything,
 )
 
+/** Instants near the edges of what an occurrence may be, as Dates and as ISO text. */
+const EDGE_MS = [-1, 0, 1, Date.now(), MAX_INSTANT_MS, MAX_INSTANT_MS + 1]
+const instantLike = fc.oneof(
+  fc.constantFrom(...EDGE_MS).map((ms) => new Date(ms)),
+  fc.date(),
+  fc.constantFrom(...EDGE_MS.filter((ms) => ms >= 0 && ms <= MAX_INSTANT_MS)).map((ms) => new Date(ms).toISOString()),
+  fc.constantFrom('2026-02-30T06:00:00Z', '2026-12-01T06:00:00', '2026-12-01T08:00:00+02:00', null),
+)
+
 const optsLike = fc.oneof(
   fc.constant(undefined),
   fc.record(
@@ -108,6 +118,9 @@ const optsLike = fc.oneof(
       prepare: fc.oneof(fc.boolean(), anything),
       record: fc.oneof(fc.boolean(), anything),
       everyMs: fc.oneof(msLike, anything),
+      clockToleranceMs: fc.oneof(fc.integer({ min: -2, max: MAX_LEASE_MS + 2 }), msLike, anything),
+      occurrence: fc.oneof(instantLike, anything),
+      nextOccurrence: fc.oneof(instantLike, anything),
     },
     { requiredKeys: [] },
   ),
@@ -198,11 +211,24 @@ function problems(args: {
   if (isNone(opts)) return found
   if (!isObjectBag(opts)) return [...found, 'opts']
   for (const key of Object.keys(opts)) if (!OPTION_KEYS.includes(key)) found.push(`opts.${key}`)
-  const { holder, table, logger, keepAlive, prepare, record, everyMs } = opts
+  const { holder, table, logger, keepAlive, prepare, record, everyMs, clockToleranceMs } = opts
   for (const [key, value] of Object.entries({ prepare, record })) {
     if (value !== undefined && typeof value !== 'boolean') found.push(`opts.${key}`)
   }
   if (everyMs !== undefined && !isMs(everyMs, Number.MAX_SAFE_INTEGER)) found.push('opts.everyMs')
+  if (
+    clockToleranceMs !== undefined &&
+    !(
+      Number.isInteger(clockToleranceMs) &&
+      (clockToleranceMs as number) >= 0 &&
+      (clockToleranceMs as number) <= MAX_LEASE_MS
+    )
+  ) {
+    found.push('opts.clockToleranceMs')
+  }
+  for (const key of ['occurrence', 'nextOccurrence']) {
+    if (instantOf(opts[key]) === undefined) found.push(`opts.${key}`)
+  }
   if (!asksForDefaultHolder(holder) && !isNameText(holder)) found.push('opts.holder')
   if (table !== undefined && !isTableName(table)) found.push('opts.table')
   if (!isNone(logger)) {
@@ -233,6 +259,32 @@ function problems(args: {
 }
 
 /**
+ * The instant an occurrence option names: null when left out, undefined when it is not one. Only
+ * the text shapes the generators make are told apart: full ISO-8601 with a zone, on a real date.
+ */
+function instantOf(value: unknown): number | null | undefined {
+  if (value === undefined || value === null) return null
+  let ms: number
+  if (value instanceof Date) ms = value.getTime()
+  else if (typeof value === 'string') {
+    const match = /^(\d{4})-(\d{2})-(\d{2})T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/.exec(value)
+    if (!match) return undefined
+    const [year, month, day] = match.slice(1).map(Number) as [number, number, number]
+    if (new Date(Date.UTC(year, month - 1, day)).getUTCDate() !== day) return undefined
+    ms = Date.parse(value)
+  } else return undefined
+  return Number.isFinite(ms) && ms >= 0 && ms <= MAX_INSTANT_MS ? ms : undefined
+}
+
+/** The gap between occurrences the call declares, which a lease not shorter than it is warned about. */
+function declaredGap(opts: Record<string, unknown>): number | null {
+  if (typeof opts.everyMs === 'number') return Math.round(opts.everyMs)
+  const occurrence = instantOf(opts.occurrence)
+  const next = instantOf(opts.nextOccurrence)
+  return occurrence != null && next != null && next > occurrence ? next - occurrence : null
+}
+
+/**
  * A won claim whose token is this machine's time, as from a database whose clock agrees with it.
  * The stand-in's fixed token is far from the clock, so every valid call with a new job name would
  * warn about clock skew: ten thousand lines about nothing this test is for.
@@ -244,6 +296,7 @@ function answerNow(call: Call): unknown {
 describe('fuzzed arguments: a TypeError before any query, or one query for a valid call', () => {
   test('10,000 random argument sets agree with the documented rules, and warn nothing', async (t) => {
     let valid = 0
+    const gapWarned = new Set<string>()
     // A fuzzed call without a logger of its own (or with console as its logger) warns through
     // console.warn: whatever it writes there is kept, and must be nothing.
     const warnings: string[] = []
@@ -288,19 +341,37 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
           const records = (args.opts as { record?: boolean } | undefined)?.record === false ? 0 : 1
           assert.equal(pool.calls.length, 1 + records, 'a valid call makes the claim, then records the outcome')
           if (records) assert.ok(isRecord(pool.calls[1]!))
-          const { holder } = (args.opts ?? {}) as { holder?: string }
-          assert.deepEqual(pool.calls[0]?.params, [
+          const opts = (args.opts ?? {}) as Record<string, unknown>
+          const holder = opts.holder as string | undefined
+          assert.deepEqual(pool.calls[0]?.params.slice(0, 3), [
             args.jobName,
             Math.round(args.leaseMs as number),
             asksForDefaultHolder(holder) ? `${os.hostname()}:${process.pid}` : holder,
           ])
+          // A named occurrence is what the claim is keyed on; without one the claim is the lease's alone.
+          const occurrence = instantOf(opts.occurrence)
+          if (occurrence != null) assert.equal(pool.calls[0]?.params[3], new Date(occurrence).toISOString())
+          else if (declaredGap(opts) === null && instantOf(opts.nextOccurrence) === null) {
+            assert.equal(pool.calls[0]?.params.length, 3)
+          }
+          const gap = declaredGap(opts)
+          if (gap !== null && Math.round(args.leaseMs as number) >= gap)
+            gapWarned.add(escapeControls(String(args.jobName)))
         }),
         { numRuns: 10_000 },
       )
     } finally {
       console.warn = consoleWarn
     }
-    assert.deepEqual(warnings.slice(0, 3), [], `${warnings.length} warnings, the first of them shown`)
+    // The one warning a valid call may give: a lease not shorter than the gap it declared.
+    const unexpected = warnings.filter(
+      (line) =>
+        ![...gapWarned].some(
+          (job) =>
+            line.startsWith(`pg-cron-lease: the `) && line.includes(` lease of '${job}' is not shorter than the `),
+        ),
+    )
+    assert.deepEqual(unexpected.slice(0, 3), [], `${unexpected.length} warnings, the first of them shown`)
     t.diagnostic(`${valid} of 10,000 argument sets were valid`)
     // The generators must reach the valid side often enough for the second half to mean something.
     assert.ok(valid >= 1000, `only ${valid} of 10,000 argument sets were valid`)
@@ -386,7 +457,18 @@ describe('options are compiled once per options object', () => {
   })
 
   test('every entry point refuses a key the table does not give it, naming the keys it takes', async () => {
-    const documented = ['holder', 'table', 'logger', 'keepAlive', 'prepare', 'record', 'everyMs']
+    const documented = [
+      'holder',
+      'table',
+      'logger',
+      'keepAlive',
+      'prepare',
+      'record',
+      'everyMs',
+      'clockToleranceMs',
+      'occurrence',
+      'nextOccurrence',
+    ]
     assert.deepEqual(OPTION_KEYS, documented)
     await assert.rejects(
       withCronLease(standIn(), 'job', 1000, () => 1, { onError() {} } as never),

@@ -20,6 +20,10 @@ const ROW = {
   every_ms: null,
   paused_until: null,
   paused: false,
+  last_occurrence: null,
+  next_due_at: null,
+  since_due_ms: null,
+  missed: 0,
 }
 
 // The fields a row of the original table shape (no outcome recorded) maps to.
@@ -33,6 +37,9 @@ const NOTHING_RECORDED = {
   overdue: false,
   paused: false,
   pausedUntil: null,
+  lastOccurrence: null,
+  nextDueAt: null,
+  missed: 0,
 }
 
 describe('listLeases validates its arguments before the database is touched', () => {
@@ -49,7 +56,9 @@ describe('listLeases validates its arguments before the database is touched', ()
     for (const [opts, message] of [
       [[], /opts must be an object, got an array of length 0/],
       ['cron_leases', /opts must be an object, got "cron_leases"/],
-      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(table, overdueFactor\)/],
+      [{ tabel: 'x' }, /opts\.tabel must be one of the known options \(table, overdueFactor, overdueGraceMs\)/],
+      [{ overdueGraceMs: 0 }, /opts\.overdueGraceMs must be at least 1 ms/],
+      [{ overdueGraceMs: '1s' }, /opts\.overdueGraceMs must be a finite number/],
       [{ overdueFactor: 0.5 }, /opts\.overdueFactor must be a finite number, at least 1, got 0\.5/],
       [{ overdueFactor: '2' }, /opts\.overdueFactor must be/],
       [{ table: 'x; DROP TABLE y' }, /opts\.table must be an identifier.*got "x; DROP TABLE y"/],
@@ -142,6 +151,9 @@ describe('listLeases reads rows strictly', () => {
       overdue: false,
       paused: false,
       pausedUntil: null,
+      lastOccurrence: null,
+      nextDueAt: null,
+      missed: 0,
     })
     assert.equal((await strict).overdue, true, '48.5 s since the claim is over 2 × 20 s')
     const [paused] = await listLeases(
@@ -151,6 +163,47 @@ describe('listLeases reads rows strictly', () => {
       [paused!.overdue, paused!.paused, paused!.pausedUntil, paused!.remainingMs],
       [false, true, 'infinity', Infinity],
     )
+  })
+
+  test('with a next due time, overdue is that time passed unclaimed for longer than the grace', async () => {
+    const due = {
+      ...ROW,
+      every_ms: 20_000,
+      last_occurrence: '2026-11-29T22:12:00.000000Z',
+      next_due_at: '2026-11-29T22:12:20.000000Z',
+      missed: '3',
+    }
+    const judge = async (sinceDueMs: number | null, opts?: { overdueGraceMs?: number; overdueFactor?: number }) =>
+      (
+        await listLeases(
+          standIn(() => ({ rows: [{ ...due, since_due_ms: sinceDueMs }] })),
+          opts,
+        )
+      )[0]!
+    const ahead = await judge(-5000)
+    assert.deepEqual(
+      [ahead.overdue, ahead.lastOccurrence, ahead.nextDueAt, ahead.missed],
+      [false, due.last_occurrence, due.next_due_at, 3],
+    )
+    // The default grace is the interval, at most a minute: 20 s here.
+    assert.equal((await judge(19_999)).overdue, false)
+    assert.equal((await judge(20_001)).overdue, true)
+    assert.equal((await judge(20_001, { overdueGraceMs: 30_000 })).overdue, false)
+    assert.equal((await judge(30_001, { overdueGraceMs: 30_000 })).overdue, true)
+    // The next due time decides over the interval rule: 48.5 s since the claim is not overdue while it is ahead.
+    assert.equal((await judge(-1, { overdueFactor: 1 })).overdue, false)
+    // An hourly job's default grace is a minute, not an hour.
+    assert.equal(
+      (await listLeases(standIn(() => ({ rows: [{ ...due, every_ms: 3_600_000, since_due_ms: 60_001 }] }))))[0]!
+        .overdue,
+      true,
+    )
+    const paused = (
+      await listLeases(
+        standIn(() => ({ rows: [{ ...due, since_due_ms: 999_999, paused: true, paused_until: 'infinity' }] })),
+      )
+    )[0]!
+    assert.equal(paused.overdue, false, 'a paused job is never overdue')
   })
 
   test('a result without a rows array is an error, not an empty list', async () => {
@@ -174,6 +227,9 @@ describe('listLeases reads rows strictly', () => {
       [{ ...ROW, last_outcome: 'maybe' }, 'last_outcome'],
       [{ ...ROW, paused: undefined }, 'paused'],
       [{ ...ROW, every_ms: 'x' }, 'every_ms'],
+      [{ ...ROW, missed: null }, 'missed'],
+      [{ ...ROW, since_due_ms: 'soon' }, 'since_due_ms'],
+      [{ ...ROW, next_due_at: 5 }, 'next_due_at'],
     ] as const) {
       await assert.rejects(
         listLeases(standIn(() => ({ rows: [row] }))),

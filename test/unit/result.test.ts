@@ -176,6 +176,8 @@ describe('what withCronLease does with each reading', () => {
         holder: 'me',
         leaseMs: 1234,
         claimToken: TOKEN,
+        occurrence: null,
+        missed: 0,
         renew: undefined,
         fence: undefined,
         signal: undefined,

@@ -112,7 +112,7 @@ describe('the table', () => {
       lease_until TIMESTAMPTZ NOT NULL,
       holder      TEXT,
       claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
-      last_started_at  TIMESTAMPTZ,
+      last_started_at    TIMESTAMPTZ,
 `),
     )
     for (const column of [
@@ -123,6 +123,10 @@ describe('the table', () => {
       'every_ms',
       'paused_until',
       'claim_until',
+      'last_occurrence',
+      'next_due_at',
+      'last_missed',
+      'missed_occurrences',
     ]) {
       assert.match(CRON_LEASES_TABLE_SQL, new RegExp(`\\n      ${column} +[A-Z ]+,?\\n`), column)
       assert.match(upgradeTableSql(), new RegExp(`ADD COLUMN IF NOT EXISTS ${column} `), column)
