@@ -163,7 +163,7 @@ const held = await connectionsHeld(bench)
 // Kinds alternate round by round, so a noisy moment does not fall on one kind only.
 const fleetRounds: FleetResult[] = []
 for (let r = 0; r < profile.fleetRounds; r++) {
-  for (const kind of ['plain', 'lease', 'waiting'] as FleetKind[]) {
+  for (const kind of ['plain', 'lease', 'waiting', 'occurrence'] as FleetKind[]) {
     log(
       `fleet ${r + 1} of ${profile.fleetRounds}: ${profile.fleetJobs} jobs × ${profile.fleetReplicas} replicas, ${kind}`,
     )
@@ -172,7 +172,7 @@ for (let r = 0; r < profile.fleetRounds; r++) {
 }
 const best = (kind: FleetKind) =>
   fleetRounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
-const fleet = { lease: best('lease'), plain: best('plain'), waiting: best('waiting') }
+const fleet = { lease: best('lease'), plain: best('plain'), waiting: best('waiting'), occurrence: best('occurrence') }
 
 const { floor, rows } = buildRows(
   shown.map((c) => ({ c, stats: series.get(c.id)!.stats() })),

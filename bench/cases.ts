@@ -112,6 +112,9 @@ export interface Bench {
   sent: { losingClaim: SentStatement; renew: SentStatement }
 }
 
+/** The occurrence the keyed cases name: long past, so never too early. */
+const OCCURRENCE_MS = Date.UTC(2026, 0, 1)
+
 const TABLE_ROLES = [
   'win',
   'winUnprepared',
@@ -127,6 +130,7 @@ const TABLE_ROLES = [
   'fleetLease',
   'fleetPlain',
   'fleetWaiting',
+  'fleetOccurrence',
 ] as const
 type TableRole = (typeof TABLE_ROLES)[number]
 
@@ -181,6 +185,29 @@ export async function openBench(
       `INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder) VALUES ('held', clock_timestamp() + interval '1 day', 'other')`,
     )
   }
+  // The job an occurrence-keyed loser finds already run: its lease expired, its occurrence claimed.
+  await observer.query(
+    `INSERT INTO ${quoteTable(tables.lose)} (job_name, lease_until, holder, last_occurrence)
+     VALUES ('ran', clock_timestamp() - interval '1 hour', 'other', $1)`,
+    [new Date(OCCURRENCE_MS)],
+  )
+  // One won claim naming an occurrence teaches the copy measured that the table has the occurrence
+  // columns, as the first won claim of a process does: from then on its keyed claims go as such.
+  const keyed = await library.withCronLease(pool, 'keyed', HOUR, noop, {
+    table: tables.lose,
+    holder: HOLDER,
+    occurrence: new Date(OCCURRENCE_MS),
+    record: false,
+  })
+  if (!keyed.ran) throw new Error('the claim that learns the table shape did not win')
+  // The same for the fleet's table: its rounds truncate it, and what the copy learnt stays.
+  const fleetKeyed = await library.withCronLease(pool, 'keyed', HOUR, noop, {
+    table: tables.fleetOccurrence,
+    holder: HOLDER,
+    occurrence: new Date(OCCURRENCE_MS),
+    record: false,
+  })
+  if (!fleetKeyed.ran) throw new Error('the claim that learns the fleet table shape did not win')
   const sent = await sentStatements(library, pool, tables)
   let unexpected = 0
   return {
@@ -263,6 +290,8 @@ export function singleCases(b: Bench): Case[] {
   // which is the outcome's bookkeeping, not the claim (measured on its own row below).
   const claim = (job: string, leaseMs: number, table: string, prepare = true, record = false) =>
     withCronLease(pool, job, leaseMs, noop, { table, holder: HOLDER, prepare, record })
+  const claimAt = (job: string, occurrence: Date) =>
+    withCronLease(pool, job, HOUR, noop, { table: t.lose, holder: HOLDER, record: false, occurrence })
   // A losing claim statement sent as a named statement straight through the pool, with the values
   // the library sent with its own.
   const loseNamed = (name: string, text: string) => async () =>
@@ -284,6 +313,21 @@ export function singleCases(b: Bench): Case[] {
       group: 'library',
       unit: 'claim',
       op: async () => expect(!(await claim('held', HOUR, t.lose)).ran),
+    },
+    {
+      // The occurrence a scheduler names, a new Date on every call as node-cron's ctx.date is.
+      id: 'claim_lose_occurrence',
+      label: 'claim, losing, naming an occurrence (lease held)',
+      group: 'library',
+      unit: 'claim',
+      op: async () => expect(!(await claimAt('held', new Date(OCCURRENCE_MS))).ran),
+    },
+    {
+      id: 'claim_lose_occurrence_ran',
+      label: 'claim, losing, naming an occurrence already run (lease expired)',
+      group: 'diagnostic',
+      unit: 'claim',
+      op: async () => expect(!(await claimAt('ran', new Date(OCCURRENCE_MS))).ran),
     },
     {
       id: 'claim_lose_unprepared',
@@ -545,10 +589,11 @@ export async function connectionsHeld(b: Bench): Promise<Record<string, number>>
 
 /**
  * The fleet's claimants: the library as users call it (default options: prepared), the original
- * package's plain upsert as it sent it (plain text), and the claim with the NOT EXISTS guard, which
- * waits on a row lock instead of skipping it (sent prepared, for comparison).
+ * package's plain upsert as it sent it (plain text), the claim with the NOT EXISTS guard, which
+ * waits on a row lock instead of skipping it (sent prepared, for comparison), and the library with
+ * every replica naming the same occurrence of each job.
  */
-export type FleetKind = 'lease' | 'plain' | 'waiting'
+export type FleetKind = 'lease' | 'plain' | 'waiting' | 'occurrence'
 
 /** One fleet round. */
 export interface FleetResult {
@@ -584,7 +629,12 @@ export interface FleetResult {
 export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 'staggered'): Promise<FleetResult> {
   const { observer, profile } = b
   const { quoteTable, withCronLease } = b.library
-  const table = { lease: b.tables.fleetLease, plain: b.tables.fleetPlain, waiting: b.tables.fleetWaiting }[kind]
+  const table = {
+    lease: b.tables.fleetLease,
+    plain: b.tables.fleetPlain,
+    waiting: b.tables.fleetWaiting,
+    occurrence: b.tables.fleetOccurrence,
+  }[kind]
   const { fleetJobs: jobs, fleetReplicas: replicas } = profile
   await observer.query(`TRUNCATE ${quoteTable(table)}`)
   await observer.query(
@@ -604,6 +654,10 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
     // record: false: the round measures claims; a won tick's outcome record is one statement per
     // occurrence (not per replica), measured on its own among the single operations.
     if (kind === 'lease') return (await withCronLease(c, job, HOUR, noop, { table, holder, record: false })).ran
+    if (kind === 'occurrence') {
+      const occurrence = new Date(OCCURRENCE_MS)
+      return (await withCronLease(c, job, HOUR, noop, { table, holder, record: false, occurrence })).ran
+    }
     if (kind === 'plain') return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
     const waiting = { name: 'bench-waiting-claim', text: waitingText, values: [job, HOUR, holder] }
     return (await c.query(waiting)).rowCount === 1

@@ -159,11 +159,11 @@ function occurrenceOf(at: unknown): { occurrence: number | null; nextOccurrence:
     }
   }
   if (!('occurrence' in at) && !('nextOccurrence' in at)) return NONE
-  const given = checkOptions(at, ['occurrence', 'nextOccurrence'], 'the tick argument')
+  const given = checkOptions(at, ['occurrence', 'nextOccurrence'], 'at')
   return {
-    occurrence: given.occurrence == null ? null : parseInstant(given.occurrence, 'the tick argument.occurrence'),
+    occurrence: given.occurrence == null ? null : parseInstant(given.occurrence, 'at.occurrence'),
     nextOccurrence:
-      given.nextOccurrence == null ? null : parseInstant(given.nextOccurrence, 'the tick argument.nextOccurrence'),
+      given.nextOccurrence == null ? null : parseInstant(given.nextOccurrence, 'at.nextOccurrence'),
   }
 }
 

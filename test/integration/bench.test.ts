@@ -51,10 +51,19 @@ describe('the benchmark runs and writes its results', () => {
       assert.equal(report.meta.unexpectedOutcomes, 0)
       assert.equal(report.meta.library, path.join('src', 'index.ts'), 'the suite measures the source')
       const ids = report.rows.map((r: { id: string }) => r.id)
-      for (const id of ['select1', 'claim_win', 'claim_lose', 'renew', 'plain_win', 'plain_lose', 'advisory']) {
+      for (const id of [
+        'select1',
+        'claim_win',
+        'claim_lose',
+        'claim_lose_occurrence',
+        'renew',
+        'plain_win',
+        'plain_lose',
+        'advisory',
+      ]) {
         assert.ok(ids.includes(id), `the report has a row for ${id}`)
       }
-      for (const id of ['claim_lose_statement', 'claim_lose_waiting', 'select_held']) {
+      for (const id of ['claim_lose_statement', 'claim_lose_waiting', 'claim_lose_occurrence_ran', 'select_held']) {
         assert.ok(ids.includes(id), `the report has the diagnostic row ${id}`)
       }
       for (const id of ['shedlock_lose_first', 'race10_lease', 'race50_lease', 'race10_plain', 'race50_plain']) {
@@ -92,7 +101,15 @@ describe('the benchmark runs and writes its results', () => {
 
       assert.deepEqual(
         report.targets.map((t: { id: string }) => t.id),
-        ['losing_claim', 'losing_claim_pgbouncer', 'winning_claim', 'fleet_claims', 'fleet_cpu'],
+        [
+          'losing_claim',
+          'losing_claim_occurrence',
+          'losing_claim_pgbouncer',
+          'winning_claim',
+          'fleet_claims',
+          'fleet_claims_occurrence',
+          'fleet_cpu',
+        ],
       )
       const missing = pgbouncerMissing()
       const version = pgbouncerVersion()
