@@ -17,7 +17,10 @@ import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './va
  * one atomic statement gives the lease to a single claimant, which runs the tick, while the
  * others resolve `{ ran: false, result: null }` without writing anything.
  *
- * The lease is never released: it lasts `leaseMs` by the database clock (about 80% of the
+ * Name the occurrence (`opts.occurrence`, the slot the scheduler fires for) and the claim is keyed
+ * on it: no replica, however late, runs an occurrence that already ran, nor an earlier one, and
+ * the lease only has to keep runs from overlapping. Without one, the lease stands in for the
+ * occurrence: it is never released and lasts `leaseMs` by the database clock (about 80% of the
  * interval, see {@link LEASE}), so a replica whose timer fires late still finds it taken.
  *
  * Failure rule, a missed occurrence beats a duplicate: a bad argument rejects with a TypeError
@@ -31,10 +34,10 @@ import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './va
  * import { LEASE, withCronLease } from 'pg-cron-lease'
  *
  * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
- * cron.schedule('0 * * * *', () =>
+ * cron.schedule('0 * * * *', (run) =>
  *   withCronLease(pool, 'billing:hourly', LEASE.HOURLY, async (ctx) => {
  *     await chargeCustomers()
- *   }),
+ *   }, { occurrence: run.date, nextOccurrence: run.task?.getNextRun() }),
  * )
  */
 export function withCronLease<T>(

@@ -162,8 +162,7 @@ function occurrenceOf(at: unknown): { occurrence: number | null; nextOccurrence:
   const given = checkOptions(at, ['occurrence', 'nextOccurrence'], 'at')
   return {
     occurrence: given.occurrence == null ? null : parseInstant(given.occurrence, 'at.occurrence'),
-    nextOccurrence:
-      given.nextOccurrence == null ? null : parseInstant(given.nextOccurrence, 'at.nextOccurrence'),
+    nextOccurrence: given.nextOccurrence == null ? null : parseInstant(given.nextOccurrence, 'at.nextOccurrence'),
   }
 }
 

@@ -75,8 +75,9 @@ export interface LeaseInfo {
   /** When a run last ended `ok`, database clock; `null` if none has. */
   lastSuccessAt: string | null
   /**
-   * The job's interval in ms: declared by the caller (`everyMs`, or `leaseForInterval`), else
-   * observed between its last two recorded runs; `null` while unknown.
+   * The job's interval in ms: declared by the caller (`everyMs`, or `forInterval`), else the gap
+   * its scheduler gave between two occurrences, else observed between its last two recorded runs;
+   * `null` while unknown.
    */
   everyMs: number | null
   /**

@@ -93,12 +93,13 @@ const SLOT_SUFFIX = /:(?:[+-]\d{6}|\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$
  * A node-cron 4 run coordinator backed by the lease table. Set it on a task (`distributed: true`,
  * a `name`, `runCoordinator`) or for every task with `cron.setRunCoordinator`.
  *
- * node-cron's key ends with the slot time read from each replica's *own* clock; replicas whose
- * clocks disagree would each see a different key. So the claim is made on the task name alone,
- * and the database clock decides: the first replica to claim after the lease expires runs that
- * occurrence. The lease is held to expiry, never released on completion, so a replica that fires
- * late finds it still taken (a coordinator that releases on completion lets a late replica run the
- * same occurrence again). A claim error rejects, which node-cron treats as "skip this fire".
+ * node-cron's key is the task name and the slot it fires for (`report:2026-12-01T09:00:00.000Z`).
+ * The claim is made on the task name, keyed on the slot as its occurrence: the first replica to
+ * claim a slot runs it, and no replica runs that slot, or an earlier one, again, however late its
+ * timer fires (on a table with the occurrence columns; on an older one the lease alone decides).
+ * The lease is held to expiry, never released on completion: it keeps two runs from overlapping.
+ * A watched task also tells each claim when it runs next (`getNextRun()`), which the winner stores
+ * as the job's next due time. A claim error rejects, which node-cron treats as "skip this fire".
  *
  * The task body runs outside the lease (node-cron calls it after `shouldRun`), so it has no
  * `ctx.renew()`; use `withCronLease` in a plain callback when a tick needs one.

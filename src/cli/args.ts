@@ -5,11 +5,12 @@
  * connection is made.
  */
 import { parseArgs } from 'node:util'
-import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from '../list-leases.js'
+import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR, DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkTable } from '../validate.js'
 import { oneLine, usage } from './exit.js'
+import { duration } from './human.js'
 
 /** The command's name, as help and messages spell it. */
 export const BIN = 'pg-cron-lease'
@@ -35,7 +36,12 @@ export const OPTIONS = {
   'overdue-factor': {
     type: 'string',
     arg: '<n>',
-    help: `A job is overdue when not claimed for its interval × n (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+    help: `With no due time known, a job is overdue when not claimed for its interval × n (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+  },
+  grace: {
+    type: 'string',
+    arg: '<duration>',
+    help: `A job due but unclaimed this long is overdue, such as 30s or 5m (default: its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
   },
   job: {
     type: 'string',
@@ -63,6 +69,8 @@ export interface Values {
   url?: string
   format: Format
   overdueFactor: number
+  /** --grace in ms; left out for listLeases' own default, which depends on each job's interval. */
+  graceMs?: number
   /** check --job, in the order given. */
   jobs: string[]
   /** The <job> argument of pause, resume and release. */
@@ -150,6 +158,8 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   }
   const url = string('url')
   if (url !== undefined) result.url = url
+  const graceText = string('grace')
+  if (graceText !== undefined) result.graceMs = valid(() => parseDuration(graceText, '--grace'))
   if (accepts.job) {
     if (positionals.length === 0) {
       throw usage(`${name} needs the name of a job: ${BIN} ${name} <job>; see ${BIN} ${name} --help`)

@@ -11,16 +11,19 @@ import { BIN } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { connectionTarget } from './connect.js'
 import { EXIT, type ExitCode } from './exit.js'
-import { type JobHealth, judge, neverClaimed } from './health.js'
+import { type JobHealth, judge, leaseQuery, neverClaimed } from './health.js'
 
 /** The `check` command. */
 export const check: Command = {
   summary: 'Exit 3 when a job is overdue or its last run failed, for monitors and probes',
-  options: ['table', 'url', 'job', 'json', 'overdue-factor'],
+  options: ['table', 'url', 'job', 'json', 'grace', 'overdue-factor'],
   optionHelp: { json: 'Print the verdict as JSON (the exit code is the same)' },
   details:
     'Checks every job in the table, or only those named with --job. A job is unhealthy when:\n' +
-    '  OVERDUE        it has not been claimed for its interval × the overdue factor;\n' +
+    '  OVERDUE        its next due time passed with no claim since, longer ago than the grace\n' +
+    '                 ("OVERDUE: due <time>, not claimed for …"); or, while no next due time is\n' +
+    '                 known, it has not been claimed for its interval × the overdue factor\n' +
+    '                 ("OVERDUE: last claimed … ago, every …");\n' +
     '  FAILING        its last recorded run failed (until a run ends ok);\n' +
     '  NEVER CLAIMED  it was named with --job but has no row: never claimed, or a typo.\n' +
     'A paused job is never overdue, but a paused job whose last run failed is still FAILING:\n' +
@@ -30,15 +33,16 @@ export const check: Command = {
     'neverClaimed, overdue, failing, paused, reason }] } with the same exit codes.\n\n' +
     'Examples:\n' +
     `  ${BIN} check --job billing:hourly --job report:daily\n` +
+    `  ${BIN} check --grace 5m --job report:daily\n` +
     `  ${BIN} check --json --overdue-factor 3 | jq '.jobs[] | select(.healthy | not)'`,
   exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing or never claimed`,
   async run(values, context) {
-    const { table, overdueFactor, jobs } = values
+    const { table, overdueFactor, graceMs, jobs } = values
     const target = connectionTarget(values.url, context.env)
     const result = await context.connect(target, { command: 'check', table }, async (client) => {
-      const leases = await listLeases(client, { table, overdueFactor })
+      const leases = await listLeases(client, leaseQuery(values))
       const checkedAt = leases[0]?.checkedAt ?? (await databaseClock(client))
-      return checkJobs({ leases, jobs, table, overdueFactor, checkedAt })
+      return checkJobs({ leases, jobs, table, overdueFactor, graceMs, checkedAt })
     })
     context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
     return checkExitCode(result)
@@ -70,17 +74,19 @@ export interface CheckInput {
   jobs: string[]
   table: string
   overdueFactor: number
+  /** The --grace in ms, when one was given; it only words the reason (listLeases judged with it). */
+  graceMs?: number
   /** The database clock reading of the list (its rows' checkedAt, or a reading of its own when it is empty). */
   checkedAt: string
 }
 
 /** The verdict on each checked job, and on all of them. */
-export function checkJobs({ leases, jobs, table, overdueFactor, checkedAt }: CheckInput): CheckResult {
+export function checkJobs({ leases, jobs, table, overdueFactor, graceMs, checkedAt }: CheckInput): CheckResult {
   const byName = new Map(leases.map((l) => [l.jobName, l]))
   const names = jobs.length > 0 ? [...new Set(jobs)] : leases.map((l) => l.jobName)
   const verdicts = names.map((name) => {
     const lease = byName.get(name)
-    return lease === undefined ? neverClaimed(name, table) : judge(lease, overdueFactor)
+    return lease === undefined ? neverClaimed(name, table) : judge(lease, { overdueFactor, graceMs })
   })
   return { healthy: verdicts.every((v) => v.healthy), checkedAt, table, overdueFactor, jobs: verdicts }
 }

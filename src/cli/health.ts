@@ -1,16 +1,21 @@
 /**
  * Whether a job is healthy, as `status` marks it and `check` judges it: FAILING when its last
- * recorded run failed, OVERDUE when it has not been claimed for `everyMs × overdueFactor`, PAUSED
- * while a pause holds it. Every age is the difference of two database timestamps.
+ * recorded run failed, OVERDUE when listLeases says so (its next due time passed unclaimed for
+ * longer than the grace or, with no due time known, not claimed for `everyMs × overdueFactor`),
+ * PAUSED while a pause holds it. Every age is the difference of two database timestamps.
  *
  * Choices, documented in the help and in docs/operations.md:
  * - a paused job is never overdue (listLeases says so: nobody may claim it), but a paused job whose
  *   last run failed is still FAILING, because pausing does not fix the failure;
  * - a job asked for by name that has no row has never been claimed (or the name has a typo), and
- *   that is unhealthy too: a job that never ran is the miss a check exists to catch.
+ *   that is unhealthy too: a job that never ran is the miss a check exists to catch;
+ * - an overdue job's line names the rule that found it, the due time that passed unclaimed and for
+ *   how long, or the last claim and the interval, so its reader knows which option moves the line
+ *   (--grace or --overdue-factor).
  */
-import type { LeaseInfo } from '../list-leases.js'
-import { ago, duration, msBetween } from './human.js'
+import { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions } from '../list-leases.js'
+import type { Values } from './args.js'
+import { ago, duration, msBetween, span } from './human.js'
 
 /** One job's verdict, as `check --json` prints it. */
 export interface JobHealth {
@@ -36,10 +41,27 @@ export function markers(lease: LeaseInfo): Marker[] {
   return found
 }
 
-export function judge(lease: LeaseInfo, overdueFactor: number): JobHealth {
+/** What status and check ask listLeases for: the table, and the rules that judge a job overdue. */
+export function leaseQuery({ table, overdueFactor, graceMs }: Values): ListLeasesOptions {
+  return { table, overdueFactor, overdueGraceMs: graceMs }
+}
+
+/** What a job is judged with: the --overdue-factor, and the --grace in ms if one was given. */
+export interface Rules {
+  overdueFactor: number
+  graceMs?: number
+}
+
+export function judge(lease: LeaseInfo, { overdueFactor, graceMs }: Rules): JobHealth {
   const failing = lease.lastOutcome === 'error'
   const reasons: string[] = []
-  if (lease.overdue) {
+  if (lease.overdue && lease.nextDueAt !== null) {
+    // listLeases judges by the due time whenever one is known, so this is the rule that found it.
+    const late = msBetween(lease.checkedAt, lease.nextDueAt)
+    reasons.push(
+      `OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (grace ${duration(graceOf(lease, graceMs))})`,
+    )
+  } else if (lease.overdue) {
     // overdue implies a known interval; the age is checkedAt minus the last claim.
     const every = lease.everyMs === null ? '' : `, every ${duration(lease.everyMs)}`
     reasons.push(
@@ -62,6 +84,14 @@ export function judge(lease: LeaseInfo, overdueFactor: number): JobHealth {
     paused: lease.paused,
     reason: healthy ? null : reasons.join('; '),
   }
+}
+
+/**
+ * The grace a job with a due time was judged with: the one given, else listLeases' default (the
+ * job's interval, at most a minute; a minute while the interval is unknown).
+ */
+export function graceOf(lease: LeaseInfo, graceMs: number | undefined): number {
+  return graceMs ?? Math.min(lease.everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
 }
 
 export function neverClaimed(jobName: string, table: string): JobHealth {

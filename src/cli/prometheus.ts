@@ -1,18 +1,23 @@
 /**
- * `pg-cron-lease status --format prometheus`: the leases as gauges in the Prometheus text
- * exposition format (version 0.0.4), one family per measure with HELP and TYPE, one sample per job
- * labelled `job_name`.
+ * `pg-cron-lease status --format prometheus`: the leases in the Prometheus text exposition format
+ * (version 0.0.4), one family per measure with HELP and TYPE, one sample per job labelled
+ * `job_name`. Every family is a gauge but one counter, the occurrences missed so far.
  *
- * The output ends with `# EOF`, so the same bytes are also a valid OpenMetrics 1.0 text exposition:
- * to a 0.0.4 parser (Prometheus, and node_exporter's textfile collector, which parses files with
- * it) a `#` line that is not HELP or TYPE is a comment. For the same reason the HELP texts hold no
- * backslash, double quote or line feed, whose escaping differs between the two formats; label values
- * escape exactly those three, the same way in both. No sample carries a timestamp: the textfile
- * collector refuses files that do.
+ * The output ends with `# EOF`, as OpenMetrics 1.0 requires: to a 0.0.4 parser (Prometheus, and
+ * node_exporter's textfile collector, which parses files with it) a `#` line that is not HELP or
+ * TYPE is a comment. For the same reason the HELP texts hold no backslash, double quote or line
+ * feed, whose escaping differs between the two formats; label values escape exactly those three,
+ * the same way in both. No sample carries a timestamp: the textfile collector refuses files that
+ * do. The gauges are the same bytes in both formats; the counter cannot be: OpenMetrics names its
+ * family without the `_total` its sample carries, where 0.0.4 declares the sample's own name, and
+ * a 0.0.4 reader would take the OpenMetrics declaration for a metric with no samples and the
+ * counter for an untyped one. It is declared the 0.0.4 way, which the textfile collector reads;
+ * Prometheus's OpenMetrics parser reads it too (it does not tie a sample's name to its family's),
+ * though a strict OpenMetrics validator would not.
  *
- * A sample whose value is unknown (no run recorded yet, no success yet, an unknown interval) is
- * left out rather than printed as a made-up number. Ages are checkedAt minus another database
- * timestamp, so the clock of the machine that runs this plays no part.
+ * A sample whose value is unknown (no run recorded yet, no success yet, an unknown interval, no
+ * next due time) is left out rather than printed as a made-up number. Ages are checkedAt minus
+ * another database timestamp, so the clock of the machine that runs this plays no part.
  */
 import type { LeaseInfo } from '../list-leases.js'
 import { msBetween } from './human.js'
@@ -20,6 +25,8 @@ import { msBetween } from './human.js'
 interface Family {
   name: string
   help: string
+  /** A counter only goes up (a reset aside); every other measure is a gauge. */
+  type: 'gauge' | 'counter'
   value(lease: LeaseInfo): number | null
 }
 
@@ -32,42 +39,62 @@ const FAMILIES: Family[] = [
   {
     name: 'pg_cron_lease_held',
     help: 'Whether the lease of the job is held (1), so that a claim made now would lose, or not (0).',
+    type: 'gauge',
     value: (l) => flag(l.held),
   },
   {
     name: 'pg_cron_lease_last_claim_age_seconds',
     help: 'Seconds since the last claim of the job, by the database clock.',
+    type: 'gauge',
     value: (l) => seconds(age(l, l.claimedAt)),
   },
   {
     name: 'pg_cron_lease_last_success_age_seconds',
     help: 'Seconds since the last run of the job that ended ok, by the database clock; absent until one has.',
+    type: 'gauge',
     value: (l) => seconds(age(l, l.lastSuccessAt)),
   },
   {
     name: 'pg_cron_lease_last_duration_seconds',
     help: 'How long the last recorded run of the job took, in seconds; absent until a run is recorded.',
+    type: 'gauge',
     value: (l) => seconds(l.lastDurationMs),
   },
   {
     name: 'pg_cron_lease_last_outcome_ok',
     help: 'Whether the last recorded run of the job ended ok (1) or failed (0); absent when unknown.',
+    type: 'gauge',
     value: (l) => (l.lastOutcome === null ? null : flag(l.lastOutcome === 'ok')),
   },
   {
     name: 'pg_cron_lease_interval_seconds',
     help: 'The interval of the job in seconds, declared or observed between runs; absent while unknown.',
+    type: 'gauge',
     value: (l) => seconds(l.everyMs),
   },
   {
     name: 'pg_cron_lease_overdue',
-    help: 'Whether the job is overdue (1): not claimed for its interval times the overdue factor, and not paused.',
+    help: 'Whether the job is overdue (1): its next due time passed unclaimed for longer than the grace or, with none known, not claimed for its interval times the overdue factor; never while paused.',
+    type: 'gauge',
     value: (l) => flag(l.overdue),
   },
   {
     name: 'pg_cron_lease_paused',
     help: 'Whether a pause holds the job (1), so that no replica can claim it, or not (0).',
+    type: 'gauge',
     value: (l) => flag(l.paused),
+  },
+  {
+    name: 'pg_cron_lease_next_due_in_seconds',
+    help: 'Seconds from now until the job is next due, by the database clock, negative once it passed with no claim since; absent while unknown.',
+    type: 'gauge',
+    value: (l) => (l.nextDueAt === null ? null : seconds(msBetween(l.nextDueAt, l.checkedAt))),
+  },
+  {
+    name: 'pg_cron_lease_missed_occurrences_total',
+    help: 'Occurrences of the job that fell due with no claim, counted by the claims after them; 0 until one is, and on a table without the occurrence columns.',
+    type: 'counter',
+    value: (l) => l.missed,
   },
 ]
 
@@ -82,7 +109,7 @@ export function escapeLabelValue(text: string): string {
 export function renderPrometheus(leases: LeaseInfo[]): string {
   const lines: string[] = []
   for (const family of FAMILIES) {
-    lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} gauge`)
+    lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`)
     for (const lease of leases) {
       const value = family.value(lease)
       if (value !== null) lines.push(`${family.name}{job_name="${escapeLabelValue(lease.jobName)}"} ${value}`)

@@ -1,6 +1,7 @@
 /**
  * `pg-cron-lease status` as a table for people: who holds each lease, when it was claimed and
- * expires, how its last run ended and how long it took, and a FAILING / OVERDUE / PAUSED marker.
+ * expires, how its last run ended and how long it took, when it is next due and how many of its
+ * occurrences went unclaimed, and a FAILING / OVERDUE / PAUSED marker.
  */
 
 import { escapeControls } from '../escape.js'
@@ -32,13 +33,15 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
       expires(l, paint),
       lastRun(l, paint),
       { text: l.lastDurationMs === null ? '-' : duration(l.lastDurationMs), paint: paint.plain },
+      nextDue(l, paint),
+      { text: String(l.missed), paint: l.missed > 0 ? paint.yellow : paint.plain },
       {
         text: state.join(' '),
         paint: (text) => text.replace(/[A-Z]+/g, (m) => colour[m as Marker]?.(m) ?? m),
       },
     ]
   })
-  const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'STATE']
+  const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.text.length)))
   const line = (cells: Cell[]) =>
     cells
@@ -76,4 +79,12 @@ function lastRun(l: LeaseInfo, paint: Paint): Cell {
   if (l.lastOutcome === 'error') return { text: `error ${when}`, paint: paint.red }
   // null: the scheduler could not say how it ended (a node-cron coordinator run).
   return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: paint.plain }
+}
+
+function nextDue(l: LeaseInfo, paint: Paint): Cell {
+  if (l.nextDueAt === null) return { text: '-', paint: paint.plain }
+  const ahead = msBetween(l.nextDueAt, l.checkedAt)
+  if (ahead > 0) return { text: `in ${span(ahead)}`, paint: paint.plain }
+  // Passed: red once listLeases calls it overdue (past the grace), plain while a pause explains it.
+  return { text: `due ${ago(-ahead)}`, paint: l.overdue ? paint.red : l.paused ? paint.plain : paint.yellow }
 }

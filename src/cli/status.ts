@@ -1,6 +1,6 @@
 /**
  * `pg-cron-lease status`: every job in the lease table, printed as a table for people
- * (src/cli/status-text.ts), as the JSON listLeases() returns, or as Prometheus gauges
+ * (src/cli/status-text.ts), as the JSON listLeases() returns, or as a Prometheus exposition
  * (src/cli/prometheus.ts).
  */
 import { type LeaseInfo, listLeases } from '../list-leases.js'
@@ -8,6 +8,7 @@ import { BIN, type Format } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { connectionTarget } from './connect.js'
 import { EXIT } from './exit.js'
+import { leaseQuery } from './health.js'
 import type { Paint } from './paint.js'
 import { renderPrometheus } from './prometheus.js'
 import { renderStatus } from './status-text.js'
@@ -15,24 +16,29 @@ import { renderStatus } from './status-text.js'
 /** The `status` command. */
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
-  options: ['table', 'url', 'format', 'json', 'overdue-factor'],
+  options: ['table', 'url', 'format', 'json', 'grace', 'overdue-factor'],
   optionHelp: { json: 'The same as --format json' },
   details:
     'Per job: the holder, when it was claimed, when its lease expires, how its last run ended\n' +
-    '(LAST RUN) and how long it took (TOOK), and STATE: FAILING (its last run failed), OVERDUE (not\n' +
-    'claimed for its interval × the overdue factor, and not paused) or PAUSED. Ages are differences\n' +
-    "of two database timestamps read in one statement; this machine's clock plays no part. Job\n" +
-    'names, holders and errors are printed with control characters and backslashes escaped\n' +
-    '(\\n, \\x1b, \\\\).\n\n' +
+    '(LAST RUN) and how long it took (TOOK), when it is next due (NEXT DUE: "in 5 min", or "due 3 min\n' +
+    'ago" once passed with no claim since; "-" while its scheduler has not said), how many of its\n' +
+    'occurrences fell due unclaimed so far (MISSED), and STATE: FAILING (its last run failed),\n' +
+    'OVERDUE (its next due time passed unclaimed for longer than the --grace, or with no due time\n' +
+    'known, not claimed for its interval × the overdue factor; never while paused) or PAUSED. Ages\n' +
+    "are differences of two database timestamps read in one statement; this machine's clock plays\n" +
+    'no part. Job names, holders and errors are printed with control characters and backslashes\n' +
+    'escaped (\\n, \\x1b, \\\\).\n\n' +
     '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
     'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastFinishedAt,\n' +
-    'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil. Timestamps are\n' +
-    'ISO-8601 UTC text with microseconds; under an open-ended pause leaseUntil and pausedUntil are\n' +
-    '"infinity" and remainingMs is null (JSON has no Infinity).\n\n' +
-    '--format prometheus prints gauges in the Prometheus text format 0.0.4, ending with # EOF so it\n' +
-    "is valid OpenMetrics too; node_exporter's textfile collector reads it. Per job_name label:\n" +
-    'pg_cron_lease_held, _last_claim_age_seconds, _last_success_age_seconds, _last_duration_seconds,\n' +
-    '_last_outcome_ok, _interval_seconds, _overdue, _paused; a value not known yet is left out.\n\n' +
+    'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil,\n' +
+    'lastOccurrence, nextDueAt, missed. Timestamps are ISO-8601 UTC text with microseconds; under an\n' +
+    'open-ended pause leaseUntil and pausedUntil are "infinity" and remainingMs is null (JSON has no\n' +
+    'Infinity).\n\n' +
+    "--format prometheus prints the Prometheus text format 0.0.4, ending with # EOF; node_exporter's\n" +
+    'textfile collector reads it. Per job_name label, gauges: pg_cron_lease_held,\n' +
+    '_last_claim_age_seconds, _last_success_age_seconds, _last_duration_seconds, _last_outcome_ok,\n' +
+    '_interval_seconds, _overdue, _paused, _next_due_in_seconds (negative once late); and the\n' +
+    'counter pg_cron_lease_missed_occurrences_total. A value not known yet is left out.\n\n' +
     'Examples:\n' +
     `  ${BIN} status --url postgres://app@db.internal:5432/app\n` +
     `  ${BIN} status --json | jq -r '.[] | select(.lastOutcome == "error") | .jobName'\n` +
@@ -40,10 +46,10 @@ export const status: Command = {
     '    mv /var/lib/node_exporter/textfile/pg_cron_lease.prom.$$ /var/lib/node_exporter/textfile/pg_cron_lease.prom',
   exitCodes: `0 printed, ${DATABASE_EXIT}, 2 usage error`,
   async run(values, context) {
-    const { table, overdueFactor } = values
+    const { table } = values
     const target = connectionTarget(values.url, context.env)
     const leases = await context.connect(target, { command: 'status', table }, (client) =>
-      listLeases(client, { table, overdueFactor }),
+      listLeases(client, leaseQuery(values)),
     )
     context.out(renderLeases(values.format, leases, table, context.paint))
     return EXIT.OK
