@@ -86,7 +86,7 @@ const FAMILIES: Family[] = [
   },
   {
     name: 'pg_cron_lease_next_due_in_seconds',
-    help: 'Seconds from now until the job is next due, by the database clock, negative once it passed with no claim since; absent while unknown.',
+    help: 'Seconds until the job is next due, by the database clock, negative once that time has passed; absent while unknown.',
     type: 'gauge',
     value: (l) => (l.nextDueAt === null ? null : seconds(msBetween(l.nextDueAt, l.checkedAt))),
   },

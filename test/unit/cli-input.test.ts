@@ -13,8 +13,8 @@ import { Exit } from '../../src/cli/exit.ts'
 import { asUsage, describeChange } from '../../src/cli/job-actions.ts'
 
 const PAUSE: Accepts = { options: ['for', 'until', 'table', 'url'], job: true }
-const STATUS: Accepts = { options: ['table', 'url', 'format', 'json', 'overdue-factor'] }
-const CHECK: Accepts = { options: ['table', 'url', 'job', 'json', 'overdue-factor'] }
+const STATUS: Accepts = { options: ['table', 'url', 'format', 'json', 'grace', 'overdue-factor'] }
+const CHECK: Accepts = { options: ['table', 'url', 'job', 'json', 'grace', 'overdue-factor'] }
 
 /** Asserts a usage error (exit 2) whose message matches. */
 function usageError(call: () => unknown, message: RegExp) {
@@ -27,7 +27,7 @@ function usageError(call: () => unknown, message: RegExp) {
 }
 
 describe('each option is given once; only --job repeats', () => {
-  test('a second --for, --until, --table, --url, --format, --overdue-factor or --json is a usage error naming it', () => {
+  test('a second --for, --until, --table, --url, --format, --overdue-factor, --grace or --json is a usage error naming it', () => {
     for (const [command, accepts, args, option] of [
       ['pause', PAUSE, ['j', '--for', '1h', '--for', '2h'], '--for'],
       ['pause', PAUSE, ['j', '--for', '1h', '--for=1h'], '--for'],
@@ -37,6 +37,8 @@ describe('each option is given once; only --job repeats', () => {
       ['status', STATUS, ['--format', 'json', '--format', 'json'], '--format'],
       ['status', STATUS, ['--overdue-factor', '2', '--overdue-factor', '3'], '--overdue-factor'],
       ['check', CHECK, ['--json', '--json'], '--json'],
+      ['status', STATUS, ['--grace', '5m', '--grace', '10m'], '--grace'],
+      ['check', CHECK, ['--grace', '5m', '--grace=5m'], '--grace'],
     ] as const) {
       usageError(
         () => parseOptions(command, accepts, [...args]),
@@ -130,6 +132,33 @@ describe('status and check read their format and overdue factor', () => {
     assert.equal(parseOptions('status', STATUS, ['--json', '--format', 'json']).format, 'json')
     assert.equal(parseOptions('status', STATUS, ['--format', 'prometheus']).format, 'prometheus')
     assert.equal(parseOptions('check', CHECK, ['--json']).format, 'json')
+  })
+
+  test('--grace is a duration read by the library parser, in ms; left out, it stays undefined for listLeases to default', () => {
+    for (const [args, ms] of [
+      [[], undefined],
+      [['--grace', '90s'], 90_000],
+      [['--grace', '5m'], 300_000],
+      [['--grace=1h30m'], 5_400_000],
+      [['--grace', '1d'], 86_400_000],
+    ] as const) {
+      assert.equal(parseOptions('status', STATUS, [...args]).graceMs, ms, args.join(' '))
+      assert.equal(parseOptions('check', CHECK, [...args]).graceMs, ms, args.join(' '))
+    }
+    for (const [text, message] of [
+      ['60', /^--grace must be a duration in whole d, h, m and s, such as 90s, 15m, 2h, 1d or 1h30m, got "60"$/],
+      ['1.5m', /^--grace must be a duration .*, got "1\.5m"$/],
+      ['0s', /^--grace must be longer than zero, .*, got "0s"$/],
+      ['', /^--grace must be a duration .*, got ""$/],
+      ['99999999999999d', /^--grace must be at most 9007199254740991 ms/],
+    ] as const) {
+      usageError(() => parseOptions('check', CHECK, ['--grace', text]), message)
+    }
+    assert.throws(
+      () => parseOptions('pause', PAUSE, ['j', '--grace', '5m']),
+      /unknown option --grace for pause/,
+      'only status and check judge overdue jobs',
+    )
   })
 
   test('--table defaults to cron_leases and takes schema.name', () => {

@@ -86,12 +86,12 @@ describe('help and the version need no database', () => {
   })
 
   test('each command has its own --help naming only its options and its exit codes, even next to a bad option', async () => {
-    const all = ['--table', '--url', '--json', '--format', '--overdue-factor', '--job', '--for', '--until']
+    const all = ['--table', '--url', '--json', '--format', '--grace', '--overdue-factor', '--job', '--for', '--until']
     for (const [command, has, exits] of [
       ['sql', ['--table'], ['0', '2']],
       ['migrate', ['--table', '--url'], ['0', '1', '2']],
-      ['status', ['--table', '--url', '--json', '--format', '--overdue-factor'], ['0', '1', '2']],
-      ['check', ['--table', '--url', '--json', '--overdue-factor', '--job'], ['0', '1', '2', '3']],
+      ['status', ['--table', '--url', '--json', '--format', '--grace', '--overdue-factor'], ['0', '1', '2']],
+      ['check', ['--table', '--url', '--json', '--grace', '--overdue-factor', '--job'], ['0', '1', '2', '3']],
       ['pause', ['--table', '--url', '--for', '--until'], ['0', '1', '2']],
       ['resume', ['--table', '--url'], ['0', '1', '2']],
       ['release', ['--table', '--url'], ['0', '1', '2']],
@@ -134,6 +134,13 @@ describe('help and the version need no database', () => {
       'everyMs',
       'overdue',
       'pausedUntil',
+      'lastOccurrence',
+      'nextDueAt',
+      'missed',
+      'NEXT DUE',
+      'MISSED',
+      'pg_cron_lease_missed_occurrences_total',
+      '_next_due_in_seconds',
     ]) {
       assert.ok(status.includes(field), `status --help names ${field}`)
     }
@@ -142,6 +149,13 @@ describe('help and the version need no database', () => {
     const check = (await cli(['check', '--help'])).stdout
     assert.match(check, /paused job is never overdue, but a paused job whose last run failed is still FAILING/)
     assert.match(check, /NEVER CLAIMED/)
+    assert.match(check, /next due time passed with no claim since, longer ago than the grace/)
+    for (const help of [status, check]) {
+      assert.match(
+        help,
+        /^ {2}--grace <duration> +A job due but unclaimed this long is overdue, .*\(default: its interval, at most 1 min\)$/m,
+      )
+    }
   })
 
   test('the help of resume says that a job that is not paused changes nothing and exits 0', async () => {
@@ -260,6 +274,21 @@ describe('usage errors exit 2 with one line that says what to do, before any con
     }
   })
 
+  test('a bad --grace is a usage error naming it, for status and check; pause and release do not take it', async () => {
+    for (const command of ['status', 'check']) {
+      for (const value of ['60', '1.5m', '5 m', '-1m', 'm', '1m30', '30s1m']) {
+        assertUsage(
+          await cli([command, `--grace=${value}`]),
+          /^pg-cron-lease: --grace must be a duration in whole d, h, m and s/,
+        )
+      }
+      assertUsage(await cli([command, '--grace', '0m']), /--grace must be longer than zero/)
+      assertUsage(await cli([command, '--grace']), /--grace needs a value/)
+    }
+    assertUsage(await cli(['pause', 'j', '--grace', '1m']), /unknown option --grace for pause/)
+    assertUsage(await cli(['release', 'j', '--grace', '1m']), /unknown option --grace for release/)
+  })
+
   test('--format must be text, json or prometheus, and --json does not go with another format', async () => {
     assertUsage(await cli(['status', '--format', 'xml']), /--format must be text, json or prometheus, got "xml"/)
     assertUsage(await cli(['status', '--json', '--format', 'prometheus']), /--json is --format json/)
@@ -335,6 +364,8 @@ describe('usage errors exit 2 with one line that says what to do, before any con
       [['check', '--overdue-factor', '2', '--overdue-factor', '3'], '--overdue-factor'],
       [['status', '--overdue-factor', '2', '--overdue-factor', '2'], '--overdue-factor'],
       [['check', '--json', '--json'], '--json'],
+      [['check', '--grace', '1m', '--grace', '2m'], '--grace'],
+      [['status', '--grace=1m', '--grace', '1m'], '--grace'],
     ] as const) {
       const run = await cli([...args], { DATABASE_URL: first })
       assertUsage(run, new RegExp(`^pg-cron-lease: ${option} is given more than once; .*give it once`))
@@ -393,6 +424,91 @@ describe('where a command connects', () => {
       [code, run.stdout, run.stderr],
       [1, '', 'pg-cron-lease: unexpected error: first line second line\n'],
     )
+  })
+})
+
+describe('status and check hand --grace to listLeases as overdueGraceMs', () => {
+  /**
+   * Runs main against a stand-in client whose one row is what listLeasesSql returns for a job every
+   * 5 min whose next due time passed 90 s before the reading, unclaimed, 2 occurrences missed so far.
+   */
+  async function late(args: string[]) {
+    const CHECKED = '2026-11-30T12:00:00.000000Z'
+    const row = {
+      job_name: 'report:5min',
+      holder: 'web-1',
+      claimed_at: '2026-11-30T11:56:30.000000Z',
+      lease_until: '2026-11-30T11:57:30.000000Z',
+      held: false,
+      remaining_ms: 0,
+      checked_at: CHECKED,
+      since_claim_ms: 210_000,
+      last_outcome: 'ok',
+      last_finished_at: '2026-11-30T11:56:31.000000Z',
+      last_duration_ms: 1000,
+      last_error: null,
+      last_success_at: '2026-11-30T11:56:31.000000Z',
+      every_ms: 300_000,
+      paused_until: null,
+      paused: false,
+      last_occurrence: '2026-11-30T11:53:30.000000Z',
+      next_due_at: '2026-11-30T11:58:30.000000Z',
+      since_due_ms: 90_000,
+      missed: 2,
+    }
+    const run = { code: -1, stdout: '', stderr: '', queries: 0 }
+    run.code = await main(args, {
+      stdout: { write: (text) => (run.stdout += text) },
+      stderr: { write: (text) => (run.stderr += text) },
+      env: { DATABASE_URL: UNREACHABLE },
+      connect: (_target, _doing, work) => {
+        const client = {
+          query: async () => {
+            run.queries++
+            return { rows: [row] }
+          },
+        }
+        return work(client as unknown as Parameters<typeof work>[0])
+      },
+    })
+    assert.equal(run.stderr, '')
+    assert.equal(run.queries, 1, 'one read of the table')
+    return run
+  }
+
+  test('check: 90 s past its due time is overdue with the default grace (its interval, at most 1 min) and with --grace 1m, not with --grace 2m', async () => {
+    const reason = 'report:5min: OVERDUE: due 2026-11-30T11:58:30.000000Z, not claimed for 1 min'
+    assert.deepEqual(await late(['check']), {
+      code: 3,
+      stdout: `${reason} (grace 1 min)\n`,
+      stderr: '',
+      queries: 1,
+    })
+    assert.deepEqual(
+      [(await late(['check', '--grace', '1m'])).code, (await late(['check', '--grace', '89s'])).stdout],
+      [3, `${reason} (grace 1 min 29 s)\n`],
+    )
+    const looser = await late(['check', '--grace', '2m'])
+    assert.equal(looser.code, 0)
+    assert.match(looser.stdout, /^OK: 1 job healthy in cron_leases /)
+    assert.equal((await late(['check', '--grace', '90s'])).code, 0, 'overdue only when later than the grace')
+  })
+
+  test('status: --grace moves overdue in every format; lastOccurrence, nextDueAt and missed are printed as read', async () => {
+    const json = async (...grace: string[]) => JSON.parse((await late(['status', '--json', ...grace])).stdout)[0]
+    const printed = await json()
+    assert.deepEqual(
+      [printed.overdue, printed.lastOccurrence, printed.nextDueAt, printed.missed],
+      [true, '2026-11-30T11:53:30.000000Z', '2026-11-30T11:58:30.000000Z', 2],
+    )
+    assert.equal((await json('--grace', '2m')).overdue, false)
+    const text = (await late(['status'])).stdout
+    assert.match(text, /^report:5min .* due 1 min ago +2 +OVERDUE$/m)
+    assert.doesNotMatch((await late(['status', '--grace', '5m'])).stdout, /OVERDUE/)
+    const metrics = (await late(['status', '--format', 'prometheus', '--grace', '2m'])).stdout
+    assert.match(metrics, /^pg_cron_lease_overdue\{job_name="report:5min"\} 0$/m)
+    assert.match(metrics, /^pg_cron_lease_next_due_in_seconds\{job_name="report:5min"\} -90$/m)
+    assert.match(metrics, /^pg_cron_lease_missed_occurrences_total\{job_name="report:5min"\} 2$/m)
   })
 })
 

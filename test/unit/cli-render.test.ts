@@ -46,6 +46,9 @@ function lease(jobName: string, fields: Partial<LeaseInfo> = {}): LeaseInfo {
     overdue: false,
     paused: false,
     pausedUntil: null,
+    lastOccurrence: null,
+    nextDueAt: null,
+    missed: 0,
     ...fields,
   }
 }
@@ -148,6 +151,65 @@ const OLD_SHAPE = lease('old', {
   remainingMs: (47 * MIN + 30) * 1000,
 })
 
+/**
+ * Jobs whose scheduler names its occurrences, every 5 min unless said, in job-name order:
+ * - due:ahead             next due in 2 min 30 s, 3 occurrences missed so far: healthy
+ * - due:grace             due 30 s ago, unclaimed: within the default grace (its interval, at most 1 min)
+ * - due:late              due 4 min 30 s ago, unclaimed, 1 missed before: OVERDUE
+ * - due:paused            due 2 h 55 min ago, paused until resumed: PAUSED, not overdue
+ * - due:unknown-interval  due 2 min 30 s ago, interval unknown (grace 1 min): OVERDUE
+ */
+const OCCURRENCES: LeaseInfo[] = [
+  lease('due:ahead', {
+    claimedAt: at(-(2 * MIN + 30)),
+    leaseUntil: at(30),
+    remainingMs: 30_000,
+    everyMs: 300_000,
+    lastOccurrence: at(-(2 * MIN + 30)),
+    nextDueAt: at(2 * MIN + 30),
+    missed: 3,
+  }),
+  lease('due:grace', {
+    claimedAt: at(-(5 * MIN + 30)),
+    leaseUntil: at(-(2 * MIN + 30)),
+    held: false,
+    remainingMs: 0,
+    everyMs: 300_000,
+    lastOccurrence: at(-(5 * MIN + 30)),
+    nextDueAt: at(-30),
+  }),
+  lease('due:late', {
+    claimedAt: at(-(9 * MIN + 30)),
+    leaseUntil: at(-(6 * MIN + 30)),
+    held: false,
+    remainingMs: 0,
+    everyMs: 300_000,
+    overdue: true,
+    lastOccurrence: at(-(9 * MIN + 30)),
+    nextDueAt: at(-(4 * MIN + 30)),
+    missed: 1,
+  }),
+  lease('due:paused', {
+    claimedAt: at(-3 * HOUR),
+    leaseUntil: 'infinity',
+    remainingMs: Number.POSITIVE_INFINITY,
+    everyMs: 300_000,
+    paused: true,
+    pausedUntil: 'infinity',
+    lastOccurrence: at(-3 * HOUR),
+    nextDueAt: at(-(2 * HOUR + 55 * MIN)),
+  }),
+  lease('due:unknown-interval', {
+    claimedAt: at(-(7 * MIN + 30)),
+    leaseUntil: at(-(6 * MIN + 30)),
+    held: false,
+    remainingMs: 0,
+    overdue: true,
+    lastOccurrence: at(-(7 * MIN + 30)),
+    nextDueAt: at(-(2 * MIN + 30)),
+  }),
+]
+
 /** An ANSI SGR sequence (colour on or off) with the given code, or any code. */
 const sgr = (code = '\\d+') => new RegExp(`${String.fromCharCode(27)}\\[${code}m`, 'g')
 
@@ -161,14 +223,24 @@ describe('status as text: one row per job, with ages by the database clock', () 
     assert.equal(lines[0], `${TABLE}: 7 jobs, 5 held, 2 failing, 1 overdue, 2 paused (database clock ${CHECKED})`)
     assert.equal(lines[1], '')
     assert.deepEqual(cells(lines.slice(2).join('\n')), [
-      ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'STATE'],
-      ['billing:hourly', 'web-1:4242', '3 min ago', 'in 47 min', 'ok 2 min ago', '4.1 s'],
-      ['import:nightly', 'web-2:77', '3 h ago', 'expired 2 h ago', 'ok 3 h ago', '1 min 5 s', 'OVERDUE'],
-      ['legacy', '-', '10 min ago', 'in 20 min', '-', '-'],
-      ['report:daily', 'web-3', '6 min ago', 'expired 5 min ago', 'error 5 min ago', '850 ms', 'FAILING'],
-      ['sync:failing-paused', 'web-4', '6 min ago', 'when resumed', 'error 5 min ago', '850 ms', 'FAILING PAUSED'],
-      ['sync:paused', 'web-4', '3 h ago', 'in 2 h', 'ok 3 h ago', '4.1 s', 'PAUSED'],
-      ['unknown:outcome', 'web-5', '3 min ago', 'in 47 min', 'ran 2 min ago', 'under 1 ms'],
+      ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE'],
+      ['billing:hourly', 'web-1:4242', '3 min ago', 'in 47 min', 'ok 2 min ago', '4.1 s', '-', '0'],
+      ['import:nightly', 'web-2:77', '3 h ago', 'expired 2 h ago', 'ok 3 h ago', '1 min 5 s', '-', '0', 'OVERDUE'],
+      ['legacy', '-', '10 min ago', 'in 20 min', '-', '-', '-', '0'],
+      ['report:daily', 'web-3', '6 min ago', 'expired 5 min ago', 'error 5 min ago', '850 ms', '-', '0', 'FAILING'],
+      [
+        'sync:failing-paused',
+        'web-4',
+        '6 min ago',
+        'when resumed',
+        'error 5 min ago',
+        '850 ms',
+        '-',
+        '0',
+        'FAILING PAUSED',
+      ],
+      ['sync:paused', 'web-4', '3 h ago', 'in 2 h', 'ok 3 h ago', '4.1 s', '-', '0', 'PAUSED'],
+      ['unknown:outcome', 'web-5', '3 min ago', 'in 47 min', 'ran 2 min ago', 'under 1 ms', '-', '0'],
       [''],
       ['Last errors:'],
       ['  report:daily: Error: boom'],
@@ -182,7 +254,35 @@ describe('status as text: one row per job, with ages by the database clock', () 
   test('a row of a table of the original shape has empty run columns and no marker', () => {
     const lines = renderStatus([OLD_SHAPE], 'old_shape', PLAIN).split('\n')
     assert.equal(lines[0], `old_shape: 1 job, 1 held (database clock ${CHECKED})`)
-    assert.deepEqual(cells(lines[3]!), [['old', 'h', '3 min ago', 'in 47 min', '-', '-']])
+    assert.deepEqual(cells(lines[3]!), [['old', 'h', '3 min ago', 'in 47 min', '-', '-', '-', '0']])
+  })
+
+  test('NEXT DUE says when a job is next due, or how long ago it fell due unclaimed; MISSED counts the occurrences missed so far', () => {
+    const lines = renderStatus(OCCURRENCES, TABLE, PLAIN).split('\n')
+    assert.equal(lines[0], `${TABLE}: 5 jobs, 2 held, 2 overdue, 1 paused (database clock ${CHECKED})`)
+    assert.deepEqual(
+      cells(lines.slice(2, 8).join('\n')).map((row) => row.slice(6)),
+      [
+        ['NEXT DUE', 'MISSED', 'STATE'],
+        ['in 2 min', '3'],
+        ['due 30 s ago', '0'],
+        ['due 4 min ago', '1', 'OVERDUE'],
+        ['due 2 h ago', '0', 'PAUSED'],
+        ['due 2 min ago', '0', 'OVERDUE'],
+      ],
+    )
+    assert.equal(lines[8], '', 'nothing failing, so no errors listed')
+  })
+
+  test('a late due time is red once overdue and yellow within the grace; a missed count above 0 is yellow', () => {
+    const text = renderStatus(OCCURRENCES, TABLE, painter({ isTTY: true }, {}))
+    // A cell is painted with the spaces that pad it to its column's width.
+    const painted = (code: string, what: string) => new RegExp(`${sgr(code).source}${what} *${sgr('39').source}`)
+    assert.match(text, painted('31', 'due 4 min ago'))
+    assert.match(text, painted('33', 'due 30 s ago'))
+    assert.match(text, painted('33', '3'))
+    assert.doesNotMatch(text, painted('3[13]', 'due 2 h ago'), 'a pause explains a late due time')
+    assert.doesNotMatch(text, painted('3[13]', 'in 2 min'))
   })
 
   test('an empty table says so', () => {
@@ -223,13 +323,15 @@ describe('status as text: one row per job, with ages by the database clock', () 
       'in 47 min',
       'ok 2 min ago',
       '4.1 s',
+      '-',
+      '0',
       '',
     ])
-    const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'STATE']
+    const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']
     const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
     const line = (row: string[]) =>
       row
-        .map((c, i) => (i === 6 ? c : c.padEnd(widths[i]!)))
+        .map((c, i) => (i === header.length - 1 ? c : c.padEnd(widths[i]!)))
         .join('   ')
         .trimEnd()
     assert.deepEqual(text.split('\n').slice(2), [line(header), ...rows.map(line), ''])
@@ -294,6 +396,28 @@ describe('status --format json prints exactly the rows listLeases returns', () =
     assert.equal(renderLeases('json', SEVERAL, TABLE, PLAIN), renderStatusJson(SEVERAL))
   })
 
+  test('lastOccurrence, nextDueAt and missed are printed as listLeases returns them', () => {
+    const printed: Record<string, unknown>[] = JSON.parse(renderStatusJson(OCCURRENCES))
+    assert.deepEqual(
+      printed.map(({ jobName, lastOccurrence, nextDueAt, missed }) => ({ jobName, lastOccurrence, nextDueAt, missed })),
+      OCCURRENCES.map(({ jobName, lastOccurrence, nextDueAt, missed }) => ({
+        jobName,
+        lastOccurrence,
+        nextDueAt,
+        missed,
+      })),
+    )
+    assert.deepEqual(
+      [printed[0]!.nextDueAt, printed[0]!.missed],
+      ['2026-11-30T12:02:30.000000Z', 3],
+      'the timestamp text and the count, unchanged',
+    )
+    assert.deepEqual(
+      printed.map((l) => Object.keys(l)),
+      OCCURRENCES.map((l) => Object.keys(l)),
+    )
+  })
+
   test('an empty table prints []', () => {
     assert.equal(renderStatusJson([]), '[]\n')
   })
@@ -310,7 +434,7 @@ describe('status --format prometheus prints a text exposition that parses strict
     return Object.fromEntries(family.samples.map((s) => [s.labels.job_name!, s.value]))
   }
 
-  test('every family is a gauge with HELP and TYPE, every sample is labelled job_name only, and label values unescape to the exact job names', () => {
+  test('every family has HELP and TYPE (a gauge, but the missed occurrences counter), every sample is labelled job_name only, and label values unescape to the exact job names', () => {
     const leases = [...SEVERAL, lease(AWKWARD)]
     const text = renderPrometheus(leases)
     assert.ok(text.endsWith('\n# EOF\n'), 'it ends with # EOF')
@@ -326,11 +450,13 @@ describe('status --format prometheus prints a text exposition that parses strict
         'pg_cron_lease_interval_seconds',
         'pg_cron_lease_overdue',
         'pg_cron_lease_paused',
+        'pg_cron_lease_next_due_in_seconds',
+        'pg_cron_lease_missed_occurrences_total',
       ],
     )
     assert.deepEqual([...families.keys()], PROMETHEUS_METRICS)
     for (const [name, family] of families) {
-      assert.equal(family.type, 'gauge', name)
+      assert.equal(family.type, name === 'pg_cron_lease_missed_occurrences_total' ? 'counter' : 'gauge', name)
       assert.ok(family.help.length > 10, `${name} has a HELP text`)
       for (const sample of family.samples) assert.deepEqual(Object.keys(sample.labels), ['job_name'], name)
     }
@@ -340,6 +466,7 @@ describe('status --format prometheus prints a text exposition that parses strict
       'pg_cron_lease_last_claim_age_seconds',
       'pg_cron_lease_overdue',
       'pg_cron_lease_paused',
+      'pg_cron_lease_missed_occurrences_total',
     ]) {
       assert.deepEqual(Object.keys(values(families, always)), names, `${always} has one sample per job, in job order`)
     }
@@ -417,6 +544,50 @@ describe('status --format prometheus prints a text exposition that parses strict
     )
   })
 
+  test('next due in seconds: from checkedAt to nextDueAt, negative once late, and no sample without a due time', () => {
+    const families = parseExposition(renderPrometheus([...SEVERAL, ...OCCURRENCES]))
+    assert.deepEqual(values(families, 'pg_cron_lease_next_due_in_seconds'), {
+      'due:ahead': 150,
+      'due:grace': -30,
+      'due:late': -270,
+      'due:paused': -(2 * HOUR + 55 * MIN),
+      'due:unknown-interval': -150,
+    })
+    const rounded = parseExposition(
+      renderPrometheus([
+        lease('a', { nextDueAt: '2026-11-30T12:00:00.000072Z' }),
+        lease('b', { nextDueAt: '2026-11-30T11:59:59.999928Z' }),
+        lease('c', { nextDueAt: CHECKED }),
+      ]),
+    )
+    assert.deepEqual(values(rounded, 'pg_cron_lease_next_due_in_seconds'), { a: 0.000072, b: -0.000072, c: 0 })
+    assert.match(
+      renderPrometheus([lease('c', { nextDueAt: CHECKED })]),
+      /^pg_cron_lease_next_due_in_seconds\{job_name="c"\} 0$/m,
+    )
+  })
+
+  test('missed occurrences: a counter with a sample for every job, the missed count as listLeases returns it', () => {
+    const text = renderPrometheus([...SEVERAL, ...OCCURRENCES])
+    assert.match(text, /^# TYPE pg_cron_lease_missed_occurrences_total counter$/m)
+    const missed = values(parseExposition(text), 'pg_cron_lease_missed_occurrences_total')
+    assert.deepEqual(
+      Object.keys(missed),
+      [...SEVERAL, ...OCCURRENCES].map((l) => l.jobName),
+    )
+    assert.deepEqual(Object.fromEntries(Object.entries(missed).filter(([name]) => name.startsWith('due:'))), {
+      'due:ahead': 3,
+      'due:grace': 0,
+      'due:late': 1,
+      'due:paused': 0,
+      'due:unknown-interval': 0,
+    })
+    assert.ok(
+      SEVERAL.every((l) => missed[l.jobName] === 0),
+      'a job whose scheduler names no occurrence counts none',
+    )
+  })
+
   test('an age is rounded to the microsecond, and never negative', () => {
     const families = parseExposition(
       renderPrometheus([
@@ -431,7 +602,7 @@ describe('status --format prometheus prints a text exposition that parses strict
     const text = renderPrometheus([])
     assert.ok(text.endsWith('\n# EOF\n'))
     const empty = parseExposition(text)
-    assert.equal(empty.size, 8)
+    assert.equal(empty.size, 10)
     for (const family of empty.values()) assert.deepEqual(family.samples, [])
     const old = parseExposition(renderPrometheus([OLD_SHAPE]))
     const sampled = [...old].filter(([, f]) => f.samples.length > 0).map(([name]) => name)
@@ -440,7 +611,9 @@ describe('status --format prometheus prints a text exposition that parses strict
       'pg_cron_lease_last_claim_age_seconds',
       'pg_cron_lease_overdue',
       'pg_cron_lease_paused',
+      'pg_cron_lease_missed_occurrences_total',
     ])
+    assert.deepEqual(values(old, 'pg_cron_lease_missed_occurrences_total'), { old: 0 }, 'nothing counted: 0')
   })
 
   test("the test's reader refuses what either format or the textfile collector refuses", () => {
@@ -567,6 +740,58 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
     )
   })
 
+  test('a job whose due time passed unclaimed is OVERDUE since that time, worded apart from the interval rule, and exits 3', () => {
+    const result = verdict(OCCURRENCES)
+    assert.equal(checkExitCode(result), 3)
+    assert.deepEqual(renderCheck(result).split('\n'), [
+      'due:late: OVERDUE: due 2026-11-30T11:55:30.000000Z, not claimed for 4 min (grace 1 min)',
+      'due:unknown-interval: OVERDUE: due 2026-11-30T11:57:30.000000Z, not claimed for 2 min (grace 1 min)',
+      '',
+    ])
+    assert.equal(
+      checkExitCode(verdict(OCCURRENCES, ['due:ahead', 'due:grace', 'due:paused'])),
+      0,
+      'the others are healthy',
+    )
+    const both = renderCheck(verdict([...SEVERAL, ...OCCURRENCES]))
+    assert.match(
+      both,
+      /^import:nightly: OVERDUE: last claimed 3 h ago, every 1 h \(factor 2\)$/m,
+      'no due time: the interval rule',
+    )
+    assert.match(both, /^due:late: OVERDUE: due \S+, not claimed for 4 min/m)
+  })
+
+  test('the grace shown is the --grace given, else the interval up to a minute, else a minute', () => {
+    const late = (fields: Partial<LeaseInfo>) =>
+      lease('j', { overdue: true, nextDueAt: at(-(4 * MIN + 30)), claimedAt: at(-HOUR), ...fields })
+    const reason = (l: LeaseInfo, graceMs?: number) =>
+      checkJobs({ leases: [l], jobs: [], table: TABLE, overdueFactor: 2, graceMs, checkedAt: CHECKED }).jobs[0]!.reason
+    const due = 'OVERDUE: due 2026-11-30T11:55:30.000000Z, not claimed for 4 min'
+    assert.equal(reason(late({ everyMs: 30_000 })), `${due} (grace 30 s)`)
+    assert.equal(reason(late({ everyMs: 3_600_000 })), `${due} (grace 1 min)`)
+    assert.equal(reason(late({ everyMs: null })), `${due} (grace 1 min)`)
+    assert.equal(reason(late({ everyMs: 30_000 }), 150_000), `${due} (grace 2 min 30 s)`)
+    const interval = lease('j', { overdue: true, claimedAt: at(-3 * HOUR), everyMs: 3_600_000 })
+    assert.equal(reason(interval, 150_000), 'OVERDUE: last claimed 3 h ago, every 1 h (factor 2)', 'no due time')
+  })
+
+  test('--json: a late job is overdue with the due-time reason', () => {
+    const printed = JSON.parse(renderCheckJson(verdict(OCCURRENCES, ['due:late'])))
+    assert.deepEqual(Object.keys(printed), ['healthy', 'checkedAt', 'table', 'overdueFactor', 'jobs'])
+    assert.deepEqual(printed.jobs, [
+      {
+        jobName: 'due:late',
+        healthy: false,
+        neverClaimed: false,
+        overdue: true,
+        failing: false,
+        paused: false,
+        reason: 'OVERDUE: due 2026-11-30T11:55:30.000000Z, not claimed for 4 min (grace 1 min)',
+      },
+    ])
+  })
+
   test('a row of a table of the original shape is healthy: nothing is known to be wrong', () => {
     assert.equal(checkExitCode(verdict([OLD_SHAPE])), 0)
   })
@@ -618,6 +843,9 @@ describe("no output reads this machine's clock: ages are differences of database
       renderStatusJson(SEVERAL),
       renderPrometheus(SEVERAL),
       renderCheck(checkJobs({ leases: SEVERAL, jobs: [], table: TABLE, overdueFactor: 2, checkedAt: CHECKED })),
+      renderStatus(OCCURRENCES, TABLE, PLAIN),
+      renderPrometheus(OCCURRENCES),
+      renderCheck(checkJobs({ leases: OCCURRENCES, jobs: [], table: TABLE, overdueFactor: 2, checkedAt: CHECKED })),
     ]
     const real = outputs()
     for (const skew of [3_600_000, -365 * 86_400_000]) {
