@@ -8,7 +8,7 @@ import type { IntervalLease } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE } from './sql.js'
-import { clearWarning, NAMES, tableState, warnOnce } from './state.js'
+import { clearWarning, tableState, warnOnce } from './state.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
@@ -342,7 +342,11 @@ async function readClaim(
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
-  if (clockOffsetMs !== null) checkClock(table, jobName, clockOffsetMs, receivedWallMs - sentWallMs, leaseMs, logger)
+  const state = tableState(table)
+  if (clockOffsetMs !== null) {
+    state.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
+    checkClock(table, jobName, clockOffsetMs, receivedWallMs - sentWallMs, leaseMs, logger)
+  }
   const row = firstRow(result)
   const recordable = typeof row?.recordable === 'boolean' ? row.recordable : undefined
   const occurrence = slot?.occurrence == null ? null : new Date(slot.occurrence)
@@ -357,7 +361,6 @@ async function readClaim(
   })
   if (slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
   if (kind === 'keyed') return ticket(row?.missed)
-  const state = tableState(table)
   if (row?.keyed === true) state.keyed = true
   else if (row?.keyed === false && slot !== null) warnShape(table, logger, recordable === true)
   // A claim won on a table whose occurrence columns it did not know of keys itself now, fenced on
@@ -385,39 +388,41 @@ function countOf(value: unknown): number {
   return Number.isSafeInteger(n) && n > 0 ? n : 0
 }
 
-/** How often a replica whose keyed claims lose asks the database whether its occurrences are early. */
-export const EARLY_CHECK_EVERY_MS = 60_000
+/** How old this process's estimate of its clock against the database's may be before a loser asks again. */
+export const CLOCK_CHECK_EVERY_MS = 60_000
 
 /**
  * A loser cannot tell from its empty reply whether the lease was held, the occurrence already run,
- * or the occurrence too early; only the last needs saying (this replica's clock is fast, and it
- * will never run the job). So a losing replica asks, at most once a minute per job: one read-only
- * statement that writes nothing. A failure to ask says nothing either way.
+ * or the occurrence too early; only the last needs saying (this replica's clock runs fast, and it
+ * will never run the job). The occurrence is judged against this replica's estimate of the
+ * database clock, kept per table: every won claim refreshes it for free, and a replica that has
+ * not won for a minute reads the database clock once (one read-only statement, at most once a
+ * minute per table, however many jobs lose). A failure to read it says nothing either way.
  */
 async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
   const { db, table, jobName, logger, prepare } = config
   const state = tableState(table)
-  const now = monotonicMs()
-  const asked = state.earlyCheckedAt.get(jobName)
-  if (asked !== undefined && now - asked < EARLY_CHECK_EVERY_MS) return
-  if (state.earlyCheckedAt.size >= NAMES) state.earlyCheckedAt.clear()
-  state.earlyCheckedAt.set(jobName, now)
-  let aheadMs: number
-  try {
-    aheadMs = Number(
-      firstRow(await runStatement(db, state.occurrenceAhead, [new Date(occurrence).toISOString()], prepare))?.ahead_ms,
-    )
-  } catch {
-    return
+  if (state.clock === undefined || monotonicMs() - state.clock.at >= CLOCK_CHECK_EVERY_MS) {
+    const sentWallMs = Date.now()
+    let text: unknown
+    try {
+      text = firstRow(await runStatement(db, state.clockRead, [], prepare))?.checked_at
+    } catch {
+      return
+    }
+    const offsetMs = typeof text === 'string' ? clockOffset(text, sentWallMs, Date.now()) : null
+    if (offsetMs === null) return
+    state.clock = { offsetMs, at: monotonicMs() }
   }
+  const aheadMs = occurrence - (Date.now() - state.clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) return clearWarning(table, `early:${jobName}`)
   warnOnce(table, `early:${jobName}`, () =>
     warn(
       logger,
       `pg-cron-lease: '${escapeControls(jobName)}' did not run its occurrence ${new Date(occurrence).toISOString()}: it lies ` +
-        `${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this replica's ` +
-        'clock runs fast and it will not run this job until that is fixed: fix its time sync (NTP)',
+        `about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
+        "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
     ),
   )
 }

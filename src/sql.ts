@@ -381,14 +381,6 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at, true AS recordable, lease.last_missed AS
 }
 
 /**
- * How far the occurrence $1 (ISO text) lies ahead of the database clock, in ms: what a replica
- * whose keyed claims keep losing asks, now and then, to tell a fast clock from a job run by others.
- */
-export function occurrenceAheadSql(): string {
-  return `SELECT (extract(epoch FROM ${fromIsoText('$1')} - clock_timestamp()) * 1000)::float8 AS ahead_ms`
-}
-
-/**
  * Whether the row of `alias` has every one of `columns`: how a won claim learns, in its own reply,
  * whether the table can take the outcome record. A table upgraded while replicas run is then used
  * as such from the next won claim on, and no statement ever names a column the table may lack.
@@ -678,8 +670,8 @@ WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped`
 
 /**
  * One reading of the database clock, in the format of every other timestamp: what a check reports
- * as its `checkedAt` when there is no row to carry one, and what an end of pause is compared with.
- * No parameters.
+ * as its `checkedAt` when there is no row to carry one, what an end of pause is compared with, and
+ * what a replica whose keyed claims lose estimates its clock offset from. No parameters.
  */
 export function clockSql(): string {
   return `SELECT ${isoText('clock_timestamp()')} AS checked_at`

@@ -20,9 +20,9 @@ import { createHash } from 'node:crypto'
 import {
   catchUpSql,
   claimSql,
+  clockSql,
   extendSql,
   keyClaimSql,
-  occurrenceAheadSql,
   occurrenceClaimSql,
   probingClaimSql,
   recordOutcomeSql,
@@ -46,14 +46,18 @@ export interface TableState {
   readonly probingClaim: Statement
   readonly keyClaim: Statement
   readonly catchUp: Statement
-  readonly occurrenceAhead: Statement
+  /** One reading of the database clock. */
+  readonly clockRead: Statement
   /**
    * Whether a won claim said the table has the occurrence columns: only then is a statement sent
    * that names them. Learnt, never unlearnt: a table does not lose columns while replicas run.
    */
   keyed: boolean
-  /** When (monotonic ms) each job last asked whether its occurrences are early; at most NAMES jobs. */
-  readonly earlyCheckedAt: Map<string, number>
+  /**
+   * This process's clock minus the database's, as last estimated (a won claim, or a loser's read
+   * of the clock), and when (monotonic ms): what a losing keyed claim judges its occurrence by.
+   */
+  clock: { offsetMs: number; at: number } | undefined
   /** The warnings given for this table: the key says what each was about (a job name, or a topic). */
   readonly warned: Set<string>
   /** When it was last used, on the use counter. */
@@ -86,9 +90,9 @@ export function tableState(table: string): TableState {
     probingClaim: statement(probingClaimSql(table)),
     keyClaim: statement(keyClaimSql(table)),
     catchUp: statement(catchUpSql(table)),
-    occurrenceAhead: statement(occurrenceAheadSql()),
+    clockRead: statement(clockSql()),
     keyed: false,
-    earlyCheckedAt: new Map(),
+    clock: undefined,
     warned: new Set(),
     usedAt: ++uses,
   }
