@@ -122,7 +122,12 @@ export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
   overdueGraceMs?: number
 }
 
-/** The longest default grace before a job whose due time passed unclaimed is overdue: a minute. */
+/**
+ * The longest default grace before a job whose due time passed unclaimed is overdue: a minute.
+ *
+ * @example
+ * const late = (await listLeases(pool, { overdueGraceMs: DEFAULT_OVERDUE_GRACE_MS * 5 })).filter((l) => l.overdue)
+ */
 export const DEFAULT_OVERDUE_GRACE_MS = 60_000
 
 export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'

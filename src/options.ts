@@ -133,7 +133,13 @@ export type OptionName = keyof typeof OPTIONS
 /** The options checked on every call, never cached (see `perCall`). */
 type PerCallName = { [K in OptionName]: (typeof OPTIONS)[K] extends { perCall: true } ? K : never }[OptionName]
 
-/** What `catchUp` takes, and the `catchUp` option of `leasedTick` and `leaseCoordinator`. */
+/**
+ * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late a missed occurrence may
+ * still be made up for.
+ *
+ * @example
+ * const window: CatchUpWindow = { withinMs: 6 * 3_600_000 }
+ */
 export interface CatchUpWindow {
   /** How long ago the due occurrence may have passed and still be made up for, in ms. */
   withinMs: number
