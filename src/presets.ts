@@ -14,6 +14,10 @@ export const MAX_LEASE_MS = 2_147_483_647
  * Lease lengths for common schedules, in milliseconds. Each is a little under the interval
  * (about 80%): long enough that a replica whose timer fires late, or whose clock is off, still
  * finds the occurrence taken; short enough that the lease has expired by the next occurrence.
+ * That is the rule while claims name no occurrence. A claim that names its occurrence is kept
+ * from re-running it by the occurrence itself, so its lease only has to outlast the run (or be
+ * kept alive) and stay shorter than the gap to the next fire; these lengths still satisfy that
+ * for any run shorter than them.
  *
  * @example
  * cron.schedule('* * * * *', () => withCronLease(pool, 'report', LEASE.EVERY_MINUTE, sendReport))
@@ -34,7 +38,9 @@ export const LEASE: Readonly<{
 
 /**
  * The lease for any fixed interval: 80% of it, in whole milliseconds (at least 1). Use it when the
- * schedule is not one of the {@link LEASE} presets, e.g. every 15 seconds or every 2 hours.
+ * schedule is not one of the {@link LEASE} presets, e.g. every 15 seconds or every 2 hours. It
+ * returns the lease alone; {@link forInterval} also declares the interval, for overdue detection
+ * and missed counting.
  *
  * @example
  * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
