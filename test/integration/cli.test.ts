@@ -19,6 +19,7 @@ import { expireLease, freePort, freshTable, testDatabaseUrl, testPool } from '..
 import { createTableSql, type LeaseInfo, listLeases, pauseJob, withCronLease } from '../../src/index.ts'
 import config from '../../tsdown.config.ts'
 import { finished } from '../helpers/child.ts'
+import { parseExposition } from '../helpers/prometheus.ts'
 
 /** An ANSI SGR sequence (colour on or off) with any code. */
 const SGR = new RegExp(`${String.fromCharCode(27)}\\[\\d+m`)
@@ -185,6 +186,58 @@ async function severalJobs(): Promise<string> {
   return table
 }
 
+/** The database clock now, in ms since the epoch: occurrences are named by it, not by this machine's. */
+async function databaseNowMs(): Promise<number> {
+  return (await pool.query('SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS ms')).rows[0].ms
+}
+
+/**
+ * A table with jobs whose schedulers name their occurrences, written by real claims, and one
+ * without:
+ * - billing:hourly  its occurrence 30 s ago claimed, every 1 h: next due in 59 min 30 s, healthy
+ * - import:nightly  claimed 3 h 20 min ago without an occurrence, every 1 h: OVERDUE by the interval
+ * - report:5min     occurrences 20 and 5 min ago claimed, every 5 min, so the 2 between them are
+ *                   missed; its next one fell due 4 min 30 s ago (set with SQL) and nobody claimed
+ *                   it: OVERDUE by its due time, with the default grace of 1 min
+ * As in severalJobs, the margins are half a unit, so the rounded-down ages stay put however slowly
+ * the test runs.
+ */
+async function occurrenceJobs(): Promise<{ table: string; missedAtClaim: number }> {
+  const table = await freshTable(pool, 'cli_due')
+  const now = await databaseNowMs()
+  const claim = async (jobName: string, occurrenceMs: number, everyMs: number) => {
+    let missed = -1
+    const { ran } = await withCronLease(
+      pool,
+      jobName,
+      60_000,
+      (ctx) => {
+        missed = ctx.missed
+      },
+      { table, holder: 'web-1', occurrence: new Date(occurrenceMs), everyMs },
+    )
+    assert.equal(ran, true, `${jobName} at ${new Date(occurrenceMs).toISOString()} wins`)
+    return missed
+  }
+  await claim('billing:hourly', now - 30_000, 3_600_000)
+  await withCronLease(pool, 'import:nightly', 60_000, () => {}, { table, holder: 'web-2' })
+  await setTimes(table, 'import:nightly', '3 h 20 min', '-2 h -20 min')
+  await setRun(table, 'import:nightly', {
+    finishedAgo: '3 h 10 min',
+    outcome: 'ok',
+    durationMs: 1000,
+    everyMs: 3_600_000,
+  })
+  await claim('report:5min', now - 20 * 60_000, 300_000)
+  await expireLease(pool, table, 'report:5min')
+  const missedAtClaim = await claim('report:5min', now - 5 * 60_000, 300_000)
+  await pool.query(
+    `UPDATE "${table}" SET next_due_at = clock_timestamp() - interval '4 min 30 s',
+       lease_until = clock_timestamp() - interval '4 min' WHERE job_name = 'report:5min'`,
+  )
+  return { table, missedAtClaim }
+}
+
 /** A lease table of the original shape: the four first columns, none for outcomes or pauses. */
 async function oldShapeTable(): Promise<string> {
   const table = `cli_old_${randomBytes(5).toString('hex')}`
@@ -312,14 +365,24 @@ describe('status reads the real rows, by the database clock', () => {
     assert.deepEqual(
       lines.slice(2).map((l) => l.split(/ {3,}/)),
       [
-        ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'STATE'],
-        ['billing:hourly', 'web-1:4242', '3 min ago', 'in 47 min', 'ok 2 min ago', '4.1 s'],
-        ['import:nightly', 'web-2:77', '3 h ago', 'expired 2 h ago', 'ok 3 h ago', '1 min 5 s', 'OVERDUE'],
-        ['legacy', '-', '10 min ago', 'in 20 min', '-', '-'],
-        ['report:daily', 'web-3', '6 min ago', 'expired 5 min ago', 'error 5 min ago', '850 ms', 'FAILING'],
-        ['sync:failing-paused', 'web-4', '6 min ago', 'when resumed', 'error 5 min ago', '850 ms', 'FAILING PAUSED'],
-        ['sync:paused', 'web-4', '3 h ago', 'in 2 h', 'ok 3 h ago', '4.1 s', 'PAUSED'],
-        ['unknown:outcome', 'web-5', '3 min ago', 'in 47 min', 'ran 2 min ago', 'under 1 ms'],
+        ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE'],
+        ['billing:hourly', 'web-1:4242', '3 min ago', 'in 47 min', 'ok 2 min ago', '4.1 s', '-', '0'],
+        ['import:nightly', 'web-2:77', '3 h ago', 'expired 2 h ago', 'ok 3 h ago', '1 min 5 s', '-', '0', 'OVERDUE'],
+        ['legacy', '-', '10 min ago', 'in 20 min', '-', '-', '-', '0'],
+        ['report:daily', 'web-3', '6 min ago', 'expired 5 min ago', 'error 5 min ago', '850 ms', '-', '0', 'FAILING'],
+        [
+          'sync:failing-paused',
+          'web-4',
+          '6 min ago',
+          'when resumed',
+          'error 5 min ago',
+          '850 ms',
+          '-',
+          '0',
+          'FAILING PAUSED',
+        ],
+        ['sync:paused', 'web-4', '3 h ago', 'in 2 h', 'ok 3 h ago', '4.1 s', '-', '0', 'PAUSED'],
+        ['unknown:outcome', 'web-5', '3 min ago', 'in 47 min', 'ran 2 min ago', 'under 1 ms', '-', '0'],
         [''],
         ['Last errors:'],
         ['  report:daily: Error: boom'],
@@ -410,6 +473,94 @@ describe('check reads the real rows: exit 0 when every job is healthy and 3 when
     assertFails(await cli(['check', '--table', 'no_such_leases']), 1, /the lease table no_such_leases does not exist/)
     const port = await freePort()
     assertFails(await cli(['check', '--url', `postgres://a:b@127.0.0.1:${port}/x`]), 1, /connection refused/)
+  })
+})
+
+describe('a job whose next due time passed unclaimed, on real rows', () => {
+  test('check exits 3 and says since when it is due, apart from a job overdue by its interval; --grace moves the line', async () => {
+    const { table, missedAtClaim } = await occurrenceJobs()
+    assert.equal(missedAtClaim, 2, 'the claim 15 min after the one before counted the 2 occurrences between them')
+    const run = await cli(['check', '--table', table])
+    assert.deepEqual([run.code, run.stderr], [3, ''])
+    const late = (await listLeases(pool, { table })).find((l) => l.jobName === 'report:5min')!
+    assert.match(late.nextDueAt ?? '', new RegExp(`^${ISO_MICROS}$`))
+    assert.deepEqual(run.stdout.split('\n'), [
+      'import:nightly: OVERDUE: last claimed 3 h ago, every 1 h (factor 2)',
+      `report:5min: OVERDUE: due ${late.nextDueAt}, not claimed for 4 min (grace 1 min)`,
+      '',
+    ])
+    const json = await cli(['check', '--table', table, '--json', '--job', 'report:5min'])
+    assert.equal(json.code, 3, json.stderr)
+    assert.deepEqual(JSON.parse(json.stdout).jobs[0], {
+      jobName: 'report:5min',
+      healthy: false,
+      neverClaimed: false,
+      overdue: true,
+      failing: false,
+      paused: false,
+      reason: `OVERDUE: due ${late.nextDueAt}, not claimed for 4 min (grace 1 min)`,
+    })
+    const tighter = await cli(['check', '--table', table, '--job', 'report:5min', '--grace', '4m'])
+    assert.deepEqual(
+      [tighter.code, tighter.stdout],
+      [3, `report:5min: OVERDUE: due ${late.nextDueAt}, not claimed for 4 min (grace 4 min)\n`],
+    )
+    const looser = await cli(['check', '--table', table, '--job', 'report:5min', '--grace', '5m'])
+    assert.deepEqual([looser.code, looser.stderr], [0, ''])
+    assert.match(looser.stdout, /^OK: 1 job healthy in /)
+    assert.equal((await cli(['check', '--table', table, '--job', 'billing:hourly'])).code, 0, 'due ahead: healthy')
+  })
+
+  test('status shows NEXT DUE and MISSED, the JSON fields as listLeases returns them, and the two Prometheus families', async () => {
+    const { table } = await occurrenceJobs()
+    const text = await cli(['status', '--table', table])
+    assert.deepEqual([text.code, text.stderr], [0, ''])
+    assert.deepEqual(
+      text.stdout
+        .split('\n')
+        .slice(2, 6)
+        .map((l) => l.split(/ {3,}/))
+        .map((cells) => [cells[0], ...cells.slice(6)]),
+      [
+        ['JOB', 'NEXT DUE', 'MISSED', 'STATE'],
+        ['billing:hourly', 'in 59 min', '0'],
+        ['import:nightly', '-', '0', 'OVERDUE'],
+        ['report:5min', 'due 4 min ago', '2', 'OVERDUE'],
+      ],
+    )
+
+    const json = await cli(['status', '--table', table, '--json'])
+    assert.deepEqual([json.code, json.stderr], [0, ''])
+    const fields = (l: Record<string, unknown>) => ({
+      jobName: l.jobName,
+      lastOccurrence: l.lastOccurrence,
+      nextDueAt: l.nextDueAt,
+      missed: l.missed,
+      overdue: l.overdue,
+    })
+    const listed = (await listLeases(pool, { table })) as unknown as Record<string, unknown>[]
+    assert.deepEqual(JSON.parse(json.stdout).map(fields), listed.map(fields), 'nothing claimed in between: the same')
+    const report = listed.find((l) => l.jobName === 'report:5min')!
+    assert.deepEqual([report.missed, report.overdue], [2, true])
+    assert.equal(typeof report.lastOccurrence, 'string')
+    const graced = await cli(['status', '--table', table, '--json', '--grace', '5m'])
+    assert.equal(JSON.parse(graced.stdout).find((l: LeaseInfo) => l.jobName === 'report:5min').overdue, false)
+
+    const metrics = await cli(['status', '--table', table, '--format', 'prometheus'])
+    assert.deepEqual([metrics.code, metrics.stderr], [0, ''])
+    const families = parseExposition(metrics.stdout)
+    const sampled = (name: string) =>
+      Object.fromEntries(families.get(name)!.samples.map((s) => [s.labels.job_name!, s.value]))
+    assert.equal(families.get('pg_cron_lease_missed_occurrences_total')?.type, 'counter')
+    assert.deepEqual(sampled('pg_cron_lease_missed_occurrences_total'), {
+      'billing:hourly': 0,
+      'import:nightly': 0,
+      'report:5min': 2,
+    })
+    const dueIn = sampled('pg_cron_lease_next_due_in_seconds')
+    assert.deepEqual(Object.keys(dueIn), ['billing:hourly', 'report:5min'], 'no sample without a next due time')
+    assert.ok(dueIn['billing:hourly']! > 3500 && dueIn['billing:hourly']! <= 3570, `${dueIn['billing:hourly']}`)
+    assert.ok(dueIn['report:5min']! < -270 && dueIn['report:5min']! > -300, `${dueIn['report:5min']}`)
   })
 })
 
@@ -718,8 +869,8 @@ describe('pause, resume and release act on one job, by the database clock, for e
         .split('\n')
         .slice(3, 4)
         .map((l) => l.split(/ {3,}/)),
-      [['old', 'h', '3 min ago', 'in 47 min', '-', '-']],
-      'the run columns are empty and no job is marked',
+      [['old', 'h', '3 min ago', 'in 47 min', '-', '-', '-', '0']],
+      'the run and occurrence columns are empty and no job is marked',
     )
     for (const args of [
       ['pause', 'old'],
