@@ -1,6 +1,7 @@
 /**
  * croner with leasedTick: the wrapper claims the lease, runs the tick on the winning replica, and
- * never rejects (errors go to onError).
+ * never rejects (errors go to onError). croner passes the job to its callback, and the wrapper reads
+ * from it which occurrence each fire is for, and when the next one is.
  *
  *   DATABASE_URL=postgres://... npx tsx examples/croner.ts
  *
@@ -36,10 +37,17 @@ const job = new Cron(
       pool,
       'example:croner',
       leaseForInterval(1000),
-      () => {
-        console.log(`ran example:croner #${++runs}`)
+      (ctx) => {
+        console.log(
+          `ran example:croner #${++runs} for ${ctx.occurrence?.toISOString()} (missed ${ctx.missed})`,
+        )
       },
-      { onError: (error, jobName) => console.error(`${jobName} failed`, error) },
+      {
+        // Opt in: when the wrapper is made, if the whole fleet was down when the job fell due, less
+        // than a minute ago, one replica runs it once, in the background, for the latest occurrence due.
+        catchUp: { withinMs: 60_000 },
+        onError: (error, jobName) => console.error(`${jobName} failed`, error),
+      },
     ),
   ),
 )

@@ -3,6 +3,9 @@
  * is one more scheduler callback. Either make its body the lease (withCronLease), or make the
  * method call a wrapper built once in the constructor (leasedTick).
  *
+ * @nestjs/schedule passes a method nothing, so the @Cron method names its occurrence itself, from
+ * its job in the SchedulerRegistry: the scheduled slot of the run in progress, and the next one.
+ *
  *   DATABASE_URL=postgres://... npx tsx --tsconfig examples/tsconfig.json examples/nestjs.ts
  *
  * Start it in two terminals: each second exactly one of them prints "ran" for each job. It stops
@@ -12,10 +15,12 @@
 import 'reflect-metadata'
 import { Inject, Injectable, Logger, Module, type OnApplicationShutdown } from '@nestjs/common'
 import { NestFactory } from '@nestjs/core'
-import { Cron, Interval, ScheduleModule } from '@nestjs/schedule'
+import { Cron, Interval, ScheduleModule, SchedulerRegistry } from '@nestjs/schedule'
 import pg from 'pg'
 import {
   CRON_LEASES_TABLE_SQL,
+  forInterval,
+  type LeaseContext,
   type LeasedTick,
   leasedTick,
   leaseForInterval,
@@ -24,8 +29,38 @@ import {
 
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 const PG_POOL = Symbol('PG_POOL') // the provider token of the app's pg.Pool
-const LEASE_MS = leaseForInterval(1000) // both methods below run every second
+const REPORT_JOB = 'example:nestjs-cron' // the @Cron job's name in the registry, and its lease's
 let runs = 0
+
+/** A job of the `cron` package, which runs every @Cron method. */
+type CronJob = ReturnType<SchedulerRegistry['getCronJob']>
+
+/**
+ * The scheduled slot of the run in progress: the latest time the job's schedule names that is not
+ * after the moment its timer fired. The `cron` package keeps only that moment (`lastDate()`, a few
+ * ms past the slot, more on a busy event loop), so the slot is derived from the schedule: a
+ * per-second job's is its whole second, an hourly job's the hour. `getNextDateFrom(t)` gives the
+ * first slot after t's whole second, in t's zone (the job's zone, taken from `nextDate()`), so look
+ * back until there is one, then step forward to the last one not after the fire. Read it before
+ * the method awaits anything: `lastDate()` moves on with the next fire.
+ */
+function scheduledSlot(job: CronJob): Date | null {
+  const fired = job.lastDate()?.getTime()
+  if (fired === undefined) return null
+  const inZone = job.nextDate()
+  const at = (ms: number) => inZone.plus({ milliseconds: ms - inZone.toMillis() })
+  let slot = job.cronTime.getNextDateFrom(at(fired - 1000))
+  // Doubling back from a second: a yearly schedule is found within 2^36 ms (about two years).
+  for (let back = 2000; slot.toMillis() > fired; back *= 2) {
+    if (back > 2 ** 36) return null
+    slot = job.cronTime.getNextDateFrom(at(fired - back))
+  }
+  for (let next = job.cronTime.getNextDateFrom(slot); next.toMillis() <= fired; ) {
+    slot = next
+    next = job.cronTime.getNextDateFrom(slot)
+  }
+  return slot.toJSDate()
+}
 
 @Injectable()
 export class Jobs implements OnApplicationShutdown {
@@ -34,19 +69,31 @@ export class Jobs implements OnApplicationShutdown {
   // The ticks still running: each claims and records its outcome through the pool.
   private readonly inFlight = new Set<Promise<unknown>>()
 
-  constructor(@Inject(PG_POOL) private readonly pool: pg.Pool) {
-    // Built once: a wiring mistake throws at startup, and a call never rejects.
-    this.sweepTick = leasedTick(pool, 'example:nestjs-interval', LEASE_MS, () => this.sweep(), {
-      onError: (error, jobName) => this.logger.error(`${jobName} failed`, error),
-    })
+  constructor(
+    @Inject(PG_POOL) private readonly pool: pg.Pool,
+    @Inject(SchedulerRegistry) private readonly registry: SchedulerRegistry,
+  ) {
+    // Built once: a wiring mistake throws at startup, and a call never rejects. @Interval names no
+    // occurrence: forInterval declares the interval, so the job's next due time is one interval on.
+    this.sweepTick = leasedTick(
+      pool,
+      'example:nestjs-interval',
+      forInterval(1000),
+      (ctx) => this.sweep(ctx),
+      {
+        onError: (error, jobName) => this.logger.error(`${jobName} failed`, error),
+      },
+    )
   }
 
   // @nestjs/schedule catches a rejected method and logs it, so this may reject.
-  @Cron('* * * * * *')
+  @Cron('* * * * * *', { name: REPORT_JOB })
   sendReport() {
+    const job = this.registry.getCronJob(REPORT_JOB)
     return this.track(
-      withCronLease(this.pool, 'example:nestjs-cron', LEASE_MS, async (ctx) => {
-        console.log(`ran ${ctx.jobName} #${++runs}`)
+      withCronLease(this.pool, REPORT_JOB, leaseForInterval(1000), (ctx) => this.report(ctx), {
+        occurrence: scheduledSlot(job),
+        nextOccurrence: job.nextDate().toJSDate(),
       }),
     )
   }
@@ -69,8 +116,14 @@ export class Jobs implements OnApplicationShutdown {
     return tick
   }
 
-  private async sweep() {
-    console.log(`ran example:nestjs-interval #${++runs}`)
+  private async report(ctx: LeaseContext) {
+    console.log(
+      `ran ${ctx.jobName} #${++runs} for ${ctx.occurrence?.toISOString()} (missed ${ctx.missed})`,
+    )
+  }
+
+  private async sweep(ctx: LeaseContext) {
+    console.log(`ran ${ctx.jobName} #${++runs} (missed ${ctx.missed})`)
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * node-cron 4 in distributed mode, with pg-cron-lease as its run coordinator: node-cron asks the
- * coordinator before each fire, and only the replica that wins the lease runs the task.
+ * coordinator before each fire, and only the replica that wins the lease runs the task. The key
+ * node-cron asks with names the fire's slot, and the coordinator claims that occurrence.
  *
  *   DATABASE_URL=postgres://... npx tsx examples/node-cron-coordinator.ts
  *
@@ -56,8 +57,8 @@ let runs = 0
 const coordinator = trackFires(leaseCoordinator(pool))
 const task = cron.schedule(
   '* * * * * *',
-  () => {
-    console.log(`ran example:node-cron-coordinator #${++runs}`)
+  (ctx) => {
+    console.log(`ran example:node-cron-coordinator #${++runs} for ${ctx.date.toISOString()}`)
   },
   {
     // The lease is claimed on this name, so every replica must use the same one.
@@ -69,7 +70,8 @@ const task = cron.schedule(
   },
 )
 // node-cron does not tell a coordinator whether the task threw: a watched task's runs are
-// recorded ok, or error with the error's first line (an unwatched run has no outcome).
+// recorded ok, or error with the error's first line (an unwatched run has no outcome). Watched,
+// the task also tells each claim when it runs next (getNextRun()): the job's next due time.
 coordinator.watch(task)
 task.on('execution:skipped', (ctx) => {
   if (ctx.reason === 'coordinator-error')

@@ -1,6 +1,8 @@
 /**
  * setInterval with leasedTick. A bare async callback that rejects inside setInterval is an
  * unhandled rejection, which ends the process; the wrapper never rejects (errors go to onError).
+ * setInterval names no occurrence, so forInterval declares the interval with the lease: the
+ * winner stores the job as next due one interval on, and the next claim counts what was missed.
  *
  *   DATABASE_URL=postgres://... npx tsx examples/set-interval.ts
  *
@@ -8,7 +10,7 @@
  * after EXAMPLE_DURATION_MS (default 30000), or on Ctrl-C or SIGTERM.
  */
 import pg from 'pg'
-import { CRON_LEASES_TABLE_SQL, leasedTick, leaseForInterval } from 'pg-cron-lease'
+import { CRON_LEASES_TABLE_SQL, forInterval, leasedTick } from 'pg-cron-lease'
 
 const INTERVAL_MS = 1000
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
@@ -29,8 +31,8 @@ function tracked<A extends unknown[], R>(fn: (...args: A) => Promise<R>) {
 }
 
 let runs = 0
-const tick = leasedTick(pool, 'example:set-interval', leaseForInterval(INTERVAL_MS), () => {
-  console.log(`ran example:set-interval #${++runs}`)
+const tick = leasedTick(pool, 'example:set-interval', forInterval(INTERVAL_MS), (ctx) => {
+  console.log(`ran example:set-interval #${++runs} (missed ${ctx.missed})`)
 })
 const timer = setInterval(tracked(tick), INTERVAL_MS)
 

@@ -16,7 +16,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
-import { createTableSql, leasedTick, leaseForInterval } from 'pg-cron-lease'
+import { createTableSql, forInterval, leasedTick } from 'pg-cron-lease'
 
 const SECONDS = Number(process.env.TRY_SECONDS ?? 5)
 const INTERVAL_MS = 1000
@@ -50,7 +50,7 @@ try {
     const tick = leasedTick(
       pool,
       JOB,
-      leaseForInterval(INTERVAL_MS),
+      forInterval(INTERVAL_MS),
       (ctx) => {
         runs[holder]++
         // The claim token is the database's time of the claim: the clock that decides.

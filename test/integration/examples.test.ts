@@ -64,6 +64,72 @@ function ownStderr(stderr: string): string {
   return stderr.replace(/^\[Cron\] Missed execution deadline by \d+ms for job.*\n?/gm, '')
 }
 
+/**
+ * The jobs of the scheduler recipes, and whether each names its occurrence: a cron schedule names
+ * the slot of each fire, a timer (`setInterval`, `@Interval`) none, and declares its interval.
+ */
+const RECIPE_JOBS: Record<string, 'occurrence' | 'interval'> = {
+  'example:node-cron-coordinator': 'occurrence',
+  'example:node-cron-callback': 'occurrence',
+  'example:croner': 'occurrence',
+  'example:set-interval': 'interval',
+  'example:nestjs-cron': 'occurrence',
+  'example:nestjs-interval': 'interval',
+}
+const INTERVAL_MS = 1000 // every recipe's job runs each second
+
+/** The occurrence a recipe's run line names (`ran <job> #<n> for <ISO-8601>`), in ms; undefined when none. */
+function occurrenceOf(line: string): number | undefined {
+  const iso = / for (\S+)/.exec(line)?.[1]
+  return iso === undefined ? undefined : Date.parse(iso)
+}
+
+/**
+ * Checks that a recipe's runs reached the table keyed as the recipe means them: for a cron
+ * schedule, every run names an occurrence, each later than the one before (no occurrence runs
+ * twice, nor an earlier one after a later), and the row keeps the last one run; for a timer, no
+ * occurrence is stored. Either way the last claim stored the job as next due after the claim, at
+ * most one interval on: the scheduler's next fire, carried across as a duration. (At most, and
+ * for a cron schedule at least 0 rather than more: the next fire was read before the claim was
+ * sent, within the same millisecond at worst.)
+ */
+async function checkOccurrences(job: string, ranLines: string[], detail: string): Promise<void> {
+  const { rows } = await pool.query(
+    `SELECT (extract(epoch FROM date_trunc('milliseconds', last_occurrence)) * 1000)::float8 AS last_occurrence_ms,
+       (extract(epoch FROM next_due_at - claimed_at) * 1000)::float8 AS due_after_claim_ms
+     FROM cron_leases WHERE job_name = $1`,
+    [job],
+  )
+  assert.equal(rows.length, 1, `${job}: one row: ${detail}`)
+  const [{ last_occurrence_ms: lastOccurrence, due_after_claim_ms: dueAfterClaim }] = rows
+  const named = ranLines.map(occurrenceOf)
+  if (RECIPE_JOBS[job] === 'occurrence') {
+    assert.ok(
+      named.every((ms) => ms !== undefined && Number.isFinite(ms)),
+      `${job}: every run names its occurrence: ${detail}`,
+    )
+    const ms = named as number[]
+    for (let i = 1; i < ms.length; i++)
+      assert.ok(ms[i]! > ms[i - 1]!, `${job}: run ${i + 1} is for a later occurrence: ${detail}`)
+    assert.equal(lastOccurrence, ms.at(-1), `${job}: the row keeps the last occurrence run: ${detail}`)
+    assert.ok(
+      dueAfterClaim !== null && dueAfterClaim >= 0 && dueAfterClaim <= INTERVAL_MS,
+      `${job}: next due ${dueAfterClaim} ms after the claim: ${detail}`,
+    )
+  } else {
+    assert.deepEqual(
+      named,
+      ranLines.map(() => undefined),
+      `${job}: a timer names no occurrence: ${detail}`,
+    )
+    assert.equal(lastOccurrence, null, `${job}: no occurrence stored: ${detail}`)
+    assert.ok(
+      dueAfterClaim !== null && dueAfterClaim > 0 && dueAfterClaim <= INTERVAL_MS,
+      `${job}: next due ${dueAfterClaim} ms after the claim: ${detail}`,
+    )
+  }
+}
+
 let pool: pg.Pool
 before(async () => {
   pool = await testPool()
@@ -99,7 +165,7 @@ describe('every example runs against the test database and exits by itself', () 
     assert.deepEqual(second.stdout, ['applied 0 migration(s)', 'cron_leases is ready'])
   })
 
-  test('the four scheduler examples each run their job every second, then stop', async () => {
+  test('the four scheduler examples each run their job every second, keyed on its occurrence or its interval, then stop', async () => {
     const runs = await Promise.all(SCHEDULER_EXAMPLES.map((file) => runExample(file)))
     for (const [i, run] of runs.entries()) {
       const name = SCHEDULER_EXAMPLES[i]!.replace(/\.ts$/, '')
@@ -110,6 +176,7 @@ describe('every example runs against the test database and exits by itself', () 
       // One replica alone wins every occurrence: a run each second for the duration.
       assert.ok(ran.length >= 2, detail)
       assert.equal(run.stdout.at(-1), `stopped after ${ran.length} runs`, detail)
+      await checkOccurrences(`example:${name}`, ran, detail)
       console.log(`# ${name}: ${ran.length} runs in ${DURATION_MS} ms`)
     }
     const jobs = SCHEDULER_EXAMPLES.map((f) => `example:${f.replace(/\.ts$/, '')}`).sort()
@@ -123,14 +190,23 @@ describe('every example runs against the test database and exits by itself', () 
     )
   })
 
-  test('the NestJS example runs its @Cron and its @Interval method once a second each, then stops', async () => {
+  test('the NestJS example runs its @Cron method for each slot and its @Interval method once a second, then stops', async () => {
     const run = await runExample('nestjs.ts')
     const detail = JSON.stringify(run)
     assert.equal(run.code, 0, detail)
     assert.equal(ownStderr(run.stderr), '', detail)
     for (const job of ['example:nestjs-cron', 'example:nestjs-interval']) {
-      assert.ok(run.stdout.filter((line) => line.startsWith(`ran ${job} #`)).length >= 2, `${job}: ${detail}`)
+      const ran = run.stdout.filter((line) => line.startsWith(`ran ${job} #`))
+      assert.ok(ran.length >= 2, `${job}: ${detail}`)
+      await checkOccurrences(job, ran, detail)
     }
+    // The @Cron method's occurrence is its schedule's slot, a whole second, not when its timer fired.
+    const slots = run.stdout.filter((line) => line.startsWith('ran example:nestjs-cron #')).map(occurrenceOf)
+    assert.deepEqual(
+      slots.filter((ms) => ms! % 1000 !== 0),
+      [],
+      detail,
+    )
     const ran = run.stdout.filter((line) => line.startsWith('ran ')).length
     assert.equal(run.stdout.at(-1), `stopped after ${ran} runs`, detail)
   })
@@ -268,6 +344,14 @@ describe('an example stopped while a tick is in flight ends its pool only after 
         })
         child.kill('SIGTERM')
         await printed(child, /^stopping$/)
+        // Let go only once every lease of the example has run out by the database clock (the lock
+        // keeps anyone from moving one): a catch-up run at start can hold its lease into the second
+        // after, and a claim let go inside it would lose, as it should.
+        await locker.query(
+          `SELECT pg_sleep(greatest(0, extract(epoch FROM max(lease_until) - clock_timestamp())))
+           FROM cron_leases WHERE job_name LIKE $1`,
+          [`example:${name}%`],
+        )
       } catch (error) {
         child.kill('SIGKILL')
         throw error
