@@ -254,7 +254,7 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
   let params: unknown[] = [jobName, leaseMs, holder]
   if (slot !== null) {
     checkGap(config, slot)
-    const occurrence = slot.occurrence === null ? null : new Date(slot.occurrence).toISOString()
+    const { occurrence } = slot
     if (state.keyed) {
       kind = 'keyed'
       statement = state.occurrenceClaim
@@ -369,7 +369,7 @@ async function readClaim(
   const keyed = await runStatement(
     config.db,
     state.keyClaim,
-    [jobName, claimToken, occurrence?.toISOString() ?? null, nextDueMs(slot, sentWallMs), slot.intervalMs],
+    [jobName, claimToken, slot.occurrence, nextDueMs(slot, sentWallMs), slot.intervalMs],
     config.prepare,
   )
   const reading = readResult(keyed, jobName, 'keyed on its occurrence')

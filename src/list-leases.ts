@@ -133,6 +133,25 @@ export const DEFAULT_OVERDUE_GRACE_MS = 60_000
 export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'
 
 /**
+ * The grace a job with a due time is judged with: `graceMs` when given, else the job's interval, at
+ * most {@link DEFAULT_OVERDUE_GRACE_MS} (which it is while the interval is unknown).
+ */
+export function overdueGrace(everyMs: number | null, graceMs: number | undefined): number {
+  return graceMs ?? Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
+}
+
+/**
+ * Whether `lease` is judged overdue by its due time rather than by its interval: it has a due time
+ * later than its last claim (see listLeasesSql). Compared as text, which sorts as time: both are
+ * ISO-8601 UTC with microseconds.
+ */
+export function judgedByDueTime<L extends Pick<LeaseInfo, 'nextDueAt' | 'claimedAt'>>(
+  lease: L,
+): lease is L & { nextDueAt: string } {
+  return lease.nextDueAt !== null && lease.nextDueAt > lease.claimedAt
+}
+
+/**
  * Every lease in the table, one entry per job name, ordered by job name in byte order. `held` and
  * `remainingMs` are computed by the database in the same statement, at one instant of its clock
  * (`checkedAt`), so the answer does not depend on this process's clock. It only reads: nothing is
@@ -208,7 +227,7 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     overdue:
       !paused &&
       (sinceDueMs !== null
-        ? sinceDueMs > (graceMs ?? Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS))
+        ? sinceDueMs > overdueGrace(everyMs, graceMs)
         : everyMs !== null && number('since_claim_ms') > everyMs * overdueFactor),
     paused,
     pausedUntil: paused ? text('paused_until') : null,

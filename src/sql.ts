@@ -245,8 +245,8 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} A
 
 /**
  * The claim of an occurrence, on a table known to have the occurrence columns (a won claim said
- * so). Parameters: $1 job name, $2 lease in whole ms, $3 holder, $4 the occurrence as ISO-8601 UTC
- * text or NULL, $5 ms from now until the next occurrence (this replica's clock, carried as a
+ * so). Parameters: $1 job name, $2 lease in whole ms, $3 holder, $4 the occurrence in ms since the
+ * epoch or NULL, $5 ms from now until the next occurrence (this replica's clock, carried as a
  * duration) or NULL, $6 the job's interval in ms or NULL (then the table's every_ms), $7 how far
  * ahead of the database clock an occurrence may lie, in whole ms. One row to the winner, none to
  * losers, who write nothing, as in {@link claimSql}; on top of its rule:
@@ -259,16 +259,19 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} A
  * - With $4 NULL the lease decides alone, as in claimSql, and the next due time is still kept.
  *
  * The reply carries `missed`: occurrences that fell due unclaimed before this one (see
- * {@link missedSince}).
+ * {@link missedSince}). Every expression here is compiled on every claim, lost ones included, so
+ * the occurrence is one parameter expression (see fromMs) and nothing is written as a CASE that a
+ * GREATEST or a NULLIF does.
  */
 export function occurrenceClaimSql(table: string): string {
   const t = quoteTable(table)
   const ms = (p: string) => `${p} * interval '1 millisecond'`
+  const occurrence = fromMs('$4')
   return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at, last_missed, missed_occurrences)
-SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at, clock.occurrence, clock.at + ${ms('$5::float8')}, 0, 0
-FROM (SELECT clock_timestamp() AS at, ${fromIsoText('$4')} AS occurrence) AS clock
-WHERE NOT coalesce(clock.occurrence > clock.at + ${ms('$7::integer')}, false)
-AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(last_occurrence >= clock.occurrence, false) FROM ${t} WHERE job_name = $1::text)
+SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at, ${occurrence}, clock.at + ${ms('$5::float8')}, 0, 0
+FROM (SELECT clock_timestamp() AS at) AS clock
+WHERE NOT coalesce(${occurrence} > clock_timestamp() + ${ms('$7::integer')}, false)
+AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(last_occurrence >= ${occurrence}, false) FROM ${t} WHERE job_name = $1::text)
   WHEN true THEN false
   WHEN false THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
   ELSE true
@@ -283,15 +286,25 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} A
 }
 
 /**
+ * An instant sent as ms since the epoch, as a timestamptz. A number needs no reading by zone rules,
+ * every replica that names the same slot sends the same number, and an expression of parameters
+ * alone keeps the guard's subquery one the planner runs once, before the row (read through a FROM
+ * item instead, the subquery is correlated, and a loser pays for it).
+ */
+function fromMs(parameter: string): string {
+  return `to_timestamp(${parameter}::float8 / 1000)`
+}
+
+/**
  * How many occurrences fell due unclaimed between the job's stored next due time and `at` (the
  * occurrence now claimed, or the database clock when none is named), in intervals of `everyMs`
  * (the caller's, else the table's every_ms), rounded to the nearest: half an interval either way
- * of latency or clock offset never adds or drops one. 0 while either is unknown.
+ * of latency or clock offset never adds or drops one. 0 while either is unknown: the NULL they
+ * make is skipped by GREATEST.
  */
 function missedSince(at: string, everyMs: string): string {
-  const every = `coalesce(${everyMs}::float8, lease.every_ms)`
-  return `CASE WHEN lease.next_due_at IS NULL OR NOT ${every} > 0 THEN 0::bigint
-    ELSE greatest(0, round(extract(epoch FROM ${at} - lease.next_due_at) * 1000 / ${every}))::bigint END`
+  const every = `nullif(coalesce(${everyMs}::float8, lease.every_ms), 0)`
+  return `greatest(0, round(extract(epoch FROM ${at} - lease.next_due_at) * 1000 / ${every}))::bigint`
 }
 
 /** The SET lines that key a won claim on its occurrence, from the row as it was before it. */
@@ -307,8 +320,8 @@ function occurrenceSet(occurrence: string, claimedAt: string, nextDueAt: string,
  * The claim of an occurrence on a table whose shape is not known: {@link claimSql} with the same
  * rules as {@link occurrenceClaimSql}, but it reads `last_occurrence` through `to_jsonb`, so it runs
  * on every shape, and writes nothing a table may lack. Claims keyed by other replicas are kept to
- * from the first call on. Parameters: $1 job name, $2 lease ms, $3 holder, $4 the occurrence as
- * ISO text, $5 the tolerance ahead of the database clock in ms. `keyed` tells the winner whether
+ * from the first call on. Parameters: $1 job name, $2 lease ms, $3 holder, $4 the occurrence in ms
+ * since the epoch, $5 the tolerance ahead of the database clock in ms. `keyed` tells the winner whether
  * the table has the occurrence columns; if it has, the winner keys its claim with
  * {@link keyClaimSql} before it runs.
  */
@@ -317,9 +330,9 @@ export function probingClaimSql(table: string): string {
   const last = (alias: string) => `(to_jsonb(${alias}) ->> 'last_occurrence')::timestamptz`
   return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
-FROM (SELECT clock_timestamp() AS at, ${fromIsoText('$4')} AS occurrence) AS clock
-WHERE NOT coalesce(clock.occurrence > clock.at + $5::integer * interval '1 millisecond', false)
-AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(${last('existing')} >= clock.occurrence, false) FROM ${t} AS existing WHERE job_name = $1::text)
+FROM (SELECT clock_timestamp() AS at) AS clock
+WHERE NOT coalesce(${fromMs('$4')} > clock_timestamp() + $5::integer * interval '1 millisecond', false)
+AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(${last('existing')} >= ${fromMs('$4')}, false) FROM ${t} AS existing WHERE job_name = $1::text)
   WHEN true THEN false
   WHEN false THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
   ELSE true
@@ -328,14 +341,14 @@ ON CONFLICT (job_name) DO UPDATE
 SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
   holder = EXCLUDED.holder,
   claimed_at = EXCLUDED.claimed_at
-WHERE lease.lease_until <= clock_timestamp() AND NOT coalesce(${last('lease')} >= ${fromIsoText('$4')}, false)
+WHERE lease.lease_until <= clock_timestamp() AND NOT coalesce(${last('lease')} >= ${fromMs('$4')}, false)
 RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} AS recordable,
   ${hasColumns('lease', OCCURRENCE_COLUMNS)} AS keyed`
 }
 
 /**
  * Keys a claim won by {@link probingClaimSql} on its occurrence, fenced on that claim. Parameters:
- * $1 job name, $2 claim token, $3 the occurrence as ISO text, $4 ms until the next occurrence or
+ * $1 job name, $2 claim token, $3 the occurrence in ms since the epoch or NULL, $4 ms until the next occurrence or
  * NULL, $5 the interval in ms or NULL. No row: the occurrence, or a later one, was claimed by a
  * replica that keys its claims since this claim was made, and this run must not happen.
  */
@@ -343,7 +356,7 @@ export function keyClaimSql(table: string): string {
   return `UPDATE ${quoteTable(table)} AS lease
 SET
 ${occurrenceSet('clock.occurrence', 'lease.claimed_at', "clock.at + $4::float8 * interval '1 millisecond'", '$5')}
-FROM (SELECT clock_timestamp() AS at, ${fromIsoText('$3')} AS occurrence) AS clock
+FROM (SELECT clock_timestamp() AS at, ${fromMs('$3')} AS occurrence) AS clock
 WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}
   AND NOT coalesce(lease.last_occurrence >= clock.occurrence, false)
 RETURNING lease.last_missed AS missed`
@@ -351,7 +364,8 @@ RETURNING lease.last_missed AS missed`
 
 /**
  * The catch-up claim: wins only when the job's next due time has passed with no claim since (a
- * claim would have moved it), the lease is not held, and the latest occurrence due by now fell due
+ * claim would have moved it; one that did not, a claim naming no next occurrence, came after it
+ * and is one), the lease is not held, and the latest occurrence due by now fell due
  * no more than $4 ms ago. That latest occurrence is the stored due time plus whole intervals; the
  * ones before it are counted as missed, and it becomes the claim's occurrence. Parameters: $1 job
  * name, $2 lease ms, $3 holder, $4 window in ms, $5 ms until the next occurrence or NULL (then one
@@ -373,7 +387,8 @@ SET lease_until = clock.at + $2::integer * interval '1 millisecond',
   last_missed = (${skipped})::bigint,
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + (${skipped})::bigint
 FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE lease.job_name = $1::text AND lease.next_due_at <= clock.at AND lease.lease_until <= clock.at
+WHERE lease.job_name = $1::text AND lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
+  AND lease.lease_until <= clock.at
   AND ${dueOrNext} >= clock.at - $4::float8 * interval '1 millisecond'
   AND NOT coalesce(lease.last_occurrence >= ${dueOrNext}, false)
 RETURNING ${CLAIM_TOKEN} AS claimed_at, true AS recordable, lease.last_missed AS missed,
@@ -486,8 +501,11 @@ const OUTCOME_RECORD = `jsonb_to_record(to_jsonb(lease)) AS extra(last_outcome t
  * table name `quoteTable` accepts can be shadowed by it. `held` is the negation of the claim's
  * expiry test (`lease_until <= clock_timestamp()`), and `remaining_ms` is rounded up, so a held
  * lease always shows at least 1 ms and an expired one 0 (an open-ended pause: Infinity).
- * `since_due_ms` is how long ago the job's next due time passed (negative while it is ahead): a
- * claim moves it, so a positive value means no claim since it fell due.
+ * `since_due_ms` is how long ago the job's next due time passed (negative while it is ahead),
+ * while it is later than the last claim: a claim that names a next occurrence moves it, so a
+ * positive value means no claim since it fell due. A due time not later than the last claim is
+ * not one it made (a claim that named none came after it, or one whose next occurrence was already
+ * past), and says nothing of when the job is due: NULL.
  */
 export function listLeasesSql(table: string): string {
   const at = '"db clock".at'
@@ -512,7 +530,7 @@ SELECT lease.job_name,
   coalesce(extra.paused_until > ${at} AND lease.lease_until = GREATEST(extra.claim_until, extra.paused_until), false) AS paused,
   ${isoText('extra.last_occurrence')} AS last_occurrence,
   ${isoText('extra.next_due_at')} AS next_due_at,
-  (extract(epoch FROM ${at} - extra.next_due_at) * 1000)::float8 AS since_due_ms,
+  CASE WHEN extra.next_due_at > lease.claimed_at THEN (extract(epoch FROM ${at} - extra.next_due_at) * 1000)::float8 END AS since_due_ms,
   coalesce(extra.missed_occurrences, 0)::float8 AS missed
 FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
   CROSS JOIN LATERAL ${OUTCOME_RECORD}

@@ -13,7 +13,7 @@
  *   how long, or the last claim and the interval, so its reader knows which option moves the line
  *   (--grace or --overdue-factor).
  */
-import { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions } from '../list-leases.js'
+import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, overdueGrace } from '../list-leases.js'
 import type { Values } from './args.js'
 import { ago, duration, msBetween, span } from './human.js'
 
@@ -55,8 +55,8 @@ export interface Rules {
 export function judge(lease: LeaseInfo, { overdueFactor, graceMs }: Rules): JobHealth {
   const failing = lease.lastOutcome === 'error'
   const reasons: string[] = []
-  if (lease.overdue && lease.nextDueAt !== null) {
-    // listLeases judges by the due time whenever one is known, so this is the rule that found it.
+  if (lease.overdue && judgedByDueTime(lease)) {
+    // listLeases judges by the due time whenever it is later than the last claim: this rule found it.
     const late = msBetween(lease.checkedAt, lease.nextDueAt)
     reasons.push(
       `OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (grace ${duration(graceOf(lease, graceMs))})`,
@@ -91,7 +91,7 @@ export function judge(lease: LeaseInfo, { overdueFactor, graceMs }: Rules): JobH
  * job's interval, at most a minute; a minute while the interval is unknown).
  */
 export function graceOf(lease: LeaseInfo, graceMs: number | undefined): number {
-  return graceMs ?? Math.min(lease.everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
+  return overdueGrace(lease.everyMs, graceMs)
 }
 
 export function neverClaimed(jobName: string, table: string): JobHealth {

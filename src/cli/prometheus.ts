@@ -19,7 +19,7 @@
  * next due time) is left out rather than printed as a made-up number. Ages are checkedAt minus
  * another database timestamp, so the clock of the machine that runs this plays no part.
  */
-import type { LeaseInfo } from '../list-leases.js'
+import { judgedByDueTime, type LeaseInfo } from '../list-leases.js'
 import { msBetween } from './human.js'
 
 interface Family {
@@ -88,7 +88,8 @@ const FAMILIES: Family[] = [
     name: 'pg_cron_lease_next_due_in_seconds',
     help: 'Seconds until the job is next due, by the database clock, negative once that time has passed; absent while unknown.',
     type: 'gauge',
-    value: (l) => (l.nextDueAt === null ? null : seconds(msBetween(l.nextDueAt, l.checkedAt))),
+    // A due time older than the last claim says nothing of when the job is due (see listLeases).
+    value: (l) => (judgedByDueTime(l) ? seconds(msBetween(l.nextDueAt, l.checkedAt)) : null),
   },
   {
     name: 'pg_cron_lease_missed_occurrences_total',

@@ -553,16 +553,19 @@ describe('status --format prometheus prints a text exposition that parses strict
       'due:paused': -(2 * HOUR + 55 * MIN),
       'due:unknown-interval': -150,
     })
+    const claimedAt = '2026-11-30T11:00:00.000000Z'
     const rounded = parseExposition(
       renderPrometheus([
-        lease('a', { nextDueAt: '2026-11-30T12:00:00.000072Z' }),
-        lease('b', { nextDueAt: '2026-11-30T11:59:59.999928Z' }),
-        lease('c', { nextDueAt: CHECKED }),
+        lease('a', { claimedAt, nextDueAt: '2026-11-30T12:00:00.000072Z' }),
+        lease('b', { claimedAt, nextDueAt: '2026-11-30T11:59:59.999928Z' }),
+        lease('c', { claimedAt, nextDueAt: CHECKED }),
+        // A due time older than the last claim is not when the job is due: no sample.
+        lease('stale', { claimedAt, nextDueAt: '2026-11-30T10:59:59.000000Z' }),
       ]),
     )
     assert.deepEqual(values(rounded, 'pg_cron_lease_next_due_in_seconds'), { a: 0.000072, b: -0.000072, c: 0 })
     assert.match(
-      renderPrometheus([lease('c', { nextDueAt: CHECKED })]),
+      renderPrometheus([lease('c', { claimedAt, nextDueAt: CHECKED })]),
       /^pg_cron_lease_next_due_in_seconds\{job_name="c"\} 0$/m,
     )
   })

@@ -10,6 +10,8 @@ import { catchUp, forInterval, leaseCoordinator, leasedTick, withCronLease } fro
 import { type Call, isRecord, LOSS, standIn, TOKEN, WIN } from '../helpers/stand-in.ts'
 
 const OCCURRENCE = '2026-12-01T09:00:00.000Z'
+// Sent as ms since the epoch: the same number from every replica that names the slot.
+const OCCURRENCE_MS = Date.parse(OCCURRENCE)
 const NEXT = '2026-12-01T10:00:00.000Z'
 // A fresh table name per test: what a process knows of a table's shape is kept per table.
 const freshTable = () => `occ_${randomBytes(4).toString('hex')}`
@@ -104,9 +106,9 @@ describe('which claim each call sends', () => {
     const opts = { table, holder: 'h', logger: quiet, occurrence: new Date(OCCURRENCE), nextOccurrence: new Date(NEXT) }
     await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
     const [probing, keying] = claims(db.calls)
-    assert.deepEqual(probing!.params, ['job', 1000, 'h', OCCURRENCE, 100])
+    assert.deepEqual(probing!.params, ['job', 1000, 'h', OCCURRENCE_MS, 100])
     assert.match(probing!.text, /to_jsonb\(existing\) ->> 'last_occurrence'/)
-    assert.deepEqual(keying!.params.slice(0, 3), ['job', TOKEN, OCCURRENCE])
+    assert.deepEqual(keying!.params.slice(0, 3), ['job', TOKEN, OCCURRENCE_MS])
     assert.match(keying!.text, /^UPDATE "occ_\w+" AS lease\nSET\n {2}last_occurrence/)
     await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
     const keyed = claims(db.calls)[2]!
@@ -125,7 +127,7 @@ describe('which claim each call sends', () => {
     ]
     assert.deepEqual(
       [job, lease, holder, occurrence, intervalMs, tolerance],
-      ['job', 1000, 'h', OCCURRENCE, 3_600_000, 100],
+      ['job', 1000, 'h', OCCURRENCE_MS, 3_600_000, 100],
     )
     // The next occurrence travels as a duration from this replica's now.
     assert.ok(Math.abs(nextDueMs - (Date.parse(NEXT) - Date.now())) < 5_000, String(nextDueMs))
@@ -183,7 +185,7 @@ describe('which claim each call sends', () => {
     const sent = claims(db.calls).filter((c) => c.text.startsWith('INSERT'))
     assert.deepEqual(
       sent.map((c) => c.params[3]),
-      [0, 1, 2, 3, 4].map((i) => new Date(Date.parse(OCCURRENCE) + i * 60_000).toISOString()),
+      [0, 1, 2, 3, 4].map((i) => OCCURRENCE_MS + i * 60_000),
     )
   })
 })
@@ -197,7 +199,7 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
 
   test("node-cron's context: ctx.date, and the task's next run", async () => {
     const params = await occurrenceSent({ date: new Date(OCCURRENCE), task: { getNextRun: () => new Date(NEXT) } })
-    assert.equal(params[3], OCCURRENCE)
+    assert.equal(params[3], OCCURRENCE_MS)
   })
 
   test("croner's job: the scheduled slot of currentRun(), not when the run started", async () => {
@@ -209,11 +211,11 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
         n === 1 && from.getTime() === started.getTime() + 1 ? [new Date(OCCURRENCE)] : [],
       nextRun: () => new Date(NEXT),
     }
-    assert.equal((await occurrenceSent(job))[3], OCCURRENCE)
+    assert.equal((await occurrenceSent(job))[3], OCCURRENCE_MS)
   })
 
   test('by hand, and nothing at all', async () => {
-    assert.equal((await occurrenceSent({ occurrence: OCCURRENCE }))[3], OCCURRENCE)
+    assert.equal((await occurrenceSent({ occurrence: OCCURRENCE }))[3], OCCURRENCE_MS)
     assert.equal((await occurrenceSent(undefined)).length, 3)
     assert.equal((await occurrenceSent('a string a scheduler passed')).length, 3)
   })

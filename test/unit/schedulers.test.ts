@@ -244,8 +244,8 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
     assert.deepEqual(
       db.calls.map((c) => c.params.slice(0, 4)),
       [
-        ['billing:eu:2026-11-29T00:00:00.000Z', 800, 'h', SLOT],
-        ['report', 800, 'h', SLOT],
+        ['billing:eu:2026-11-29T00:00:00.000Z', 800, 'h', Date.parse(SLOT)],
+        ['report', 800, 'h', Date.parse(SLOT)],
       ],
     )
     assert.match(db.calls[0]!.text, /INSERT INTO "jobs"\."leases"/)

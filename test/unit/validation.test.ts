@@ -144,7 +144,7 @@ describe('null options, an empty or null holder and a null logger mean the defau
         ['job', 1000, DEFAULT_HOLDER],
         ['job', 1000, DEFAULT_HOLDER],
         // The coordinator keys its claim on the slot in node-cron's key; the tolerance is 10% of the lease.
-        ['job', 800, DEFAULT_HOLDER, '2026-11-29T22:00:00.000Z', 80],
+        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80],
       ],
     )
     const empty = standIn(() => ({ rows: [] }))
