@@ -64,7 +64,8 @@ const task = cron.schedule(
     // The lease is claimed on this name, so every replica must use the same one.
     name: 'example:node-cron-coordinator',
     distributed: true,
-    // node-cron passes this to the coordinator as the lease length: about 80% of the interval.
+    // node-cron passes this to the coordinator as the lease length. It must be shorter than the
+    // second between fires: node-cron's default, 30 s, would skip 29 fires of every 30.
     distributedLease: leaseForInterval(1000),
     runCoordinator: coordinator,
   },

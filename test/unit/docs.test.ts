@@ -12,8 +12,8 @@ import path from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
-import { optionsOf } from '../../src/options.ts'
-import { claimSql, createTableSql } from '../../src/sql.ts'
+import { OPTIONS, optionsOf } from '../../src/options.ts'
+import { createTableSql, occurrenceClaimSql } from '../../src/sql.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const DOCS = [
@@ -202,9 +202,23 @@ describe('the README describes the library as it is', () => {
     assert.deepEqual(missing, [])
   })
 
-  test('the statement under "How it works" is the claim the library sends', () => {
+  test('the API section names every option of every entry point, and the keep-alive keys, in code', () => {
+    const api = section('API')
+    const inCode = [...api.matchAll(/`([^`]+)`/g)].map((m) => m[1]!)
+    const named = (name: string) => inCode.some((code) => new RegExp(`\\b${name}\\b`).test(code))
+    const options = [...Object.keys(OPTIONS), 'beatMs', 'extendMs']
+    assert.ok(options.length >= 20, `${options.length} options found`)
+    assert.deepEqual(
+      options.filter((name) => !named(name)),
+      [],
+    )
+  })
+
+  // The README's first example names its occurrence, so the claim it shows is the one such a call
+  // sends once its process knows the table has the occurrence columns.
+  test('the statement under "How it works" is the claim the library sends for an occurrence', () => {
     const block = readme.blocks.find((b) => b.lang === 'sql' && b.body[0]?.startsWith('INSERT INTO'))
-    assert.equal(block?.body.join('\n'), claimSql('cron_leases'))
+    assert.equal(block?.body.join('\n'), occurrenceClaimSql('cron_leases'))
   })
 })
 
