@@ -17,6 +17,7 @@ BEGIN
       claim_until        TIMESTAMPTZ,
       last_occurrence    TIMESTAMPTZ,
       next_due_at        TIMESTAMPTZ,
+      next_occurrence    TIMESTAMPTZ,
       last_missed        BIGINT,
       missed_occurrences BIGINT
     );

@@ -1,7 +1,7 @@
 DO $pg_cron_lease$
 BEGIN
   IF (SELECT count(*) FROM pg_attribute
-      WHERE attrelid = '"cron_leases"'::regclass AND NOT attisdropped AND attname IN ('last_started_at', 'last_finished_at', 'last_duration_ms', 'last_outcome', 'last_error', 'last_success_at', 'every_ms', 'paused_until', 'claim_until', 'last_occurrence', 'next_due_at', 'last_missed', 'missed_occurrences')) < 13 THEN
+      WHERE attrelid = '"cron_leases"'::regclass AND NOT attisdropped AND attname IN ('last_started_at', 'last_finished_at', 'last_duration_ms', 'last_outcome', 'last_error', 'last_success_at', 'every_ms', 'paused_until', 'claim_until', 'last_occurrence', 'next_due_at', 'next_occurrence', 'last_missed', 'missed_occurrences')) < 14 THEN
     ALTER TABLE "cron_leases"
       ADD COLUMN IF NOT EXISTS last_started_at TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS last_finished_at TIMESTAMPTZ,
@@ -14,6 +14,7 @@ BEGIN
       ADD COLUMN IF NOT EXISTS claim_until TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS last_occurrence TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS next_due_at TIMESTAMPTZ,
+      ADD COLUMN IF NOT EXISTS next_occurrence TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS last_missed BIGINT,
       ADD COLUMN IF NOT EXISTS missed_occurrences BIGINT;
   END IF;

@@ -11,7 +11,7 @@ import type { IntervalLease } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { OCCURRENCE_COLUMNS, quoteTable, tableColumnsSql } from './sql.js'
-import { tableState } from './state.js'
+import { handleState, tableState } from './state.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
 /**
@@ -68,7 +68,8 @@ export async function catchUp<T>(
 export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: Slot | null): Promise<Ticket | null> {
   const { db, table, jobName, leaseMs, holder, logger, prepare } = config
   const state = tableState(table)
-  if (!state.keyed) {
+  const known = handleState(db)
+  if (!known.keyed.has(table)) {
     const result = await runStatement(db, tableColumnsSql(), [quoteTable(table)], false)
     const columns = (result as { rows?: { columns?: unknown }[] } | null)?.rows?.[0]?.columns
     const has = Array.isArray(columns) ? (columns as unknown[]) : []
@@ -76,13 +77,21 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
       if (has.length > 0) warnShape(table, logger, has.includes('last_outcome'))
       return null
     }
-    state.keyed = true
+    known.keyed.add(table)
   }
   const sentAt = monotonicMs()
   const result = await runStatement(
     db,
     state.catchUp,
-    [jobName, leaseMs, holder, withinMs, nextDueMs(slot, Date.now()), slot?.intervalMs ?? null],
+    [
+      jobName,
+      leaseMs,
+      holder,
+      withinMs,
+      nextDueMs(slot, Date.now()),
+      slot?.intervalMs ?? null,
+      slot?.nextOccurrence ?? null,
+    ],
     prepare,
   )
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')

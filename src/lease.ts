@@ -8,7 +8,7 @@ import type { IntervalLease } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE } from './sql.js'
-import { clearWarning, tableState, warnOnce } from './state.js'
+import { clearWarning, handleState, tableState, warnOnce } from './state.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
@@ -245,6 +245,11 @@ type ClaimKind = 'lease' | 'keyed' | 'probing'
  * one statement on every shape.
  */
 export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ticket | null> {
+  if (slot !== null) checkGap(config, slot)
+  return send(config, slot, slot !== null && handleState(config.db).keyed.has(config.table))
+}
+
+function send(config: ClaimConfig, slot: Slot | null, keyed: boolean): Promise<Ticket | null> {
   const { db, table, jobName, leaseMs, holder, prepare } = config
   const state = tableState(table)
   const sentAt = monotonicMs()
@@ -253,12 +258,20 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
   let statement = state.claim
   let params: unknown[] = [jobName, leaseMs, holder]
   if (slot !== null) {
-    checkGap(config, slot)
     const { occurrence } = slot
-    if (state.keyed) {
+    if (keyed) {
       kind = 'keyed'
       statement = state.occurrenceClaim
-      params = [jobName, leaseMs, holder, occurrence, nextDueMs(slot, sentWallMs), slot.intervalMs, toleranceOf(config)]
+      params = [
+        jobName,
+        leaseMs,
+        holder,
+        occurrence,
+        nextDueMs(slot, sentWallMs),
+        slot.intervalMs,
+        toleranceOf(config),
+        slot.nextOccurrence,
+      ]
     } else if (occurrence !== null) {
       kind = 'probing'
       statement = state.probingClaim
@@ -267,7 +280,16 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
   }
   return runStatement(db, statement, params, prepare).then(
     (result) => readClaim(config, slot, kind, result, sentAt, sentWallMs),
-    (error: unknown) => Promise.reject(missingTable(error, table)),
+    (error: unknown) => {
+      // The keyed claim names the occurrence columns, and this handle reached a table of that name
+      // without them (another database, another schema): Postgres refuses the text before running
+      // anything, so the claim is sent again as one that runs on every shape.
+      if (kind === 'keyed' && (error as { code?: unknown } | null)?.code === '42703') {
+        handleState(db).keyed.delete(table)
+        return send(config, slot, false)
+      }
+      return Promise.reject(missingTable(error, table))
+    },
   )
 }
 
@@ -342,9 +364,9 @@ async function readClaim(
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
-  const state = tableState(table)
+  const known = handleState(config.db)
   if (clockOffsetMs !== null) {
-    state.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
+    known.clocks.set(table, { offsetMs: clockOffsetMs, at: monotonicMs() })
     checkClock(table, jobName, clockOffsetMs, receivedWallMs - sentWallMs, leaseMs, logger)
   }
   const row = firstRow(result)
@@ -361,15 +383,15 @@ async function readClaim(
   })
   if (slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
   if (kind === 'keyed') return ticket(row?.missed)
-  if (row?.keyed === true) state.keyed = true
+  if (row?.keyed === true) known.keyed.add(table)
   else if (row?.keyed === false && slot !== null) warnShape(table, logger, recordable === true)
   // A claim won on a table whose occurrence columns it did not know of keys itself now, fenced on
   // its token, before the tick runs: else a replica that keys its claims could run it again.
   if (slot === null || row?.keyed !== true || claimToken === null) return ticket(0)
   const keyed = await runStatement(
     config.db,
-    state.keyClaim,
-    [jobName, claimToken, slot.occurrence, nextDueMs(slot, sentWallMs), slot.intervalMs],
+    tableState(table).keyClaim,
+    [jobName, claimToken, slot.occurrence, nextDueMs(slot, sentWallMs), slot.intervalMs, slot.nextOccurrence],
     config.prepare,
   )
   const reading = readResult(keyed, jobName, 'keyed on its occurrence')
@@ -402,7 +424,9 @@ export const CLOCK_CHECK_EVERY_MS = 60_000
 async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
   const { db, table, jobName, logger, prepare } = config
   const state = tableState(table)
-  if (state.clock === undefined || monotonicMs() - state.clock.at >= CLOCK_CHECK_EVERY_MS) {
+  const { clocks } = handleState(db)
+  let clock = clocks.get(table)
+  if (clock === undefined || monotonicMs() - clock.at >= CLOCK_CHECK_EVERY_MS) {
     const sentWallMs = Date.now()
     let text: unknown
     try {
@@ -412,9 +436,10 @@ async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void
     }
     const offsetMs = typeof text === 'string' ? clockOffset(text, sentWallMs, Date.now()) : null
     if (offsetMs === null) return
-    state.clock = { offsetMs, at: monotonicMs() }
+    clock = { offsetMs, at: monotonicMs() }
+    clocks.set(table, clock)
   }
-  const aheadMs = occurrence - (Date.now() - state.clock.offsetMs)
+  const aheadMs = occurrence - (Date.now() - clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) return clearWarning(table, `early:${jobName}`)
   warnOnce(table, `early:${jobName}`, () =>

@@ -56,8 +56,8 @@ export interface TickOccurrence {
  * The function {@link leasedTick} returns. It never rejects. Each call learns which occurrence it
  * is for from its first argument, so passing the wrapper straight to a scheduler keys its claims:
  * - node-cron 4 passes its context: the occurrence is `ctx.date`, the next one `ctx.task.getNextRun()`;
- * - croner passes the job: the occurrence is the scheduled time of `job.currentRun()`, the next
- *   one `job.nextRun()`;
+ * - croner passes the job: the occurrence is the scheduled time of `job.currentRun()` (none for a
+ *   run started by hand, more than a second after its slot), the next one `job.nextRun()`;
  * - by hand, pass `{ occurrence, nextOccurrence }` ({@link TickOccurrence});
  * - with no argument (`setInterval`, NestJS `@Interval`) no occurrence is named; with `everyMs`,
  *   the next one is one interval away.
@@ -148,13 +148,17 @@ function occurrenceOf(at: unknown): { occurrence: number | null; nextOccurrence:
   if (typeof croner.currentRun === 'function' && typeof croner.previousRuns === 'function') {
     const run = (croner.currentRun as () => unknown).call(at)
     // croner's currentRun() is when the run started, a few ms past its slot: the slot is the
-    // latest scheduled time not after it.
+    // latest scheduled time not after it. A run that started far from any slot is one started by
+    // hand (job.trigger()), which is for no occurrence: keyed on the last slot, it would be
+    // skipped whenever that one had run.
     const slot = types.isDate(run)
       ? (croner.previousRuns as (n: number, from: Date) => unknown[]).call(at, 1, new Date(run.getTime() + 1))[0]
       : undefined
+    const slotMs = types.isDate(slot) && types.isDate(run) ? validMs(slot) : null
+    const onSlot = slotMs !== null && (run as Date).getTime() - slotMs <= CRONER_SLOT_WINDOW_MS
     const next = typeof croner.nextRun === 'function' ? (croner.nextRun as () => unknown).call(at) : null
     return {
-      occurrence: types.isDate(slot) ? validMs(slot) : null,
+      occurrence: onSlot ? slotMs : null,
       nextOccurrence: types.isDate(next) ? validMs(next) : null,
     }
   }
@@ -167,6 +171,9 @@ function occurrenceOf(at: unknown): { occurrence: number | null; nextOccurrence:
 }
 
 const NONE = Object.freeze({ occurrence: null, nextOccurrence: null })
+
+/** How long after its slot a croner run may start and still be that slot's: croner fires within ms of it. */
+const CRONER_SLOT_WINDOW_MS = 1000
 
 function validMs(date: Date): number | null {
   const ms = date.getTime()

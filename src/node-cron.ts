@@ -74,7 +74,10 @@ export interface LeaseCoordinatorOptions
   extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record' | 'clockToleranceMs'> {
   /**
    * Make up for a missed occurrence of each task passed to `watch`, when it is watched: as
-   * `catchUp` does, the one replica that wins runs `task.execute()` once. Default: off.
+   * `catchUp` does, the one replica that wins runs `task.execute()` once. Default: off. The
+   * catch-up claims for `leaseMs` (the option, or its function of the task name); without it, for
+   * node-cron's default 30 s, as a coordinator cannot read a task's `distributedLease`: set
+   * `leaseMs` when a run may last longer.
    */
   catchUp?: CatchUpWindow
   /**
@@ -249,13 +252,23 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
     const leaseMs = fixedMs ?? (leaseFor ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`) : DEFAULT_TTL_MS)
     const config = { db, table, jobName, leaseMs, holder, logger, prepare, clockToleranceMs }
-    const ticket = await claimCatchUp(config, withinMs, null)
+    let next: number | null = null
+    try {
+      const at = typeof task.getNextRun === 'function' ? task.getNextRun() : null
+      if (at instanceof Date && Number.isFinite(at.getTime())) next = at.getTime()
+    } catch {
+      // Unknown: the database takes one interval after the occurrence made up for.
+    }
+    const ticket = await claimCatchUp(config, withinMs, { occurrence: null, nextOccurrence: next, intervalMs: null })
     if (ticket === null) return
     const catching: { failed?: unknown[] } = {}
     catchingUp.set(jobName, catching)
     const startedAt = monotonicMs()
     try {
       await (task.execute as () => Promise<unknown>).call(task)
+    } catch (error) {
+      // node-cron's execute() rejects when the task throws: that is the run failing, not the catch-up.
+      catching.failed ??= [error]
     } finally {
       catchingUp.delete(jobName)
     }

@@ -80,6 +80,8 @@ const OPTIONAL_COLUMNS: readonly (readonly [name: string, type: string])[] = [
   ['last_occurrence', 'TIMESTAMPTZ'],
   // When the job is next due, database clock: the winner's next occurrence, carried as a duration.
   ['next_due_at', 'TIMESTAMPTZ'],
+  // That next occurrence as the schedule names it, exactly: what a catch-up run is keyed on.
+  ['next_occurrence', 'TIMESTAMPTZ'],
   // Occurrences that fell due unclaimed: before the last claim, and in total.
   ['last_missed', 'BIGINT'],
   ['missed_occurrences', 'BIGINT'],
@@ -248,8 +250,9 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} A
  * so). Parameters: $1 job name, $2 lease in whole ms, $3 holder, $4 the occurrence in ms since the
  * epoch or NULL, $5 ms from now until the next occurrence (this replica's clock, carried as a
  * duration) or NULL, $6 the job's interval in ms or NULL (then the table's every_ms), $7 how far
- * ahead of the database clock an occurrence may lie, in whole ms. One row to the winner, none to
- * losers, who write nothing, as in {@link claimSql}; on top of its rule:
+ * ahead of the database clock an occurrence may lie, in whole ms, $8 the next occurrence in ms since
+ * the epoch or NULL. One row to the winner, none to losers, who write nothing, as in
+ * {@link claimSql}; on top of its rule:
  *
  * - An occurrence further ahead of the database clock than $7 never wins: a replica whose clock
  *   runs fast must not run the future.
@@ -267,8 +270,8 @@ export function occurrenceClaimSql(table: string): string {
   const t = quoteTable(table)
   const ms = (p: string) => `${p} * interval '1 millisecond'`
   const occurrence = fromMs('$4')
-  return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at, last_missed, missed_occurrences)
-SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at, ${occurrence}, clock.at + ${ms('$5::float8')}, 0, 0
+  return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at, next_occurrence, last_missed, missed_occurrences)
+SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at, ${occurrence}, clock.at + ${ms('$5::float8')}, ${fromMs('$8')}, 0, 0
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE NOT coalesce(${occurrence} > clock_timestamp() + ${ms('$7::integer')}, false)
 AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(last_occurrence >= ${occurrence}, false) FROM ${t} WHERE job_name = $1::text)
@@ -280,7 +283,7 @@ ON CONFLICT (job_name) DO UPDATE
 SET lease_until = clock_timestamp() + ${ms('$2::integer')},
   holder = EXCLUDED.holder,
   claimed_at = EXCLUDED.claimed_at,
-${occurrenceSet('EXCLUDED.last_occurrence', 'EXCLUDED.claimed_at', 'EXCLUDED.next_due_at', '$6')}
+${occurrenceSet('EXCLUDED.last_occurrence', 'EXCLUDED.claimed_at', 'EXCLUDED.next_due_at', 'EXCLUDED.next_occurrence', '$6')}
 WHERE lease.lease_until <= clock_timestamp() AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
 RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} AS recordable, lease.last_missed AS missed`
 }
@@ -292,26 +295,37 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} A
  * item instead, the subquery is correlated, and a loser pays for it).
  */
 function fromMs(parameter: string): string {
-  return `to_timestamp(${parameter}::float8 / 1000)`
+  // Whole seconds and the ms apart: a float8 of seconds with a fraction is inexact past about year
+  // 3000. The instants are whole ms from 1970 on (checked before they are sent), so integer
+  // division splits them exactly.
+  return `(to_timestamp((${parameter}::bigint / 1000)::float8) + (${parameter}::bigint % 1000) * interval '1 millisecond')`
 }
 
 /**
  * How many occurrences fell due unclaimed between the job's stored next due time and `at` (the
  * occurrence now claimed, or the database clock when none is named), in intervals of `everyMs`
  * (the caller's, else the table's every_ms), rounded to the nearest: half an interval either way
- * of latency or clock offset never adds or drops one. 0 while either is unknown: the NULL they
- * make is skipped by GREATEST.
+ * of latency or clock offset never adds or drops one, and exactly half counts as one more. 0 while
+ * either is unknown: the NULL they make is skipped by GREATEST.
  */
 function missedSince(at: string, everyMs: string): string {
   const every = `nullif(coalesce(${everyMs}::float8, lease.every_ms), 0)`
-  return `greatest(0, round(extract(epoch FROM ${at} - lease.next_due_at) * 1000 / ${every}))::bigint`
+  // floor(x + 0.5), not round(): round() of a float8 takes a half to the even neighbour.
+  return `greatest(0, floor(extract(epoch FROM ${at} - lease.next_due_at) * 1000 / ${every} + 0.5))::bigint`
 }
 
 /** The SET lines that key a won claim on its occurrence, from the row as it was before it. */
-function occurrenceSet(occurrence: string, claimedAt: string, nextDueAt: string, everyMs: string): string {
+function occurrenceSet(
+  occurrence: string,
+  claimedAt: string,
+  nextDueAt: string,
+  nextOccurrence: string,
+  everyMs: string,
+): string {
   const missed = missedSince(`coalesce(${occurrence}, ${claimedAt})`, everyMs)
   return `  last_occurrence = coalesce(${occurrence}, lease.last_occurrence),
   next_due_at = ${nextDueAt},
+  next_occurrence = ${nextOccurrence},
   last_missed = ${missed},
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}`
 }
@@ -348,14 +362,15 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at, ${hasColumns('lease', RECORD_COLUMNS)} A
 
 /**
  * Keys a claim won by {@link probingClaimSql} on its occurrence, fenced on that claim. Parameters:
- * $1 job name, $2 claim token, $3 the occurrence in ms since the epoch or NULL, $4 ms until the next occurrence or
- * NULL, $5 the interval in ms or NULL. No row: the occurrence, or a later one, was claimed by a
+ * $1 job name, $2 claim token, $3 the occurrence in ms since the epoch or NULL, $4 ms until the
+ * next occurrence or NULL, $5 the interval in ms or NULL, $6 the next occurrence in ms since the
+ * epoch or NULL. No row: the occurrence, or a later one, was claimed by a
  * replica that keys its claims since this claim was made, and this run must not happen.
  */
 export function keyClaimSql(table: string): string {
   return `UPDATE ${quoteTable(table)} AS lease
 SET
-${occurrenceSet('clock.occurrence', 'lease.claimed_at', "clock.at + $4::float8 * interval '1 millisecond'", '$5')}
+${occurrenceSet('clock.occurrence', 'lease.claimed_at', "clock.at + $4::float8 * interval '1 millisecond'", fromMs('$6'), '$5')}
 FROM (SELECT clock_timestamp() AS at, ${fromMs('$3')} AS occurrence) AS clock
 WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}
   AND NOT coalesce(lease.last_occurrence >= clock.occurrence, false)
@@ -365,32 +380,42 @@ RETURNING lease.last_missed AS missed`
 /**
  * The catch-up claim: wins only when the job's next due time has passed with no claim since (a
  * claim would have moved it; one that did not, a claim naming no next occurrence, came after it
- * and is one), the lease is not held, and the latest occurrence due by now fell due
- * no more than $4 ms ago. That latest occurrence is the stored due time plus whole intervals; the
- * ones before it are counted as missed, and it becomes the claim's occurrence. Parameters: $1 job
- * name, $2 lease ms, $3 holder, $4 window in ms, $5 ms until the next occurrence or NULL (then one
- * interval after the caught-up one), $6 the interval in ms or NULL (then every_ms; unknown: the due
- * time itself is the occurrence). An UPDATE of one row by its key: a racing catch-up waits for the
- * row, finds the due time moved, and matches nothing. Needs the occurrence columns.
+ * and is one), the lease is not held, and the latest occurrence due by now fell due no more than
+ * $4 ms ago. Due-ness is judged on the database clock (next_due_at plus whole intervals); the
+ * occurrence made up for is named as the schedule names it (next_occurrence plus the same
+ * intervals), so a late replica presenting that slot finds it run. The ones before it are counted
+ * as missed. Parameters: $1 job name, $2 lease ms, $3 holder, $4 window in ms, $5 ms until the next
+ * occurrence or NULL (then one interval after the caught-up one), $6 the interval in ms or NULL
+ * (then every_ms; unknown: the due occurrence itself), $7 the next occurrence in ms since the
+ * epoch or NULL. Needs the occurrence columns.
+ *
+ * Its guard is the claim's: a row another statement holds `FOR UPDATE`, or fences `FOR KEY SHARE`
+ * (ctx.fence), is skipped rather than waited for, and a racer that finds the row already moved
+ * matches nothing without locking it.
  */
 export function catchUpSql(table: string): string {
-  const every = `coalesce($6::float8, lease.every_ms)`
-  const skipped = `CASE WHEN ${every} > 0 THEN floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}) ELSE 0 END`
-  const due = `(lease.next_due_at + ${skipped} * ${every} * interval '1 millisecond')`
-  const dueOrNext = `CASE WHEN ${every} > 0 THEN ${due} ELSE lease.next_due_at END`
-  return `UPDATE ${quoteTable(table)} AS lease
-SET lease_until = clock.at + $2::integer * interval '1 millisecond',
+  const t = quoteTable(table)
+  const every = `nullif(coalesce($6::float8, lease.every_ms), 0)`
+  const ms = (expression: string) => `${expression} * interval '1 millisecond'`
+  const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}), 0)`
+  const steps = `coalesce(${ms(`${skipped} * ${every}`)}, interval '0')`
+  const dueAt = `(lease.next_due_at + ${steps})`
+  const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${steps})`
+  return `UPDATE ${t} AS lease
+SET lease_until = clock.at + ${ms('$2::integer')},
   holder = $3::text,
   claimed_at = clock.at,
-  last_occurrence = ${dueOrNext},
-  next_due_at = coalesce(clock.at + $5::float8 * interval '1 millisecond', ${dueOrNext} + ${every} * interval '1 millisecond'),
-  last_missed = (${skipped})::bigint,
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + (${skipped})::bigint
+  last_occurrence = ${slot},
+  next_due_at = coalesce(clock.at + ${ms('$5::float8')}, ${dueAt} + ${ms(every)}),
+  next_occurrence = coalesce(${fromMs('$7')}, ${slot} + ${ms(every)}),
+  last_missed = ${skipped}::bigint,
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text AND lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
   AND lease.lease_until <= clock.at
-  AND ${dueOrNext} >= clock.at - $4::float8 * interval '1 millisecond'
-  AND NOT coalesce(lease.last_occurrence >= ${dueOrNext}, false)
+  AND ${dueAt} >= clock.at - ${ms('$4::float8')}
+  AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
+  AND EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
 RETURNING ${CLAIM_TOKEN} AS claimed_at, true AS recordable, lease.last_missed AS missed,
   ${isoText('lease.last_occurrence')} AS occurrence`
 }

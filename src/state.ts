@@ -6,15 +6,16 @@
  *   handle reached it). At most {@link TABLES} tables; past that the one used least recently is
  *   dropped, and built again, warnings included, if it comes back.
  * - per handle (a pool, client or adapter object): whether a pooler in front of it refused a
- *   prepared statement, after which it is sent plain text for good. Held in a WeakMap, so an ended
- *   and dropped pool takes its state with it; no bound is needed.
+ *   prepared statement, after which it is sent plain text for good; which of its tables have the
+ *   occurrence columns, and its clock offset per table ({@link handleState}, at most TABLES tables
+ *   each). Held in WeakMaps, so an ended and dropped pool takes its state with it.
  * - per process: the job names already accepted by the checks, at most {@link NAMES} (the set is
  *   emptied when full), so the few names that come back on every tick are looked up, not checked.
  *
  * What is known of a table's shape comes from won claims' replies, which say it for free (see
  * claimSql): whether it can take the outcome record is read from each, and whether it has the
- * occurrence columns is kept once a reply said so, so an upgrade is seen from the next won claim
- * on, with no restart and no shape probe.
+ * occurrence columns is kept per handle once a reply said so, so an upgrade is seen from the next
+ * won claim on, with no restart and no shape probe.
  */
 import { createHash } from 'node:crypto'
 import {
@@ -48,16 +49,6 @@ export interface TableState {
   readonly catchUp: Statement
   /** One reading of the database clock. */
   readonly clockRead: Statement
-  /**
-   * Whether a won claim said the table has the occurrence columns: only then is a statement sent
-   * that names them. Learnt, never unlearnt: a table does not lose columns while replicas run.
-   */
-  keyed: boolean
-  /**
-   * This process's clock minus the database's, as last estimated (a won claim, or a loser's read
-   * of the clock), and when (monotonic ms): what a losing keyed claim judges its occurrence by.
-   */
-  clock: { offsetMs: number; at: number } | undefined
   /** The warnings given for this table: the key says what each was about (a job name, or a topic). */
   readonly warned: Set<string>
   /** When it was last used, on the use counter. */
@@ -91,8 +82,6 @@ export function tableState(table: string): TableState {
     keyClaim: statement(keyClaimSql(table)),
     catchUp: statement(catchUpSql(table)),
     clockRead: statement(clockSql()),
-    keyed: false,
-    clock: undefined,
     warned: new Set(),
     usedAt: ++uses,
   }
@@ -133,6 +122,39 @@ export function warnOnce(table: string, about: string, warning: () => void): voi
 /** Ends a condition {@link warnOnce} warned about. */
 export function clearWarning(table: string, about: string): void {
   tables.get(table)?.warned.delete(about)
+}
+
+/**
+ * What one handle (a pool, client or adapter) has learnt of the tables it reached. Kept per handle,
+ * not per table name: one process may reach two databases, or two schemas through search_path,
+ * whose tables of one name have different shapes or clocks.
+ */
+export interface HandleState {
+  /**
+   * The tables a won claim through this handle said have the occurrence columns: only to those is
+   * a statement sent that names them. A claim refused for a missing column (42703) unlearns it.
+   */
+  readonly keyed: Set<string>
+  /**
+   * This process's clock minus the database's, per table, as last estimated (a won claim, or a
+   * loser's read of the clock), and when (monotonic ms): what a losing keyed claim judges its
+   * occurrence by.
+   */
+  readonly clocks: Map<string, { offsetMs: number; at: number }>
+}
+
+const handles = new WeakMap<object, HandleState>()
+
+/** The state of handle `db`, made on first use; each of its sets holds at most {@link TABLES} tables. */
+export function handleState(db: object): HandleState {
+  let state = handles.get(db)
+  if (state === undefined) {
+    state = { keyed: new Set(), clocks: new Map() }
+    handles.set(db, state)
+  }
+  if (state.keyed.size > TABLES) state.keyed.clear()
+  if (state.clocks.size > TABLES) state.clocks.clear()
+  return state
 }
 
 const unprepared = new WeakSet<object>()

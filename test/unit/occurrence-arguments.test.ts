@@ -214,6 +214,17 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
     assert.equal((await occurrenceSent(job))[3], OCCURRENCE_MS)
   })
 
+  test('a croner run started by hand, far from any slot, names no occurrence', async () => {
+    const started = new Date(Date.parse(OCCURRENCE) + 5_000)
+    const job = {
+      currentRun: () => started,
+      previousRuns: () => [new Date(OCCURRENCE)],
+      nextRun: () => new Date(NEXT),
+    }
+    const params = await occurrenceSent(job)
+    assert.equal(params.length, 3, 'the lease alone decides a run started by job.trigger()')
+  })
+
   test('by hand, and nothing at all', async () => {
     assert.equal((await occurrenceSent({ occurrence: OCCURRENCE }))[3], OCCURRENCE_MS)
     assert.equal((await occurrenceSent(undefined)).length, 3)
