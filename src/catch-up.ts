@@ -100,6 +100,7 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   const row = (result as { rows?: Record<string, unknown>[] }).rows?.[0]
   const occurrence = typeof row?.occurrence === 'string' ? new Date(row.occurrence) : null
   const missed = Number(row?.missed ?? 0)
+  const everyMs = Number(row?.every_ms)
   return {
     config,
     claimToken,
@@ -107,6 +108,6 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
     recordable: true,
     occurrence: occurrence !== null && Number.isFinite(occurrence.getTime()) ? occurrence : null,
     missed: Number.isSafeInteger(missed) && missed > 0 ? missed : 0,
-    intervalMs: slot?.intervalMs ?? null,
+    intervalMs: slot?.intervalMs ?? (Number.isFinite(everyMs) && everyMs > 0 ? everyMs : null),
   }
 }

@@ -273,7 +273,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       catchingUp.delete(jobName)
     }
     const settled: Settled = catching.failed ? { outcome: 'error', error: catching.failed[0] } : { outcome: 'ok' }
-    if (record) await recordOutcome(ticket, monotonicMs() - startedAt, undefined, settled)
+    if (record) await recordOutcome(ticket, monotonicMs() - startedAt, ticket.intervalMs ?? undefined, settled)
   }
 
   return Object.freeze(coordinator)

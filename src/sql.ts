@@ -387,7 +387,8 @@ RETURNING lease.last_missed AS missed`
  * as missed. Parameters: $1 job name, $2 lease ms, $3 holder, $4 window in ms, $5 ms until the next
  * occurrence or NULL (then one interval after the caught-up one), $6 the interval in ms or NULL
  * (then every_ms; unknown: the due occurrence itself), $7 the next occurrence in ms since the
- * epoch or NULL. Needs the occurrence columns.
+ * epoch or NULL. Needs the occurrence columns. The reply carries the interval it stepped by, which
+ * the run records as the job's: the time since the last run is an outage, not an interval.
  *
  * Its guard is the claim's: a row another statement holds `FOR UPDATE`, or fences `FOR KEY SHARE`
  * (ctx.fence), is skipped rather than waited for, and a racer that finds the row already moved
@@ -417,7 +418,7 @@ WHERE lease.job_name = $1::text AND lease.next_due_at <= clock.at AND lease.clai
   AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
   AND EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
 RETURNING ${CLAIM_TOKEN} AS claimed_at, true AS recordable, lease.last_missed AS missed,
-  ${isoText('lease.last_occurrence')} AS occurrence`
+  ${isoText('lease.last_occurrence')} AS occurrence, coalesce($6::float8, lease.every_ms) AS every_ms`
 }
 
 /**

@@ -15,8 +15,8 @@ export const migrate: Command = {
   summary: 'Create the lease table, or upgrade an older one (safe to run again, and at once)',
   options: ['table', 'url'],
   details:
-    'Creates the table if it does not exist, then adds the columns for outcomes, intervals and\n' +
-    'pauses if they are missing (what upgradeTableSql() does); a table that is up to date is left\n' +
+    'Creates the table if it does not exist, then adds the columns for outcomes, pauses and\n' +
+    'occurrence keys if they are missing (what upgradeTableSql() does); a table that is up to date is left\n' +
     'as it is, and needs no CREATE or ALTER privilege. Many replicas may run it at the same time.\n' +
     'The schema of a schema.name table must already exist.\n\n' +
     'Examples:\n' +
@@ -50,7 +50,8 @@ export interface Migration {
 export function describeMigration({ table, where, before, after }: Migration, paint: Paint): string {
   if (before === null) return `${paint.green('Created')} table ${table} in ${where}.\n`
   if (after > before) {
-    return `${paint.green('Upgraded')} table ${table} in ${where}: added ${after - before} columns for outcomes, intervals and pauses.\n`
+    const added = after - before
+    return `${paint.green('Upgraded')} table ${table} in ${where}: added ${added} ${added === 1 ? 'column' : 'columns'} for outcomes, pauses and occurrence keys.\n`
   }
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }

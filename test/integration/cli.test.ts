@@ -327,7 +327,7 @@ describe('migrate creates the table, upgrades an older one, and running it again
     assert.equal(await columns(), 4)
     assert.deepEqual(await cli(['migrate', '--table', table]), {
       code: 0,
-      stdout: `Upgraded table ${table} in ${target}: added ${full - 4} columns for outcomes, intervals and pauses.\n`,
+      stdout: `Upgraded table ${table} in ${target}: added ${full - 4} columns for outcomes, pauses and occurrence keys.\n`,
       stderr: '',
     })
     assert.equal(await columns(), full, 'every column of createTableSql')

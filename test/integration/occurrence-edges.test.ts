@@ -100,6 +100,21 @@ describe('catch-up keeps to the claim rules', () => {
     assert.deepEqual(late, { ran: false, result: null })
   })
 
+  test("a catch-up records the interval it stepped by, not the outage, as the job's", async () => {
+    const jobName = nextJob()
+    const every = 10_000
+    const slot = slotNow(every)
+    await withCronLease(pool, jobName, 1000, () => 1, { table, occurrence: new Date(slot - 6 * every) })
+    await dueSince(jobName, 3 * every + 500, slot - 3 * every, every)
+    // Without everyMs: the table's every_ms is the step, and stays the job's interval.
+    assert.equal((await catchUp(pool, jobName, 500, () => 1, { table, withinMs: MINUTE })).ran, true)
+    const lease = (await listLeases(pool, { table })).find((l) => l.jobName === jobName)!
+    assert.deepEqual(
+      [lease.everyMs, lease.lastOccurrence?.slice(0, 23)],
+      [every, new Date(slot).toISOString().slice(0, 23)],
+    )
+  })
+
   test('a due time left behind by a later claim that named none is not a missed occurrence', async () => {
     const jobName = nextJob()
     const slot = slotNow(MINUTE)

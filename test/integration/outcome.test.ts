@@ -14,6 +14,7 @@ import { installSkew } from '../../dev/skew-clock.ts'
 import {
   CHANNELS,
   type ClaimMessage,
+  forInterval,
   type LeaseInfo,
   leaseCoordinator,
   leasedTick,
@@ -232,13 +233,17 @@ describe('overdue and interval', () => {
     assert.equal((await lease(jobName, { overdueFactor: 1000 })).overdue, false, 'a larger factor tolerates it')
   })
 
-  test('a declared everyMs, or the interval given to leaseForInterval, is recorded as the interval', async () => {
+  test('a declared everyMs, or the interval forInterval declares, is recorded as the interval', async () => {
     const declared = nextJob()
     await withCronLease(pool, declared, 1000, () => {}, { table, everyMs: 90_000 })
     assert.equal((await lease(declared)).everyMs, 90_000)
     const derived = nextJob()
-    await leasedTick(pool, derived, leaseForInterval(7_777), () => {}, { table })()
+    await leasedTick(pool, derived, forInterval(7_777), () => {}, { table })()
     assert.equal((await lease(derived)).everyMs, 7_777)
+    // leaseForInterval gives a lease only: another job of the same lease length inherits nothing.
+    const raw = nextJob()
+    await withCronLease(pool, raw, leaseForInterval(7_777), () => {}, { table })
+    assert.equal((await lease(raw)).everyMs, null)
   })
 })
 

@@ -876,7 +876,11 @@ describe('migrate says what it did', () => {
     )
     assert.equal(
       describeMigration({ table: 'cron_leases', where, before: 4, after: 13 }, paint),
-      `Upgraded table cron_leases in ${where}: added 9 columns for outcomes, intervals and pauses.\n`,
+      `Upgraded table cron_leases in ${where}: added 9 columns for outcomes, pauses and occurrence keys.\n`,
+    )
+    assert.equal(
+      describeMigration({ table: 'cron_leases', where, before: 17, after: 18 }, paint),
+      `Upgraded table cron_leases in ${where}: added 1 column for outcomes, pauses and occurrence keys.\n`,
     )
     assert.equal(
       describeMigration({ table: 'cron_leases', where, before: 13, after: 13 }, paint),
