@@ -30,27 +30,27 @@ function tracked<A extends unknown[], R>(fn: (...args: A) => Promise<R>) {
 }
 
 let runs = 0
-const job = new Cron(
-  '* * * * * *',
-  tracked(
-    leasedTick(
-      pool,
-      'example:croner',
-      leaseForInterval(1000),
-      (ctx) => {
-        console.log(
-          `ran example:croner #${++runs} for ${ctx.occurrence?.toISOString()} (missed ${ctx.missed})`,
-        )
-      },
-      {
-        // Opt in: when the wrapper is made, if the whole fleet was down when the job fell due, less
-        // than a minute ago, one replica runs it once, in the background, for the latest occurrence due.
-        catchUp: { withinMs: 60_000 },
-        onError: (error, jobName) => console.error(`${jobName} failed`, error),
-      },
-    ),
-  ),
+const tick = leasedTick(
+  pool,
+  'example:croner',
+  leaseForInterval(1000),
+  (ctx) => {
+    console.log(
+      `ran example:croner #${++runs} for ${ctx.occurrence?.toISOString()} (missed ${ctx.missed})`,
+    )
+  },
+  {
+    // Opt in: when the wrapper is made, if the whole fleet was down when the job fell due, less
+    // than a minute ago, one replica runs it once, in the background, for the latest occurrence due.
+    catchUp: { withinMs: 60_000 },
+    onError: (error, jobName) => console.error(`${jobName} failed`, error),
+  },
 )
+// The catch-up runs in the background: shutdown waits for it as for any tick.
+const caughtUp = tick.caughtUp
+inFlight.add(caughtUp)
+void caughtUp.then(() => inFlight.delete(caughtUp))
+const job = new Cron('* * * * * *', tracked(tick))
 
 let stopping: Promise<void> | undefined
 // Once, whichever asks first: the timer or a signal.

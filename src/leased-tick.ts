@@ -25,7 +25,8 @@ export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'ne
   /**
    * Make up for a missed occurrence when the wrapper is made: it calls {@link catchUp} with
    * `withinMs` (and the wrapper's other options) at once, in the background, with errors going to
-   * `onError`. Default: off. For jobs where late beats never; not for a charge.
+   * `onError`; `tick.caughtUp` resolves once it has settled. Default: off. For jobs where late
+   * beats never; not for a charge.
    */
   catchUp?: CatchUpWindow
   /**
@@ -72,6 +73,12 @@ export interface LeasedTick<T> {
   (at?: TickOccurrence): Promise<LeaseOutcome<T> | undefined>
   /** As a scheduler calls it: the resolved value is not the scheduler's concern. */
   (...schedulerArgs: unknown[]): Promise<void>
+  /**
+   * The catch-up run `opts.catchUp` started when the wrapper was made: its outcome (`ran: false`
+   * when there was nothing to make up for, or without `catchUp`), or `undefined` after an error
+   * (sent to `onError`). Never rejects. Wait for it before ending the pool on shutdown.
+   */
+  readonly caughtUp: Promise<LeaseOutcome<T> | undefined>
 }
 
 /**
@@ -122,14 +129,18 @@ export function leasedTick<T>(
       return undefined
     }
   }
+  let caughtUp: Promise<LeaseOutcome<T> | undefined> = Promise.resolve(NOTHING_CAUGHT_UP)
   if (options.catchUp !== undefined) {
     const window = options.catchUp.withinMs
     const slot = { occurrence: null, nextOccurrence: null, intervalMs: config.everyMs ?? null }
-    void claimCatchUp(config, window, slot)
-      .then((ticket) => (ticket === null ? undefined : runClaimed(config, ticket)))
-      .catch(report)
+    caughtUp = claimCatchUp(config, window, slot)
+      .then((ticket) => (ticket === null ? NOTHING_CAUGHT_UP : runClaimed(config, ticket)))
+      .catch(async (error: unknown) => {
+        await report(error)
+        return undefined
+      })
   }
-  return tick as LeasedTick<T>
+  return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
 
 /**
@@ -171,6 +182,8 @@ function occurrenceOf(at: unknown): { occurrence: number | null; nextOccurrence:
 }
 
 const NONE = Object.freeze({ occurrence: null, nextOccurrence: null })
+
+const NOTHING_CAUGHT_UP: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
 /** How long after its slot a croner run may start and still be that slot's: croner fires within ms of it. */
 const CRONER_SLOT_WINDOW_MS = 1000

@@ -232,6 +232,34 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
   })
 })
 
+describe("leasedTick's catch-up can be waited for", () => {
+  test('tick.caughtUp resolves ran: false without catchUp, and the catch-up outcome with it', async () => {
+    assert.deepEqual(await leasedTick(standIn(), 'job', 1000, () => 1).caughtUp, { ran: false, result: null })
+    // A table whose columns the database does not list has no occurrence columns: nothing to catch up.
+    const db = standIn(() => ({ rowCount: 1, rows: [{ exists: true, columns: ['job_name'] }] }))
+    const tick = leasedTick(db, 'job', 1000, () => 1, {
+      table: freshTable(),
+      logger: quiet,
+      catchUp: { withinMs: 1000 },
+    })
+    assert.deepEqual(await tick.caughtUp, { ran: false, result: null })
+    const errors: unknown[] = []
+    const failing = leasedTick(
+      standIn(() => Promise.reject(new Error('down'))),
+      'job',
+      1000,
+      () => 1,
+      {
+        table: freshTable(),
+        catchUp: { withinMs: 1000 },
+        onError: (e) => void errors.push(e),
+      },
+    )
+    assert.equal(await failing.caughtUp, undefined)
+    assert.match(String(errors[0]), /down/)
+  })
+})
+
 describe('forInterval declares the lease and the interval together', () => {
   test('it is leaseForInterval with the interval beside it, frozen', () => {
     const lease = forInterval(15_000)
