@@ -273,12 +273,12 @@ export function occurrenceClaimSql(table: string): string {
   return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at, next_occurrence, last_missed, missed_occurrences)
 SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at, ${occurrence}, clock.at + ${ms('$5::float8')}, ${fromMs('$8')}, 0, 0
 FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE NOT coalesce(${occurrence} > clock_timestamp() + ${ms('$7::integer')}, false)
-AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(last_occurrence >= ${occurrence}, false) FROM ${t} WHERE job_name = $1::text)
+WHERE CASE WHEN coalesce(${occurrence} > clock_timestamp() + ${ms('$7::integer')}, false) THEN false
+  ELSE CASE (SELECT lease_until > clock_timestamp() OR coalesce(last_occurrence >= ${occurrence}, false) FROM ${t} WHERE job_name = $1::text)
   WHEN true THEN false
   WHEN false THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
   ELSE true
-END
+END END
 ON CONFLICT (job_name) DO UPDATE
 SET lease_until = clock_timestamp() + ${ms('$2::integer')},
   holder = EXCLUDED.holder,
@@ -345,12 +345,12 @@ export function probingClaimSql(table: string): string {
   return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
 FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE NOT coalesce(${fromMs('$4')} > clock_timestamp() + $5::integer * interval '1 millisecond', false)
-AND CASE (SELECT lease_until > clock_timestamp() OR coalesce(${last('existing')} >= ${fromMs('$4')}, false) FROM ${t} AS existing WHERE job_name = $1::text)
+WHERE CASE WHEN coalesce(${fromMs('$4')} > clock_timestamp() + $5::integer * interval '1 millisecond', false) THEN false
+  ELSE CASE (SELECT lease_until > clock_timestamp() OR coalesce(${last('existing')} >= ${fromMs('$4')}, false) FROM ${t} AS existing WHERE job_name = $1::text)
   WHEN true THEN false
   WHEN false THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
   ELSE true
-END
+END END
 ON CONFLICT (job_name) DO UPDATE
 SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
   holder = EXCLUDED.holder,
@@ -392,7 +392,10 @@ RETURNING lease.last_missed AS missed`
  *
  * Its guard is the claim's: a row another statement holds `FOR UPDATE`, or fences `FOR KEY SHARE`
  * (ctx.fence), is skipped rather than waited for, and a racer that finds the row already moved
- * matches nothing without locking it.
+ * matches nothing without locking it. The lock is taken inside a CASE, after every other test:
+ * Postgres may evaluate the terms of an AND in any order, and a lock taken by a term evaluated
+ * first would be a loser's transaction ID (the claims' too-early test is placed so for the same
+ * reason).
  */
 export function catchUpSql(table: string): string {
   const t = quoteTable(table)
@@ -412,11 +415,13 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   last_missed = ${skipped}::bigint,
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint
 FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE lease.job_name = $1::text AND lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
-  AND lease.lease_until <= clock.at
-  AND ${dueAt} >= clock.at - ${ms('$4::float8')}
-  AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
-  AND EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+WHERE lease.job_name = $1::text
+  AND CASE WHEN lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
+      AND lease.lease_until <= clock.at
+      AND ${dueAt} >= clock.at - ${ms('$4::float8')}
+      AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
+    THEN EXISTS (SELECT 1 FROM ${t} WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+    ELSE false END
 RETURNING ${CLAIM_TOKEN} AS claimed_at, true AS recordable, lease.last_missed AS missed,
   ${isoText('lease.last_occurrence')} AS occurrence, coalesce($6::float8, lease.every_ms) AS every_ms`
 }
