@@ -232,7 +232,9 @@ async function occurrenceJobs(): Promise<{ table: string; missedAtClaim: number 
   await expireLease(pool, table, 'report:5min')
   const missedAtClaim = await claim('report:5min', now - 5 * 60_000, 300_000)
   await pool.query(
+    // As a fleet that stopped would leave it: the last claim before the due time, none since.
     `UPDATE "${table}" SET next_due_at = clock_timestamp() - interval '4 min 30 s',
+       claimed_at = clock_timestamp() - interval '9 min 30 s',
        lease_until = clock_timestamp() - interval '4 min' WHERE job_name = 'report:5min'`,
   )
   return { table, missedAtClaim }
