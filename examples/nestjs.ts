@@ -89,12 +89,23 @@ export class Jobs implements OnApplicationShutdown {
   // @nestjs/schedule catches a rejected method and logs it, so this may reject.
   @Cron('* * * * * *', { name: REPORT_JOB })
   sendReport() {
-    const job = this.registry.getCronJob(REPORT_JOB)
     return this.track(
-      withCronLease(this.pool, REPORT_JOB, leaseForInterval(1000), (ctx) => this.report(ctx), {
-        occurrence: scheduledSlot(job),
-        nextOccurrence: job.nextDate().toJSDate(),
-      }),
+      (async () => {
+        // A fire already late when the job is made runs inside its constructor, before
+        // @nestjs/schedule registers the job: one turn of the microtask queue later, it is there.
+        await null
+        const job = this.registry.getCronJob(REPORT_JOB)
+        return withCronLease(
+          this.pool,
+          REPORT_JOB,
+          leaseForInterval(1000),
+          (ctx) => this.report(ctx),
+          {
+            occurrence: scheduledSlot(job),
+            nextOccurrence: job.nextDate().toJSDate(),
+          },
+        )
+      })(),
     )
   }
 
