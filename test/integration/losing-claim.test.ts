@@ -4,6 +4,7 @@ import type pg from 'pg'
 import { freshTable, testPool } from '../../dev/postgres.ts'
 import { withCronLease } from '../../src/index.ts'
 import { quoteTable } from '../../src/sql.ts'
+import { writeCost } from '../helpers/write-cost.ts'
 
 let pool: pg.Pool
 let table: string
@@ -14,32 +15,7 @@ before(async () => {
 })
 after(() => pool.end())
 
-/**
- * Transaction IDs and WAL bytes used by `losses` calls of `lose`. Neither probe writes: the
- * snapshot's xmax is the next ID to be handed out, and the insert LSN is where the next WAL
- * record would go. Other sessions (autovacuum, checkpoints) can add to a sample, so the
- * smallest of a few samples is what the statement itself costs.
- */
-async function cost(lose: () => Promise<unknown>, losses = 20) {
-  const probe = async () =>
-    (
-      await pool.query(
-        `SELECT txid_snapshot_xmax(txid_current_snapshot())::text::bigint AS xid, pg_current_wal_insert_lsn()::text AS lsn`,
-      )
-    ).rows[0]
-  const samples: { xids: number; walBytes: number }[] = []
-  for (let s = 0; s < 5; s++) {
-    const start = await probe()
-    for (let i = 0; i < losses; i++) await lose()
-    const end = await probe()
-    const { rows } = await pool.query('SELECT pg_wal_lsn_diff($1, $2)::bigint AS bytes', [end.lsn, start.lsn])
-    samples.push({ xids: Number(end.xid) - Number(start.xid), walBytes: Number(rows[0].bytes) })
-  }
-  return {
-    xidsPerLoss: Math.min(...samples.map((s) => s.xids)) / losses,
-    walBytesPerLoss: Math.min(...samples.map((s) => s.walBytes)) / losses,
-  }
-}
+const cost = (lose: () => Promise<unknown>, losses = 20) => writeCost(pool, lose, { losses })
 
 describe('a losing claim writes nothing', () => {
   test('it consumes no transaction ID and writes no WAL, where the plain upsert does both', async (t) => {

@@ -23,6 +23,7 @@ import {
   withCronLease,
 } from '../../src/index.ts'
 import { asAnotherProcess, collectingLogger, shuffled } from '../helpers/occurrence-replicas.ts'
+import { writeCost } from '../helpers/write-cost.ts'
 
 const MINUTE = 60_000
 const LEASE_MS = 50_000
@@ -403,31 +404,8 @@ describe("a job's interval is what its own call declares", () => {
   })
 })
 
-/**
- * Transaction IDs and WAL bytes per call of `lose`, the way losing-claim.test.ts measures them:
- * neither probe writes, and the smallest of a few samples is what the statement itself costs,
- * whatever other sessions add to a sample.
- */
-async function cost(lose: () => Promise<unknown>, losses = 10) {
-  const probe = async () =>
-    (
-      await pool.query(
-        `SELECT txid_snapshot_xmax(txid_current_snapshot())::text::bigint AS xid, pg_current_wal_insert_lsn()::text AS lsn`,
-      )
-    ).rows[0]
-  const samples: { xids: number; walBytes: number }[] = []
-  for (let s = 0; s < 8; s++) {
-    const start = await probe()
-    for (let i = 0; i < losses; i++) await lose()
-    const end = await probe()
-    const { rows } = await pool.query('SELECT pg_wal_lsn_diff($1, $2)::bigint AS bytes', [end.lsn, start.lsn])
-    samples.push({ xids: Number(end.xid) - Number(start.xid), walBytes: Number(rows[0].bytes) })
-  }
-  return {
-    xidsPerLoss: Math.min(...samples.map((s) => s.xids)) / losses,
-    walBytesPerLoss: Math.min(...samples.map((s) => s.walBytes)) / losses,
-  }
-}
+// Ten losses a sample, eight samples: the keyed cases are many, each is short.
+const cost = (lose: () => Promise<unknown>, losses = 10) => writeCost(pool, lose, { losses, samples: 8 })
 
 describe('a losing keyed claim writes nothing', () => {
   const ran = minutesAgo(10)
