@@ -200,14 +200,8 @@ export async function openBench(
     record: false,
   })
   if (!keyed.ran) throw new Error('the claim that learns the table shape did not win')
-  // The same for the fleet's table: its rounds truncate it, and what the copy learnt stays.
-  const fleetKeyed = await library.withCronLease(pool, 'keyed', HOUR, noop, {
-    table: tables.fleetOccurrence,
-    holder: HOLDER,
-    occurrence: new Date(OCCURRENCE_MS),
-    record: false,
-  })
-  if (!fleetKeyed.ran) throw new Error('the claim that learns the fleet table shape did not win')
+  // The fleet's replicas are connections of their own, and each learns the shape from its own
+  // first won claim (what a handle learns is its own), as a replica that starts does.
   const sent = await sentStatements(library, pool, tables)
   let unexpected = 0
   return {
