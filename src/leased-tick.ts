@@ -3,16 +3,14 @@
  * node-cron's callback, a NestJS method). It validates everything when it is made, so a wiring
  * mistake throws at startup instead of at the first fire.
  */
-import { types } from 'node:util'
 import { claimCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
 import { runClaimed, runConfig, runLease, slotOf } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
-import { parseInstant } from './time-input.js'
+import { schedulerSlot } from './scheduler-slot.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
-import { checkOptions } from './validate.js'
 
 /**
  * Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. Every key is
@@ -57,8 +55,10 @@ export interface TickOccurrence {
  * The function {@link leasedTick} returns. It never rejects. Each call learns which occurrence it
  * is for from its first argument, so passing the wrapper straight to a scheduler keys its claims:
  * - node-cron 4 passes its context: the occurrence is `ctx.date`, the next one `ctx.task.getNextRun()`;
- * - croner passes the job: the occurrence is the scheduled time of `job.currentRun()` (none for a
- *   run started by hand, more than a second after its slot), the next one `job.nextRun()`;
+ * - croner passes the job: the occurrence is the latest scheduled time at or before the run
+ *   started, however late (a `job.trigger()` too: it runs only if no replica ran that slot), the
+ *   next one `job.nextRun()`;
+ * - the `cron` package's job (`function () { tick(this) }`): the latest slot at or before `lastDate()`;
  * - by hand, pass `{ occurrence, nextOccurrence }` ({@link TickOccurrence});
  * - with no argument (`setInterval`, NestJS `@Interval`) no occurrence is named; with `everyMs`,
  *   the next one is one interval away.
@@ -122,7 +122,7 @@ export function leasedTick<T>(
   // Schedulers pass their own arguments (node-cron a context, croner the job); none reach the tick.
   const tick = async (at?: unknown): Promise<LeaseOutcome<T> | undefined> => {
     try {
-      const { occurrence, nextOccurrence } = occurrenceOf(at)
+      const { occurrence, nextOccurrence } = schedulerSlot(at)
       return await runLease(config, slotOf(occurrence, nextOccurrence, config.everyMs))
     } catch (error) {
       await report(error)
@@ -143,55 +143,7 @@ export function leasedTick<T>(
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
 
-/**
- * The occurrence a call names, from what its scheduler passed (see {@link LeasedTick}). A value
- * passed by hand is checked as the options are (a TypeError naming it); a scheduler's is read
- * only when it has the shape that scheduler gives.
- */
-function occurrenceOf(at: unknown): { occurrence: number | null; nextOccurrence: number | null } {
-  if (typeof at !== 'object' || at === null || types.isProxy(at)) return NONE
-  const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
-  if (types.isDate(node.date)) {
-    const next = typeof node.task?.getNextRun === 'function' ? (node.task.getNextRun as () => unknown)() : null
-    return { occurrence: validMs(node.date), nextOccurrence: types.isDate(next) ? validMs(next) : null }
-  }
-  const croner = at as { currentRun?: unknown; nextRun?: unknown; previousRuns?: unknown }
-  if (typeof croner.currentRun === 'function' && typeof croner.previousRuns === 'function') {
-    const run = (croner.currentRun as () => unknown).call(at)
-    // croner's currentRun() is when the run started, a few ms past its slot: the slot is the
-    // latest scheduled time not after it. A run that started far from any slot is one started by
-    // hand (job.trigger()), which is for no occurrence: keyed on the last slot, it would be
-    // skipped whenever that one had run.
-    const slot = types.isDate(run)
-      ? (croner.previousRuns as (n: number, from: Date) => unknown[]).call(at, 1, new Date(run.getTime() + 1))[0]
-      : undefined
-    const slotMs = types.isDate(slot) && types.isDate(run) ? validMs(slot) : null
-    const onSlot = slotMs !== null && (run as Date).getTime() - slotMs <= CRONER_SLOT_WINDOW_MS
-    const next = typeof croner.nextRun === 'function' ? (croner.nextRun as () => unknown).call(at) : null
-    return {
-      occurrence: onSlot ? slotMs : null,
-      nextOccurrence: types.isDate(next) ? validMs(next) : null,
-    }
-  }
-  if (!('occurrence' in at) && !('nextOccurrence' in at)) return NONE
-  const given = checkOptions(at, ['occurrence', 'nextOccurrence'], 'at')
-  return {
-    occurrence: given.occurrence == null ? null : parseInstant(given.occurrence, 'at.occurrence'),
-    nextOccurrence: given.nextOccurrence == null ? null : parseInstant(given.nextOccurrence, 'at.nextOccurrence'),
-  }
-}
-
-const NONE = Object.freeze({ occurrence: null, nextOccurrence: null })
-
 const NOTHING_CAUGHT_UP: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
-
-/** How long after its slot a croner run may start and still be that slot's: croner fires within ms of it. */
-const CRONER_SLOT_WINDOW_MS = 1000
-
-function validMs(date: Date): number | null {
-  const ms = date.getTime()
-  return Number.isFinite(ms) ? ms : null
-}
 
 // A logger is the user's own choice of format and volume, so it gets every error whole; the
 // console is nobody's choice, and a stack on every tick of a job that fails each second buries

@@ -8,6 +8,7 @@ import { claim, type Slot, type Ticket } from './lease.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled, warn } from './outcome.js'
 import type { LeaseOptions, Queryable } from './types.js'
+import { coordinatorKeySlot } from './scheduler-slot.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
@@ -88,10 +89,6 @@ export interface LeaseCoordinatorOptions
   leaseMs?: number | ((taskName: string) => number)
 }
 
-// node-cron builds the key as `${name}:${slot.toISOString()}`. Only this trailing slot is removed,
-// so a task name that itself contains ':' stays whole. (Years past 9999 are written with a sign.)
-const SLOT_SUFFIX = /:(?:[+-]\d{6}|\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-
 /**
  * A node-cron 4 run coordinator backed by the lease table. Set it on a task (`distributed: true`,
  * a `name`, `runCoordinator`) or for every task with `cron.setRunCoordinator`.
@@ -170,20 +167,15 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
 
   const coordinator: LeaseCoordinator = {
     async shouldRun(key: string, ttlMs: number): Promise<boolean> {
-      if (typeof key !== 'string') fail('key', "node-cron's 'name:ISO-8601 slot' string", key)
-      const slot = SLOT_SUFFIX.exec(key)
-      if (!slot) fail('key', "node-cron's 'name:ISO-8601 slot' string", key)
-      const jobName = checkJobName(key.slice(0, slot.index), 'the task name in key')
+      const { name, occurrence } = coordinatorKeySlot(key)
+      const jobName = checkJobName(name, 'the task name in key')
       const leaseMs =
         fixedMs ??
         (leaseFor
           ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`)
           : checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      // The slot is the occurrence: node-cron computed it from the schedule, so every replica
-      // names the same one, however late its timer fired.
-      const occurrence = Date.parse(slot[0].slice(1))
       const config = { db, table, jobName, leaseMs, holder, logger, prepare, clockToleranceMs }
-      const ticket = await claim(config, Number.isFinite(occurrence) ? slotFor(jobName, occurrence) : null)
+      const ticket = await claim(config, slotFor(jobName, occurrence))
       if (ticket !== null && record) running.set(key, { ticket, startedAt: monotonicMs() })
       return ticket !== null
     },
