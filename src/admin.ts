@@ -4,9 +4,10 @@
  */
 import { formatValue } from './format-value.js'
 import { compileOptions } from './options.js'
-import { migrateCommand } from './outcome.js'
+import { migrateCommand } from './log.js'
 import { runStatement } from './query.js'
-import { PAUSE_COLUMNS, pauseSql, quoteTable, RECORD_COLUMNS, releaseSql, resumeSql, tableColumnsSql } from './sql.js'
+import { pauseSql, releaseSql, resumeSql, type Shape } from './sql.js'
+import { readFacts } from './table-facts.js'
 import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
@@ -101,7 +102,7 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
   }
   const forMs = options.forMs === undefined ? null : checkMs(options.forMs, 'opts.forMs', Number.MAX_SAFE_INTEGER)
   const until = options.until === undefined ? null : parseUntil(options.until, 'opts.until')
-  await requireColumns(db, table, PAUSE_COLUMNS, 'pausing')
+  await requireShape(db, table, 'pausing')
   const row = await changeJob(db, pauseSql(table), [jobName, forMs, until], jobName)
   // The end is judged by the database clock, the one every claim is judged by; the statement
   // wrote nothing when it had already passed.
@@ -120,7 +121,7 @@ export async function resume(db: Queryable, jobName: string, opts?: JobOptions):
   checkQueryable(db)
   checkJobName(jobName)
   const { table } = compileOptions('resumeJob', opts)
-  await requireColumns(db, table, RECORD_COLUMNS, 'resuming')
+  await requireShape(db, table, 'resuming')
   const row = await changeJob(db, resumeSql(table), [jobName], jobName)
   return row === null || row.job_name === null ? null : { ...jobState(row), wasPaused: row.was_paused === true }
 }
@@ -130,34 +131,32 @@ export async function release(db: Queryable, jobName: string, opts?: JobOptions)
   checkQueryable(db)
   checkJobName(jobName)
   const { table } = compileOptions('releaseLease', opts)
-  const columns = await requireColumns(db, table, [], 'releasing')
-  const row = await changeJob(db, releaseSql(table, columns.includes('claim_until')), [jobName], jobName)
+  const shape = await requireShape(db, table, undefined)
+  const row = await changeJob(db, releaseSql(table, shape), [jobName], jobName)
   return row === null ? null : jobState(row)
 }
 
 /**
- * Reads the table's columns and refuses, before anything is written, when it lacks `needed`:
- * an admin statement that named a missing column would fail inside a caller's transaction, and
- * one statement more is nothing for an operation an operator runs by hand.
+ * Reads the table's shape afresh and refuses, before anything is written, when the table is
+ * missing, or not of the current shape while `doing` needs its columns (`undefined`: either shape
+ * will do): an admin statement that named a missing column would fail inside a caller's
+ * transaction, and one statement more is nothing for an operation an operator runs by hand.
  */
-async function requireColumns(db: Queryable, table: string, needed: readonly string[], doing: string) {
-  const result = await runStatement(db, tableColumnsSql(), [quoteTable(table)], false)
-  const row = (result as { rows?: { exists?: unknown; columns?: unknown }[] } | null)?.rows?.[0]
-  const columns = Array.isArray(row?.columns) ? (row.columns as string[]) : []
-  if (row?.exists !== true) {
+async function requireShape(db: Queryable, table: string, doing: string | undefined): Promise<Shape> {
+  const shape = await readFacts({ db, table, prepare: false })
+  if (shape === undefined) {
     throw new Error(
       `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
         `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
     )
   }
-  const missing = needed.filter((name) => !columns.includes(name))
-  if (missing.length > 0) {
+  if (shape !== 'current' && doing !== undefined) {
     throw new Error(
-      `pg-cron-lease: ${doing} needs columns that ${table} lacks (${missing.join(', ')}): run ` +
+      `pg-cron-lease: ${doing} needs the columns of the current shape, which ${table} lacks: run ` +
         `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
     )
   }
-  return columns
+  return shape
 }
 
 function jobState(row: Record<string, unknown>): JobState {

@@ -3,15 +3,15 @@
  * for the latest occurrence due, instead of never.
  */
 import { publishClaim } from './channels.js'
-import { monotonicMs } from './context.js'
-import { type ClaimConfig, nextDueMs, runClaimed, runConfig, type Slot, type Ticket } from './lease.js'
+import { monotonicMs } from './clock.js'
+import { claimParams, missingTable, runClaimed, runConfig } from './lease.js'
 import type { CatchUpWindow } from './options.js'
-import { warnShape } from './outcome.js'
 import type { IntervalLease } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { OCCURRENCE_COLUMNS, quoteTable, tableColumnsSql } from './sql.js'
-import { handleState, tableState } from './state.js'
+import { statementsOf } from './state.js'
+import { shapeOf } from './table-facts.js'
+import { type ClaimConfig, firstRow, type Slot, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
 /**
@@ -61,53 +61,22 @@ export async function catchUp<T>(
 
 /**
  * The catch-up claim on its own (leaseCoordinator runs no tick itself): null when there is
- * nothing to catch up, the ticket of a won catch-up otherwise. The table's shape is read first
- * when no claim has said it: this runs once per start, and must not name a column the table may
- * lack.
+ * nothing to catch up, the ticket of a won catch-up otherwise. It is the claim statement with a
+ * window (see claimSql): on a table of the original shape there is no due time to catch up on,
+ * and the shape's warning says so.
  */
 export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: Slot | null): Promise<Ticket | null> {
-  const { db, table, jobName, leaseMs, holder, logger, prepare } = config
-  const state = tableState(table)
-  const known = handleState(db)
-  if (!known.keyed.has(table)) {
-    const result = await runStatement(db, tableColumnsSql(), [quoteTable(table)], false)
-    const columns = (result as { rows?: { columns?: unknown }[] } | null)?.rows?.[0]?.columns
-    const has = Array.isArray(columns) ? (columns as unknown[]) : []
-    if (!OCCURRENCE_COLUMNS.every((name) => has.includes(name))) {
-      if (has.length > 0) warnShape(table, logger, has.includes('last_outcome'))
-      return null
-    }
-    known.keyed.add(table)
-  }
+  const { db, table, jobName, holder, prepare } = config
+  if ((await shapeOf(config)) !== 'current') return null
   const sentAt = monotonicMs()
-  const result = await runStatement(
-    db,
-    state.catchUp,
-    [
-      jobName,
-      leaseMs,
-      holder,
-      withinMs,
-      nextDueMs(slot, Date.now()),
-      slot?.intervalMs ?? null,
-      slot?.nextOccurrence ?? null,
-    ],
-    prepare,
-  )
+  const params = claimParams(config, slot, Date.now(), withinMs)
+  let result: unknown
+  try {
+    result = await runStatement(db, statementsOf(table, 'current').claim, params, prepare)
+  } catch (error) {
+    throw missingTable(error, table)
+  }
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-  if (!won) return null
-  const row = (result as { rows?: Record<string, unknown>[] }).rows?.[0]
-  const occurrence = typeof row?.occurrence === 'string' ? new Date(row.occurrence) : null
-  const missed = Number(row?.missed ?? 0)
-  const everyMs = Number(row?.every_ms)
-  return {
-    config,
-    claimToken,
-    sentAt,
-    recordable: true,
-    occurrence: occurrence !== null && Number.isFinite(occurrence.getTime()) ? occurrence : null,
-    missed: Number.isSafeInteger(missed) && missed > 0 ? missed : 0,
-    intervalMs: slot?.intervalMs ?? (Number.isFinite(everyMs) && everyMs > 0 ? everyMs : null),
-  }
+  return won ? wonTicket(config, claimToken, sentAt, 'current', firstRow(result), slot) : null
 }

@@ -4,9 +4,18 @@
  * far off fires at the wrong moments, which no lease can correct, so it is reported.
  */
 import { escapeControls } from './escape.js'
-import { warn } from './outcome.js'
+import { warn } from './log.js'
 import { clearWarning, warnOnce } from './state.js'
 import type { LeaseLogger } from './types.js'
+
+/**
+ * Milliseconds on a clock that only moves forward, for timing this process's own waits; it never
+ * decides who holds a lease (the database clock does). `performance.now()` is monotonic, and
+ * unlike `process.hrtime.bigint()` allocates nothing on the claim path.
+ */
+export function monotonicMs(): number {
+  return performance.now()
+}
 
 /**
  * This replica's wall clock minus the database's: the claim token is the database time the

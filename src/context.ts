@@ -3,29 +3,23 @@
  * the keep-alive beats that run while the tick does.
  */
 import { publishRenew } from './channels.js'
+import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
-import type { Ticket } from './lease.js'
+import { formatValue } from './format-value.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { fenceSql } from './sql.js'
-import { tableState } from './state.js'
+import { statementsOf } from './state.js'
+import { firstRow, type Ticket } from './ticket.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
 /**
- * Milliseconds on a clock that only moves forward, for timing this process's own waits; it never
- * decides who holds a lease (the database clock does). `performance.now()` is monotonic, and
- * unlike `process.hrtime.bigint()` allocates nothing on the claim path.
- */
-export function monotonicMs(): number {
-  return performance.now()
-}
-
-/**
- * `client`, checked as far as it can say: a row lock taken outside a transaction ends with its
- * statement, so a fence there would fence nothing. A `pg` Pool runs each query on whichever
- * connection is free, and a `pg` Client or PoolClient reports whether a transaction is open; any
- * other handle (a postgres.js transaction, PGlite's) is taken at its word.
+ * `client`, checked as far as it can say before anything is sent: a row lock taken outside a
+ * transaction ends with its statement, so a fence there would fence nothing. A `pg` Pool runs each
+ * query on whichever connection is free, and a `pg` Client or PoolClient reports whether a
+ * transaction is open. Any other handle is checked by the fence statement itself, which says
+ * whether it ran in a transaction block (see fenceSql).
  */
 function checkTransactionClient(client: unknown): Queryable {
   const checked = checkQueryable(client, 'client')
@@ -47,7 +41,7 @@ function checkTransactionClient(client: unknown): Queryable {
 export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: LeaseContext; close(): void } {
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
   const { claimToken } = ticket
-  const statements = tableState(table)
+  const { renew } = statementsOf(table, ticket.shape)
   const controller = new AbortController()
   let closed = false
   let beatTimer: NodeJS.Timeout | undefined
@@ -89,9 +83,8 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     // A renew can shorten the lease the moment the database runs it, long before its reply comes
     // back (if it ever does), so the shorter end is the one to watch from now on.
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
-    const statement = beat ? statements.extend : statements.renew
     const { matched: renewed } = readResult(
-      await runStatement(db, statement, [jobName, ms, claimToken], prepare),
+      await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare),
       jobName,
       'renewed',
     )
@@ -158,11 +151,22 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
       }
       // Not queued with the renews (serially): it does not move the lease, and a fence waiting on
       // a row lock (a claim racing it, until that claim commits) must not hold up the beats.
-      const { matched: fenced } = readResult(
-        await runStatement(inTransaction, fenceSql(table), [jobName, claimToken], false),
-        jobName,
-        'fenced',
-      )
+      const result = await runStatement(inTransaction, fenceSql(table), [jobName, claimToken], false)
+      const row = firstRow(result)
+      if (row?.in_transaction === false) {
+        throw new TypeError(
+          `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, so its row lock ended with the ` +
+            'statement and fenced nothing: pass the handle of an open transaction (a client after BEGIN, ' +
+            "or your query builder's transaction object); nothing was locked",
+        )
+      }
+      if (typeof row?.fenced !== 'boolean') {
+        throw new TypeError(
+          `pg-cron-lease: cannot tell whether the lease for '${jobName}' was fenced: the driver's result has no ` +
+            `row with a boolean fenced column, got ${formatValue(result)}`,
+        )
+      }
+      const fenced = row.fenced
       if (fenced) return
       lose('another claim replaced it')
       throw new LeaseLostError(jobName, claimToken)

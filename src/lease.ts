@@ -1,15 +1,18 @@
 import { publishClaim, traceTick } from './channels.js'
-import { checkClock, clockOffset } from './clock.js'
-import { monotonicMs, openContext } from './context.js'
+import { checkClock, clockOffset, monotonicMs } from './clock.js'
+import { openContext } from './context.js'
 import { escapeControls } from './escape.js'
+import { migrateCommand, warn, warnShape } from './log.js'
 import { type Compiled, compileCall, type EntryPoint } from './options.js'
-import { migrateCommand, recordOutcome, type Settled, warn, warnShape } from './outcome.js'
-import type { IntervalLease } from './presets.js'
+import { recordOutcome, type Settled } from './outcome.js'
+import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { DEFAULT_TABLE } from './sql.js'
-import { clearWarning, handleState, tableState, warnOnce } from './state.js'
-import type { KeepAlive, LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
+import { DEFAULT_TABLE, type Shape } from './sql.js'
+import { clearWarning, knowledgeOf, statementsOf, warnOnce } from './state.js'
+import { forgetShape, readFacts, shapeOf } from './table-facts.js'
+import { type ClaimConfig, firstRow, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
+import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
@@ -54,77 +57,6 @@ export function withCronLease<T>(
     return Promise.reject(error)
   }
   return runLease(config, config.slot)
-}
-
-/** What a claim needs, checked: the coordinator builds one per task run, the tick entry points one per call. */
-export interface ClaimConfig {
-  readonly db: Queryable
-  readonly table: string
-  readonly jobName: string
-  readonly leaseMs: number
-  readonly holder: string
-  readonly logger: LeaseLogger | undefined
-  /** Send it as a named prepared statement where the driver allows it. */
-  readonly prepare: boolean
-  /** How far ahead of the database clock an occurrence may lie; undefined: 10% of the lease. */
-  readonly clockToleranceMs?: number | undefined
-}
-
-/** Everything one run of a tick needs, checked once. */
-export interface RunConfig<T> extends ClaimConfig {
-  readonly runTick: (ctx: LeaseContext) => Promise<T> | T
-  readonly keepAlive: KeepAlive | undefined
-  readonly record: boolean
-  /** The declared interval, if any. */
-  readonly everyMs: number | undefined
-}
-
-/**
- * Where one call stands in the job's schedule, as this replica's scheduler knows it: what the
- * claim is keyed on and what the winner stores. Instants are ms since the epoch; null is unknown.
- */
-export interface Slot {
-  /** The occurrence the call is for. */
-  readonly occurrence: number | null
-  /** When this replica's scheduler fires next, on this replica's clock. */
-  readonly nextOccurrence: number | null
-  /** The job's interval, for counting missed occurrences: declared, else the gap to the next occurrence. */
-  readonly intervalMs: number | null
-}
-
-/**
- * The slot of one call from what it was told, or null when it was told nothing (the claim is then
- * exactly the lease-only claim). With `everyMs` the next occurrence is one interval after this
- * one, or after now when none is named.
- */
-export function slotOf(
-  occurrence: number | null,
-  nextOccurrence: number | null,
-  everyMs: number | undefined,
-): Slot | null {
-  if (occurrence === null && nextOccurrence === null && everyMs === undefined) return null
-  const next = nextOccurrence ?? (everyMs === undefined ? null : (occurrence ?? Date.now()) + everyMs)
-  const gap = occurrence !== null && next !== null && next > occurrence ? next - occurrence : null
-  return { occurrence, nextOccurrence: next, intervalMs: everyMs ?? gap }
-}
-
-/**
- * A won claim, all its fences need: the claim it was made with, the token it is fenced on, when it
- * was sent (`monotonicMs()`), and whether the table can take the outcome record.
- */
-export interface Ticket {
-  readonly config: ClaimConfig
-  /** `claimed_at` as text with microseconds; null when the driver returned no row to read it from. */
-  readonly claimToken: string | null
-  readonly sentAt: number
-  /** Whether the table has the outcome columns; undefined when the reply did not say. */
-  readonly recordable: boolean | undefined
-  /** The occurrence the claim was keyed on, or null. */
-  readonly occurrence: Date | null
-  /** Occurrences that fell due unclaimed before this one (0 when unknown). */
-  readonly missed: number
-  /** The interval to record as the job's: the slot's, or null to let the table observe it. */
-  readonly intervalMs: number | null
 }
 
 /**
@@ -180,7 +112,7 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
   }
   return {
     leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'),
-    everyMs: checkMs(everyMs, 'leaseMs.everyMs', Number.MAX_SAFE_INTEGER),
+    everyMs: checkMs(everyMs, 'leaseMs.everyMs', MAX_INTERVAL_MS),
   }
 }
 
@@ -229,65 +161,58 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promi
   }
 }
 
-/** Which claim statement was sent: the lease alone, keyed on the occurrence, or keyed on an unknown shape. */
-type ClaimKind = 'lease' | 'keyed' | 'probing'
-
 /**
  * The claim step on its own: one statement, its result read, the outcome published. Shared by
  * runLease and leaseCoordinator (which runs no tick itself), so there is one claim path. The
  * config must already be checked. Resolves the ticket of a won claim, or null for a lost one; a
  * driver error or an unreadable result rejects.
  *
- * Without a slot it is the lease-only claim, exactly. With one, the statement depends on what is
- * known of the table: keyed on the occurrence once a won claim said the table has the columns;
- * before that, a claim that keeps to the occurrences others keyed and writes none itself, whose
- * win then keys itself with a second statement (once per process and table). A losing claim is
- * one statement on every shape.
+ * The statement is the one for the table's shape, known per handle (src/table-facts.ts): on the
+ * current shape the claim function, keyed on the slot's occurrence when it names one; on the
+ * original shape the original package's rule, the lease alone. A losing claim is one statement.
  */
 export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ticket | null> {
   if (slot !== null) checkGap(config, slot)
-  return send(config, slot, slot !== null && handleState(config.db).keyed.has(config.table))
+  const shape = shapeOf(config)
+  return shape instanceof Promise ? shape.then((known) => send(config, slot, known)) : send(config, slot, shape)
 }
 
-function send(config: ClaimConfig, slot: Slot | null, keyed: boolean): Promise<Ticket | null> {
+/**
+ * The parameters of the current shape's claim (see claimSql): a claim's ($9 NULL), or a
+ * catch-up's with its window. The next occurrence also goes as ms from now on this replica's
+ * clock, the duration the database adds to its own.
+ */
+export function claimParams(config: ClaimConfig, slot: Slot | null, wallMs: number, catchUpMs: number | null): unknown[] {
+  const { jobName, leaseMs, holder } = config
+  const next = slot?.nextOccurrence ?? null
+  return [
+    jobName,
+    leaseMs,
+    holder,
+    slot?.occurrence ?? null,
+    toleranceOf(config),
+    next === null ? null : next - wallMs,
+    next,
+    slot?.intervalMs ?? null,
+    catchUpMs,
+  ]
+}
+
+function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined): Promise<Ticket | null> {
   const { db, table, jobName, leaseMs, holder, prepare } = config
-  const state = tableState(table)
+  // A table not known to exist gets the original statement, whose refusal names the table.
+  const shape = known ?? 'original'
+  if (known === 'original') warnShape(table, config.logger)
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  let kind: ClaimKind = 'lease'
-  let statement = state.claim
-  let params: unknown[] = [jobName, leaseMs, holder]
-  if (slot !== null) {
-    const { occurrence } = slot
-    if (keyed) {
-      kind = 'keyed'
-      statement = state.occurrenceClaim
-      params = [
-        jobName,
-        leaseMs,
-        holder,
-        occurrence,
-        nextDueMs(slot, sentWallMs),
-        slot.intervalMs,
-        toleranceOf(config),
-        slot.nextOccurrence,
-      ]
-    } else if (occurrence !== null) {
-      kind = 'probing'
-      statement = state.probingClaim
-      params = [jobName, leaseMs, holder, occurrence, toleranceOf(config)]
-    }
-  }
-  return runStatement(db, statement, params, prepare).then(
-    (result) => readClaim(config, slot, kind, result, sentAt, sentWallMs),
+  const params = shape === 'current' ? claimParams(config, slot, sentWallMs, null) : [jobName, leaseMs, holder]
+  return runStatement(db, statementsOf(table, shape).claim, params, prepare).then(
+    (result) => readClaim(config, slot, shape, result, sentAt, sentWallMs),
     (error: unknown) => {
-      // The keyed claim names the occurrence columns, and this handle reached a table of that name
-      // without them (another database, another schema): Postgres refuses the text before running
-      // anything, so the claim is sent again as one that runs on every shape.
-      if (kind === 'keyed' && (error as { code?: unknown } | null)?.code === '42703') {
-        handleState(db).keyed.delete(table)
-        return send(config, slot, false)
-      }
+      // The table changed under this process (dropped and made again by an older tool): the shape
+      // is read again by the next claim. This one fails, loudly: a miss, never a guess.
+      const code = (error as { code?: unknown } | null)?.code
+      if (code === '42703' || code === '42883') forgetShape(db, table)
       return Promise.reject(missingTable(error, table))
     },
   )
@@ -296,11 +221,6 @@ function send(config: ClaimConfig, slot: Slot | null, keyed: boolean): Promise<T
 /** How far ahead of the database clock an occurrence may lie: the option, else 10% of the lease. */
 export function toleranceOf(config: ClaimConfig): number {
   return config.clockToleranceMs ?? Math.floor(config.leaseMs / 10)
-}
-
-/** The next occurrence as ms from `wallMs` on this replica's clock, the duration the database adds to its own. */
-export function nextDueMs(slot: Slot | null, wallMs: number): number | null {
-  return slot?.nextOccurrence == null ? null : slot.nextOccurrence - wallMs
 }
 
 /**
@@ -324,7 +244,7 @@ function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs
  * to make it; the driver's error stays as `cause`, and its `code` on the error. Any
  * other error is unchanged.
  */
-function missingTable(error: unknown, table: string): unknown {
+export function missingTable(error: unknown, table: string): unknown {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
   // Postgres names the relation as written (`relation "jobs.leases" does not exist`); a 42P01 about
   // another one (a trigger on the table naming a missing relation) is not this.
@@ -341,73 +261,35 @@ function missingTable(error: unknown, table: string): unknown {
   )
 }
 
-async function readClaim(
+function readClaim(
   config: ClaimConfig,
   slot: Slot | null,
-  kind: ClaimKind,
+  shape: Shape,
   result: unknown,
   sentAt: number,
   sentWallMs: number,
-): Promise<Ticket | null> {
+): Ticket | null | Promise<null> {
   const { table, jobName, leaseMs, holder, logger } = config
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
+  const keyed = shape === 'current' && slot?.occurrence != null
   if (!won) {
     publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
     logger?.debug?.(
-      kind === 'lease' || slot?.occurrence == null
-        ? `pg-cron-lease: '${jobName}' skipped: lease held by another replica`
-        : `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`,
+      keyed
+        ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
+        : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
     )
-    if (kind !== 'lease' && slot?.occurrence != null) await checkEarly(config, slot.occurrence)
-    return null
+    return keyed ? checkEarly(config, slot.occurrence as number).then(() => null) : null
   }
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
-  const known = handleState(config.db)
   if (clockOffsetMs !== null) {
-    known.clocks.set(table, { offsetMs: clockOffsetMs, at: monotonicMs() })
+    knowledgeOf(config.db, table).clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
     checkClock(table, jobName, clockOffsetMs, receivedWallMs - sentWallMs, leaseMs, logger)
   }
-  const row = firstRow(result)
-  const recordable = typeof row?.recordable === 'boolean' ? row.recordable : undefined
-  const occurrence = slot?.occurrence == null ? null : new Date(slot.occurrence)
-  const ticket = (missed: unknown): Ticket => ({
-    config,
-    claimToken,
-    sentAt,
-    recordable,
-    occurrence,
-    missed: countOf(missed),
-    intervalMs: slot?.intervalMs ?? null,
-  })
-  if (slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
-  if (kind === 'keyed') return ticket(row?.missed)
-  if (row?.keyed === true) known.keyed.add(table)
-  else if (row?.keyed === false && slot !== null) warnShape(table, logger, recordable === true)
-  // A claim won on a table whose occurrence columns it did not know of keys itself now, fenced on
-  // its token, before the tick runs: else a replica that keys its claims could run it again.
-  if (slot === null || row?.keyed !== true || claimToken === null) return ticket(0)
-  const keyed = await runStatement(
-    config.db,
-    tableState(table).keyClaim,
-    [jobName, claimToken, slot.occurrence, nextDueMs(slot, sentWallMs), slot.intervalMs, slot.nextOccurrence],
-    config.prepare,
-  )
-  const reading = readResult(keyed, jobName, 'keyed on its occurrence')
-  // No row: a keyed claim of this occurrence or a later one was made since; this run must not happen.
-  return reading.matched ? ticket(firstRow(keyed)?.missed) : null
-}
-
-function firstRow(result: unknown): Record<string, unknown> | undefined {
-  const row = (result as { rows?: unknown[] } | null)?.rows?.[0]
-  return typeof row === 'object' && row !== null ? (row as Record<string, unknown>) : undefined
-}
-
-/** A count from the database: a bigint arrives as text from most drivers. */
-function countOf(value: unknown): number {
-  const n = typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : 0
-  return Number.isSafeInteger(n) && n > 0 ? n : 0
+  if (keyed) clearWarning(table, `early:${jobName}`)
+  return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot)
 }
 
 /** How old this process's estimate of its clock against the database's may be before a loser asks again. */
@@ -416,30 +298,23 @@ export const CLOCK_CHECK_EVERY_MS = 60_000
 /**
  * A loser cannot tell from its empty reply whether the lease was held, the occurrence already run,
  * or the occurrence too early; only the last needs saying (this replica's clock runs fast, and it
- * will never run the job). The occurrence is judged against this replica's estimate of the
- * database clock, kept per table: every won claim refreshes it for free, and a replica that has
- * not won for a minute reads the database clock once (one read-only statement, at most once a
- * minute per table, however many jobs lose). A failure to read it says nothing either way.
+ * will never run the job). The occurrence is judged against this process's estimate of the
+ * database clock, kept per handle and table: every won claim refreshes it for free, and a replica
+ * that has not won for a minute reads the table's facts again (one read-only statement, at most
+ * once a minute per table, however many jobs lose). A failure to read them says nothing either way.
  */
 async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
-  const { db, table, jobName, logger, prepare } = config
-  const state = tableState(table)
-  const { clocks } = handleState(db)
-  let clock = clocks.get(table)
-  if (clock === undefined || monotonicMs() - clock.at >= CLOCK_CHECK_EVERY_MS) {
-    const sentWallMs = Date.now()
-    let text: unknown
+  const { db, table, jobName, logger } = config
+  const known = knowledgeOf(db, table)
+  if (known.clock === undefined || monotonicMs() - known.clock.at >= CLOCK_CHECK_EVERY_MS) {
     try {
-      text = firstRow(await runStatement(db, state.clockRead, [], prepare))?.checked_at
+      await readFacts(config, known)
     } catch {
       return
     }
-    const offsetMs = typeof text === 'string' ? clockOffset(text, sentWallMs, Date.now()) : null
-    if (offsetMs === null) return
-    clock = { offsetMs, at: monotonicMs() }
-    clocks.set(table, clock)
   }
-  const aheadMs = occurrence - (Date.now() - clock.offsetMs)
+  if (known.clock === undefined) return
+  const aheadMs = occurrence - (Date.now() - known.clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) return clearWarning(table, `early:${jobName}`)
   warnOnce(table, `early:${jobName}`, () =>

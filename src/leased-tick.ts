@@ -5,11 +5,12 @@
  */
 import { claimCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { runClaimed, runConfig, runLease, slotOf } from './lease.js'
+import { runClaimed, runConfig, runLease } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
 import { schedulerSlot } from './scheduler-slot.js'
+import { slotOf } from './ticket.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
 /**

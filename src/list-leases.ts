@@ -5,6 +5,7 @@
 import { formatValue } from './format-value.js'
 import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
+import { shapeOf } from './table-facts.js'
 import { listLeasesSql } from './sql.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
@@ -81,10 +82,11 @@ export interface LeaseInfo {
    */
   everyMs: number | null
   /**
-   * Not paused, and late by the database clock at `checkedAt`: its next due time (`nextDueAt`)
-   * passed with no claim since, longer ago than the grace (`overdueGraceMs`). While no next due
-   * time is known: not claimed for longer than `everyMs × overdueFactor`, and always `false` while
-   * `everyMs` is unknown too.
+   * Not paused, and later than its due time by more than the grace, by the database clock at
+   * `checkedAt`. Its due time is `nextDueAt` (passed with no claim since, whenever it was stored),
+   * or, while none is stored, its last claim plus `everyMs`; with neither, never overdue. The grace
+   * is `overdueGraceMs`, else `overdueFactor − 1` intervals of at most a minute each (see
+   * {@link ListLeasesOptions}).
    */
   overdue: boolean
   /** The scheduled time of the latest occurrence claimed, as the scheduler named it; `null` if none. */
@@ -110,14 +112,15 @@ export interface LeaseInfo {
  */
 export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
   /**
-   * For a job with no next due time known: it is overdue when not claimed for
-   * `everyMs × overdueFactor`. Default: 2. At least 1.
+   * How many grace units past its due time a job may be before it is overdue, plus one: the
+   * grace, when `overdueGraceMs` is not given, is `overdueFactor − 1` times the job's interval, at
+   * most a minute ({@link DEFAULT_OVERDUE_GRACE_MS}; a minute while the interval is unknown).
+   * Default: 2, one unit. At least 1 (no grace).
    */
   overdueFactor?: number
   /**
-   * For a job with a next due time: how long it may pass unclaimed before the job is overdue, in
-   * ms. Default: the job's interval, at most a minute ({@link DEFAULT_OVERDUE_GRACE_MS}), or a
-   * minute while the interval is unknown.
+   * How long past its due time a job may go unclaimed before it is overdue, in ms, whatever the
+   * factor. Default: see `overdueFactor`.
    */
   overdueGraceMs?: number
 }
@@ -133,22 +136,17 @@ export const DEFAULT_OVERDUE_GRACE_MS = 60_000
 export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'
 
 /**
- * The grace a job with a due time is judged with: `graceMs` when given, else the job's interval, at
- * most {@link DEFAULT_OVERDUE_GRACE_MS} (which it is while the interval is unknown).
+ * The grace a job is judged with, the one rule for every job: `graceMs` when given, else
+ * `overdueFactor − 1` times the job's interval, at most {@link DEFAULT_OVERDUE_GRACE_MS} (which it
+ * is while the interval is unknown).
  */
-export function overdueGrace(everyMs: number | null, graceMs: number | undefined): number {
-  return graceMs ?? Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
+export function overdueGrace(everyMs: number | null, graceMs: number | undefined, overdueFactor: number): number {
+  return graceMs ?? (overdueFactor - 1) * Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
 }
 
-/**
- * Whether `lease` is judged overdue by its due time rather than by its interval: it has a due time
- * later than its last claim (see listLeasesSql). Compared as text, which sorts as time: both are
- * ISO-8601 UTC with microseconds.
- */
-export function judgedByDueTime<L extends Pick<LeaseInfo, 'nextDueAt' | 'claimedAt'>>(
-  lease: L,
-): lease is L & { nextDueAt: string } {
-  return lease.nextDueAt !== null && lease.nextDueAt > lease.claimedAt
+/** Whether `lease`'s due time is the one its last claim stored, rather than its last claim plus its interval. */
+export function judgedByDueTime<L extends Pick<LeaseInfo, 'nextDueAt'>>(lease: L): lease is L & { nextDueAt: string } {
+  return lease.nextDueAt !== null
 }
 
 /**
@@ -171,7 +169,11 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
   checkQueryable(db)
   const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
 
-  const result = (await runStatement(db, listLeasesSql(table), [], false)) as { rows?: unknown } | null | undefined
+  const shape = (await shapeOf({ db, table, prepare: false })) ?? 'original'
+  const result = (await runStatement(db, listLeasesSql(table, shape), [], false)) as
+    | { rows?: unknown }
+    | null
+    | undefined
   const rows = result?.rows
   if (!Array.isArray(rows)) {
     throw new TypeError(
@@ -208,7 +210,9 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
   if (lastOutcome !== null && lastOutcome !== 'ok' && lastOutcome !== 'error') bad('last_outcome')
   const everyMs = numberOrNull('every_ms')
   const paused = flag('paused')
+  // How late the job is at checkedAt: past its stored due time, or past its last claim plus its interval.
   const sinceDueMs = numberOrNull('since_due_ms')
+  const lateMs = sinceDueMs ?? (everyMs === null ? null : number('since_claim_ms') - everyMs)
   return {
     jobName: text('job_name'),
     holder: textOrNull('holder'),
@@ -224,11 +228,7 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     lastSuccessAt: textOrNull('last_success_at'),
     everyMs,
     // Judged on the database's own difference of two of its timestamps, never this process's clock.
-    overdue:
-      !paused &&
-      (sinceDueMs !== null
-        ? sinceDueMs > overdueGrace(everyMs, graceMs)
-        : everyMs !== null && number('since_claim_ms') > everyMs * overdueFactor),
+    overdue: !paused && lateMs !== null && lateMs > overdueGrace(everyMs, graceMs, overdueFactor),
     paused,
     pausedUntil: paused ? text('paused_until') : null,
     lastOccurrence: textOrNull('last_occurrence'),

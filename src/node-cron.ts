@@ -3,12 +3,14 @@
  * validates everything when it is made, so a wiring mistake throws at startup.
  */
 import { claimCatchUp } from './catch-up.js'
-import { monotonicMs } from './context.js'
-import { claim, type Slot, type Ticket } from './lease.js'
+import { monotonicMs } from './clock.js'
+import { claim } from './lease.js'
+import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
-import { describeError, recordOutcome, type Settled, warn } from './outcome.js'
+import { describeError, recordOutcome, type Settled } from './outcome.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { coordinatorKeySlot } from './scheduler-slot.js'
+import type { Slot, Ticket } from './ticket.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**

@@ -10,7 +10,7 @@
  * checked (see {@link compileOptions}): a tick that passes the same bag every minute pays a read and
  * a comparison, not a validation.
  */
-import { MAX_LEASE_MS } from './presets.js'
+import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
 import type { KeepAlive, LeaseLogger } from './types.js'
 import {
@@ -85,11 +85,12 @@ export const OPTIONS = {
   keepAlive: row(RUNS, (value, name, { leaseMs }): KeepAlive | undefined => checkKeepAlive(value, leaseMs, name)),
   prepare: row([...CLAIMS, 'catchUp'], (value, name): boolean => checkBoolean(value, name, true)),
   record: row([...CLAIMS, 'catchUp'], (value, name): boolean => checkBoolean(value, name, true)),
+  // null means none, as for every optional option that has no default of its own.
   everyMs: row(RUNS, (value, name): number | undefined =>
-    value === undefined ? undefined : checkMs(value, name, Number.MAX_SAFE_INTEGER),
+    value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS),
   ),
   clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
-    if (value === undefined) return undefined
+    if (value == null) return undefined
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_LEASE_MS) {
       fail(name, `a whole number of milliseconds from 0 to ${MAX_LEASE_MS}`, value)
     }
@@ -176,34 +177,12 @@ const KEYS = Object.fromEntries(
   ]),
 ) as unknown as Record<EntryPoint, readonly OptionName[]>
 
-const PER_CALL = Object.fromEntries(
-  ALL.map((entry) => [entry, KEYS[entry].map((key) => (OPTIONS[key] as OptionRow<unknown>).perCall === true)]),
-) as unknown as Record<EntryPoint, readonly boolean[]>
-
-// One compiled bag per user bag and entry point. Keyed by the bag itself, so a bag the caller drops
-// is dropped here too; the lease length is kept beside it, as keepAlive's check depends on it.
-interface Seen {
-  leaseMs: number
-  /** What was read of the bag: its own keys, and each accepted key's value in key order. */
-  own: string[]
-  raw: unknown[]
-  options: Compiled
-}
-const NO_BAG: Partial<Record<EntryPoint, Map<number, Compiled>>> = {}
-
-/** How many checked bags are remembered per entry point, the most recent first. */
-const RECENT_BAGS = 8
-const RECENT: Partial<Record<EntryPoint, Seen[]>> = {}
-
 /**
  * The options of `entry`, checked and with their defaults, as one frozen object. `opts` is read
  * once a call (its own keys, and the value of each key the entry point takes), so a Proxy trap
  * that throws is reported as this argument and a getter cannot give the check one value and the
- * use another. A bag that reads the same as one of the last few checked for this entry point (the
- * same own keys, and the same value by `Object.is` for every key) reuses that result: the same
- * object passed on every tick, and an inline `{ table, holder }` written anew on every tick, both
- * pay a read and a comparison, not a validation. A bag changed since is checked again; a nested
- * object (keepAlive, logger) is compared by identity, so replace it rather than change it in place.
+ * use another. Nothing is cached: checking a bag costs about a microsecond against a claim's
+ * round trip, and a bag changed between calls is simply checked again (see docs/performance.md).
  *
  * `null` is no options, as the original package took it; an unknown key is a typo, and a typo must
  * not fall back to a default.
@@ -214,90 +193,31 @@ export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, na
 
 /**
  * {@link compileOptions} for an entry point that takes per-call options (an occurrence): the
- * cached bag, and those values checked for this call. The bag's own options are checked first.
+ * compiled bag, and those values checked for this call. The bag's own options are checked first.
  */
 export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): CallOptions {
-  const keys = optionsOf(entry)
-  const perCall = PER_CALL[entry]
-  if (opts === undefined || opts === null)
-    return { options: defaults(entry, leaseMs, name), occurrence: null, nextOccurrence: null }
+  if (opts === undefined || opts === null) return { options: build(entry, {}, [], leaseMs, name), ...NO_OCCURRENCE }
   if (typeof opts !== 'object') return fail(name, 'an object', opts)
-  const raw: unknown[] = new Array(keys.length)
-  const options = compileRead(entry, opts, leaseMs, name, raw)
-  let occurrence: number | null = null
-  let nextOccurrence: number | null = null
-  for (let i = 0; i < keys.length; i++) {
-    if (!perCall[i] || raw[i] === undefined) continue
-    const key = keys[i] as OptionName
-    const value = (OPTIONS[key] as OptionRow<number | null>).check(raw[i], `${name}.${key}`, { leaseMs })
-    if (key === 'occurrence') occurrence = value
-    else nextOccurrence = value
-  }
-  return { options, occurrence, nextOccurrence }
-}
-
-function defaults(entry: EntryPoint, leaseMs: number, name: string): Compiled {
-  let byLease = NO_BAG[entry]
-  if (byLease === undefined) {
-    byLease = new Map()
-    NO_BAG[entry] = byLease
-  }
-  let options = byLease.get(leaseMs)
-  if (options === undefined) {
-    options = build(entry, {}, [], leaseMs, name)
-    // A coordinator's leases can be many lengths; a few hundred defaults are nothing to keep.
-    if (byLease.size >= 256) byLease.clear()
-    byLease.set(leaseMs, options)
-  }
-  return options
-}
-
-// Reads `opts` once into `raw` (every key the entry point takes, in order) and returns its
-// compiled bag, from the recent ones when it reads the same as one of them.
-function compileRead(entry: EntryPoint, opts: object, leaseMs: number, name: string, raw: unknown[]): Compiled {
   const keys = optionsOf(entry)
-  const perCall = PER_CALL[entry]
+  const bag: Record<string, unknown> = {}
   let own: string[]
-  let array = false
-  let recent = RECENT[entry]
-  if (recent === undefined) {
-    recent = []
-    RECENT[entry] = recent
-  }
+  let array: boolean
   try {
     // Every look at a revoked Proxy throws, Array.isArray included.
     array = Array.isArray(opts)
     own = array ? [] : Object.keys(opts)
-    for (let i = 0; i < keys.length; i++) raw[i] = (opts as Record<string, unknown>)[keys[i] as string]
+    for (const key of keys) bag[key] = (opts as Record<string, unknown>)[key]
   } catch {
     return fail(name, 'an object whose properties can be read', opts)
   }
   if (array) return fail(name, 'an object', opts)
-  for (let i = 0; i < recent.length; i++) {
-    const seen = recent[i] as Seen
-    if (sameRead(seen, leaseMs, own, raw, perCall)) {
-      // The bag in use comes first again, so the next call finds it at once.
-      if (i > 0) {
-        recent.splice(i, 1)
-        recent.unshift(seen)
-      }
-      return seen.options
-    }
-  }
-  const bag: Record<string, unknown> = {}
-  for (let i = 0; i < keys.length; i++) bag[keys[i] as string] = raw[i]
   const options = build(entry, bag, own, leaseMs, name)
-  recent.unshift({ leaseMs, own, raw, options })
-  if (recent.length > RECENT_BAGS) recent.pop()
-  return options
+  const at = (key: 'occurrence' | 'nextOccurrence') =>
+    bag[key] == null ? null : (OPTIONS[key] as OptionRow<number | null>).check(bag[key], `${name}.${key}`, { leaseMs })
+  return { options, occurrence: at('occurrence'), nextOccurrence: at('nextOccurrence') }
 }
 
-function sameRead(seen: Seen, leaseMs: number, own: string[], raw: unknown[], perCall: readonly boolean[]): boolean {
-  if (seen.leaseMs !== leaseMs || seen.own.length !== own.length) return false
-  for (let i = 0; i < own.length; i++) if (seen.own[i] !== own[i]) return false
-  for (let i = 0; i < raw.length; i++) if (!perCall[i] && !Object.is(seen.raw[i], raw[i])) return false
-  return true
-}
+const NO_OCCURRENCE = { occurrence: null, nextOccurrence: null } as const
 
 function build(entry: EntryPoint, bag: Record<string, unknown>, own: string[], leaseMs: number, name: string) {
   const keys = optionsOf(entry)

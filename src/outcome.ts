@@ -2,11 +2,10 @@
  * Recording how a won tick ended, in the lease row's outcome columns, so `listLeases`, `status` and
  * `check` can tell a failing or overdue job from a healthy one.
  */
-import type { Ticket } from './lease.js'
+import { warn } from './log.js'
 import { runStatement } from './query.js'
-import { DEFAULT_TABLE } from './sql.js'
-import { tableState, warnOnce } from './state.js'
-import type { LeaseLogger } from './types.js'
+import { statementsOf } from './state.js'
+import type { Ticket } from './ticket.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */
 export type Settled = { outcome: 'ok' } | { outcome: 'error'; error: unknown } | { outcome: 'unknown' }
@@ -47,23 +46,20 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   const { db, table, jobName, logger, prepare } = ticket.config
   const { claimToken } = ticket
   if (claimToken === null) return
-  // Nothing may name a column the table lacks: inside a caller's transaction the refusal would
-  // be a failed statement, and the claim told us the shape for free. A reply that did not say
-  // (undefined) is tried, and a table without the columns is known by its refusal (42703).
-  if (ticket.recordable === false) return warnShape(table, logger, false)
+  // The original shape has no outcome columns; the table's shape warning already said so.
+  if (ticket.shape !== 'current') return
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
   const send = (text: string | null) =>
     runStatement(
       db,
-      tableState(table).record,
+      statementsOf(table, 'current').record,
       [jobName, claimToken, durationMs, outcome, text, everyMs ?? null],
       prepare,
     )
   try {
     await send(errorText)
   } catch (error) {
-    if ((error as { code?: unknown } | null)?.code === '42703') return warnShape(table, logger, false)
     // A failed run must never be left reading as the last run's 'ok'. Text the database cannot
     // store (a character its encoding lacks, 22P05, or cannot take at all, 22021) is the one cause
     // the run can fix, so the outcome is written again with the message in plain ASCII. Any other
@@ -80,35 +76,6 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
     }
     warn(logger, `pg-cron-lease: could not record the outcome of '${jobName}' in ${table}: ${firstLine(error)}`)
   }
-}
-
-/**
- * The one warning per table per process (src/state.ts) that the table lacks optional columns,
- * whichever feature found out first: `recordable` says whether it has the outcome columns (then
- * only the occurrence columns are missing).
- */
-export function warnShape(table: string, logger: LeaseLogger | undefined, recordable: boolean): void {
-  const lacking = recordable
-    ? 'lacks the occurrence columns, so claims that name an occurrence are decided by the lease alone'
-    : 'has the original shape, so the outcome of each run is not recorded and claims that name an occurrence are decided by the lease alone'
-  warnOnce(table, 'shape', () =>
-    warn(
-      logger,
-      `pg-cron-lease: ${table} ${lacking}; run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add the ` +
-        'columns: each takes effect from the next won claim, with no restart',
-    ),
-  )
-}
-
-/** The command that upgrades `table`, as an operator would type it. */
-export function migrateCommand(table: string): string {
-  return `pg-cron-lease migrate${table === DEFAULT_TABLE ? '' : ` --table ${table}`}`
-}
-
-/** `logger.warn`, else `console.warn`: a warning nobody sees would make a silent miss again. */
-export function warn(logger: LeaseLogger | undefined, message: string): void {
-  if (typeof logger?.warn === 'function') logger.warn(message)
-  else console.warn(message)
 }
 
 /**

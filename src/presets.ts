@@ -11,6 +11,15 @@ import { formatValue } from './format-value.js'
 export const MAX_LEASE_MS = 2_147_483_647
 
 /**
+ * The longest interval a job may declare (`everyMs`), in ms: ten years of 365.25 days. The next
+ * due time is stored from it, and every time the library stores must read back as a `Date`.
+ *
+ * @example
+ * withCronLease(pool, 'decennial', LEASE.DAILY, run, { everyMs: MAX_INTERVAL_MS }) // the longest accepted
+ */
+export const MAX_INTERVAL_MS = 315_576_000_000
+
+/**
  * Lease lengths for common schedules, in milliseconds. Each is a little under the interval
  * (about 80%): long enough that a replica whose timer fires late, or whose clock is off, still
  * finds the occurrence taken; short enough that the lease has expired by the next occurrence.

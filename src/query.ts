@@ -3,7 +3,8 @@
  * prepared statements, so the server parses and plans each once per connection instead of on
  * every tick; everything else, and every other driver, sends plain parameterised text.
  */
-import { isUnprepared, markUnprepared, type Statement } from './state.js'
+import { releaseSavepointSql, rollbackToSavepointSql, savepointSql } from './sql.js'
+import { handleState, type Statement } from './state.js'
 import type { Queryable, QueryResultLike } from './types.js'
 
 // A pooler that does not track protocol-level prepared statements (PgBouncer before 1.21 in
@@ -53,7 +54,7 @@ export function runStatement(
     if (status === 'T') return underSavepoint(db, text, params)
     // In a failed transaction every statement is refused; there is nothing left to protect.
     if (status !== 'I') return Promise.resolve(db.query(text, params))
-    if (!prepare || typeof statement === 'string' || isUnprepared(db) || !isPg(db)) {
+    if (!prepare || typeof statement === 'string' || handleState(db).unprepared || !isPg(db)) {
       return Promise.resolve(db.query(text, params))
     }
     const named = db as unknown as {
@@ -63,7 +64,7 @@ export function runStatement(
       if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error
       // Such a handle stays unprepared for the life of the process: the pooler in front of it will
       // not start keeping prepared statements.
-      markUnprepared(db)
+      handleState(db).unprepared = true
       return db.query(text, params)
     })
   } catch (error) {
@@ -94,15 +95,15 @@ let savepoints = 0
 function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
   savepoints = (savepoints % 1_000_000_000) + 1
   const name = `pg_cron_lease_${savepoints}`
-  const opened = Promise.resolve(db.query(`SAVEPOINT ${name}`, []))
+  const opened = Promise.resolve(db.query(savepointSql(name), []))
   // Its outcome is read on the failure path only; it must not be reported as unhandled.
   opened.catch(() => {})
   return Promise.resolve(db.query(text, params)).then(
-    (result) => Promise.resolve(db.query(`RELEASE SAVEPOINT ${name}`, [])).then(() => result),
+    (result) => Promise.resolve(db.query(releaseSavepointSql(name), [])).then(() => result),
     (error: unknown) => {
       const undo = () => {
-        const rolledBack = Promise.resolve(db.query(`ROLLBACK TO SAVEPOINT ${name}`, []))
-        const released = Promise.resolve(db.query(`RELEASE SAVEPOINT ${name}`, []))
+        const rolledBack = Promise.resolve(db.query(rollbackToSavepointSql(name), []))
+        const released = Promise.resolve(db.query(releaseSavepointSql(name), []))
         rolledBack.catch(() => {})
         return released
       }

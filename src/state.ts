@@ -1,34 +1,21 @@
 /**
  * What the library remembers between calls, all of it in this one file, each with its bound:
  *
- * - per table (process-wide, by table name): the statements built for it, each with its prepared
- *   statement name, and the warnings already given about it (once per table per process, whatever
- *   handle reached it). At most {@link TABLES} tables; past that the one used least recently is
+ * - per handle (a pool, client or adapter object), in a WeakMap, so an ended and dropped pool takes
+ *   its state with it: for each table it reached, the table's shape and when it was read, and this
+ *   process's clock offset against the database; and whether a pooler in front of it refused a
+ *   prepared statement, after which it is sent plain text for good. At most {@link TABLES} tables
+ *   a handle. A handle made anew for every call (a `pg.Client` per tick) knows nothing and reads
+ *   the table's shape on each call: one catalog statement more per call.
+ * - per table name and shape (process-wide): the statements built for it, each with its prepared
+ *   statement name; and per table name the warnings already given about it (once per table per
+ *   process, whatever handle reached it). At most {@link TABLES} of each; past that the oldest is
  *   dropped, and built again, warnings included, if it comes back.
- * - per handle (a pool, client or adapter object): whether a pooler in front of it refused a
- *   prepared statement, after which it is sent plain text for good; which of its tables have the
- *   occurrence columns, and its clock offset per table ({@link handleState}, at most TABLES tables
- *   each). Held in WeakMaps, so an ended and dropped pool takes its state with it.
  * - per process: the job names already accepted by the checks, at most {@link NAMES} (the set is
  *   emptied when full), so the few names that come back on every tick are looked up, not checked.
- *
- * What is known of a table's shape comes from won claims' replies, which say it for free (see
- * claimSql): whether it can take the outcome record is read from each, and whether it has the
- * occurrence columns is kept per handle once a reply said so, so an upgrade is seen from the next
- * won claim on, with no restart and no shape probe.
  */
 import { createHash } from 'node:crypto'
-import {
-  catchUpSql,
-  claimSql,
-  clockSql,
-  extendSql,
-  keyClaimSql,
-  occurrenceClaimSql,
-  probingClaimSql,
-  recordOutcomeSql,
-  renewSql,
-} from './sql.js'
+import { claimSql, recordOutcomeSql, renewSql, type Shape, tableFactsSql } from './sql.js'
 
 /** One statement's text and the name it is prepared under. */
 export interface Statement {
@@ -37,136 +24,110 @@ export interface Statement {
   readonly name: string
 }
 
-/** What is kept for one table. */
-export interface TableState {
+/** The hot statements of one table of one shape. */
+export interface Statements {
   readonly claim: Statement
   readonly renew: Statement
-  readonly extend: Statement
+  /** The outcome record; the current shape only. */
   readonly record: Statement
-  readonly occurrenceClaim: Statement
-  readonly probingClaim: Statement
-  readonly keyClaim: Statement
-  readonly catchUp: Statement
-  /** One reading of the database clock. */
-  readonly clockRead: Statement
-  /** The warnings given for this table: the key says what each was about (a job name, or a topic). */
-  readonly warned: Set<string>
-  /** When it was last used, on the use counter. */
-  usedAt: number
 }
 
-/** How many tables are remembered at once. */
+/** How many tables are remembered at once, per handle and process-wide. */
 export const TABLES = 100
 
 /** How many accepted job names are remembered at once. */
 export const NAMES = 1000
 
-const tables = new Map<string, TableState>()
+/** The one catalog statement, with its prepared name. */
+export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
-/** The state of `table`, built on first use. */
-export function tableState(table: string): TableState {
-  let state = tables.get(table)
-  if (state !== undefined) {
-    // Marked, not moved: this runs on every claim, and the eviction below is what pays to find
-    // the least recently used.
-    state.usedAt = ++uses
-    return state
-  }
-  state = {
-    claim: statement(claimSql(table)),
-    renew: statement(renewSql(table)),
-    extend: statement(extendSql(table)),
+const built = new Map<string, Statements>()
+
+/** The statements for `table` of `shape`, built on first use. */
+export function statementsOf(table: string, shape: Shape): Statements {
+  const key = `${shape}:${table}`
+  let statements = built.get(key)
+  if (statements !== undefined) return statements
+  statements = {
+    claim: statement(claimSql(table, shape)),
+    renew: statement(renewSql(table, shape)),
     record: statement(recordOutcomeSql(table)),
-    occurrenceClaim: statement(occurrenceClaimSql(table)),
-    probingClaim: statement(probingClaimSql(table)),
-    keyClaim: statement(keyClaimSql(table)),
-    catchUp: statement(catchUpSql(table)),
-    clockRead: statement(clockSql()),
-    warned: new Set(),
-    usedAt: ++uses,
   }
-  if (tables.size >= TABLES) {
-    let oldest: string | undefined
-    let oldestAt = Number.POSITIVE_INFINITY
-    for (const [name, { usedAt }] of tables) {
-      if (usedAt < oldestAt) {
-        oldest = name
-        oldestAt = usedAt
-      }
-    }
-    tables.delete(oldest as string)
-  }
-  tables.set(table, state)
-  return state
+  // The one built first goes: a process with more than TABLES tables rebuilds what comes back.
+  if (built.size >= TABLES) built.delete(built.keys().next().value as string)
+  built.set(key, statements)
+  return statements
 }
-
-// A use counter, for telling which table was used least recently.
-let uses = 0
 
 function statement(text: string): Statement {
   return Object.freeze({ text, name: `pg_cron_lease_${createHash('sha256').update(text).digest('hex').slice(0, 24)}` })
 }
 
+const warned = new Map<string, Set<string>>()
+
 /**
  * Gives `warning` once per table per process: `about` names what it is about (a job for a
- * per-job warning, a topic for a per-table one). `clear` ends a condition (a clock back in sync),
- * so the same warning is given again if it returns.
+ * per-job warning, a topic for a per-table one). {@link clearWarning} ends a condition (a clock
+ * back in sync), so the same warning is given again if it returns.
  */
 export function warnOnce(table: string, about: string, warning: () => void): void {
-  const { warned } = tableState(table)
-  if (warned.has(about)) return
-  warned.add(about)
+  let given = warned.get(table)
+  if (given === undefined) {
+    if (warned.size >= TABLES) warned.delete(warned.keys().next().value as string)
+    given = new Set()
+    warned.set(table, given)
+  }
+  if (given.has(about)) return
+  given.add(about)
   warning()
 }
 
 /** Ends a condition {@link warnOnce} warned about. */
 export function clearWarning(table: string, about: string): void {
-  tables.get(table)?.warned.delete(about)
+  warned.get(table)?.delete(about)
 }
 
-/**
- * What one handle (a pool, client or adapter) has learnt of the tables it reached. Kept per handle,
- * not per table name: one process may reach two databases, or two schemas through search_path,
- * whose tables of one name have different shapes or clocks.
- */
+/** What one handle knows of one table. */
+export interface TableKnowledge {
+  /** The shape, as last read; undefined until read (or while the table does not exist). */
+  shape: Shape | undefined
+  /** When the shape was last read (monotonic ms). */
+  readAt: number
+  /** A read in flight, so claims racing the first use send one catalog statement, not one each. */
+  reading: Promise<Shape | undefined> | undefined
+  /** This process's clock minus the database's, as last estimated, and when (monotonic ms). */
+  clock: { offsetMs: number; at: number } | undefined
+}
+
+/** What one handle knows: see the top of this file. */
 export interface HandleState {
-  /**
-   * The tables a won claim through this handle said have the occurrence columns: only to those is
-   * a statement sent that names them. A claim refused for a missing column (42703) unlearns it.
-   */
-  readonly keyed: Set<string>
-  /**
-   * This process's clock minus the database's, per table, as last estimated (a won claim, or a
-   * loser's read of the clock), and when (monotonic ms): what a losing keyed claim judges its
-   * occurrence by.
-   */
-  readonly clocks: Map<string, { offsetMs: number; at: number }>
+  readonly tables: Map<string, TableKnowledge>
+  /** A pooler in front of it refused a prepared statement: plain text from now on. */
+  unprepared: boolean
 }
 
 const handles = new WeakMap<object, HandleState>()
 
-/** The state of handle `db`, made on first use; each of its sets holds at most {@link TABLES} tables. */
+/** The state of handle `db`, made on first use. */
 export function handleState(db: object): HandleState {
   let state = handles.get(db)
   if (state === undefined) {
-    state = { keyed: new Set(), clocks: new Map() }
+    state = { tables: new Map(), unprepared: false }
     handles.set(db, state)
   }
-  if (state.keyed.size > TABLES) state.keyed.clear()
-  if (state.clocks.size > TABLES) state.clocks.clear()
   return state
 }
 
-const unprepared = new WeakSet<object>()
-
-/** Marks `db` as behind a pooler that refuses prepared statements: plain text from now on. */
-export function markUnprepared(db: object): void {
-  unprepared.add(db)
-}
-
-/** Whether `db` has fallen back to plain text for good. */
-export function isUnprepared(db: object): boolean {
-  return unprepared.has(db)
+/** What handle `db` knows of `table`, made on first use. */
+export function knowledgeOf(db: object, table: string): TableKnowledge {
+  const { tables } = handleState(db)
+  let known = tables.get(table)
+  if (known === undefined) {
+    if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
+    known = { shape: undefined, readAt: 0, reading: undefined, clock: undefined }
+    tables.set(table, known)
+  }
+  return known
 }
 
 const acceptedNames = new Set<string>()

@@ -6,7 +6,7 @@
 import type pg from 'pg'
 import { escapeControls } from '../escape.js'
 import { type LeaseInfo, listLeases } from '../list-leases.js'
-import { clockSql } from '../sql.js'
+import { tableFactsParams, tableFactsSql } from '../sql.js'
 import { BIN } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { connectionTarget } from './connect.js'
@@ -20,10 +20,11 @@ export const check: Command = {
   optionHelp: { json: 'Print the verdict as JSON (the exit code is the same)' },
   details:
     'Checks every job in the table, or only those named with --job. A job is unhealthy when:\n' +
-    '  OVERDUE        its next due time passed with no claim since, longer ago than the grace\n' +
-    '                 ("OVERDUE: due <time>, not claimed for …"); or, while no next due time is\n' +
-    '                 known, it has not been claimed for its interval × the overdue factor\n' +
-    '                 ("OVERDUE: last claimed … ago, every …");\n' +
+    '  OVERDUE        it is later than its due time by more than the grace. Its due time is the\n' +
+    '                 next due time its last claim stored ("OVERDUE: due <time>, not claimed for\n' +
+    '                 …"), or, with none stored, its last claim plus its interval ("OVERDUE: last\n' +
+    '                 claimed … ago, every …"). The grace is --grace, else (--overdue-factor − 1)\n' +
+    '                 × the interval, at most a minute each (factor 2: one interval, at most 1m);\n' +
     '  FAILING        its last recorded run failed (until a run ends ok);\n' +
     '  NEVER CLAIMED  it was named with --job but has no row: never claimed, or a typo.\n' +
     'A paused job is never overdue, but a paused job whose last run failed is still FAILING:\n' +
@@ -41,7 +42,7 @@ export const check: Command = {
     const target = connectionTarget(values.url, context.env)
     const result = await context.connect(target, { command: 'check', table }, async (client) => {
       const leases = await listLeases(client, leaseQuery(values))
-      const checkedAt = leases[0]?.checkedAt ?? (await databaseClock(client))
+      const checkedAt = leases[0]?.checkedAt ?? (await databaseClock(client, table))
       return checkJobs({ leases, jobs, table, overdueFactor, graceMs, checkedAt })
     })
     context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
@@ -50,9 +51,9 @@ export const check: Command = {
 }
 
 /** The database clock now, as the library prints timestamps; what an empty table is checked at. */
-async function databaseClock(client: pg.Client): Promise<string> {
-  // An empty table carries no clock reading of its own.
-  return (await client.query(clockSql())).rows[0].checked_at
+async function databaseClock(client: pg.Client, table: string): Promise<string> {
+  // An empty table carries no clock reading of its own; the table's facts carry one.
+  return (await client.query(tableFactsSql(), tableFactsParams(table))).rows[0].checked_at
 }
 
 /** What `check --json` prints. */

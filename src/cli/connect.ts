@@ -5,7 +5,7 @@
  * host:port/database, and a URL refused as malformed is echoed with its passwords masked.
  */
 import type pg from 'pg'
-import { migrateCommand } from '../outcome.js'
+import { migrateCommand } from '../log.js'
 import { BIN } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 

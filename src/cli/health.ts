@@ -1,7 +1,7 @@
 /**
  * Whether a job is healthy, as `status` marks it and `check` judges it: FAILING when its last
- * recorded run failed, OVERDUE when listLeases says so (its next due time passed unclaimed for
- * longer than the grace or, with no due time known, not claimed for `everyMs × overdueFactor`),
+ * recorded run failed, OVERDUE when listLeases says so (later than its due time, the stored one or
+ * its last claim plus its interval, by more than the grace: --grace, else the factor's),
  * PAUSED while a pause holds it. Every age is the difference of two database timestamps.
  *
  * Choices, documented in the help and in docs/operations.md:
@@ -11,7 +11,7 @@
  *   that is unhealthy too: a job that never ran is the miss a check exists to catch;
  * - an overdue job's line names the rule that found it, the due time that passed unclaimed and for
  *   how long, or the last claim and the interval, so its reader knows which option moves the line
- *   (--grace or --overdue-factor).
+ *   (--grace, or --overdue-factor for the default grace).
  */
 import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, overdueGrace } from '../list-leases.js'
 import type { Values } from './args.js'
@@ -55,18 +55,14 @@ export interface Rules {
 export function judge(lease: LeaseInfo, { overdueFactor, graceMs }: Rules): JobHealth {
   const failing = lease.lastOutcome === 'error'
   const reasons: string[] = []
+  const grace = `grace ${duration(overdueGrace(lease.everyMs, graceMs, overdueFactor))}`
   if (lease.overdue && judgedByDueTime(lease)) {
-    // listLeases judges by the due time whenever it is later than the last claim: this rule found it.
     const late = msBetween(lease.checkedAt, lease.nextDueAt)
-    reasons.push(
-      `OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (grace ${duration(graceOf(lease, graceMs))})`,
-    )
+    reasons.push(`OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (${grace})`)
   } else if (lease.overdue) {
-    // overdue implies a known interval; the age is checkedAt minus the last claim.
+    // With no stored due time, overdue implies a known interval: the due time is the last claim plus it.
     const every = lease.everyMs === null ? '' : `, every ${duration(lease.everyMs)}`
-    reasons.push(
-      `OVERDUE: last claimed ${ago(msBetween(lease.checkedAt, lease.claimedAt))}${every} (factor ${overdueFactor})`,
-    )
+    reasons.push(`OVERDUE: last claimed ${ago(msBetween(lease.checkedAt, lease.claimedAt))}${every} (${grace})`)
   }
   if (failing) {
     const when = lease.lastFinishedAt === null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
@@ -84,14 +80,6 @@ export function judge(lease: LeaseInfo, { overdueFactor, graceMs }: Rules): JobH
     paused: lease.paused,
     reason: healthy ? null : reasons.join('; '),
   }
-}
-
-/**
- * The grace a job with a due time was judged with: the one given, else listLeases' default (the
- * job's interval, at most a minute; a minute while the interval is unknown).
- */
-export function graceOf(lease: LeaseInfo, graceMs: number | undefined): number {
-  return overdueGrace(lease.everyMs, graceMs)
 }
 
 export function neverClaimed(jobName: string, table: string): JobHealth {

@@ -3,7 +3,7 @@
  * which of the two it did (or that there was nothing to do).
  */
 import type pg from 'pg'
-import { createTableSql, quoteTable, upgradeTableSql } from '../sql.js'
+import { createTableSql, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
 import { BIN } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { connectionTarget } from './connect.js'
@@ -26,13 +26,14 @@ export const migrate: Command = {
   async run(values, context) {
     const { table } = values
     const target = connectionTarget(values.url, context.env)
-    const { before, after } = await context.connect(target, { command: 'migrate', table }, async (client) => {
-      const before = await columnCount(client, table)
+    const { before, after, wasCurrent } = await context.connect(target, { command: 'migrate', table }, async (client) => {
+      const before = await facts(client, table)
       await client.query(createTableSql(table))
       await client.query(upgradeTableSql(table))
-      return { before, after: (await columnCount(client, table)) ?? 0 }
+      const after = await facts(client, table)
+      return { before: before.columns, after: after.columns ?? 0, wasCurrent: before.current }
     })
-    context.out(describeMigration({ table, where: target.label, before, after }, context.paint))
+    context.out(describeMigration({ table, where: target.label, before, after, wasCurrent }, context.paint))
     return EXIT.OK
   },
 }
@@ -44,23 +45,23 @@ export interface Migration {
   where: string
   before: number | null
   after: number
+  /** Whether the table was of the current shape already (columns and claim function). */
+  wasCurrent: boolean
 }
 
 /** The line migrate prints: created, upgraded (with how many columns it added) or up to date. */
-export function describeMigration({ table, where, before, after }: Migration, paint: Paint): string {
+export function describeMigration({ table, where, before, after, wasCurrent }: Migration, paint: Paint): string {
   if (before === null) return `${paint.green('Created')} table ${table} in ${where}.\n`
   if (after > before) {
     const added = after - before
     return `${paint.green('Upgraded')} table ${table} in ${where}: added ${added} ${added === 1 ? 'column' : 'columns'} for outcomes, pauses and occurrence keys.\n`
   }
+  if (!wasCurrent) return `${paint.green('Upgraded')} table ${table} in ${where}: added its claim function.\n`
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }
 
-/** The table's number of columns, or null when it does not exist. */
-async function columnCount(client: pg.Client, table: string): Promise<number | null> {
-  const { rows } = await client.query(
-    'SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped)::int AS n, to_regclass($1) IS NULL AS missing',
-    [quoteTable(table)],
-  )
-  return rows[0].missing ? null : rows[0].n
+/** The table's number of columns (null when it does not exist), and whether it is of the current shape. */
+async function facts(client: pg.Client, table: string): Promise<{ columns: number | null; current: boolean }> {
+  const { rows } = await client.query(tableFactsSql(), tableFactsParams(table))
+  return { columns: rows[0].exists ? rows[0].columns : null, current: rows[0].current === true }
 }

@@ -14,12 +14,27 @@ export interface Call {
   params: unknown[]
 }
 
-export function standIn(answer: (call: Call) => unknown = () => WIN) {
+/** Whether a call is the catalog read of the table's facts (its shape and the database clock). */
+export const isFacts = (call: Call): boolean => call.text.startsWith('SELECT to_regclass($1::text) IS NOT NULL AS exists')
+
+/**
+ * A stand-in pool. The read of the table's facts is answered here, as a table of `shape` would
+ * answer it (default: the current shape), and kept apart in `facts`, so `calls` holds what the
+ * library sends once it knows the table.
+ */
+export function standIn(answer: (call: Call) => unknown = () => WIN, shape: 'current' | 'original' | 'missing' = 'current') {
   const calls: Call[] = []
+  const facts: Call[] = []
   return {
     calls,
+    facts,
     query(text: string, params: unknown[]): Promise<any> {
       const call = { text, params }
+      if (isFacts(call)) {
+        facts.push(call)
+        const row = { exists: shape !== 'missing', columns: 4, current: shape === 'current', checked_at: new Date().toISOString() }
+        return Promise.resolve({ rowCount: 1, rows: [row] })
+      }
       calls.push(call)
       return Promise.resolve().then(() => answer(call))
     },

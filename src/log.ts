@@ -1,0 +1,35 @@
+/**
+ * Where the library's warnings go, and the ones it gives about a table. A leaf beside the state:
+ * every module may warn without importing the modules that run claims.
+ */
+import { DEFAULT_TABLE } from './sql.js'
+import { warnOnce } from './state.js'
+import type { LeaseLogger } from './types.js'
+
+/** `logger.warn`, else `console.warn`: a warning nobody sees would make a silent miss again. */
+export function warn(logger: LeaseLogger | undefined, message: string): void {
+  if (typeof logger?.warn === 'function') logger.warn(message)
+  else console.warn(message)
+}
+
+/** The command that upgrades `table`, as an operator would type it. */
+export function migrateCommand(table: string): string {
+  return `pg-cron-lease migrate${table === DEFAULT_TABLE ? '' : ` --table ${table}`}`
+}
+
+/**
+ * The one warning per table per process that the table is not of the current shape, so it is used
+ * as the original package uses it: claims are decided by the lease alone, and outcomes are not
+ * recorded.
+ */
+export function warnShape(table: string, logger: LeaseLogger | undefined): void {
+  warnOnce(table, 'shape', () =>
+    warn(
+      logger,
+      `pg-cron-lease: ${table} is not of the current shape (columns or its claim function are missing), so it is ` +
+        'used as the original package uses it: claims are decided by the lease alone (occurrences are not kept) and ' +
+        `outcomes are not recorded; run \`${migrateCommand(table)}\` (or upgradeTableSql()) to upgrade it: replicas ` +
+        'see it within a minute, with no restart',
+    ),
+  )
+}
