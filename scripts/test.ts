@@ -43,12 +43,16 @@ const REPORTER = [
   '--test-reporter-destination=stdout',
 ]
 
+// Every test is bounded, and a file whose test left a loop or a timer running still ends: a test
+// that hangs fails in minutes, never holds the suite.
+const BOUNDS = ['--test-timeout=120000', '--test-force-exit']
+
 let code = 1
 try {
   code = await new Promise<number>((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-concurrency=1', ...REPORTER, ...files],
+      ['--import', 'tsx', '--test', '--test-concurrency=1', ...BOUNDS, ...REPORTER, ...files],
       {
         stdio: 'inherit',
       },

@@ -143,7 +143,7 @@ export async function release(db: Queryable, jobName: string, opts?: JobOptions)
  * transaction, and one statement more is nothing for an operation an operator runs by hand.
  */
 async function requireShape(db: Queryable, table: string, doing: string | undefined): Promise<Shape> {
-  const shape = await readFacts({ db, table, prepare: false })
+  const shape = await readFacts({ db, table })
   if (shape === undefined) {
     throw new Error(
       `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
@@ -152,7 +152,7 @@ async function requireShape(db: Queryable, table: string, doing: string | undefi
   }
   if (shape !== 'current' && doing !== undefined) {
     throw new Error(
-      `pg-cron-lease: ${doing} needs the columns of the current shape, which ${table} lacks: run ` +
+      `pg-cron-lease: ${doing} needs columns that ${table} lacks (those of the current shape): run ` +
         `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
     )
   }

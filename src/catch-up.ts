@@ -5,6 +5,7 @@
 import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { claimParams, missingTable, runClaimed, runConfig } from './lease.js'
+import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
 import { runStatement } from './query.js'
@@ -66,8 +67,10 @@ export async function catchUp<T>(
  * and the shape's warning says so.
  */
 export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: Slot | null): Promise<Ticket | null> {
-  const { db, table, jobName, holder, prepare } = config
-  if ((await shapeOf(config)) !== 'current') return null
+  const { db, table, jobName, holder, logger, prepare } = config
+  const shape = await shapeOf(config)
+  if (shape === 'original') warnShape(table, logger)
+  if (shape !== 'current') return null
   const sentAt = monotonicMs()
   const params = claimParams(config, slot, Date.now(), withinMs)
   let result: unknown

@@ -169,7 +169,7 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
   checkQueryable(db)
   const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
 
-  const shape = (await shapeOf({ db, table, prepare: false })) ?? 'original'
+  const shape = (await shapeOf({ db, table })) ?? 'original'
   const result = (await runStatement(db, listLeasesSql(table, shape), [], false)) as
     | { rows?: unknown }
     | null

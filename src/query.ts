@@ -93,6 +93,23 @@ let savepoints = 0
  * could not be made (the transaction had failed before) is not rolled back to.
  */
 function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
+  // One library statement at a time per client: a RELEASE of one savepoint also releases every
+  // savepoint made after it, so a second call's savepoint opened in between would be gone when its
+  // own RELEASE came, and that RELEASE would fail and abort the caller's transaction.
+  const turn = (inFlight.get(db) ?? Promise.resolve()).then(() => savepointed(db, text, params))
+  inFlight.set(
+    db,
+    turn.then(
+      () => {},
+      () => {},
+    ),
+  )
+  return turn
+}
+
+const inFlight = new WeakMap<object, Promise<void>>()
+
+function savepointed(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
   savepoints = (savepoints % 1_000_000_000) + 1
   const name = `pg_cron_lease_${savepoints}`
   const opened = Promise.resolve(db.query(savepointSql(name), []))

@@ -12,14 +12,16 @@ import { knowledgeOf, TABLE_FACTS, type TableKnowledge } from './state.js'
 import { firstRow } from './ticket.js'
 import type { Queryable } from './types.js'
 
-/** How long a shape other than the current one is taken as known before it is read again. */
-export const SHAPE_READ_EVERY_MS = 60_000
+/**
+ * How long a shape other than the current one is taken as known before it is read again: a minute.
+ * A field, not a constant, so a test of an upgrade need not wait a minute for it.
+ */
+export const SHAPE_READ = { everyMs: 60_000 }
 
 /** Who asks, and how: the part of a claim's config the read needs. */
 interface Asking {
   readonly db: Queryable
   readonly table: string
-  readonly prepare: boolean
 }
 
 /**
@@ -30,7 +32,7 @@ interface Asking {
 export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | undefined> {
   const known = knowledgeOf(asking.db, asking.table)
   if (known.shape === 'current') return known.shape
-  if (known.shape === 'original' && monotonicMs() - known.readAt < SHAPE_READ_EVERY_MS) return known.shape
+  if (known.shape === 'original' && monotonicMs() - known.readAt < SHAPE_READ.everyMs) return known.shape
   return readFacts(asking, known)
 }
 
@@ -43,10 +45,11 @@ export function readFacts(
   asking: Asking,
   known = knowledgeOf(asking.db, asking.table),
 ): Promise<Shape | undefined> {
-  const { db, table, prepare } = asking
+  const { db, table } = asking
   if (known.reading !== undefined) return known.reading
   const sentWallMs = Date.now()
-  const reading = runStatement(db, TABLE_FACTS, tableFactsParams(table), prepare).then(
+  // Plain text: a statement sent once per handle gains nothing from a prepared plan.
+  const reading = runStatement(db, TABLE_FACTS, tableFactsParams(table), false).then(
     (result) => {
       known.reading = undefined
       const row = firstRow(result)

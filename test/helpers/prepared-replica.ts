@@ -14,7 +14,7 @@ import diagnostics from 'node:diagnostics_channel'
 import { createInterface } from 'node:readline'
 import pg from 'pg'
 import { CHANNELS, type RenewMessage, withCronLease } from '../../src/index.ts'
-import { isUnprepared } from '../../src/state.ts'
+import { handleState } from '../../src/state.ts'
 import { recordRun } from './occurrences.ts'
 
 /** What the replica prints when it is done. */
@@ -106,6 +106,6 @@ lines.close()
 for (let round = 0; round < rounds; round++) {
   await Promise.all(Array.from({ length: clients }, (_, client) => claimRound(round, client)))
 }
-report.unprepared = isUnprepared(pool)
+report.unprepared = handleState(pool).unprepared
 await pool.end()
 console.log(JSON.stringify(report))

@@ -161,7 +161,7 @@ describe('missed counting', () => {
 })
 
 describe('what a process knows of a table is kept per handle', () => {
-  test('two schemas whose tables share a name, one upgraded and one not: both claim, neither errs', async () => {
+  test('two schemas whose tables share a name, one upgraded and one not: both claim; a handle moved between them fails one claim, then reads the shape again', async () => {
     const suffix = randomBytes(4).toString('hex')
     const [upgraded, original] = [`occ_new_${suffix}`, `occ_old_${suffix}`]
     await pool.query(`CREATE SCHEMA ${upgraded}; CREATE SCHEMA ${original}`)
@@ -183,8 +183,9 @@ describe('what a process knows of a table is kept per handle', () => {
         assert.equal((await withCronLease(b, 'job', 1, () => 1, opts(slot - (3 - i) * MINUTE))).ran, true)
         await new Promise((resolve) => setTimeout(resolve, 5))
       }
-      // One connection, so the handle that learnt the upgraded table then meets the other one by
-      // the same name: its keyed claim is refused (42703) once, and it falls back at once.
+      // One connection, so the handle that knows the upgraded table then meets the other one by
+      // the same name: that claim names a function the other schema lacks and fails, loudly, with
+      // nothing run (a miss, never a guess); the next claim reads the shape again and runs.
       const moved = await testPool({
         connectionString: url,
         max: 1,
@@ -194,6 +195,12 @@ describe('what a process knows of a table is kept per handle', () => {
         assert.equal((await withCronLease(moved, 'job2', 1, () => 1, opts(slot - 2 * MINUTE))).ran, true)
         await moved.query(`SET search_path = ${original}`)
         await new Promise((resolve) => setTimeout(resolve, 5))
+        let ran = 0
+        await assert.rejects(
+          withCronLease(moved, 'job2', 1, () => ran++, opts(slot - MINUTE)),
+          (error: { code?: string }) => error.code === '42883',
+        )
+        assert.equal(ran, 0, 'the failed claim ran nothing')
         assert.equal((await withCronLease(moved, 'job2', 1, () => 1, opts(slot - MINUTE))).ran, true)
       } finally {
         await moved.end()

@@ -1,8 +1,8 @@
 /**
  * Upgrading a table of the original shape while replicas claim with occurrences: before, the lease
  * alone decides (one warning per table and process, no error); `upgradeTableSql` runs while they
- * fire; from the first claim won after it the occurrence keys are in force, with no restart and no
- * error; and a caller's transaction goes through all of it whole.
+ * fire; once each process reads the shape again (at most a minute later) the occurrence keys are in
+ * force, with no restart and no error; and a caller's transaction goes through all of it whole.
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
 import { expireLease, testPool } from '../../dev/postgres.ts'
 import { quoteTable, upgradeTableSql, withCronLease } from '../../src/index.ts'
+import { SHAPE_READ } from '../../src/table-facts.ts'
 import {
   asAnotherProcess,
   clockOffsetMs,
@@ -45,9 +46,14 @@ async function claimFrom(replica: Replica, occurrence: number): Promise<boolean>
 const shapeWarnings = (replica: Replica) => replica.log.warns.filter((w) => w.includes('pg-cron-lease migrate'))
 
 describe('upgrading the table while replicas claim with occurrences', () => {
-  test('lease alone before, keys in force from the first claim won after the upgrade, no restart, no error', {
+  test('lease alone before, keys in force once each process reads the shape again after the upgrade, no restart, no error', {
     timeout: 60_000,
   }, async (t) => {
+    // A process reads the shape of a table that is not current again once a minute; here, a second.
+    SHAPE_READ.everyMs = 1000
+    t.after(() => {
+      SHAPE_READ.everyMs = 60_000
+    })
     const table = await originalShapeTable(admin, 'occupgrade')
     const runs = await fleetRunsTable(admin)
     const offset = await clockOffsetMs(admin)
@@ -113,11 +119,11 @@ describe('upgrading the table while replicas claim with occurrences', () => {
         assert.equal(group.flatMap(shapeWarnings).length, 1, 'no more warnings about the shape')
       }
 
-      // From the first run claimed after the upgrade on, every run is of a later occurrence
-      // than the one before it: each claim was keyed.
+      // From one read interval after the upgrade on, every run is of a later occurrence than the
+      // one before it: each claim was keyed.
       const { rows } = await admin.query(
         `SELECT (extract(epoch FROM occurrence) * 1000)::float8 AS slot, holder FROM ${runs}
-         WHERE claimed_at > $1::timestamptz ORDER BY claimed_at`,
+         WHERE claimed_at > $1::timestamptz + interval '1.1 seconds' ORDER BY claimed_at`,
         [upgradedAt],
       )
       const after = rows.map((r) => Number(r.slot))

@@ -107,7 +107,7 @@ describe("fromPostgresJs prepares exactly when the postgres.js instance's prepar
         assert.deepEqual(await withCronLease(db, job, 60_000, () => 'twice', { table }), { ran: false, result: null })
         assert.deepEqual(
           await preparedHere(one),
-          expected ? [claimSql(table), recordOutcomeSql(table), renewSql(table)].sort() : [],
+          expected ? [claimSql(table, 'current'), recordOutcomeSql(table), renewSql(table, 'current')].sort() : [],
         )
       } finally {
         await one.end({ timeout: 5 })

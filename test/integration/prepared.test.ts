@@ -28,8 +28,8 @@ import {
   type RenewMessage,
   withCronLease,
 } from '../../src/index.ts'
-import { claimSql, extendSql, recordOutcomeSql, renewSql } from '../../src/sql.ts'
-import { isUnprepared } from '../../src/state.ts'
+import { claimSql, recordOutcomeSql, renewSql } from '../../src/sql.ts'
+import { handleState } from '../../src/state.ts'
 import { finished } from '../helpers/child.ts'
 import { runsTable } from '../helpers/occurrences.ts'
 import type { ReplicaReport } from '../helpers/prepared-replica.ts'
@@ -58,9 +58,9 @@ async function preparedTexts(db: pg.Pool | pg.Client): Promise<string[]> {
   return rows.map((r) => r.statement)
 }
 
-const hot = (t: string) => [claimSql(t), extendSql(t), recordOutcomeSql(t), renewSql(t)].sort()
+const hot = (t: string) => [claimSql(t, 'current'), recordOutcomeSql(t), renewSql(t, 'current')].sort()
 /** What a connection holds after one won claim: the claim and the statement recording its outcome. */
-const afterWin = (t: string) => [claimSql(t), recordOutcomeSql(t)].sort()
+const afterWin = (t: string) => [claimSql(t, 'current'), recordOutcomeSql(t)].sort()
 
 /** Resolves at the next keep-alive beat of `jobName` that renewed (bounded). */
 function nextBeat(jobName: string): Promise<void> {
@@ -114,7 +114,7 @@ describe('with pg and the default options, the hot statements are prepared', () 
     try {
       await claimRenewBeatLose(pool, table)
       assert.deepEqual(await preparedTexts(pool), hot(table))
-      assert.equal(isUnprepared(pool), false)
+      assert.equal(handleState(pool).unprepared, false)
     } finally {
       await pool.end()
     }
@@ -149,12 +149,12 @@ describe('with pg and the default options, the hot statements are prepared', () 
       assert.deepEqual(report, { rounds: 100, single: 100, none: 0, violations: 0 })
       for (const c of clients) {
         const texts = await preparedTexts(c)
-        assert.ok(texts.includes(claimSql(raceTable)), 'each claimant sent the prepared claim')
+        assert.ok(texts.includes(claimSql(raceTable, 'current')), 'each claimant sent the prepared claim')
         assert.ok(
           texts.every((text) => afterWin(raceTable).includes(text)),
           'and, having won, the outcome record',
         )
-        assert.equal(isUnprepared(c), false)
+        assert.equal(handleState(c).unprepared, false)
       }
       await admin.query(`DROP TABLE ${quoteTable(raceTable)}`)
     } finally {
@@ -277,7 +277,7 @@ describe('a refused prepared statement on a direct connection is retried as plai
           outcome,
           first === 'a winning claim' ? { ran: true, result: true } : { ran: false, result: null },
         )
-        assert.equal(isUnprepared(client), true)
+        assert.equal(handleState(client).unprepared, true)
         await claimRenewBeatLose(client, table)
         assert.deepEqual(await preparedTexts(client), [], 'nothing was prepared after the fallback')
       } finally {
@@ -301,7 +301,7 @@ describe('a refused prepared statement on a direct connection is retried as plai
         { table },
       )
       assert.deepEqual(outcome, { ran: true, result: true })
-      assert.equal(isUnprepared(pool), true)
+      assert.equal(handleState(pool).unprepared, true)
     } finally {
       await pool.end()
     }
@@ -322,7 +322,7 @@ describe('a refused prepared statement on a direct connection is retried as plai
         await expireLease(admin, ddlTable)
         await claimRenewBeatLose(pool, ddlTable)
       }
-      assert.equal(isUnprepared(pool), false, 'the server planned the statements again; nothing was refused')
+      assert.equal(handleState(pool).unprepared, false, 'the server planned the statements again; nothing was refused')
     } finally {
       await admin.query(`DROP TABLE IF EXISTS ${t}`)
       await pool.end()
