@@ -55,6 +55,7 @@ function dynamicModule(options: Provider, imports: ModuleMetadata['imports'] = [
  * })
  * class AppModule {}
  */
+// biome-ignore lint/complexity/noStaticOnlyClass: Nest knows a module by its class, with forRoot() on it
 export class PgCronLeaseModule {
   /**
    * The module with its options given as a value.

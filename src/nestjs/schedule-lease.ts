@@ -57,9 +57,13 @@ export function scheduleOf(fn: object): Schedule | null {
  * finds it taken even without occurrence keys, short enough to end before the next one. Why only
  * 64 fires: the `cron` package takes about a millisecond a fire, and the 20% left over absorbs an
  * hour's DST shift for any gap of five hours or more. Null for a job that fires once (a Date).
+ * `from` (a date of the job's, in its zone) is where the fires are listed from; default its next.
  */
-export function cronLeaseMs(job: CronPackageJob): number | null {
-  let at = job.nextDate()
+export function cronLeaseMs(
+  job: CronPackageJob,
+  from: ReturnType<CronPackageJob['nextDate']> = job.nextDate(),
+): number | null {
+  let at = from
   let previous = at.toMillis()
   let shortest = Number.POSITIVE_INFINITY
   for (let i = 0; i < GAP_FIRES; i++) {
