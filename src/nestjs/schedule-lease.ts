@@ -40,7 +40,8 @@ export function scheduleOf(fn: object): Schedule | null {
   const name = Reflect.getMetadata(SCHEDULER_NAME, fn) as string | undefined
   switch (type) {
     case SchedulerType.CRON:
-      return { kind: 'cron', name, options: Reflect.getMetadata(SCHEDULE_CRON_OPTIONS, fn) as CronMetadata }
+      const options = Reflect.getMetadata(SCHEDULE_CRON_OPTIONS, fn) as CronMetadata
+      return { kind: 'cron', name: options?.name ?? name, options }
     case SchedulerType.INTERVAL:
       return { kind: 'interval', name, ms: Number(Reflect.getMetadata(SCHEDULE_INTERVAL_OPTIONS, fn)?.timeout) }
     case SchedulerType.TIMEOUT:
