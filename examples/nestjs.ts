@@ -23,7 +23,9 @@ class Jobs {
   @Cron('* * * * * *', { name: 'example:nestjs-cron' }) // the job name, and the lease's
   @Leased() // the lease: 80% of the gap, 800 ms; the occurrence: this fire's slot
   async report(ctx: LeaseContext) {
-    console.log(`ran ${ctx.jobName} #${++runs} for ${ctx.occurrence?.toISOString()} (missed ${ctx.missed})`)
+    console.log(
+      `ran ${ctx.jobName} #${++runs} for ${ctx.occurrence?.toISOString()} (missed ${ctx.missed})`,
+    )
   }
 
   @Interval('example:nestjs-interval', 1000)

@@ -206,15 +206,13 @@ describe("importing 'pg-cron-lease' loads no NestJS package", () => {
   })
 
   const built = existsSync(`${root}dist/index.mjs`) && existsSync(`${root}dist/nestjs.mjs`)
-  test(
-    'the build, by import and by require: none; its nestjs entry: @nestjs/common',
-    { skip: !built && !CI && 'no dist/: run npm run build' },
-    () => {
-      assert.ok(built, 'dist/ is missing: CI builds before it tests')
-      assert.deepEqual(loaded(`${root}dist/index.mjs`), [])
-      assert.deepEqual(loaded(`${root}dist/index.cjs`), [])
-      assert.ok(loaded(`${root}dist/nestjs.mjs`).some((f) => f.includes('/@nestjs/common/')))
-      assert.ok(loaded(`${root}dist/nestjs.cjs`).some((f) => f.includes('/@nestjs/common/')))
-    },
-  )
+  test('the build, by import and by require: none; its nestjs entry: @nestjs/common', {
+    skip: !built && !CI && 'no dist/: run npm run build',
+  }, () => {
+    assert.ok(built, 'dist/ is missing: CI builds before it tests')
+    assert.deepEqual(loaded(`${root}dist/index.mjs`), [])
+    assert.deepEqual(loaded(`${root}dist/index.cjs`), [])
+    assert.ok(loaded(`${root}dist/nestjs.mjs`).some((f) => f.includes('/@nestjs/common/')))
+    assert.ok(loaded(`${root}dist/nestjs.cjs`).some((f) => f.includes('/@nestjs/common/')))
+  })
 })
