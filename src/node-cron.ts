@@ -7,8 +7,8 @@ import { monotonicMs } from './context.js'
 import { claim, type Slot, type Ticket } from './lease.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled, warn } from './outcome.js'
-import type { LeaseOptions, Queryable } from './types.js'
 import { coordinatorKeySlot } from './scheduler-slot.js'
+import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
