@@ -39,9 +39,11 @@ export function scheduleOf(fn: object): Schedule | null {
   const type = Reflect.getMetadata(SCHEDULER_TYPE, fn) as SchedulerType | undefined
   const name = Reflect.getMetadata(SCHEDULER_NAME, fn) as string | undefined
   switch (type) {
-    case SchedulerType.CRON:
+    case SchedulerType.CRON: {
+      // Cron's name lives in its options too: the one the module gives an unnamed job is set there.
       const options = Reflect.getMetadata(SCHEDULE_CRON_OPTIONS, fn) as CronMetadata
       return { kind: 'cron', name: options?.name ?? name, options }
+    }
     case SchedulerType.INTERVAL:
       return { kind: 'interval', name, ms: Number(Reflect.getMetadata(SCHEDULE_INTERVAL_OPTIONS, fn)?.timeout) }
     case SchedulerType.TIMEOUT:

@@ -86,59 +86,57 @@ async function startApp(providers: (new (...args: never[]) => object)[], table: 
 }
 
 describe('two Nest applications: each occurrence runs exactly once across both', () => {
-  test(
-    'a per-second @Cron, 20 occurrences, each run once, and an @Interval once per interval',
-    { timeout: 60_000 },
-    async () => {
-      const table = await freshTable(pool, 'nest')
-      runs = await runsTable()
-      const apps = [await startApp([Jobs], table, 'app-a'), await startApp([Jobs], table, 'app-b')]
-      try {
-        // The first whole second after both started, then 20 more.
-        await delay(21_500)
-      } finally {
-        await Promise.all(apps.map((a) => a.stop()))
-      }
-      const cron = await pool.query(
-        `SELECT (extract(epoch FROM occurrence) * 1000)::float8 AS ms, count(*)::int AS n, min(holder) AS holder
+  test('a per-second @Cron, 20 occurrences, each run once, and an @Interval once per interval', {
+    timeout: 60_000,
+  }, async () => {
+    const table = await freshTable(pool, 'nest')
+    runs = await runsTable()
+    const apps = [await startApp([Jobs], table, 'app-a'), await startApp([Jobs], table, 'app-b')]
+    try {
+      // The first whole second after both started, then 20 more.
+      await delay(21_500)
+    } finally {
+      await Promise.all(apps.map((a) => a.stop()))
+    }
+    const cron = await pool.query(
+      `SELECT (extract(epoch FROM occurrence) * 1000)::float8 AS ms, count(*)::int AS n, min(holder) AS holder
          FROM "${runs}" WHERE job = 'nest:cron' GROUP BY occurrence ORDER BY occurrence`,
-      )
-      const occurrences = cron.rows.map((r) => Number(r.ms))
-      const detail = JSON.stringify(cron.rows)
-      assert.ok(occurrences.length >= 20, `at least 20 occurrences: ${detail}`)
-      assert.deepEqual(
-        cron.rows.filter((r) => r.n !== 1),
-        [],
-        `an occurrence run more than once: ${detail}`,
-      )
-      // Consecutive whole seconds: none missed, none that is not a slot of the schedule.
-      assert.deepEqual(
-        occurrences.filter((ms, i) => ms % 1000 !== 0 || (i > 0 && ms - occurrences[i - 1]! !== 1000)),
-        [],
-        detail,
-      )
-      assert.deepEqual(new Set(cron.rows.map((r) => r.holder)).size > 0, true)
+    )
+    const occurrences = cron.rows.map((r) => Number(r.ms))
+    const detail = JSON.stringify(cron.rows)
+    assert.ok(occurrences.length >= 20, `at least 20 occurrences: ${detail}`)
+    assert.deepEqual(
+      cron.rows.filter((r) => r.n !== 1),
+      [],
+      `an occurrence run more than once: ${detail}`,
+    )
+    // Consecutive whole seconds: none missed, none that is not a slot of the schedule.
+    assert.deepEqual(
+      occurrences.filter((ms, i) => ms % 1000 !== 0 || (i > 0 && ms - occurrences[i - 1]! !== 1000)),
+      [],
+      detail,
+    )
+    assert.deepEqual(new Set(cron.rows.map((r) => r.holder)).size > 0, true)
 
-      // The interval names no occurrence: one run per interval, none two within half an interval.
-      const interval = await pool.query(
-        `SELECT occurrence, (extract(epoch FROM at) * 1000)::float8 AS ms FROM "${runs}" WHERE job = 'Jobs.everyInterval' ORDER BY at`,
-      )
-      const at = interval.rows.map((r) => Number(r.ms))
-      const gaps = at.slice(1).map((ms, i) => Math.round(ms - at[i]!))
-      assert.ok(at.length >= 19, `at least 19 interval runs: ${JSON.stringify(gaps)}`)
-      assert.deepEqual(
-        interval.rows.filter((r) => r.occurrence !== null),
-        [],
-      )
-      assert.deepEqual(
-        gaps.filter((gap) => gap < 500 || gap >= 1500),
-        [],
-        `one run per interval: ${JSON.stringify(gaps)}`,
-      )
-      const row = await pool.query(`SELECT every_ms FROM "${table}" WHERE job_name = 'Jobs.everyInterval'`)
-      assert.equal(Number(row.rows[0].every_ms), 1000, 'the interval is declared')
-    },
-  )
+    // The interval names no occurrence: one run per interval, none two within half an interval.
+    const interval = await pool.query(
+      `SELECT occurrence, (extract(epoch FROM at) * 1000)::float8 AS ms FROM "${runs}" WHERE job = 'Jobs.everyInterval' ORDER BY at`,
+    )
+    const at = interval.rows.map((r) => Number(r.ms))
+    const gaps = at.slice(1).map((ms, i) => Math.round(ms - at[i]!))
+    assert.ok(at.length >= 19, `at least 19 interval runs: ${JSON.stringify(gaps)}`)
+    assert.deepEqual(
+      interval.rows.filter((r) => r.occurrence !== null),
+      [],
+    )
+    assert.deepEqual(
+      gaps.filter((gap) => gap < 500 || gap >= 1500),
+      [],
+      `one run per interval: ${JSON.stringify(gaps)}`,
+    )
+    const row = await pool.query(`SELECT every_ms FROM "${table}" WHERE job_name = 'Jobs.everyInterval'`)
+    assert.equal(Number(row.rows[0].every_ms), 1000, 'the interval is declared')
+  })
 })
 
 describe('a replica whose event loop is blocked past a whole interval', () => {
