@@ -1,7 +1,6 @@
 /**
  * NestJS (@nestjs/schedule) on the pg-cron-lease/nestjs subpath: import the module, put @Leased()
- * beside @Cron or @Interval, and each fire runs on one replica only (docs/nestjs.md).
- *
+ * beside @Cron or @Interval, and each fire runs on one replica only (docs/nestjs.md):
  *   DATABASE_URL=postgres://... npx tsx --tsconfig examples/tsconfig.json examples/nestjs.ts
  *
  * Start it in two terminals: each second exactly one of them prints "ran" for each job. It stops
@@ -17,21 +16,21 @@ import { Leased, PgCronLeaseModule } from 'pg-cron-lease/nestjs'
 
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 let runs = 0
+const ran = (ctx: LeaseContext, slot = '') =>
+  console.log(`ran ${ctx.jobName} #${++runs}${slot} (missed ${ctx.missed})`)
 
 @Injectable()
 class Jobs {
   @Cron('* * * * * *', { name: 'example:nestjs-cron' }) // the job name, and the lease's
   @Leased() // the lease: 80% of the gap, 800 ms; the occurrence: this fire's slot
   async report(ctx: LeaseContext) {
-    console.log(
-      `ran ${ctx.jobName} #${++runs} for ${ctx.occurrence?.toISOString()} (missed ${ctx.missed})`,
-    )
+    ran(ctx, ` for ${ctx.occurrence?.toISOString()}`)
   }
 
   @Interval('example:nestjs-interval', 1000)
   @Leased() // forInterval(1000): the lease, and the interval declared
   async sweep(ctx: LeaseContext) {
-    console.log(`ran ${ctx.jobName} #${++runs} (missed ${ctx.missed})`)
+    ran(ctx)
   }
 }
 
