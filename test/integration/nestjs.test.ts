@@ -92,15 +92,18 @@ describe('two Nest applications: each occurrence runs exactly once across both',
     const table = await freshTable(pool, 'nest')
     runs = await runsTable()
     const apps = [await startApp([Jobs], table, 'app-a'), await startApp([Jobs], table, 'app-b')]
+    // Counted from the second after both are up: starting an application holds the event loop
+    // of the process, and a fire held past its whole interval names the later slot, by design.
+    const from = Math.ceil(Date.now() / 1000) * 1000 + 1000
     try {
-      // The first whole second after both started, then 20 more.
-      await delay(21_500)
+      await delay(from - Date.now() + 20_500)
     } finally {
       await Promise.all(apps.map((a) => a.stop()))
     }
     const cron = await pool.query(
       `SELECT (extract(epoch FROM occurrence) * 1000)::float8 AS ms, count(*)::int AS n, min(holder) AS holder
-         FROM "${runs}" WHERE job = 'nest:cron' GROUP BY occurrence ORDER BY occurrence`,
+         FROM "${runs}" WHERE job = 'nest:cron' AND occurrence >= $1 GROUP BY occurrence ORDER BY occurrence`,
+      [new Date(from)],
     )
     const occurrences = cron.rows.map((r) => Number(r.ms))
     const detail = JSON.stringify(cron.rows)
@@ -116,11 +119,11 @@ describe('two Nest applications: each occurrence runs exactly once across both',
       [],
       detail,
     )
-    assert.deepEqual(new Set(cron.rows.map((r) => r.holder)).size > 0, true)
 
     // The interval names no occurrence: one run per interval, none two within half an interval.
     const interval = await pool.query(
-      `SELECT occurrence, (extract(epoch FROM at) * 1000)::float8 AS ms FROM "${runs}" WHERE job = 'Jobs.everyInterval' ORDER BY at`,
+      `SELECT occurrence, (extract(epoch FROM at) * 1000)::float8 AS ms FROM "${runs}" WHERE job = 'Jobs.everyInterval' AND at >= $1 ORDER BY at`,
+      [new Date(from)],
     )
     const at = interval.rows.map((r) => Number(r.ms))
     const gaps = at.slice(1).map((ms, i) => Math.round(ms - at[i]!))
