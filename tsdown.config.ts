@@ -2,7 +2,9 @@ import { defineConfig } from 'tsdown'
 
 export default defineConfig([
   {
-    entry: { index: 'src/index.ts' },
+    // The NestJS subpath is an entry of its own: nothing of the core imports it, so loading
+    // 'pg-cron-lease' loads no NestJS package. NestJS packages are peers, so they stay external.
+    entry: { index: 'src/index.ts', nestjs: 'src/nestjs/index.ts' },
     format: ['esm', 'cjs'],
     dts: true,
     platform: 'node',

@@ -1,0 +1,111 @@
+/**
+ * The health indicator for `@nestjs/terminus`: the verdict of `pg-cron-lease check` (the same
+ * function draws it), reported through Terminus 11's `HealthIndicatorService`.
+ *
+ * Terminus is loaded when a check first runs, not when this file is: it is an optional peer, needed
+ * only by applications that check health.
+ */
+import { Inject, Injectable } from '@nestjs/common'
+import { ModuleRef } from '@nestjs/core'
+import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
+import { checkJobs } from '../cli/check.js'
+import { DEFAULT_OVERDUE_FACTOR, type ListLeasesOptions, listLeases } from '../list-leases.js'
+import { DEFAULT_TABLE } from '../sql.js'
+import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
+
+/** Which jobs a check looks at: these names (a name with no row is down), or those a predicate keeps. */
+export type JobFilter = readonly string[] | ((jobName: string) => boolean)
+
+/**
+ * Options of {@link PgCronLeaseHealthIndicator.isHealthy}: the job filter, and `listLeases`'s rules
+ * for overdue (the `--grace` and `--overdue-factor` of `pg-cron-lease check`).
+ *
+ * @example
+ * const opts: PgCronLeaseHealthOptions = { jobs: ['report:hourly'], overdueGraceMs: 120_000 }
+ */
+export interface PgCronLeaseHealthOptions extends Pick<ListLeasesOptions, 'overdueGraceMs' | 'overdueFactor'> {
+  /** Default: every job in the table. */
+  jobs?: JobFilter
+}
+
+/** The key a check reports under when none is given. */
+export const DEFAULT_HEALTH_KEY = 'pg-cron-lease'
+
+/**
+ * Reports `down` when a job is overdue or its last recorded run failed (or, for a job named in the
+ * filter, it has never been claimed), with the names of those jobs and why: the same verdict as
+ * `pg-cron-lease check`. `up` otherwise, with how many jobs were checked. A database error is
+ * `down` too, with its message. Provided by `PgCronLeaseModule`; inject it in a health controller.
+ *
+ * @example
+ * \@Controller('health')
+ * class HealthController {
+ *   constructor(private readonly health: HealthCheckService, private readonly leases: PgCronLeaseHealthIndicator) {}
+ *   \@Get() \@HealthCheck()
+ *   check() {
+ *     return this.health.check([() => this.leases.isHealthy('jobs')])
+ *   }
+ * }
+ */
+export class PgCronLeaseHealthIndicator {
+  private service: Promise<HealthIndicatorService> | undefined
+
+  constructor(
+    private readonly config: ModuleConfig,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  /** Terminus's service: the application's own when it imports TerminusModule, else one of ours. */
+  private indicatorService(): Promise<HealthIndicatorService> {
+    this.service ??= import('@nestjs/terminus').then((terminus) => {
+      try {
+        return this.moduleRef.get(terminus.HealthIndicatorService, { strict: false })
+      } catch {
+        return new terminus.HealthIndicatorService()
+      }
+    })
+    return this.service
+  }
+
+  /**
+   * Checks the jobs (all, or those `options` names), reporting under `key`. Pass the job filter
+   * itself, or `{ jobs, overdueGraceMs, overdueFactor }`.
+   */
+  async isHealthy(
+    key: string = DEFAULT_HEALTH_KEY,
+    options: JobFilter | PgCronLeaseHealthOptions = {},
+  ): Promise<HealthIndicatorResult> {
+    const { jobs, overdueGraceMs, overdueFactor } = (
+      Array.isArray(options) || typeof options === 'function' ? { jobs: options } : options
+    ) as PgCronLeaseHealthOptions
+    const session = (await this.indicatorService()).check(key)
+    const table = this.config.defaults.table ?? DEFAULT_TABLE
+    let leases: Awaited<ReturnType<typeof listLeases>>
+    try {
+      leases = await listLeases(this.config.db, { table, overdueGraceMs, overdueFactor })
+    } catch (error) {
+      return session.down({
+        message: `cannot read ${table}: ${error instanceof Error ? error.message : String(error)}`,
+      })
+    }
+    const keep = typeof jobs === 'function' ? jobs : undefined
+    const verdict = checkJobs({
+      leases: keep === undefined ? leases : leases.filter((lease) => keep(lease.jobName)),
+      jobs: Array.isArray(jobs) ? [...jobs] : [],
+      table,
+      overdueFactor: overdueFactor ?? DEFAULT_OVERDUE_FACTOR,
+      graceMs: overdueGraceMs,
+      checkedAt: leases[0]?.checkedAt ?? '',
+    })
+    const unhealthy = verdict.jobs.filter((job) => !job.healthy)
+    if (unhealthy.length === 0) return session.up({ checked: verdict.jobs.length })
+    return session.down({
+      jobs: unhealthy.map((job) => job.jobName),
+      reasons: Object.fromEntries(unhealthy.map((job) => [job.jobName, job.reason])),
+    })
+  }
+}
+
+Injectable()(PgCronLeaseHealthIndicator)
+Inject(PG_CRON_LEASE_CONFIG)(PgCronLeaseHealthIndicator, undefined, 0)
+Inject(ModuleRef)(PgCronLeaseHealthIndicator, undefined, 1)
