@@ -3,8 +3,8 @@
  * fleet, resume it, or end a crashed holder's lease. Each is one statement on that job's row only.
  */
 import { formatValue } from './format-value.js'
-import { compileOptions } from './options.js'
 import { migrateCommand } from './log.js'
+import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
 import { pauseSql, releaseSql, resumeSql, type Shape } from './sql.js'
 import { readFacts } from './table-facts.js'

@@ -182,7 +182,12 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
  * catch-up's with its window. The next occurrence also goes as ms from now on this replica's
  * clock, the duration the database adds to its own.
  */
-export function claimParams(config: ClaimConfig, slot: Slot | null, wallMs: number, catchUpMs: number | null): unknown[] {
+export function claimParams(
+  config: ClaimConfig,
+  slot: Slot | null,
+  wallMs: number,
+  catchUpMs: number | null,
+): unknown[] {
   const { jobName, leaseMs, holder } = config
   const next = slot?.nextOccurrence ?? null
   return [

@@ -5,8 +5,8 @@
 import { formatValue } from './format-value.js'
 import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
-import { shapeOf } from './table-facts.js'
 import { listLeasesSql } from './sql.js'
+import { shapeOf } from './table-facts.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
 

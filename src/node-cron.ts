@@ -8,9 +8,9 @@ import { claim } from './lease.js'
 import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled } from './outcome.js'
-import type { LeaseOptions, Queryable } from './types.js'
 import { coordinatorKeySlot } from './scheduler-slot.js'
 import type { Slot, Ticket } from './ticket.js'
+import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**

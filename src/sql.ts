@@ -110,7 +110,8 @@ export function claimFunction(table: string): string {
 const CLAIM_SUFFIX = '_claim'
 
 /** The claim function's argument types, as `to_regprocedure` and `CREATE FUNCTION` name them. */
-const CLAIM_ARGUMENTS = 'text, integer, text, bigint, integer, double precision, bigint, double precision, double precision'
+const CLAIM_ARGUMENTS =
+  'text, integer, text, bigint, integer, double precision, bigint, double precision, double precision'
 
 /**
  * Wraps a PL/pgSQL body in a DO statement, with a dollar-quote tag that the body (which holds a

@@ -41,10 +41,7 @@ export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | und
  * estimated (what a replica whose claims keep losing judges its occurrences by). Claims racing
  * the first use share one read.
  */
-export function readFacts(
-  asking: Asking,
-  known = knowledgeOf(asking.db, asking.table),
-): Promise<Shape | undefined> {
+export function readFacts(asking: Asking, known = knowledgeOf(asking.db, asking.table)): Promise<Shape | undefined> {
   const { db, table } = asking
   if (known.reading !== undefined) return known.reading
   const sentWallMs = Date.now()

@@ -50,7 +50,11 @@ const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
  * the lease-only claim). With `everyMs` the next occurrence is one interval after this one, or
  * after now when none is named; one past year 9999 is unknown, so nothing unreadable is stored.
  */
-export function slotOf(occurrence: number | null, nextOccurrence: number | null, everyMs: number | undefined): Slot | null {
+export function slotOf(
+  occurrence: number | null,
+  nextOccurrence: number | null,
+  everyMs: number | undefined,
+): Slot | null {
   if (occurrence === null && nextOccurrence === null && everyMs === undefined) return null
   const stepped = everyMs === undefined ? null : (occurrence ?? Date.now()) + everyMs
   const next = nextOccurrence ?? (stepped !== null && stepped <= MAX_MS ? stepped : null)

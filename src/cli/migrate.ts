@@ -26,13 +26,17 @@ export const migrate: Command = {
   async run(values, context) {
     const { table } = values
     const target = connectionTarget(values.url, context.env)
-    const { before, after, wasCurrent } = await context.connect(target, { command: 'migrate', table }, async (client) => {
-      const before = await facts(client, table)
-      await client.query(createTableSql(table))
-      await client.query(upgradeTableSql(table))
-      const after = await facts(client, table)
-      return { before: before.columns, after: after.columns ?? 0, wasCurrent: before.current }
-    })
+    const { before, after, wasCurrent } = await context.connect(
+      target,
+      { command: 'migrate', table },
+      async (client) => {
+        const before = await facts(client, table)
+        await client.query(createTableSql(table))
+        await client.query(upgradeTableSql(table))
+        const after = await facts(client, table)
+        return { before: before.columns, after: after.columns ?? 0, wasCurrent: before.current }
+      },
+    )
     context.out(describeMigration({ table, where: target.label, before, after, wasCurrent }, context.paint))
     return EXIT.OK
   },
