@@ -45,7 +45,7 @@ const REPORTER = [
 
 // Every test is bounded, and a file whose test left a loop or a timer running still ends: a test
 // that hangs fails in minutes, never holds the suite.
-const BOUNDS = ['--test-timeout=120000', '--test-force-exit']
+const BOUNDS = ['--test-timeout=120000']
 
 let code = 1
 try {

@@ -15,14 +15,18 @@ export interface Call {
 }
 
 /** Whether a call is the catalog read of the table's facts (its shape and the database clock). */
-export const isFacts = (call: Call): boolean => call.text.startsWith('SELECT to_regclass($1::text) IS NOT NULL AS exists')
+export const isFacts = (call: Call): boolean =>
+  call.text.startsWith('SELECT to_regclass($1::text) IS NOT NULL AS exists')
 
 /**
  * A stand-in pool. The read of the table's facts is answered here, as a table of `shape` would
  * answer it (default: the current shape), and kept apart in `facts`, so `calls` holds what the
  * library sends once it knows the table.
  */
-export function standIn(answer: (call: Call) => unknown = () => WIN, shape: 'current' | 'original' | 'missing' = 'current') {
+export function standIn(
+  answer: (call: Call) => unknown = () => WIN,
+  shape: 'current' | 'original' | 'missing' = 'current',
+) {
   const calls: Call[] = []
   const facts: Call[] = []
   return {
@@ -32,7 +36,13 @@ export function standIn(answer: (call: Call) => unknown = () => WIN, shape: 'cur
       const call = { text, params }
       if (isFacts(call)) {
         facts.push(call)
-        const row = { exists: shape !== 'missing', columns: 4, current: shape === 'current', checked_at: new Date().toISOString() }
+        const columns = { current: 18, original: 4, missing: 0 }[shape]
+        const row = {
+          exists: shape !== 'missing',
+          columns,
+          current: shape === 'current',
+          checked_at: new Date().toISOString(),
+        }
         return Promise.resolve({ rowCount: 1, rows: [row] })
       }
       calls.push(call)

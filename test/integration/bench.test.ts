@@ -2,12 +2,14 @@
  * `npm run bench -- --quick` runs end to end and writes what it promises: a JSON file and an SVG
  * chart, with every target PASS, FAIL or, for a part that could not run, not measured. Timings are
  * never asserted (the machine is shared); what is asserted is what does not depend on speed: every
- * race and fleet job had exactly one winner, every plain-upsert loser locked the row, the PgBouncer
- * claims ran after the fallback, and which patterns hold a connection while the tick runs.
+ * race and fleet job had exactly one winner, every plain-upsert loser locked the row and the
+ * library's losers almost never did, the PgBouncer claims ran after the fallback, which patterns
+ * hold a connection while the tick runs, and that a previous build's run (`--previous`) is read
+ * into the targets that compare builds.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, test } from 'node:test'
@@ -32,10 +34,41 @@ describe('the benchmark runs and writes its results', () => {
     try {
       const json = path.join(dir, 'results.json')
       const svg = path.join(dir, 'chart.svg')
+      // A previous build's run as its bench writes it, reduced to the rows the cross-build targets read.
+      const previous = path.join(dir, 'previous.json')
+      const previousRow = (id: string, label: string, p50: number, ratio: number) => ({
+        id,
+        label,
+        p50,
+        ratio: { p50: ratio },
+      })
+      writeFileSync(
+        previous,
+        JSON.stringify({
+          meta: { date: '2026-01-01T00:00:00.000Z', library: 'dist/index.mjs', profile: 'full' },
+          rows: [
+            previousRow('select1', 'SELECT 1', 0.13, 1),
+            previousRow('claim_lose', 'claim, losing', 0.17, 1.3),
+            previousRow('bouncer_claim_lose', 'claim, losing, through PgBouncer (fallen back)', 0.38, 2.9),
+          ],
+        }),
+      )
       const child = spawn(
         process.execPath,
         // --source: the bench measures src/, so the suite needs no build.
-        ['--import', 'tsx', 'bench/bench.ts', '--quick', '--source', '--json', json, '--svg', svg],
+        [
+          '--import',
+          'tsx',
+          'bench/bench.ts',
+          '--quick',
+          '--source',
+          '--json',
+          json,
+          '--svg',
+          svg,
+          '--previous',
+          previous,
+        ],
         {
           env: { ...process.env, DATABASE_URL: await testDatabaseUrl() },
           stdio: ['ignore', 'pipe', 'pipe'],
@@ -45,6 +78,8 @@ describe('the benchmark runs and writes its results', () => {
       const output = stdout + stderr
       assert.equal(code, 0, output)
       assert.match(output, /^(PASS|FAIL) {2}losing claim/m, 'the targets are printed')
+      assert.match(output, /^this build \(src\/index\.ts, quick\) beside the previous build/m, 'both runs side by side')
+      assert.doesNotMatch(output, /NOT EXISTS/, 'the comparison claim built from the claim text is gone')
 
       const report = JSON.parse(readFileSync(json, 'utf8'))
       assert.equal(report.meta.profile, 'quick')
@@ -63,7 +98,8 @@ describe('the benchmark runs and writes its results', () => {
       ]) {
         assert.ok(ids.includes(id), `the report has a row for ${id}`)
       }
-      for (const id of ['claim_lose_statement', 'claim_lose_waiting', 'claim_lose_occurrence_ran', 'select_held']) {
+      assert.ok(!ids.includes('claim_lose_waiting'), 'no claim is built from the claim function call')
+      for (const id of ['claim_lose_statement', 'claim_lose_occurrence_ran', 'select_held']) {
         assert.ok(ids.includes(id), `the report has the diagnostic row ${id}`)
       }
       for (const id of ['shedlock_lose_first', 'race10_lease', 'race50_lease', 'race10_plain', 'race50_plain']) {
@@ -84,18 +120,30 @@ describe('the benchmark runs and writes its results', () => {
         assert.equal(race.extra.violations, 0, `${race.id}: no round had two winners`)
         assert.equal(race.extra.emptyRounds, 0, `${race.id}: every round had a winner`)
       }
-      for (const kind of ['lease', 'plain', 'waiting']) {
+      assert.deepEqual(
+        [...new Set(report.fleet.rounds.map((f: { kind: string }) => f.kind))].sort(),
+        ['lease', 'occurrence', 'plain'],
+        'the fleet rounds: the library lease-only and naming occurrences, and the plain upsert',
+      )
+      for (const kind of ['lease', 'plain', 'occurrence']) {
         const f = report.fleet[kind]
         assert.equal(f.winners, f.jobs, `the fleet: one winner per job (${kind})`)
         assert.ok(Number.isInteger(f.lockstepLosers) && f.lockstepLosers >= 0, `${kind}: lockstep losers counted`)
       }
-      const { lease, plain } = report.fleet
+      const { lease, plain, occurrence } = report.fleet
       assert.ok(plain.lockstepLosers >= plain.claims - plain.winners, 'every plain-upsert loser locked the row')
-      assert.ok(lease.lockstepLosers < plain.lockstepLosers, "the library's guard spares most losers the lock")
-      assert.ok(
-        lease.lockstepLosers <= report.fleet.waiting.lockstepLosers,
-        'skipping a locked row spares the losers that waiting on it did not',
-      )
+      // A loser of the claim function returns after reading the row, or after skipping a row a
+      // racing claim holds: at most one in ten of its losers locks a row (a job's winner, and a
+      // loser that reached the row just as the winner committed), against every plain-upsert loser.
+      for (const [kind, f] of [
+        ['lease-only', lease],
+        ['naming an occurrence', occurrence],
+      ] as const) {
+        assert.ok(
+          f.lockstepLosers * 10 <= f.claims - f.winners,
+          `${kind}: the claim function spares its losers the lock (${f.lockstepLosers} of ${f.claims - f.winners} locked)`,
+        )
+      }
       assert.equal(report.connectionsHeld.advisory, 1, 'the advisory pattern holds a connection during the tick')
       assert.equal(report.connectionsHeld.claim_win, 0, 'the lease holds no connection during the tick')
 
@@ -104,27 +152,33 @@ describe('the benchmark runs and writes its results', () => {
         [
           'losing_claim',
           'losing_claim_occurrence',
+          'losing_claim_occurrence_vs_previous',
           'losing_claim_pgbouncer',
+          'losing_claim_pgbouncer_vs_previous',
           'winning_claim',
           'fleet_claims',
-          'fleet_claims_occurrence',
           'fleet_cpu',
+          'fleet_claims_occurrence',
+          'fleet_cpu_occurrence',
         ],
       )
+      assert.equal(report.previous.file, previous, 'the previous run is named in the report')
       const missing = pgbouncerMissing()
       const version = pgbouncerVersion()
       const keepsPrepared = version !== null && (version[0] > 1 || version[1] >= 21)
       for (const target of report.targets) {
-        if (target.id === 'losing_claim_pgbouncer' && missing !== null) {
+        const bouncerTarget =
+          target.id === 'losing_claim_pgbouncer' || target.id === 'losing_claim_pgbouncer_vs_previous'
+        if (bouncerTarget && missing !== null) {
           // Locally the bench may run without PgBouncer, and says so; under CI it must not.
           assert.equal(CI, false, `CI=true requires PgBouncer for the bench: ${missing}`)
           assert.equal(target.pass, null)
           assert.match(target.value, /^not measured: /)
           assert.match(output, /PgBouncer: not measured: pgbouncer is not installed/)
-        } else if (target.id === 'losing_claim_pgbouncer' && keepsPrepared && target.pass === null) {
+        } else if (bouncerTarget && keepsPrepared && target.pass === null) {
           // A PgBouncer that keeps prepared statements never refuses one: there is no fallback to time.
           assert.match(target.value, /^not measured: .*never refused a prepared statement/)
-        } else if (target.id === 'fleet_cpu' && report.meta.server === 'DATABASE_URL') {
+        } else if (target.id.startsWith('fleet_cpu') && report.meta.server === 'DATABASE_URL') {
           // The server's processes are read from its data directory, which a URL does not give.
           assert.equal(target.pass, null)
           assert.match(target.value, /^not measured: the server is not local/)

@@ -134,7 +134,7 @@ async function setRun(
  * A table with one job of each kind. Times are set relative to the database clock with margins of
  * half a unit, so the rounded-down ages stay the same however slowly the test runs.
  * - billing:hourly       held, last run ok, every 1 h: healthy
- * - import:nightly       claimed 3 h 20 min ago, every 1 h: OVERDUE (factor 2 and 3, not 4)
+ * - import:nightly       claimed 3 h 20 min ago, every 1 h: 2 h 20 min late: OVERDUE (grace 1 min)
  * - legacy               a row written without a holder, no run recorded
  * - report:daily         last run failed, never succeeded: FAILING
  * - sync:failing-paused  last run failed, paused until resumed: FAILING and PAUSED
@@ -424,18 +424,19 @@ describe('status reads the real rows, by the database clock', () => {
     assert.deepEqual(JSON.parse(short.stdout).map(stable), printed.map(stable), '--json is --format json')
   })
 
-  test('--overdue-factor moves the line: 3 h 20 min without a claim, every 1 h, is overdue at 2 and 3, not at 4', async () => {
+  test('--overdue-factor moves the default grace: 3 h 20 min without a claim, every 1 h, is 2 h 20 min late: overdue at 2 and 100, not at 200', async () => {
     const table = await severalJobs()
     const overdue = async (...factor: string[]) => {
       const run = await cli(['status', '--table', table, '--json', ...factor])
       assert.equal(run.code, 0, run.stderr)
       return JSON.parse(run.stdout).find((l: LeaseInfo) => l.jobName === 'import:nightly').overdue
     }
+    // The grace is (factor − 1) × the interval, at most a minute: 1 min, 99 min, 199 min.
     assert.deepEqual(
-      [await overdue(), await overdue('--overdue-factor', '3'), await overdue('--overdue-factor', '4')],
+      [await overdue(), await overdue('--overdue-factor', '100'), await overdue('--overdue-factor', '200')],
       [true, true, false],
     )
-    assert.deepEqual(await overdue('--overdue-factor', '3.5'), false)
+    assert.deepEqual(await overdue('--overdue-factor', '200', '--grace', '2h'), true, '--grace wins over the factor')
   })
 })
 
@@ -460,7 +461,7 @@ describe('check reads the real rows: exit 0 when every job is healthy and 3 when
     const run = await cli(['check', '--table', table])
     assert.deepEqual([run.code, run.stderr], [3, ''])
     assert.deepEqual(run.stdout.split('\n'), [
-      'import:nightly: OVERDUE: last claimed 3 h ago, every 1 h (factor 2)',
+      'import:nightly: OVERDUE: last claimed 3 h ago, every 1 h (grace 1 min)',
       'report:daily: FAILING: last run failed 5 min ago: Error: boom',
       'sync:failing-paused: FAILING: last run failed 5 min ago: TypeError: no such row; PAUSED until resumed, so it cannot run again until then',
       '',
@@ -487,7 +488,7 @@ describe('a job whose next due time passed unclaimed, on real rows', () => {
     const late = (await listLeases(pool, { table })).find((l) => l.jobName === 'report:5min')!
     assert.match(late.nextDueAt ?? '', new RegExp(`^${ISO_MICROS}$`))
     assert.deepEqual(run.stdout.split('\n'), [
-      'import:nightly: OVERDUE: last claimed 3 h ago, every 1 h (factor 2)',
+      'import:nightly: OVERDUE: last claimed 3 h ago, every 1 h (grace 1 min)',
       `report:5min: OVERDUE: due ${late.nextDueAt}, not claimed for 4 min (grace 1 min)`,
       '',
     ])
@@ -898,5 +899,54 @@ describe('pause, resume and release act on one job, by the database clock, for e
     for (const command of ['pause', 'resume', 'release']) {
       assertFails(await cli([command, 'a', '--url', `postgres://a:b@127.0.0.1:${port}/x`]), 1, /connection refused/)
     }
+  })
+})
+
+describe('a due time that passed unclaimed is overdue, whenever it was stored', () => {
+  test('a replica an hour late for a per-minute job stores a due time already past: listLeases and check say overdue', async () => {
+    const table = await freshTable(pool, 'cli_past_due')
+    const now = Date.now()
+    const slot = Math.floor(now / 60_000) * 60_000 - 60 * 60_000
+    await withCronLease(pool, 'minutely', 50_000, () => {}, {
+      table,
+      occurrence: new Date(slot),
+      nextOccurrence: new Date(slot + 60_000),
+    })
+    const [lease] = await listLeases(pool, { table })
+    assert.ok(lease?.nextDueAt !== null && Date.parse(lease!.nextDueAt!) < now, 'the due time stored is past')
+    assert.equal(lease?.overdue, true)
+    const run = await cli(['check', '--table', table])
+    assert.equal(run.code, 3, run.stdout)
+    assert.match(run.stdout, /^minutely: OVERDUE: due .*, not claimed for 59 min/)
+  })
+
+  test('a claim that names no occurrence leaves no due time behind: the job is then judged by its interval', async () => {
+    const table = await freshTable(pool, 'cli_no_stale_due')
+    const slot = Math.floor(Date.now() / 60_000) * 60_000
+    await withCronLease(pool, 'job', 1, () => {}, {
+      table,
+      occurrence: new Date(slot - 120_000),
+      nextOccurrence: new Date(slot - 60_000),
+    })
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    await withCronLease(pool, 'job', 60_000, () => {}, { table })
+    const [lease] = await listLeases(pool, { table })
+    assert.deepEqual([lease?.nextDueAt, lease?.overdue], [null, false])
+  })
+
+  test('--overdue-factor and overdueFactor move the default grace of a job with a due time too', async () => {
+    const table = await freshTable(pool, 'cli_factor_due')
+    const slot = Math.floor(Date.now() / 60_000) * 60_000 - 5 * 60_000
+    await withCronLease(pool, 'five-late', 50_000, () => {}, {
+      table,
+      occurrence: new Date(slot - 60_000),
+      nextOccurrence: new Date(slot),
+    })
+    // About 5 min past its due time, every minute: the grace is (factor − 1) min.
+    const overdue = async (overdueFactor: number) => (await listLeases(pool, { table, overdueFactor }))[0]?.overdue
+    assert.deepEqual([await overdue(2), await overdue(4), await overdue(10), await overdue(100)], [true, true, false, false])
+    assert.equal((await cli(['check', '--table', table])).code, 3)
+    const lenient = await cli(['check', '--table', table, '--overdue-factor', '100'])
+    assert.equal(lenient.code, 0, lenient.stdout)
   })
 })

@@ -1,18 +1,14 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { pauseJob, releaseLease, resumeJob } from '../../src/index.ts'
-import { PAUSE_COLUMNS } from '../../src/sql.ts'
-import { type Call, standIn } from '../helpers/stand-in.ts'
+import { releaseSql } from '../../src/sql.ts'
+import { standIn } from '../helpers/stand-in.ts'
 
 const CHANGED = {
   rows: [{ job_name: 'job', lease_until: 'infinity', paused_until: 'infinity', checked_at: 'x', in_future: true }],
 }
-const COLUMNS = {
-  rows: [{ exists: true, columns: ['job_name', 'lease_until', 'holder', 'claimed_at', ...PAUSE_COLUMNS] }],
-}
-const isProbe = (call: Call) => call.text.includes('FROM pg_attribute')
-/** A table of the current shape: the column probe, then `changed` for the admin statement. */
-const table = (changed: unknown = CHANGED) => standIn((call) => (isProbe(call) ? COLUMNS : changed))
+/** A table of the current shape, answering `changed` to the admin statement (its facts read is the stand-in's). */
+const table = (changed: unknown = CHANGED) => standIn(() => changed)
 
 describe('pauseJob, resumeJob and releaseLease validate before the database is touched', () => {
   test('db, jobName and the options are checked, naming the argument and showing the value', async () => {
@@ -59,7 +55,7 @@ describe('pauseJob, resumeJob and releaseLease validate before the database is t
   test('one statement on the named job; the pause end goes as UTC text; true when a row changed, false when none', async () => {
     const db = table()
     assert.equal(await pauseJob(db, 'job', { until: '2099-12-01T08:00:00+02:00', table: 'jobs.leases' }), true)
-    const sent = () => db.calls.filter((call) => !isProbe(call))
+    const sent = () => db.calls
     assert.deepEqual(sent()[0]!.params, ['job', null, '2099-12-01T06:00:00.000Z'])
     assert.match(sent()[0]!.text, /\n {2}UPDATE "jobs"\."leases" AS lease\n/)
     await pauseJob(db, 'job', { forMs: 1500.4 })
@@ -70,6 +66,68 @@ describe('pauseJob, resumeJob and releaseLease validate before the database is t
     assert.equal(await resumeJob(none, 'job'), false)
     assert.equal(await releaseLease(none, 'job'), false)
     await assert.rejects(releaseLease(table({ rowCount: 1 }), 'job'), /cannot tell whether 'job' was changed/)
+  })
+
+  test("each reads the table's facts afresh, once per call, before its one statement", async () => {
+    const db = table()
+    await pauseJob(db, 'job')
+    await resumeJob(db, 'job')
+    await releaseLease(db, 'job')
+    assert.equal(db.facts.length, 3, 'one facts read per call, none remembered from the last')
+    assert.equal(db.calls.length, 3)
+  })
+})
+
+describe('pauseJob and resumeJob need the current shape; releaseLease works on either', () => {
+  test('on a table of the original shape, pausing and resuming refuse with the migrate command, sending nothing', async () => {
+    for (const [call, doing] of [
+      [(db: never) => pauseJob(db, 'job', { table: 'jobs.leases' }), 'pausing'],
+      [(db: never) => resumeJob(db, 'job', { table: 'jobs.leases' }), 'resuming'],
+    ] as const) {
+      const db = standIn(() => CHANGED, 'original')
+      await assert.rejects(call(db as never), (e: unknown) => {
+        const { message } = e as Error
+        return (
+          new RegExp(`^pg-cron-lease: ${doing} needs .*jobs\\.leases lacks`).test(message) &&
+          message.includes('run `pg-cron-lease migrate --table jobs.leases`') &&
+          message.endsWith('nothing was changed')
+        )
+      })
+      assert.equal(db.facts.length, 1)
+      assert.equal(db.calls.length, 0, `${doing}: nothing sent after the facts read`)
+    }
+  })
+
+  test("releaseLease on a table of the original shape sends the original shape's release", async () => {
+    const db = standIn(
+      () => ({ rows: [{ job_name: 'job', lease_until: 'x', paused_until: null, checked_at: 'y' }] }),
+      'original',
+    )
+    assert.equal(await releaseLease(db, 'job'), true)
+    assert.deepEqual(db.calls, [{ text: releaseSql('cron_leases', 'original'), params: ['job'] }])
+    assert.doesNotMatch(
+      db.calls[0]!.text,
+      /lease\.paused_until|claim_until/,
+      'it names no column the original shape lacks',
+    )
+    const current = table()
+    await releaseLease(current, 'job')
+    assert.equal(current.calls[0]!.text, releaseSql('cron_leases', 'current'))
+  })
+
+  test('a missing table is refused by every one of them, naming it, with nothing written', async () => {
+    for (const call of [
+      (db: never) => pauseJob(db, 'job'),
+      (db: never) => resumeJob(db, 'job'),
+      (db: never) => releaseLease(db, 'job'),
+    ]) {
+      const db = standIn(() => CHANGED, 'missing')
+      await assert.rejects(
+        call(db as never),
+        /the lease table cron_leases does not exist \(or this role cannot see it\).*pg-cron-lease migrate.*nothing was changed$/,
+      )
+      assert.equal(db.calls.length, 0)
+    }
   })
 })
 

@@ -11,7 +11,7 @@ import { describe, test } from 'node:test'
 import type { Target } from '../../src/cli/connect.ts'
 import { Exit } from '../../src/cli/exit.ts'
 import { type CliIo, main } from '../../src/cli/main.ts'
-import { createTableSql } from '../../src/sql.ts'
+import { createTableSql, tableFactsSql } from '../../src/sql.ts'
 
 const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
 const UNREACHABLE = 'postgres://app:hunter2@127.0.0.1:5432/app'
@@ -149,7 +149,12 @@ describe('help and the version need no database', () => {
     const check = (await cli(['check', '--help'])).stdout
     assert.match(check, /paused job is never overdue, but a paused job whose last run failed is still FAILING/)
     assert.match(check, /NEVER CLAIMED/)
-    assert.match(check, /next due time passed with no claim since, longer ago than the grace/)
+    assert.match(check, /OVERDUE {8}it is later than its due time by more than the grace\. Its due time is the\n/)
+    assert.match(check, /with none stored, its last claim plus its interval/)
+    assert.match(
+      check,
+      /The grace is --grace, else \(--overdue-factor − 1\)\n {17}× the interval, at most a minute each/,
+    )
     for (const help of [status, check]) {
       assert.match(
         help,
@@ -457,13 +462,18 @@ describe('status and check hand --grace to listLeases as overdueGraceMs', () => 
       missed: 2,
     }
     const run = { code: -1, stdout: '', stderr: '', queries: 0 }
+    let facts = 0
     run.code = await main(args, {
       stdout: { write: (text) => (run.stdout += text) },
       stderr: { write: (text) => (run.stderr += text) },
       env: { DATABASE_URL: UNREACHABLE },
       connect: (_target, _doing, work) => {
         const client = {
-          query: async () => {
+          query: async (text: string) => {
+            if (text === tableFactsSql()) {
+              facts++
+              return { rows: [{ exists: true, columns: 18, current: true, checked_at: CHECKED }] }
+            }
             run.queries++
             return { rows: [row] }
           },
@@ -472,6 +482,7 @@ describe('status and check hand --grace to listLeases as overdueGraceMs', () => 
       },
     })
     assert.equal(run.stderr, '')
+    assert.equal(facts, 1, "one read of the table's facts")
     assert.equal(run.queries, 1, 'one read of the table')
     return run
   }

@@ -559,11 +559,16 @@ describe('status --format prometheus prints a text exposition that parses strict
         lease('a', { claimedAt, nextDueAt: '2026-11-30T12:00:00.000072Z' }),
         lease('b', { claimedAt, nextDueAt: '2026-11-30T11:59:59.999928Z' }),
         lease('c', { claimedAt, nextDueAt: CHECKED }),
-        // A due time older than the last claim is not when the job is due: no sample.
+        // A due time is the job's whenever it was stored, even one before the last claim.
         lease('stale', { claimedAt, nextDueAt: '2026-11-30T10:59:59.000000Z' }),
+        lease('none', { claimedAt, everyMs: 3_600_000 }),
       ]),
     )
-    assert.deepEqual(values(rounded, 'pg_cron_lease_next_due_in_seconds'), { a: 0.000072, b: -0.000072, c: 0 })
+    assert.deepEqual(
+      values(rounded, 'pg_cron_lease_next_due_in_seconds'),
+      { a: 0.000072, b: -0.000072, c: 0, stale: -3601 },
+      'no sample without a stored due time, whatever the interval',
+    )
     assert.match(
       renderPrometheus([lease('c', { claimedAt, nextDueAt: CHECKED })]),
       /^pg_cron_lease_next_due_in_seconds\{job_name="c"\} 0$/m,
@@ -660,7 +665,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
     const result = verdict(SEVERAL)
     assert.equal(checkExitCode(result), 3)
     assert.deepEqual(renderCheck(result).split('\n'), [
-      'import:nightly: OVERDUE: last claimed 3 h ago, every 1 h (factor 2)',
+      'import:nightly: OVERDUE: last claimed 3 h ago, every 1 h (grace 1 min)',
       'report:daily: FAILING: last run failed 5 min ago: Error: boom',
       'sync:failing-paused: FAILING: last run failed 5 min ago: TypeError: no such row; PAUSED until resumed, so it cannot run again until then',
       '',
@@ -703,7 +708,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
           overdue: true,
           failing: false,
           paused: false,
-          reason: 'OVERDUE: last claimed 3 h ago, every 1 h (factor 2)',
+          reason: 'OVERDUE: last claimed 3 h ago, every 1 h (grace 1 min)',
         },
         {
           jobName: 'sync:failing-paused',
@@ -759,24 +764,39 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
     const both = renderCheck(verdict([...SEVERAL, ...OCCURRENCES]))
     assert.match(
       both,
-      /^import:nightly: OVERDUE: last claimed 3 h ago, every 1 h \(factor 2\)$/m,
+      /^import:nightly: OVERDUE: last claimed 3 h ago, every 1 h \(grace 1 min\)$/m,
       'no due time: the interval rule',
     )
     assert.match(both, /^due:late: OVERDUE: due \S+, not claimed for 4 min/m)
   })
 
-  test('the grace shown is the --grace given, else the interval up to a minute, else a minute', () => {
+  test('the grace shown, in both wordings, is the --grace given, else (factor − 1) × the interval up to a minute, else a minute', () => {
     const late = (fields: Partial<LeaseInfo>) =>
       lease('j', { overdue: true, nextDueAt: at(-(4 * MIN + 30)), claimedAt: at(-HOUR), ...fields })
-    const reason = (l: LeaseInfo, graceMs?: number) =>
-      checkJobs({ leases: [l], jobs: [], table: TABLE, overdueFactor: 2, graceMs, checkedAt: CHECKED }).jobs[0]!.reason
+    const reason = (l: LeaseInfo, graceMs?: number, overdueFactor = 2) =>
+      checkJobs({ leases: [l], jobs: [], table: TABLE, overdueFactor, graceMs, checkedAt: CHECKED }).jobs[0]!.reason
     const due = 'OVERDUE: due 2026-11-30T11:55:30.000000Z, not claimed for 4 min'
     assert.equal(reason(late({ everyMs: 30_000 })), `${due} (grace 30 s)`)
     assert.equal(reason(late({ everyMs: 3_600_000 })), `${due} (grace 1 min)`)
     assert.equal(reason(late({ everyMs: null })), `${due} (grace 1 min)`)
     assert.equal(reason(late({ everyMs: 30_000 }), 150_000), `${due} (grace 2 min 30 s)`)
+    assert.equal(reason(late({ everyMs: 30_000 }), undefined, 3), `${due} (grace 1 min)`, 'factor 3: two intervals')
+    assert.equal(
+      reason(late({ everyMs: 3_600_000 }), undefined, 1.5),
+      `${due} (grace 30 s)`,
+      'factor 1.5: half a minute',
+    )
+    assert.equal(
+      reason(late({ everyMs: 3_600_000 }), 150_000, 3),
+      `${due} (grace 2 min 30 s)`,
+      '--grace over the factor',
+    )
     const interval = lease('j', { overdue: true, claimedAt: at(-3 * HOUR), everyMs: 3_600_000 })
-    assert.equal(reason(interval, 150_000), 'OVERDUE: last claimed 3 h ago, every 1 h (factor 2)', 'no due time')
+    const claimed = 'OVERDUE: last claimed 3 h ago, every 1 h'
+    assert.equal(reason(interval), `${claimed} (grace 1 min)`, 'no due time: the same grace')
+    assert.equal(reason(interval, 150_000), `${claimed} (grace 2 min 30 s)`, 'no due time, --grace')
+    assert.equal(reason(interval, undefined, 3), `${claimed} (grace 2 min)`, 'no due time, factor 3')
+    assert.doesNotMatch(reason(interval, undefined, 3) ?? '', /factor/)
   })
 
   test('--json: a late job is overdue with the due-time reason', () => {
@@ -826,7 +846,7 @@ describe('names and errors from the table are printed with their control charact
     const check = renderCheck(result)
     assert.equal(
       check,
-      `${SHOWN}: OVERDUE: last claimed 1 h ago, every 1 s (factor 2); FAILING: last run failed 1 h ago: Error: \\x1b]0;pwned\\x07\n`,
+      `${SHOWN}: OVERDUE: last claimed 1 h ago, every 1 s (grace 1 s); FAILING: last run failed 1 h ago: Error: \\x1b]0;pwned\\x07\n`,
     )
     for (const text of [status, check]) {
       assert.ok(!text.split('\n').some((l) => /\p{Cc}/u.test(l)), 'no raw control character reaches the terminal')
@@ -868,25 +888,32 @@ describe("no output reads this machine's clock: ages are differences of database
 
 describe('migrate says what it did', () => {
   const paint: Paint = PLAIN
-  test('created, upgraded with the number of columns it added, or up to date', () => {
+  test('created, upgraded with the number of columns it added, upgraded with its claim function, or up to date', () => {
     const where = '127.0.0.1:5432/app'
+    const table = 'cron_leases'
     assert.equal(
-      describeMigration({ table: 'cron_leases', where, before: null, after: 13 }, paint),
+      describeMigration({ table, where, before: null, after: 18, wasCurrent: false }, paint),
       `Created table cron_leases in ${where}.\n`,
     )
     assert.equal(
-      describeMigration({ table: 'cron_leases', where, before: 4, after: 13 }, paint),
-      `Upgraded table cron_leases in ${where}: added 9 columns for outcomes, pauses and occurrence keys.\n`,
+      describeMigration({ table, where, before: 4, after: 18, wasCurrent: false }, paint),
+      `Upgraded table cron_leases in ${where}: added 14 columns for outcomes, pauses and occurrence keys.\n`,
     )
     assert.equal(
-      describeMigration({ table: 'cron_leases', where, before: 17, after: 18 }, paint),
+      describeMigration({ table, where, before: 17, after: 18, wasCurrent: false }, paint),
       `Upgraded table cron_leases in ${where}: added 1 column for outcomes, pauses and occurrence keys.\n`,
     )
     assert.equal(
-      describeMigration({ table: 'cron_leases', where, before: 13, after: 13 }, paint),
+      describeMigration({ table, where, before: 18, after: 18, wasCurrent: false }, paint),
+      `Upgraded table cron_leases in ${where}: added its claim function.\n`,
+      'every column was there, the claim function was not',
+    )
+    assert.equal(
+      describeMigration({ table, where, before: 18, after: 18, wasCurrent: true }, paint),
       `Table cron_leases already exists in ${where} and is up to date; nothing to do.\n`,
     )
     const green = painter({ isTTY: true }, {})
-    assert.match(describeMigration({ table: 't', where, before: null, after: 13 }, green), sgr('32'))
+    assert.match(describeMigration({ table: 't', where, before: null, after: 18, wasCurrent: false }, green), sgr('32'))
+    assert.match(describeMigration({ table: 't', where, before: 18, after: 18, wasCurrent: false }, green), sgr('32'))
   })
 })

@@ -13,7 +13,7 @@ import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import { OPTIONS, optionsOf } from '../../src/options.ts'
-import { createTableSql, occurrenceClaimSql } from '../../src/sql.ts'
+import { CRON_LEASES_TABLE_SQL, createTableSql } from '../../src/sql.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const DOCS = [
@@ -214,13 +214,89 @@ describe('the README describes the library as it is', () => {
     )
   })
 
-  // The README's first example names its occurrence, so the claim it shows is the one such a call
-  // sends once its process knows the table has the occurrence columns.
-  test('the statement under "How it works" is the claim the library sends for an occurrence', () => {
-    const block = readme.blocks.find((b) => b.lang === 'sql' && b.body[0]?.startsWith('INSERT INTO'))
-    assert.equal(block?.body.join('\n'), occurrenceClaimSql('cron_leases'))
+  // The README sketches the claim function's rules; the whole text is on the statements page.
+  test('the sketch under "How it works" shows the claim function\'s rules in the order the function runs them', () => {
+    const how = section('How it works')
+    assert.ok(how.includes('](docs/statements.md'), 'it links to the statements page for the whole text')
+    const block = readme.blocks.find((b) => b.lang === 'sql' && b.line > readme.lines.indexOf('## How it works'))
+    assert.ok(block, 'a sql block under ## How it works')
+    const sketch = block.body.join('\n')
+    const body = claimFunctionText()
+    // Each rule as the function writes it, and as the sketch may abbreviate it (no schema quotes, no prefixes).
+    const rules: [string, RegExp][] = [
+      [
+        'lease_until > clock_timestamp() OR coalesce(lease.last_occurrence >= _occurrence',
+        /lease_until > clock_timestamp\(\) OR (coalesce\()?last_occurrence >= _?occurrence/,
+      ],
+      ['IF _blocked THEN RETURN; END IF;', /IF _?blocked THEN RETURN; END IF;/],
+      ['IF _occurrence > clock_timestamp() + _tolerance_ms', /IF _?occurrence > clock_timestamp\(\) \+ _?tolerance/],
+      ['FOR UPDATE SKIP LOCKED;', /FOR UPDATE SKIP LOCKED/],
+      ['ON CONFLICT (job_name) DO UPDATE', /ON CONFLICT \(job_name\) DO UPDATE/],
+      ['WHERE lease.lease_until <= clock_timestamp()', /WHERE lease\.lease_until <= clock_timestamp\(\)/],
+      [
+        'AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence',
+        /AND NOT (coalesce\()?lease\.last_occurrence >= EXCLUDED\.last_occurrence/,
+      ],
+    ]
+    const inBody = rules.map(([text]) => body.indexOf(text))
+    assert.deepEqual(
+      rules.filter((_, i) => inBody[i]! < 0).map(([text]) => text),
+      [],
+      'every rule is in the function as created',
+    )
+    const inSketch = rules.map(([, pattern]) => sketch.search(pattern))
+    assert.deepEqual(
+      rules.filter((_, i) => inSketch[i]! < 0).map(([text]) => text),
+      [],
+      'every rule is in the sketch',
+    )
+    assert.deepEqual(
+      [...inBody].sort((a, b) => a - b),
+      inBody,
+      'the function runs them in this order',
+    )
+    assert.deepEqual(
+      [...inSketch].sort((a, b) => a - b),
+      inSketch,
+      'the sketch shows them in the same order',
+    )
   })
 })
+
+describe('the statements page lists what the library sends', () => {
+  const statements = docs.get('docs/statements.md')!
+
+  test('the block under "The claim function" is the function as createTableSql() creates it, line for line', () => {
+    const heading = statements.lines.indexOf('## The claim function')
+    assert.ok(heading >= 0, 'docs/statements.md has a section ## The claim function')
+    const block = statements.blocks.find((b) => b.lang === 'sql' && b.line > heading)
+    assert.ok(block, 'a sql block under ## The claim function')
+    assert.equal(block.body.join('\n'), claimFunctionText())
+  })
+
+  test('it names every statement builder src/sql.ts exports', () => {
+    const source = readFileSync(path.join(root, 'src/sql.ts'), 'utf8')
+    const builders = [...source.matchAll(/^export function (\w+Sql)\(/gm)].map((m) => m[1]!)
+    assert.ok(builders.length >= 12, `${builders.length} statement builders found`)
+    const text = statements.lines.join('\n')
+    assert.deepEqual(
+      builders.filter((name) => !text.includes(`\`${name}`)),
+      [],
+    )
+  })
+})
+
+/**
+ * The claim function's creation as the default table's DDL writes it: from its CREATE FUNCTION
+ * line to the end of its body, indentation kept.
+ */
+function claimFunctionText(): string {
+  const ddl = CRON_LEASES_TABLE_SQL
+  const start = ddl.lastIndexOf('\n', ddl.indexOf('CREATE FUNCTION')) + 1
+  const end = ddl.indexOf('$claim$;', start) + '$claim$;'.length
+  assert.ok(start > 0 && end > start, 'the DDL creates the claim function')
+  return ddl.slice(start, end)
+}
 
 describe('the migrations guide shows the table as the library creates it', () => {
   /** The column names of the table `createTableSql` creates, in order. */

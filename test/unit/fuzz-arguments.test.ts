@@ -11,6 +11,8 @@ import fc from 'fast-check'
 import { escapeControls } from '../../src/escape.ts'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
 import { optionsOf } from '../../src/options.ts'
+import { MAX_INTERVAL_MS } from '../../src/presets.ts'
+import { claimSql } from '../../src/sql.ts'
 import { asksForDefaultHolder, isJobName, isNameText, isNone, isTableName } from '../helpers/rules.ts'
 import { type Call, isRecord, standIn, WIN } from '../helpers/stand-in.ts'
 
@@ -117,8 +119,12 @@ const optsLike = fc.oneof(
       keepAlive: keepAliveLike,
       prepare: fc.oneof(fc.boolean(), anything),
       record: fc.oneof(fc.boolean(), anything),
-      everyMs: fc.oneof(msLike, anything),
-      clockToleranceMs: fc.oneof(fc.integer({ min: -2, max: MAX_LEASE_MS + 2 }), msLike, anything),
+      everyMs: fc.oneof(
+        msLike,
+        fc.constantFrom(MAX_INTERVAL_MS, MAX_INTERVAL_MS + 0.49, MAX_INTERVAL_MS + 0.5, Number.MAX_SAFE_INTEGER, null),
+        anything,
+      ),
+      clockToleranceMs: fc.oneof(fc.integer({ min: -2, max: MAX_LEASE_MS + 2 }), msLike, fc.constant(null), anything),
       occurrence: fc.oneof(instantLike, anything),
       nextOccurrence: fc.oneof(instantLike, anything),
     },
@@ -215,9 +221,10 @@ function problems(args: {
   for (const [key, value] of Object.entries({ prepare, record })) {
     if (value !== undefined && typeof value !== 'boolean') found.push(`opts.${key}`)
   }
-  if (everyMs !== undefined && !isMs(everyMs, Number.MAX_SAFE_INTEGER)) found.push('opts.everyMs')
+  // null means none, as the README says, for the interval and the tolerance.
+  if (!isNone(everyMs) && !isMs(everyMs, MAX_INTERVAL_MS)) found.push('opts.everyMs')
   if (
-    clockToleranceMs !== undefined &&
+    !isNone(clockToleranceMs) &&
     !(
       Number.isInteger(clockToleranceMs) &&
       (clockToleranceMs as number) >= 0 &&
@@ -348,13 +355,28 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
             Math.round(args.leaseMs as number),
             asksForDefaultHolder(holder) ? `${os.hostname()}:${process.pid}` : holder,
           ])
-          // A named occurrence is what the claim is keyed on; without one the claim is the lease's alone.
-          const occurrence = instantOf(opts.occurrence)
-          if (occurrence != null) assert.equal(pool.calls[0]?.params[3], occurrence)
-          else if (declaredGap(opts) === null && instantOf(opts.nextOccurrence) === null) {
-            assert.equal(pool.calls[0]?.params.length, 3)
-          }
+          // The claim function's nine parameters: a named occurrence is what the claim is keyed on
+          // (without one, NULL: the lease decides alone), the tolerance is the option or 10% of the
+          // lease, the interval the declared one or the gap to the next occurrence, and no window.
+          const params = pool.calls[0]!.params
+          assert.equal(
+            pool.calls[0]!.text,
+            claimSql(typeof opts.table === 'string' ? opts.table : 'cron_leases', 'current'),
+          )
+          assert.equal(params.length, 9)
+          const occurrence = instantOf(opts.occurrence) ?? null
+          const next = instantOf(opts.nextOccurrence) ?? null
           const gap = declaredGap(opts)
+          const tolerance = isNone(opts.clockToleranceMs)
+            ? Math.floor(Math.round(args.leaseMs as number) / 10)
+            : opts.clockToleranceMs
+          assert.deepEqual([params[3], params[4], params[7], params[8]], [occurrence, tolerance, gap, null])
+          if (next !== null) assert.equal(params[6], next)
+          else if (typeof opts.everyMs !== 'number') assert.deepEqual([params[5], params[6]], [null, null])
+          else if (occurrence !== null) {
+            const stepped = occurrence + Math.round(opts.everyMs)
+            assert.equal(params[6], stepped <= MAX_INSTANT_MS ? stepped : null, 'one interval on, unless past 9999')
+          }
           if (gap !== null && Math.round(args.leaseMs as number) >= gap)
             gapWarned.add(escapeControls(String(args.jobName)))
         }),
@@ -378,21 +400,21 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
   })
 })
 
-describe('options are compiled once per options object', () => {
-  test('a bag passed on every tick is checked once, however many claims use it', async () => {
-    let checks = 0
+describe('options are compiled on every call, each option read once a call', () => {
+  test('a bag passed on every tick is read on every call, each option once, so no call runs on a stale check', async () => {
+    let reads = 0
     const logger = {
       get debug() {
-        checks++
+        reads++
         return undefined
       },
     }
     const opts = { table: 'jobs.leases', logger }
     const db = standIn()
     for (let i = 0; i < 5; i++) await withCronLease(db, 'job', 1000, () => 1, opts)
-    assert.equal(checks, 1, 'the logger was checked once')
+    assert.equal(reads, 5, "the logger's method was read once per call")
     assert.equal(db.calls.filter((call) => !isRecord(call)).length, 5)
-    assert.match(db.calls[0]!.text, /^INSERT INTO "jobs"\."leases"/)
+    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'current'))
   })
 
   test('a bag changed after its first use is read and checked again', async () => {
@@ -401,7 +423,7 @@ describe('options are compiled once per options object', () => {
     await withCronLease(db, 'job', 1000, () => 1, opts)
     opts.table = 'b'
     await withCronLease(db, 'job', 1000, () => 1, opts)
-    assert.match(db.calls.filter((call) => !isRecord(call))[1]!.text, /^INSERT INTO "b"/)
+    assert.equal(db.calls.filter((call) => !isRecord(call))[1]!.text, claimSql('b', 'current'))
     opts.holder = 42
     await assert.rejects(
       withCronLease(db, 'job', 1000, () => 1, opts),
@@ -413,21 +435,6 @@ describe('options are compiled once per options object', () => {
       withCronLease(db, 'job', 1000, () => 1, opts),
       /opts\.tabel must be one of the known options/,
     )
-  })
-
-  test('an inline bag written anew on every tick, with the same values, is checked once', async () => {
-    let checks = 0
-    const logger = {
-      get debug() {
-        checks++
-        return undefined
-      },
-    }
-    const db = standIn()
-    for (let i = 0; i < 5; i++) await withCronLease(db, 'job', 1000, () => 1, { table: 'inline_bag', logger })
-    assert.equal(checks, 1, 'the logger was checked once')
-    await withCronLease(db, 'job', 1000, () => 1, { table: 'inline_bag', logger, holder: 'other' })
-    assert.equal(checks, 2, 'a bag that reads differently is checked')
   })
 
   test('a bad bag is refused every time, and a new bag is read anew', async () => {
@@ -442,8 +449,8 @@ describe('options are compiled once per options object', () => {
     await withCronLease(db, 'job', 1000, () => 1, { table: 'a' })
     await withCronLease(db, 'job', 1000, () => 1, { table: 'b' })
     assert.deepEqual(
-      db.calls.filter((call) => !isRecord(call)).map((call) => call.text.slice(0, 16)),
-      ['INSERT INTO "a" ', 'INSERT INTO "b" '],
+      db.calls.filter((call) => !isRecord(call)).map((call) => call.text),
+      [claimSql('a', 'current'), claimSql('b', 'current')],
     )
   })
 

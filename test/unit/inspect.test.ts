@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { type LeaseInfo, listLeases } from '../../src/index.ts'
+import { overdueGrace } from '../../src/list-leases.ts'
+import { CURRENT_COLUMN_NAMES, listLeasesSql } from '../../src/sql.ts'
 import { standIn } from '../helpers/stand-in.ts'
 
 const ROW = {
@@ -86,6 +88,21 @@ describe('listLeases sends one read-only statement', () => {
     assert.match(call!.text, /FROM "jobs"\."leases" AS lease CROSS JOIN "db clock"/)
     assert.match(call!.text, /ORDER BY lease\.job_name COLLATE "C"$/)
     assert.doesNotMatch(call!.text, /now\(\)|\b(INSERT|UPDATE|DELETE|LOCK)\b/i)
+    assert.equal(call!.text, listLeasesSql('jobs.leases', 'current'))
+    assert.equal(db.facts.length, 1, "after one read of the table's facts")
+  })
+
+  test('on a table of the original shape (or one not found) it names none of the optional columns', async () => {
+    for (const shape of ['original', 'missing'] as const) {
+      const db = standIn(() => ({ rows: [] }), shape)
+      assert.deepEqual(await listLeases(db, { table: 'jobs.leases' }), [])
+      assert.deepEqual(
+        db.calls.map((c) => c.text),
+        [listLeasesSql('jobs.leases', 'original')],
+        shape,
+      )
+      for (const column of CURRENT_COLUMN_NAMES) assert.ok(!db.calls[0]!.text.includes(`lease.${column}`), column)
+    }
   })
 })
 
@@ -155,7 +172,11 @@ describe('listLeases reads rows strictly', () => {
       nextDueAt: null,
       missed: 0,
     })
-    assert.equal((await strict).overdue, true, '48.5 s since the claim is over 2 × 20 s')
+    assert.equal(
+      (await strict).overdue,
+      true,
+      '48.5 s since the claim is 28.5 s past claim + 20 s, over the 20 s grace',
+    )
     const [paused] = await listLeases(
       standIn(() => ({ rows: [{ ...recorded, paused: true, paused_until: 'infinity', remaining_ms: Infinity }] })),
     )
@@ -204,6 +225,40 @@ describe('listLeases reads rows strictly', () => {
       )
     )[0]!
     assert.equal(paused.overdue, false, 'a paused job is never overdue')
+  })
+
+  test('without a stored due time, the due time is the last claim plus the interval, judged with the same grace', async () => {
+    // Claimed 62 min ago, hourly: 2 min past its due time, more than the default grace of a minute.
+    const hourly = { ...ROW, every_ms: 3_600_000, since_claim_ms: 62 * 60_000 }
+    const judge = async (row: object, opts?: { overdueGraceMs?: number; overdueFactor?: number }) =>
+      (
+        await listLeases(
+          standIn(() => ({ rows: [row] })),
+          opts,
+        )
+      )[0]!.overdue
+    assert.equal(await judge(hourly), true, 'not two intervals: the grace is at most a minute')
+    assert.equal(await judge({ ...hourly, since_claim_ms: 60 * 60_000 + 59_999 }), false, 'within the minute')
+    assert.equal(await judge(hourly, { overdueGraceMs: 3 * 60_000 }), false, 'overdueGraceMs applies here too')
+    assert.equal(await judge(hourly, { overdueFactor: 3 }), false, 'factor 3: two units of a minute')
+    assert.equal(await judge(hourly, { overdueFactor: 1 }), true)
+    assert.equal(await judge({ ...hourly, every_ms: null }), false, 'with neither a due time nor an interval, never')
+  })
+
+  test('a stored due time is the due time whenever it was stored, even before the last claim', async () => {
+    // A due time stored before the claim, passed 2 min ago: the row's own, not ignored for its age.
+    const stale = { ...ROW, every_ms: 20_000, next_due_at: '2026-11-29T22:10:59.928993Z', since_due_ms: 120_000 }
+    const [lease] = await listLeases(standIn(() => ({ rows: [stale] })))
+    assert.deepEqual([lease!.overdue, lease!.nextDueAt], [true, stale.next_due_at])
+  })
+
+  test('the grace is overdueGraceMs when given, else (overdueFactor − 1) × the interval at most a minute, a minute when unknown', () => {
+    assert.equal(overdueGrace(20_000, undefined, 2), 20_000)
+    assert.equal(overdueGrace(3_600_000, undefined, 2), 60_000)
+    assert.equal(overdueGrace(null, undefined, 2), 60_000)
+    assert.equal(overdueGrace(20_000, undefined, 3.5), 50_000)
+    assert.equal(overdueGrace(20_000, undefined, 1), 0)
+    assert.equal(overdueGrace(20_000, 5_000, 9), 5_000)
   })
 
   test('a result without a rows array is an error, not an empty list', async () => {

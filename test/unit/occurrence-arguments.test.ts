@@ -5,8 +5,12 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
 import { describe, test } from 'node:test'
+import { CronJob } from 'cron'
+import { Cron } from 'croner'
 import { catchUp, forInterval, leaseCoordinator, leasedTick, withCronLease } from '../../src/index.ts'
+import { claimSql } from '../../src/sql.ts'
 import { type Call, isRecord, LOSS, standIn, TOKEN, WIN } from '../helpers/stand-in.ts'
 
 const OCCURRENCE = '2026-12-01T09:00:00.000Z'
@@ -86,67 +90,97 @@ describe('a bad occurrence is a TypeError naming it, before any query', () => {
 })
 
 describe('which claim each call sends', () => {
-  test('a call that names nothing sends the lease-only claim, with the same three values as before', async () => {
+  test('a call that names nothing sends the claim function with no occurrence: the lease decides alone', async () => {
     const db = standIn()
-    await withCronLease(db, 'job', 1000, () => 1, { table: freshTable() })
+    const table = freshTable()
+    await withCronLease(db, 'job', 1000, () => 1, { table })
     const [claim] = claims(db.calls)
-    assert.deepEqual(claim!.params, ['job', 1000, `${(await import('node:os')).hostname()}:${process.pid}`])
-    assert.doesNotMatch(claim!.text, /occurrence >=|\$4/)
+    assert.equal(claim!.text, claimSql(table, 'current'))
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null, null])
   })
 
-  test('a table of unknown shape gets the claim that reads keys through to_jsonb; a win that says the table is keyed keys itself, then claims keyed', async () => {
+  test('on a table of the original shape, the original statement with the same three values as before', async () => {
+    const db = standIn(undefined, 'original')
     const table = freshTable()
-    const answers: unknown[] = [
-      { rowCount: 1, rows: [{ claimed_at: TOKEN, recordable: true, keyed: true }] },
-      { rowCount: 1, rows: [{ missed: '0' }] },
-      { rowCount: 1, rows: [{ claimed_at: TOKEN, recordable: true, missed: '2' }] },
-    ]
-    const db = standIn((call) => (isRecord(call) ? WIN : answers.shift()))
-    const seen: unknown[] = []
-    const opts = { table, holder: 'h', logger: quiet, occurrence: new Date(OCCURRENCE), nextOccurrence: new Date(NEXT) }
-    await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
-    const [probing, keying] = claims(db.calls)
-    assert.deepEqual(probing!.params, ['job', 1000, 'h', OCCURRENCE_MS, 100])
-    assert.match(probing!.text, /to_jsonb\(existing\) ->> 'last_occurrence'/)
-    assert.deepEqual(keying!.params.slice(0, 3), ['job', TOKEN, OCCURRENCE_MS])
-    assert.match(keying!.text, /^UPDATE "occ_\w+" AS lease\nSET\n {2}last_occurrence/)
-    await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
-    const keyed = claims(db.calls)[2]!
-    assert.match(
-      keyed.text,
-      /INSERT INTO "occ_\w+" AS lease \(job_name, lease_until, holder, claimed_at, last_occurrence/,
-    )
-    const [job, lease, holder, occurrence, nextDueMs, intervalMs, tolerance] = keyed.params as [
-      string,
-      number,
-      string,
-      string,
-      number,
-      number,
-      number,
-    ]
-    assert.deepEqual(
-      [job, lease, holder, occurrence, intervalMs, tolerance],
-      ['job', 1000, 'h', OCCURRENCE_MS, 3_600_000, 100],
-    )
-    // The next occurrence travels as a duration from this replica's now.
-    assert.ok(Math.abs(nextDueMs - (Date.parse(NEXT) - Date.now())) < 5_000, String(nextDueMs))
-    assert.deepEqual(seen, [
-      [OCCURRENCE, 0],
-      [OCCURRENCE, 2],
+    await withCronLease(db, 'job', 1000, () => 1, { table, logger: quiet })
+    assert.deepEqual(db.calls, [
+      { text: claimSql(table, 'original'), params: ['job', 1000, `${hostname()}:${process.pid}`] },
     ])
   })
 
-  test('a keyed win on the probing claim whose keying matches no row does not run: a keyed replica claimed it first', async () => {
-    const answers: unknown[] = [{ rowCount: 1, rows: [{ claimed_at: TOKEN, recordable: true, keyed: true }] }, LOSS]
-    const db = standIn(() => answers.shift() ?? WIN)
-    const ran: boolean[] = []
-    const outcome = await withCronLease(db, 'job', 1000, () => void ran.push(true), {
-      table: freshTable(),
-      occurrence: OCCURRENCE,
-      logger: quiet,
-    })
-    assert.deepEqual([outcome, ran], [{ ran: false, result: null }, []])
+  test('a named occurrence goes as ms, the next one as a duration and as itself, their gap as the interval; the win sets ctx.occurrence and ctx.missed', async () => {
+    const table = freshTable()
+    const occurrenceText = '2026-12-01T09:00:00.000000Z'
+    const db = standIn((call) =>
+      isRecord(call)
+        ? WIN
+        : {
+            rowCount: 1,
+            rows: [{ claimed_at: TOKEN, missed: '2', occurrence: occurrenceText, interval_ms: 3_600_000 }],
+          },
+    )
+    const seen: unknown[] = []
+    const opts = { table, holder: 'h', logger: quiet, occurrence: new Date(OCCURRENCE), nextOccurrence: new Date(NEXT) }
+    const sentAt = Date.now()
+    await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
+    const [claim, record] = db.calls
+    assert.equal(claim!.text, claimSql(table, 'current'))
+    const [job, lease, holder, occurrence, tolerance, nextInMs, next, intervalMs, window] = claim!.params as number[]
+    assert.deepEqual(
+      [job, lease, holder, occurrence, tolerance, next, intervalMs, window],
+      ['job', 1000, 'h', OCCURRENCE_MS, 100, Date.parse(NEXT), 3_600_000, null],
+    )
+    // The next occurrence travels as a duration from this replica's now, which the database adds to its clock.
+    assert.ok(Math.abs(nextInMs! - (Date.parse(NEXT) - sentAt)) < 5_000, String(nextInMs))
+    assert.deepEqual(seen, [[OCCURRENCE, 2]])
+    assert.ok(isRecord(record!))
+    assert.equal(record!.params[5], 3_600_000, "the interval the claim returned is recorded as the job's")
+  })
+
+  test('on a table of the original shape an occurrence is not sent, with one warning per table: the lease alone, nothing recorded', async () => {
+    const warnings: string[] = []
+    const logger = { warn: (m: string) => void warnings.push(m) }
+    const table = freshTable()
+    // A token of this machine's time, so the one warning is the shape's, not a clock's.
+    const now = () => ({ rowCount: 1, rows: [{ claimed_at: new Date().toISOString().replace('Z', '000Z') }] })
+    const db = standIn(now, 'original')
+    const seen: unknown[] = []
+    for (let i = 0; i < 3; i++) {
+      const occurrence = new Date(OCCURRENCE_MS + i * 60_000)
+      await withCronLease(db, 'job', 1000, (ctx) => void seen.push(ctx.occurrence), { table, logger, occurrence })
+    }
+    assert.deepEqual(
+      db.calls.map((c) => [c.text, c.params.length]),
+      Array.from({ length: 3 }, () => [claimSql(table, 'original'), 3]),
+      'three claims of the original statement, and no outcome record',
+    )
+    assert.deepEqual(
+      seen.map((at) => (at as Date | null)?.getTime()),
+      [0, 1, 2].map((i) => OCCURRENCE_MS + i * 60_000),
+      'ctx.occurrence is still the occurrence named',
+    )
+    assert.equal(warnings.length, 1, warnings.join('\n'))
+    assert.match(warnings[0]!, new RegExp(`^pg-cron-lease: ${table} `))
+    assert.match(warnings[0]!, /claims are decided by the lease alone .*outcomes are not recorded/)
+    assert.match(warnings[0]!, new RegExp(`run \`pg-cron-lease migrate --table ${table}\``))
+  })
+
+  test('a missing table gets the original statement, whose refusal names the table', async () => {
+    const table = freshTable()
+    const db = standIn(
+      () => Promise.reject(Object.assign(new Error(`relation "${table}" does not exist`), { code: '42P01' })),
+      'missing',
+    )
+    await assert.rejects(
+      withCronLease(db, 'job', 1000, () => 1, { table, occurrence: OCCURRENCE }),
+      (e: unknown) =>
+        (e as { code?: string }).code === '42P01' &&
+        (e as Error).message.startsWith(`pg-cron-lease: the lease table ${table} does not exist`),
+    )
+    assert.deepEqual(
+      db.calls.map((c) => c.text),
+      [claimSql(table, 'original')],
+    )
   })
 
   test('the tolerance is clockToleranceMs, else 10% of the lease rounded down', async () => {
@@ -166,7 +200,7 @@ describe('which claim each call sends', () => {
     }
   })
 
-  test('a bag passed on every call with a new occurrence each time is checked once', async () => {
+  test('a bag passed on every call with a new occurrence each time is read anew: each claim sends its own', async () => {
     let reads = 0
     const logger = {
       get debug() {
@@ -181,8 +215,8 @@ describe('which claim each call sends', () => {
       opts.occurrence = new Date(Date.parse(OCCURRENCE) + i * 60_000)
       await withCronLease(db, 'job', 1000, () => 1, opts)
     }
-    assert.equal(reads, 1, 'the logger was checked once')
-    const sent = claims(db.calls).filter((c) => c.text.startsWith('INSERT'))
+    assert.equal(reads, 5, 'the bag is read on every call')
+    const sent = claims(db.calls).filter((c) => c.text === claimSql(opts.table, 'current'))
     assert.deepEqual(
       sent.map((c) => c.params[3]),
       [0, 1, 2, 3, 4].map((i) => OCCURRENCE_MS + i * 60_000),
@@ -214,35 +248,120 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
     assert.equal((await occurrenceSent(job))[3], OCCURRENCE_MS)
   })
 
-  test('a croner run started by hand, far from any slot, names no occurrence', async () => {
-    const started = new Date(Date.parse(OCCURRENCE) + 5_000)
-    const job = {
-      currentRun: () => started,
-      previousRuns: () => [new Date(OCCURRENCE)],
-      nextRun: () => new Date(NEXT),
+  test('a croner run late by more than a second names its slot, and one late by more than an interval the latest slot', async () => {
+    // A real croner job, its slots every 5 min; only when the run started is made up.
+    const started = (ms: number) => {
+      const job = new Cron('0 */5 * * * *', { paused: true, timezone: 'UTC' })
+      job.currentRun = () => new Date(ms)
+      return job
     }
+    try {
+      assert.equal((await occurrenceSent(started(OCCURRENCE_MS + 1_500)))[3], OCCURRENCE_MS, '1.5 s late')
+      assert.equal((await occurrenceSent(started(OCCURRENCE_MS + 4 * 60_000)))[3], OCCURRENCE_MS, '4 min late')
+      assert.equal(
+        (await occurrenceSent(started(OCCURRENCE_MS + 7 * 60_000)))[3],
+        OCCURRENCE_MS + 5 * 60_000,
+        '7 min late: the latest slot at or before the run, never the one it was late for',
+      )
+      assert.equal((await occurrenceSent(started(OCCURRENCE_MS)))[3], OCCURRENCE_MS, 'on time')
+    } finally {
+      Cron.prototype.stop.call(started(0))
+    }
+  })
+
+  test('a croner run started by hand (job.trigger()) names the latest slot: it runs only if no replica ran that slot', async () => {
+    const db = standIn()
+    let startedAt: Date | null = null
+    const run = leasedTick(db, 'job', 1000, () => 1, { table: freshTable(), logger: quiet })
+    const job = new Cron('0 0 * * * *', { paused: true, timezone: 'UTC' }, async (self: Cron) => {
+      startedAt = self.currentRun()
+      await run(self)
+    })
+    try {
+      await job.trigger()
+    } finally {
+      job.stop()
+    }
+    assert.ok(startedAt !== null, 'croner set currentRun() for the triggered run')
+    const hour = 3_600_000
+    const latest = Math.floor((startedAt as Date).getTime() / hour) * hour
+    const params = claims(db.calls)[0]!.params
+    assert.equal(params[3], latest, 'the latest hourly slot at or before the trigger')
+    assert.equal(params[6], latest + hour, 'and the next one')
+  })
+
+  test("a CronJob of the cron package names the latest slot at or before its lastDate(), in the job's zone", async () => {
+    // 01:30 every day in New York: 06:30 UTC in winter. A UTC reading of the pattern would name 01:30 UTC.
+    const db = standIn()
+    const run = leasedTick(db, 'job', 1000, () => 1, { table: freshTable(), logger: quiet })
+    let pending: Promise<unknown> = Promise.resolve()
+    // As the docs wire it: `function () { tick(this) }`, the job as `this`.
+    const job = new CronJob(
+      '0 30 1 * * *',
+      function (this: CronJob) {
+        pending = run(this)
+      },
+      null,
+      false,
+      'America/New_York',
+    )
+    const fire = async (at: string) => {
+      job.lastExecution = new Date(at)
+      await job.fireOnTick()
+      await pending
+    }
+    await fire('2026-12-01T06:30:02.250Z')
+    const params = claims(db.calls)[0]!.params
+    assert.equal(params[3], Date.parse('2026-12-01T06:30:00.000Z'))
+    assert.equal(params[6], job.nextDate().toMillis(), "the next occurrence is the job's nextDate()")
+    // Late by more than a day: the latest slot, not the one before it.
+    await fire('2026-12-03T07:00:00.000Z')
+    assert.equal(claims(db.calls)[1]!.params[3], Date.parse('2026-12-03T06:30:00.000Z'))
+  })
+
+  test('a CronJob that has not fired yet names no occurrence, only its next one', async () => {
+    const job = new CronJob('0 0 9 * * *', () => {}, null, false, 'UTC')
     const params = await occurrenceSent(job)
-    assert.equal(params.length, 3, 'the lease alone decides a run started by job.trigger()')
+    assert.equal(params[3], null)
+    assert.equal(params[6], job.nextDate().toMillis())
   })
 
   test('by hand, and nothing at all', async () => {
     assert.equal((await occurrenceSent({ occurrence: OCCURRENCE }))[3], OCCURRENCE_MS)
-    assert.equal((await occurrenceSent(undefined)).length, 3)
-    assert.equal((await occurrenceSent('a string a scheduler passed')).length, 3)
+    for (const nothing of [undefined, 'a string a scheduler passed', 42, new Proxy({ occurrence: OCCURRENCE }, {})]) {
+      assert.deepEqual((await occurrenceSent(nothing)).slice(3), [null, 100, null, null, null, null], String(nothing))
+    }
   })
 })
 
 describe("leasedTick's catch-up can be waited for", () => {
   test('tick.caughtUp resolves ran: false without catchUp, and the catch-up outcome with it', async () => {
     assert.deepEqual(await leasedTick(standIn(), 'job', 1000, () => 1).caughtUp, { ran: false, result: null })
-    // A table whose columns the database does not list has no occurrence columns: nothing to catch up.
-    const db = standIn(() => ({ rowCount: 1, rows: [{ exists: true, columns: ['job_name'] }] }))
+    // A table of the original shape stores no due time: nothing to catch up, and nothing is sent.
+    const db = standIn(undefined, 'original')
     const tick = leasedTick(db, 'job', 1000, () => 1, {
       table: freshTable(),
       logger: quiet,
       catchUp: { withinMs: 1000 },
     })
     assert.deepEqual(await tick.caughtUp, { ran: false, result: null })
+    assert.equal(db.calls.length, 0)
+    // On the current shape the catch-up is the claim statement with its window in $9.
+    const table = freshTable()
+    const current = standIn()
+    const caught = leasedTick(current, 'job', 1000, () => 7, {
+      table,
+      logger: quiet,
+      everyMs: 60_000,
+      catchUp: { withinMs: 5000 },
+    })
+    assert.deepEqual(await caught.caughtUp, { ran: true, result: 7 })
+    const [claim] = claims(current.calls)
+    assert.equal(claim!.text, claimSql(table, 'current'))
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, 60_000, 5000])
+    const lost = standIn(() => LOSS)
+    const none = leasedTick(lost, 'job', 1000, () => 1, { table, logger: quiet, catchUp: { withinMs: 5000 } })
+    assert.deepEqual(await none.caughtUp, { ran: false, result: null }, 'no row back: nothing was due')
     const errors: unknown[] = []
     const failing = leasedTick(
       standIn(() => Promise.reject(new Error('down'))),

@@ -3,14 +3,27 @@ import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import postgres from 'postgres'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
+import { claimSql, tableFactsSql } from '../../src/sql.ts'
 import { TOKEN } from '../helpers/stand-in.ts'
 
-/** A stand-in for postgres.js's `sql`: `unsafe` resolves to an Array of rows with `.count`. */
+type Sent = { text: string; params: unknown; options?: unknown }
+
+/**
+ * A stand-in for postgres.js's `sql`: `unsafe` resolves to an Array of rows with `.count`. The read
+ * of the table's facts is answered as a table of the current shape would, and kept in `facts`.
+ */
 function fakeSql(answer: () => unknown) {
-  const calls: Array<{ text: string; params: unknown; options?: unknown }> = []
+  const calls: Sent[] = []
+  const facts: Sent[] = []
   return {
     calls,
+    facts,
     unsafe(text: string, params?: unknown[], options?: unknown) {
+      if (text === tableFactsSql()) {
+        facts.push({ text, params, options })
+        const row = { exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }
+        return Promise.resolve(rowList([row], 1)) as Promise<any>
+      }
       calls.push({ text, params, options })
       return Promise.resolve().then(answer) as Promise<any>
     },
@@ -76,8 +89,15 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
     const sql = fakeSql(() => rowList([{ claimed_at: TOKEN }], 1))
     await withCronLease(fromPostgresJs(sql), 'job', 1000, () => null, { holder: 'h', record: false })
     assert.equal(sql.calls.length, 1)
-    assert.match(sql.calls[0]!.text, /^INSERT INTO "cron_leases"/)
-    assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h'])
+    assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'current'))
+    assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null, null])
+    assert.equal(sql.facts.length, 1)
+    assert.deepEqual(sql.facts[0]!.params, [
+      '"cron_leases"',
+      '"cron_leases_claim"(text, integer, text, bigint, integer, double precision, bigint, double precision, double precision)',
+      (sql.facts[0]!.params as unknown[])[2],
+    ])
+    assert.ok(Array.isArray((sql.facts[0]!.params as unknown[])[2]), 'the column names go as one array parameter')
   })
 
   test("unsafe is asked to prepare, so the sql instance's own prepare option decides", async () => {
@@ -88,13 +108,19 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
       [{ prepare: true }, { prepare: true }],
       'the claim and the renew',
     )
+    assert.deepEqual(
+      sql.facts.map((c) => c.options),
+      [{ prepare: true }],
+      "the facts read too: the sql instance's option decides",
+    )
   })
 
   test('an unsafe written with two parameters still fits, and is called with this as the sql', async () => {
+    const facts = rowList([{ exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }], 1)
     const sql = {
       answer: rowList([], 0),
-      unsafe(this: { answer: unknown }, _text: string, _params?: unknown[]) {
-        return Promise.resolve(this.answer) as Promise<any>
+      unsafe(this: { answer: unknown }, text: string, _params?: unknown[]) {
+        return Promise.resolve(text === tableFactsSql() ? facts : this.answer) as Promise<any>
       },
     }
     assert.deepEqual(await withCronLease(fromPostgresJs(sql), 'job', 1000, () => 'ran'), { ran: false, result: null })

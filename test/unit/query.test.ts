@@ -6,17 +6,30 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { type Queryable, withCronLease } from '../../src/index.ts'
-import { claimSql } from '../../src/sql.ts'
-import { isUnprepared } from '../../src/state.ts'
+import { claimSql, releaseSavepointSql, savepointSql, tableFactsSql } from '../../src/sql.ts'
+import { handleState } from '../../src/state.ts'
 import { WIN } from '../helpers/stand-in.ts'
 
-type Sent = { named: string } | { plain: string }
+type Sent = { named: string; text: string } | { plain: string }
+
+/** What a table of the current shape answers to the read of its facts. */
+function factsRow() {
+  return { rowCount: 1, rows: [{ exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }] }
+}
+
+/** The answer of the stand-in: the facts row to the facts read, a won claim to anything else. */
+const answer = (text: string) => (text === tableFactsSql() ? factsRow() : WIN)
 
 /**
  * A stand-in `pg` Client (it has `connectionParameters`, as pg's does): a named query meets
- * `refusal` when one is given, a plain one wins. `status` is what getTransactionStatus() reports.
+ * `refusal` when one is given, a plain one is answered; with `factsError`, the read of the table's
+ * facts fails with it. `status` is what getTransactionStatus() reports.
  */
-function pgLike(refusal?: { code: string; message: string }, status = 'I') {
+function pgLike(
+  refusal?: { code: string; message: string },
+  status = 'I',
+  factsError?: { code: string; message: string },
+) {
   const sent: Sent[] = []
   const db = {
     connectionParameters: {},
@@ -24,16 +37,18 @@ function pgLike(refusal?: { code: string; message: string }, status = 'I') {
     async query(config: string | { name: string; text: string }, _params?: unknown[]) {
       if (typeof config === 'string') {
         sent.push({ plain: config })
-        return WIN
+        if (factsError && config === tableFactsSql()) throw Object.assign(new Error(factsError.message), factsError)
+        return answer(config)
       }
-      sent.push({ named: config.name })
+      sent.push({ named: config.name, text: config.text })
       if (refusal) throw Object.assign(new Error(refusal.message), refusal)
-      return WIN
+      return answer(config.text)
     },
   }
   return { db: db as unknown as Queryable, sent }
 }
 
+const CLAIM = claimSql('leases', 'current')
 const claim = (db: Queryable) => withCronLease(db, 'job', 1000, () => 'ran', { table: 'leases', record: false })
 
 describe('a refusal of the prepared form is retried once as plain text', () => {
@@ -45,12 +60,15 @@ describe('a refusal of the prepared form is retried once as plain text', () => {
     test(`${code} (${message}): the claim wins on the retry and the handle stays plain`, async () => {
       const { db, sent } = pgLike({ code: code!, message: message! })
       assert.deepEqual(await claim(db), { ran: true, result: 'ran' })
-      assert.equal(sent.length, 2)
-      assert.match((sent[0] as { named: string }).named, /^pg_cron_lease_[0-9a-f]{24}$/)
-      assert.deepEqual(sent[1], { plain: claimSql('leases') })
-      assert.equal(isUnprepared(db), true)
+      assert.equal(sent.length, 3)
+      assert.deepEqual(sent[0], { plain: tableFactsSql() }, "the table's facts are read first, as plain text")
+      const named = sent[1] as { named: string; text: string }
+      assert.match(named.named, /^pg_cron_lease_[0-9a-f]{24}$/)
+      assert.equal(named.text, CLAIM)
+      assert.deepEqual(sent[2], { plain: CLAIM })
+      assert.equal(handleState(db).unprepared, true)
       await claim(db)
-      assert.deepEqual(sent[2], { plain: claimSql('leases') }, 'the next claim is plain from the start')
+      assert.deepEqual(sent.slice(3), [{ plain: CLAIM }], 'the next claim is plain from the start, the shape known')
     })
   }
 })
@@ -64,10 +82,18 @@ describe('any other error reaches the caller unchanged, with no retry', () => {
     test(`${code} (${message})`, async () => {
       const { db, sent } = pgLike({ code: code!, message: message! })
       await assert.rejects(claim(db), (error: unknown) => (error as { code?: string }).code === code)
-      assert.equal(sent.length, 1, 'sent once')
-      assert.equal(isUnprepared(db), false)
+      assert.equal(sent.filter((s) => 'named' in s).length, 1, 'the claim is sent once')
+      assert.equal(sent.length, 2, 'the facts read and the claim, nothing resent')
+      assert.equal(handleState(db).unprepared, false)
     })
   }
+
+  test("an error on the read of the table's facts rejects the claim with it, and no claim is sent", async () => {
+    const timeout = { code: '57014', message: 'canceling statement due to statement timeout' }
+    const { db, sent } = pgLike(undefined, 'I', timeout)
+    await assert.rejects(claim(db), (error: unknown) => (error as { code?: string }).code === '57014')
+    assert.deepEqual(sent, [{ plain: tableFactsSql() }])
+  })
 })
 
 describe('which pg handles get the prepared form', () => {
@@ -76,20 +102,24 @@ describe('which pg handles get the prepared form', () => {
     await claim(inside.db)
     await claim(inside.db)
     const texts = (inside.sent as { plain: string }[]).map((sent) => sent.plain)
-    const [first, second] = [texts[0]!.slice('SAVEPOINT '.length), texts[3]!.slice('SAVEPOINT '.length)]
-    assert.match(first, /^pg_cron_lease_\d+$/)
-    assert.notEqual(first, second, 'each statement has a savepoint of its own')
+    const names = [0, 3, 6].map((i) => texts[i]!.slice('SAVEPOINT '.length))
+    for (const name of names) assert.match(name, /^pg_cron_lease_\d+$/)
+    assert.equal(new Set(names).size, 3, 'each statement has a savepoint of its own')
+    const [facts, first, second] = names as [string, string, string]
     assert.deepEqual(texts, [
+      savepointSql(facts),
+      tableFactsSql(),
+      releaseSavepointSql(facts),
       `SAVEPOINT ${first}`,
-      claimSql('leases'),
+      CLAIM,
       `RELEASE SAVEPOINT ${first}`,
       `SAVEPOINT ${second}`,
-      claimSql('leases'),
+      CLAIM,
       `RELEASE SAVEPOINT ${second}`,
     ])
     const aborted = pgLike(undefined, 'E')
     await claim(aborted.db)
-    assert.deepEqual(aborted.sent, [{ plain: claimSql('leases') }], 'status E')
+    assert.deepEqual(aborted.sent, [{ plain: tableFactsSql() }, { plain: CLAIM }], 'status E')
   })
 
   test('one name per statement text: the same text has the same name, another table another name', async () => {
@@ -97,8 +127,12 @@ describe('which pg handles get the prepared form', () => {
     await claim(db)
     await claim(db)
     await withCronLease(db, 'job', 1000, () => null, { table: 'other', record: false })
-    const [a, b, c] = sent as Array<{ named: string }>
+    const [a, b, c] = sent.filter((s): s is { named: string; text: string } => 'named' in s)
+    assert.equal(a!.text, CLAIM)
     assert.equal(a!.named, b!.named)
+    assert.equal(c!.text, claimSql('other', 'current'))
     assert.notEqual(a!.named, c!.named)
+    const facts = sent.filter((s) => 'plain' in s)
+    assert.deepEqual(facts, [{ plain: tableFactsSql() }, { plain: tableFactsSql() }], 'one plain facts read per table')
   })
 })

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { LEASE, leaseCoordinator, leasedTick, leaseForInterval, MAX_LEASE_MS } from '../../src/index.ts'
+import { claimSql } from '../../src/sql.ts'
 import { isRecord, LOSS, standIn, WIN } from '../helpers/stand-in.ts'
 
 const tick = () => 'ran'
@@ -55,8 +56,9 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
     assert.deepEqual(await run(), { ran: true, result: 'ran' })
     assert.equal(db.calls.length, 2)
     assert.ok(isRecord(db.calls[1]!))
-    assert.match(db.calls[0]!.text, /INSERT INTO "a"\."b"/)
-    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h'])
+    assert.equal(db.calls[0]!.text, claimSql('a.b', 'current'))
+    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null, null])
+    assert.equal(db.facts.length, 1, "the table's facts were read once, at the first call")
   })
 
   test('holder, table, logger and keepAlive reach withCronLease', async () => {
@@ -77,7 +79,7 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
     })
     await slow()
     assert.ok(
-      db.calls.slice(1).some((c) => /GREATEST/.test(c.text) && c.params[1] === 500),
+      db.calls.slice(1).some((c) => /GREATEST/.test(c.text) && c.params[1] === 500 && c.params[3] === true),
       'a keep-alive beat ran',
     )
   })
@@ -248,7 +250,7 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
         ['report', 800, 'h', Date.parse(SLOT)],
       ],
     )
-    assert.match(db.calls[0]!.text, /INSERT INTO "jobs"\."leases"/)
+    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'current'))
   })
 
   test('replicas whose clocks disagree claim the same row', async () => {
@@ -283,7 +285,7 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
     const cases: [() => unknown, RegExp][] = [
       [
         () => leaseCoordinator(db).shouldRun('report', 800),
-        /key must be node-cron's 'name:ISO-8601 slot' string, got "report"/,
+        /key must be node-cron's 'name:slot' key, the slot as Date#toISOString\(\) writes a real instant from 1970 to 9999, got "report"/,
       ],
       [() => leaseCoordinator(db).shouldRun(`report:${SLOT}x`, 800), /key must be/],
       [() => leaseCoordinator(db).shouldRun(42 as never, 800), /key must be .*got 42/],
@@ -302,6 +304,42 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
     assert.equal(db.calls.length, 0)
   })
 
+  test('a slot that is not exactly what toISOString() writes for a real instant in 1970..9999 is refused before any query', async () => {
+    const db = standIn()
+    const coordinator = leaseCoordinator(db)
+    for (const slot of [
+      '2026-02-30T09:00:00.000Z', // February 30th
+      '2026-13-01T09:00:00.000Z', // month 13
+      '2026-04-31T09:00:00.000Z', // April 31st
+      '2026-11-29T24:00:00.000Z', // hour 24, which Date.parse reads as the next day
+      '2026-11-29T22:12:60.000Z', // second 60
+      '+002026-11-29T22:12:11.000Z', // a signed year
+      '-000001-01-01T00:00:00.000Z',
+      '1969-12-31T23:59:59.999Z', // before 1970
+      '2026-11-29T22:12:11Z', // no milliseconds
+      '2026-11-29T22:12:11.000+00:00', // not UTC as toISOString writes it
+      '2026-11-29 22:12:11.000Z',
+    ]) {
+      await assert.rejects(
+        coordinator.shouldRun(`report:${slot}`, 800),
+        (error: unknown) =>
+          error instanceof TypeError &&
+          error.message.startsWith("pg-cron-lease: key must be node-cron's 'name:slot' key") &&
+          error.message.endsWith(`got ${JSON.stringify(`report:${slot}`)}`),
+        slot,
+      )
+    }
+    assert.equal(db.calls.length, 0)
+    assert.equal(db.facts.length, 0, 'not even the facts read')
+    // The bounds themselves are real instants.
+    assert.equal(await coordinator.shouldRun('first:1970-01-01T00:00:00.000Z', 800), true)
+    assert.equal(await coordinator.shouldRun('last:9999-12-31T23:59:59.999Z', 800), true)
+    assert.deepEqual(
+      db.calls.map((c) => c.params[3]),
+      [0, Date.UTC(9999, 11, 31, 23, 59, 59, 999)],
+    )
+  })
+
   test('a claim error rejects unchanged, so node-cron fails closed', async () => {
     const failure = new Error('connection refused')
     await assert.rejects(leaseCoordinator(standIn(() => Promise.reject(failure))).shouldRun(`a:${SLOT}`, 800), failure)
@@ -313,7 +351,7 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
     await coordinator.shouldRun(`a:${SLOT}`, 800)
     await coordinator.onComplete(`a:${SLOT}`)
     assert.equal(db.calls.length, 2)
-    assert.match(db.calls[0]!.text, /^INSERT/)
+    assert.equal(db.calls[0]!.text, claimSql('cron_leases', 'current'))
     assert.ok(isRecord(db.calls[1]!))
     assert.deepEqual(db.calls[1]!.params.slice(3), [null, null, null])
     await coordinator.onComplete(`a:${SLOT}`)

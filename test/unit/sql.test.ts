@@ -9,17 +9,48 @@ import {
   upgradeTableSql,
   withCronLease,
 } from '../../src/index.ts'
-import { claimSql, extendSql, renewSql } from '../../src/sql.ts'
+import {
+  CURRENT_COLUMN_NAMES,
+  claimFunction,
+  claimSql,
+  fenceSql,
+  recordOutcomeSql,
+  releaseSavepointSql,
+  renewSql,
+  rollbackToSavepointSql,
+  savepointSql,
+  tableFactsParams,
+  tableFactsSql,
+} from '../../src/sql.ts'
 import { standIn, TOKEN } from '../helpers/stand-in.ts'
 
-const statements = { claim: claimSql('cron_leases'), renew: renewSql('cron_leases'), extend: extendSql('cron_leases') }
+/** The claim function's body, as the DDL creates it: where the current shape's claim rules live. */
+const claimBody = (ddl: string) => /LANGUAGE plpgsql AS \$claim\$\n([\s\S]*?)\$claim\$;/.exec(ddl)?.[1] ?? ''
+
+const statements = {
+  'original claim': claimSql('cron_leases', 'original'),
+  'claim function': claimBody(CRON_LEASES_TABLE_SQL),
+  'current renew': renewSql('cron_leases', 'current'),
+  'original renew': renewSql('cron_leases', 'original'),
+  record: recordOutcomeSql('cron_leases'),
+  facts: tableFactsSql(),
+}
 
 describe('the SQL reads the database clock and nothing else', () => {
   test('every statement uses clock_timestamp() and never NOW() or CURRENT_TIMESTAMP', () => {
+    assert.ok(statements['claim function'].length > 0, 'the DDL holds the claim function')
     for (const [name, text] of Object.entries(statements)) {
       assert.match(text, /clock_timestamp\(\)/, name)
       assert.doesNotMatch(text, /\bnow\(\)|current_timestamp|localtimestamp|transaction_timestamp/i, name)
     }
+  })
+
+  test('the fence reads the transaction and statement start only to tell whether it runs in a transaction', () => {
+    const fence = fenceSql('cron_leases')
+    assert.match(fence, /^SELECT transaction_timestamp\(\) < statement_timestamp\(\) AS in_transaction,\n/)
+    assert.match(fence, /CASE WHEN transaction_timestamp\(\) < statement_timestamp\(\) THEN EXISTS \(/)
+    assert.match(fence, /FOR KEY SHARE\) END AS fenced$/)
+    assert.doesNotMatch(fence, /\bnow\(\)|current_timestamp|localtimestamp|clock_timestamp/i)
   })
 
   test('no statement carries a timestamp computed in Node: every parameter is a name, a length or a token', async () => {
@@ -28,19 +59,110 @@ describe('the SQL reads the database clock and nothing else', () => {
     assert.deepEqual(
       db.calls.map((c) => c.params),
       [
-        ['job', 1000, 'h'],
-        ['job', 1000, TOKEN],
+        ['job', 1000, 'h', null, 100, null, null, null, null],
+        ['job', 1000, TOKEN, false],
         ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null],
       ],
     )
     assert.equal(typeof db.calls[2]!.params[2], 'number', 'a duration, measured on a monotonic clock')
+    const original = standIn(undefined, 'original')
+    await withCronLease(original, 'job', 1000, (ctx) => ctx.renew(), { holder: 'h' })
+    assert.deepEqual(
+      original.calls.map((c) => c.params),
+      [
+        ['job', 1000, 'h'],
+        ['job', 1000, TOKEN, false],
+      ],
+      'the original shape: its three claim parameters, and no outcome record',
+    )
   })
 })
 
-describe('the claim is one atomic upsert that losers do not write', () => {
+describe("the table's facts are one read-only catalog statement", () => {
+  test('it reads existence, the column count, the current shape and the database clock, and locks nothing', () => {
+    const text = tableFactsSql()
+    assert.match(text, /^SELECT to_regclass\(\$1::text\) IS NOT NULL AS exists,\n/)
+    for (const column of ['columns', 'current', 'checked_at']) assert.match(text, new RegExp(`AS ${column}\\b`), column)
+    assert.match(text, /to_regprocedure\(\$2::text\) IS NOT NULL AS current/)
+    assert.doesNotMatch(text, /\b(INSERT|UPDATE|DELETE|FOR UPDATE|FOR SHARE|FOR KEY SHARE|LOCK)\b/)
+  })
+
+  test('its parameters: the quoted table, its claim function with argument types, and every current column', () => {
+    const [table, claim, columns] = tableFactsParams('jobs.leases') as [string, string, string[]]
+    assert.equal(table, '"jobs"."leases"')
+    assert.ok(claim.startsWith(`${claimFunction('jobs.leases')}(text, integer, text, bigint, `), claim)
+    assert.deepEqual(columns, CURRENT_COLUMN_NAMES)
+    assert.throws(() => tableFactsParams('a; DROP TABLE b'), TypeError)
+  })
+})
+
+describe('the claim on the current shape is a call of the claim function the DDL creates', () => {
+  test('it selects the token, missed, occurrence and interval from the function, with nine typed parameters', () => {
+    assert.equal(
+      claimSql('jobs.leases', 'current'),
+      `SELECT claim_token AS claimed_at, missed, occurrence, interval_ms
+FROM "jobs"."leases_claim"($1::text, $2::integer, $3::text, $4::bigint, $5::integer, $6::float8, $7::bigint, $8::float8, $9::float8)`,
+    )
+  })
+
+  test('the function is <table>_claim in the table schema; a long name is cut and made unique by a hash', () => {
+    assert.equal(claimFunction('cron_leases'), '"cron_leases_claim"')
+    assert.equal(claimFunction('jobs.leases'), '"jobs"."leases_claim"')
+    const long = (tail: string) => claimFunction(`t${'x'.repeat(56)}${tail}`)
+    const [a, b] = [long('a'), long('b')]
+    assert.notEqual(a, b, 'two long names never share a function')
+    for (const name of [a, b]) {
+      assert.ok(name.slice(1, -1).length <= 63, name)
+      assert.match(name, /_claim"$/)
+    }
+    assert.throws(() => claimFunction('x; DROP TABLE y'), TypeError)
+  })
+
+  test('createTableSql and upgradeTableSql both create the function, only when missing, a racing creator ignored', () => {
+    for (const ddl of [createTableSql('jobs.leases'), upgradeTableSql('jobs.leases')]) {
+      assert.match(ddl, /IF to_regprocedure\('"jobs"\."leases_claim"\(text, integer, /)
+      assert.match(ddl, /CREATE FUNCTION "jobs"\."leases_claim"\(/)
+      assert.match(
+        ddl,
+        /RETURNS TABLE \(claim_token text, missed bigint, occurrence text, interval_ms double precision\)/,
+      )
+      assert.match(ddl, /EXCEPTION WHEN unique_violation OR duplicate_function THEN/)
+    }
+  })
+
+  test('a loser only reads the row: the held lease or an already claimed occurrence returns before any lock or insert', () => {
+    const body = statements['claim function']
+    const read = body.indexOf('INTO _blocked FROM "cron_leases" AS lease WHERE lease.job_name = _job;')
+    const blocked = body.indexOf('IF _blocked THEN RETURN; END IF;')
+    const early = body.indexOf(
+      "IF _occurrence > clock_timestamp() + _tolerance_ms * interval '1 millisecond' THEN RETURN; END IF;",
+    )
+    const lock = body.indexOf('FOR UPDATE SKIP LOCKED;\n    IF NOT FOUND THEN RETURN; END IF;')
+    const insert = body.indexOf('RETURN QUERY\n  INSERT INTO "cron_leases" AS lease')
+    for (const at of [read, blocked, early, lock, insert]) assert.ok(at > 0, body)
+    assert.ok(read < blocked && blocked < early && early < lock && lock < insert, 'read, held, too early, lock, upsert')
+    assert.match(
+      body,
+      /SELECT lease\.lease_until > clock_timestamp\(\) OR coalesce\(lease\.last_occurrence >= _occurrence, false\)/,
+    )
+  })
+
+  test('the upsert is still the atomic arbiter: it checks the lease and the occurrence again under the row lock', () => {
+    const body = statements['claim function']
+    assert.match(body, /ON CONFLICT \(job_name\) DO UPDATE/)
+    assert.match(
+      body,
+      /WHERE lease\.lease_until <= clock_timestamp\(\)\n {4}AND NOT coalesce\(lease\.last_occurrence >= EXCLUDED\.last_occurrence, false\)\n {2}RETURNING /,
+    )
+    assert.doesNotMatch(body, /\b(COMMIT|pg_advisory)\b/i)
+  })
+})
+
+describe('the claim on the original shape is one atomic upsert that losers do not write', () => {
+  const text = statements['original claim']
+
   test('it is a single INSERT … ON CONFLICT (job_name) DO UPDATE … WHERE lease_until <= clock_timestamp()', () => {
-    const text = statements.claim
-    assert.match(text, /^INSERT INTO "cron_leases" AS lease/)
+    assert.match(text, /^INSERT INTO "cron_leases" AS lease \(job_name, lease_until, holder, claimed_at\)\n/)
     assert.match(text, /ON CONFLICT \(job_name\) DO UPDATE/)
     assert.match(text, /WHERE lease\.lease_until <= clock_timestamp\(\)/)
     assert.match(text, /RETURNING /)
@@ -49,26 +171,27 @@ describe('the claim is one atomic upsert that losers do not write', () => {
     assert.equal(text.match(/FOR UPDATE/g)?.length, 1)
     assert.match(text, /FOR UPDATE SKIP LOCKED\)/)
     assert.equal(text.split(';').length, 1, 'one statement')
+    for (const column of CURRENT_COLUMN_NAMES) assert.ok(!text.includes(column), `it names no ${column}`)
   })
 
   test('the insert is tried only when no unexpired lease is visible, and an expired row only when it can be locked now', () => {
     assert.ok(
-      statements.claim.includes(`WHERE CASE (SELECT lease_until > clock_timestamp() FROM "cron_leases" WHERE job_name = $1::text)
+      text.includes(`WHERE CASE (SELECT lease_until > clock_timestamp() FROM "cron_leases" WHERE job_name = $1::text)
   WHEN true THEN false
-  WHEN false THEN EXISTS (SELECT 1 FROM "cron_leases" WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
+  WHEN false THEN EXISTS (SELECT FROM "cron_leases" WHERE job_name = $1::text AND lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
   ELSE true
 END
 ON CONFLICT (job_name) DO UPDATE`),
     )
   })
 
-  test('the claim token comes back as UTC text with microseconds', () => {
+  test('the claim token comes back as UTC text with microseconds, and only the token', () => {
     // By interval, not by the name 'UTC', which a POSIX-form session zone can redefine on PG 18.
     assert.match(
-      statements.claim,
-      /RETURNING to_char\(claimed_at AT TIME ZONE INTERVAL '\+00:00', 'YYYY-MM-DD"T"HH24:MI:SS\.US"Z"'\)/,
+      text,
+      /RETURNING to_char\(claimed_at AT TIME ZONE INTERVAL '\+00:00', 'YYYY-MM-DD"T"HH24:MI:SS\.US"Z"'\) AS claimed_at$/,
     )
-    for (const text of Object.values(statements)) assert.doesNotMatch(text, /'UTC'|'Z'|timestamptz '/)
+    for (const sql of Object.values(statements)) assert.doesNotMatch(sql, /'UTC'|'Z'|timestamptz '/)
   })
 
   test('the driver is sent plain text and a params array, never a named statement', async () => {
@@ -76,30 +199,51 @@ ON CONFLICT (job_name) DO UPDATE`),
     const db = {
       query(...args: unknown[]) {
         seen.push(args)
-        return Promise.resolve({ rowCount: 0, rows: [] })
+        return Promise.resolve(
+          args[0] === tableFactsSql()
+            ? { rows: [{ exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }] }
+            : { rowCount: 0, rows: [] },
+        )
       },
     }
     await withCronLease(db, 'job', 1000, () => {})
-    assert.equal(seen.length, 1)
-    assert.equal(typeof seen[0]?.[0], 'string')
-    assert.ok(Array.isArray(seen[0]?.[1]))
+    assert.equal(seen.length, 2, 'the facts read, then the claim')
+    for (const args of seen) {
+      assert.equal(typeof args[0], 'string')
+      assert.ok(Array.isArray(args[1]))
+    }
+    assert.equal(seen[1]?.[0], claimSql('cron_leases', 'current'))
   })
 })
 
 describe('renew is fenced on this claim', () => {
-  test('renew and the keep-alive beat match the job, the claim token as text, an unexpired lease and no pause in force', () => {
-    const pausedUntil = "(to_jsonb(lease) ->> 'paused_until')::timestamptz"
-    const claimUntil = "(to_jsonb(lease) ->> 'claim_until')::timestamptz"
-    const fence = `WHERE job_name = $1::text AND claimed_at = (($3::text)::timestamp AT TIME ZONE INTERVAL '+00:00') AND lease_until > clock_timestamp()
-  AND NOT coalesce(${pausedUntil} > clock_timestamp()
-    AND lease_until = GREATEST(${claimUntil}, ${pausedUntil}), false)
+  test('renew and the keep-alive beat match the job, the claim token as text, an unexpired lease and, on the current shape, no pause in force', () => {
+    const fence = `WHERE job_name = $1::text AND claimed_at = (($3::text)::timestamp AT TIME ZONE INTERVAL '+00:00') AND lease_until > clock_timestamp()`
+    const pause = `
+  AND NOT coalesce(lease.paused_until > clock_timestamp() AND lease.lease_until = GREATEST(lease.claim_until, lease.paused_until), false)
 RETURNING `
-    for (const text of [statements.renew, statements.extend]) assert.ok(text.includes(fence), text)
+    assert.ok(statements['current renew'].includes(fence + pause), statements['current renew'])
+    assert.ok(statements['original renew'].includes(`${fence}\nRETURNING `), statements['original renew'])
+    assert.doesNotMatch(statements['original renew'], /paused_until|claim_until/)
   })
 
-  test('renew sets the expiry; the beat only ever moves it later', () => {
-    assert.match(statements.renew, /SET lease_until = clock_timestamp\(\) \+ \$2::integer \* interval '1 millisecond'/)
-    assert.match(statements.extend, /SET lease_until = GREATEST\(lease_until, clock_timestamp\(\) \+ \$2::integer/)
+  test('one statement for both: $4 false sets the expiry, $4 true (a beat) only ever moves it later', () => {
+    for (const text of [statements['current renew'], statements['original renew']]) {
+      assert.ok(
+        text.includes(`SET lease_until = CASE WHEN $4::boolean
+  THEN GREATEST(lease_until, clock_timestamp() + $2::integer * interval '1 millisecond')
+  ELSE clock_timestamp() + $2::integer * interval '1 millisecond' END`),
+        text,
+      )
+    }
+  })
+})
+
+describe('a statement in a caller transaction runs under a savepoint of the library', () => {
+  test('the savepoint, its release and its rollback name the same savepoint', () => {
+    assert.equal(savepointSql('pg_cron_lease_7'), 'SAVEPOINT pg_cron_lease_7')
+    assert.equal(releaseSavepointSql('pg_cron_lease_7'), 'RELEASE SAVEPOINT pg_cron_lease_7')
+    assert.equal(rollbackToSavepointSql('pg_cron_lease_7'), 'ROLLBACK TO SAVEPOINT pg_cron_lease_7')
   })
 })
 
@@ -125,6 +269,7 @@ describe('the table', () => {
       'claim_until',
       'last_occurrence',
       'next_due_at',
+      'next_occurrence',
       'last_missed',
       'missed_occurrences',
     ]) {

@@ -10,6 +10,8 @@ import {
   MAX_LEASE_MS,
   withCronLease,
 } from '../../src/index.ts'
+import { MAX_INTERVAL_MS } from '../../src/presets.ts'
+import { claimSql, listLeasesSql } from '../../src/sql.ts'
 import { isRecord, LOSS, standIn, WIN } from '../helpers/stand-in.ts'
 
 const DEFAULT_HOLDER = `${os.hostname()}:${process.pid}`
@@ -27,6 +29,7 @@ async function rejectsBeforeQuery(
     (error: unknown) => error instanceof TypeError && message.test(error.message),
   )
   assert.equal(db.calls.length, 0, 'no query may be made for a bad argument')
+  assert.equal(db.facts.length, 0, "not even the read of the table's facts")
 }
 
 describe('every argument is validated before the database is touched', () => {
@@ -132,6 +135,34 @@ describe('every argument is validated before the database is touched', () => {
   })
 })
 
+describe('an interval is at most MAX_INTERVAL_MS (10 years), so the next due time stored always reads back as a Date', () => {
+  test('opts.everyMs and the everyMs of a forInterval-style lease above it are refused before any query', async () => {
+    await rejectsBeforeQuery(
+      (db) => [db, 'job', 1000, tick, { everyMs: MAX_INTERVAL_MS + 1 }],
+      new RegExp(`^pg-cron-lease: opts\\.everyMs must be at most ${MAX_INTERVAL_MS} ms, got ${MAX_INTERVAL_MS + 1}$`),
+    )
+    await rejectsBeforeQuery(
+      (db) => [db, 'job', { leaseMs: 1000, everyMs: MAX_INTERVAL_MS + 1 } as never, tick],
+      new RegExp(`^pg-cron-lease: leaseMs\\.everyMs must be at most ${MAX_INTERVAL_MS} ms`),
+    )
+    assert.throws(
+      () => leasedTick(standIn(), 'job', 1000, tick, { everyMs: MAX_INTERVAL_MS + 1 }),
+      /opts\.everyMs must be at most/,
+    )
+  })
+
+  test('MAX_INTERVAL_MS itself is accepted: ten years of 365.25 days, and is what the claim sends as the interval', async () => {
+    assert.equal(MAX_INTERVAL_MS, 10 * 365.25 * 86_400_000)
+    const db = standIn()
+    await withCronLease(db, 'job', 1000, tick, { everyMs: MAX_INTERVAL_MS, record: false })
+    await withCronLease(db, 'job', { leaseMs: 1000, everyMs: MAX_INTERVAL_MS } as never, tick, { record: false })
+    assert.deepEqual(
+      db.calls.map((c) => c.params[7]),
+      [MAX_INTERVAL_MS, MAX_INTERVAL_MS],
+    )
+  })
+})
+
 describe('null options, an empty or null holder and a null logger mean the defaults, as in the original package', () => {
   test('null opts is no options, for withCronLease, leasedTick, leaseCoordinator and listLeases', async () => {
     const db = standIn()
@@ -141,15 +172,16 @@ describe('null options, an empty or null holder and a null logger mean the defau
     assert.deepEqual(
       db.calls.filter((c) => !isRecord(c)).map((c) => c.params),
       [
-        ['job', 1000, DEFAULT_HOLDER],
-        ['job', 1000, DEFAULT_HOLDER],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, null],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, null],
         // The coordinator keys its claim on the slot in node-cron's key; the tolerance is 10% of the lease.
-        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80],
+        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null, null],
       ],
     )
+    assert.ok(db.calls.filter((c) => !isRecord(c)).every((c) => c.text === claimSql('cron_leases', 'current')))
     const empty = standIn(() => ({ rows: [] }))
     assert.deepEqual(await listLeases(empty, null as never), [])
-    assert.match(empty.calls[0]!.text, /FROM "cron_leases"/)
+    assert.equal(empty.calls[0]!.text, listLeasesSql('cron_leases', 'current'))
   })
 
   test("a holder of '' or null is the default holder, hostname:pid", async () => {
@@ -176,6 +208,26 @@ describe('null options, an empty or null holder and a null logger mean the defau
       )
       assert.equal(outcome.ran, answer === WIN)
     }
+  })
+
+  test('everyMs: null and clockToleranceMs: null mean none, as the README says: no interval, the default tolerance', async () => {
+    const db = standIn()
+    const none = { everyMs: null, clockToleranceMs: null, occurrence: '2026-12-01T09:00:00Z' } as never
+    await withCronLease(db, 'job', 1000, tick, none)
+    await leasedTick(db, 'job', 1000, tick, { everyMs: null, clockToleranceMs: null } as never)()
+    const [claim, record, bare] = db.calls
+    assert.deepEqual(claim!.params.slice(3), [Date.parse('2026-12-01T09:00:00Z'), 100, null, null, null, null])
+    assert.ok(isRecord(record!))
+    assert.equal(record!.params[5], null, 'no interval is recorded as declared')
+    assert.deepEqual(bare!.params.slice(3), [null, 100, null, null, null, null])
+    assert.equal(db.calls.length, 4)
+  })
+
+  test('a null table is still refused, not taken for the default table', async () => {
+    await rejectsBeforeQuery(
+      (db) => [db, 'job', 1000, tick, { table: null as never }],
+      /^pg-cron-lease: opts\.table must be/,
+    )
   })
 
   test('a null keepAlive is still refused: a tick that asked for keep-alive must not run without it', async () => {
