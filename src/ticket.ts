@@ -73,7 +73,7 @@ export interface Ticket {
   readonly sentAt: number
   /** The table's shape when the claim was made: the current one takes the outcome record. */
   readonly shape: Shape
-  /** The occurrence the claim was keyed on, or null. */
+  /** The occurrence the call named (on the original shape, named but not kept), or the catch-up's; null: none. */
   readonly occurrence: Date | null
   /** Occurrences that fell due unclaimed before this one (0 when unknown). */
   readonly missed: number

@@ -98,15 +98,15 @@ export interface LeaseOptions {
    * job is next due (one interval after this occurrence, or after now when none is named) and
    * counts the occurrences missed in between; left out, the table observes the interval between
    * two recorded runs, and only `nextOccurrence` tells when the job is next due. `forInterval`
-   * gives it together with the lease.
+   * gives it together with the lease. At most {@link MAX_INTERVAL_MS}; `null` is none.
    */
-  everyMs?: number
+  everyMs?: number | null
   /**
    * How far ahead of the database clock a named occurrence may lie and still run, in whole ms:
    * a replica whose clock runs further ahead than this never runs an occurrence early, and warns
-   * once per job while that lasts. Default: 10% of the lease, rounded down.
+   * once per job while that lasts. Default (also for `null`): 10% of the lease, rounded down.
    */
-  clockToleranceMs?: number
+  clockToleranceMs?: number | null
   /**
    * The scheduled time of the occurrence this call is for: a `Date`, or ISO-8601 text with a zone.
    * The claim then wins only while no claim of this or a later occurrence of the job has been made

@@ -36,12 +36,12 @@ export const OPTIONS = {
   'overdue-factor': {
     type: 'string',
     arg: '<n>',
-    help: `With no due time known, a job is overdue when not claimed for its interval × n (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+    help: `Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
   },
   grace: {
     type: 'string',
     arg: '<duration>',
-    help: `A job due but unclaimed this long is overdue, such as 30s or 5m (default: its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
+    help: `A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
   },
   job: {
     type: 'string',
