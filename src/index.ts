@@ -8,7 +8,7 @@ export { type LeasedTick, type LeasedTickOptions, leasedTick, type TickOccurrenc
 export { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions, listLeases } from './list-leases.js'
 export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator } from './node-cron.js'
 export type { CatchUpWindow } from './options.js'
-export { forInterval, type IntervalLease, LEASE, leaseForInterval, MAX_LEASE_MS } from './presets.js'
+export { forInterval, type IntervalLease, LEASE, leaseForInterval, MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable, upgradeTableSql } from './sql.js'
 export type {
   KeepAlive,
