@@ -10,7 +10,15 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import pg from 'pg'
 import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
-import { type CatchUpOptions, catchUp, listLeases, quoteTable, withCronLease } from '../../src/index.ts'
+import {
+  type CatchUpOptions,
+  catchUp,
+  leasedTick,
+  listLeases,
+  MAX_INTERVAL_MS,
+  quoteTable,
+  withCronLease,
+} from '../../src/index.ts'
 import { collectingLogger, originalShapeTable } from '../helpers/occurrence-replicas.ts'
 
 const EVERY_MS = 60_000
@@ -202,5 +210,37 @@ describe('when catching up runs nothing', () => {
     for (let i = 0; i < 3; i++) assert.equal(await caughtUp(table, 'job', { logger }), null)
     assert.equal(warns.length, 1, JSON.stringify(warns))
     assert.match(warns[0]!, /pg-cron-lease migrate --table /)
+  })
+})
+
+describe('every window and interval the checks accept works', () => {
+  test('withinMs of Number.MAX_SAFE_INTEGER ("always") catches up, by catchUp and through leasedTick, with no error', async () => {
+    const table = await freshTable(pool, 'catchup_always')
+    await stoppedJob(table, 'always', 10 * EVERY_MS)
+    const made = await caughtUp(table, 'always', { withinMs: Number.MAX_SAFE_INTEGER })
+    assert.ok(made !== null, 'one run, however long ago it fell due')
+    await stoppedJob(table, 'ticked', 10 * EVERY_MS)
+    const errors: unknown[] = []
+    const tick = leasedTick(pool, 'ticked', LEASE_MS, () => 'made up', {
+      table,
+      everyMs: EVERY_MS,
+      catchUp: { withinMs: Number.MAX_SAFE_INTEGER },
+      onError: (error) => void errors.push(error),
+    })
+    assert.deepEqual(await tick.caughtUp, { ran: true, result: 'made up' })
+    assert.deepEqual(errors, [])
+  })
+
+  test('the longest everyMs accepted stores a next due time that reads back as a Date; a longer one is refused before any query', async () => {
+    const table = await freshTable(pool, 'catchup_long')
+    await withCronLease(pool, 'decade', LEASE_MS, () => {}, { table, everyMs: MAX_INTERVAL_MS })
+    const [lease] = await listLeases(pool, { table })
+    assert.ok(lease?.nextDueAt !== null, 'a due time was stored')
+    assert.ok(Number.isFinite(new Date(lease!.nextDueAt!).getTime()), `it parses: ${lease?.nextDueAt}`)
+    await assert.rejects(
+      withCronLease(pool, 'longer', LEASE_MS, () => {}, { table, everyMs: MAX_INTERVAL_MS + 1 }),
+      (error: unknown) => error instanceof TypeError && /opts\.everyMs must be/.test(error.message),
+    )
+    assert.equal((await listLeases(pool, { table })).length, 1, 'nothing was written for the refused call')
   })
 })

@@ -944,7 +944,10 @@ describe('a due time that passed unclaimed is overdue, whenever it was stored', 
     })
     // About 5 min past its due time, every minute: the grace is (factor − 1) min.
     const overdue = async (overdueFactor: number) => (await listLeases(pool, { table, overdueFactor }))[0]?.overdue
-    assert.deepEqual([await overdue(2), await overdue(4), await overdue(10), await overdue(100)], [true, true, false, false])
+    assert.deepEqual(
+      [await overdue(2), await overdue(4), await overdue(10), await overdue(100)],
+      [true, true, false, false],
+    )
     assert.equal((await cli(['check', '--table', table])).code, 3)
     const lenient = await cli(['check', '--table', table, '--overdue-factor', '100'])
     assert.equal(lenient.code, 0, lenient.stdout)

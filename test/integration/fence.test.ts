@@ -487,3 +487,37 @@ describe('what fence(client) refuses, before sending anything', BOUND, () => {
     }
   })
 })
+
+describe('a fence outside any transaction is refused by the statement itself, for any handle', BOUND, () => {
+  test('an adapter over the pool (a Knex- or Drizzle-style query function outside a transaction): a TypeError, nothing locked', async () => {
+    const held = await hold(nextJob())
+    try {
+      const adapter = { query: (text: string, params: unknown[]) => pool.query(text, params) }
+      await assert.rejects(held.ctx.fence(adapter), (error: unknown) => {
+        assert.ok(error instanceof TypeError)
+        assert.match(error.message, /fence\(client\) for 'fence-\d+' ran outside any transaction.*nothing was locked/)
+        return true
+      })
+      assert.equal(held.ctx.signal.aborted, false, 'the claim itself is not lost')
+    } finally {
+      held.release()
+      await held.outcome
+    }
+  })
+
+  test('the same adapter over a client inside BEGIN fences, and a rival claim loses until it commits', async () => {
+    const jobName = nextJob()
+    const held = await hold(jobName, {}, 300)
+    const client = await begin()
+    try {
+      await held.ctx.fence({ query: (text: string, params: unknown[]) => client.query(text, params) })
+      await new Promise((resolve) => setTimeout(resolve, 350))
+      const rival = await withCronLease(pool, jobName, LEASE_MS, () => 'rival', { table })
+      assert.equal(rival.ran, false, 'the fence holds the row while the transaction is open')
+    } finally {
+      await end(client, 'COMMIT')
+      held.release()
+      await held.outcome
+    }
+  })
+})

@@ -12,6 +12,7 @@ import cron, { type ScheduledTask } from 'node-cron'
 import type pg from 'pg'
 import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { type LeaseCoordinator, leaseCoordinator } from '../../src/index.ts'
+import { tableFactsSql } from '../../src/sql.ts'
 import { assertExactlyOnce, databaseMs, readRuns, recordRun, runsTable } from '../helpers/occurrences.ts'
 
 const INTERVAL_MS = 1000
@@ -378,9 +379,12 @@ describe('leaseCoordinator records how each node-cron run ended', () => {
     }
     assert.equal(warnings.length, 1, warnings.join('\n'))
     assert.match(warnings[0]!, new RegExp(`${table} has the original shape.*pg-cron-lease migrate --table ${table}`))
-    assert.ok(sent.length >= 2, `${sent.length} statements`)
-    assert.equal(new Set(sent).size, 1, 'every statement sent was the same one, the claim')
-    assert.match(sent[0]!, /^\s*INSERT INTO/)
+    // The table's facts, read once, then the original claim and nothing else.
+    assert.equal(sent[0], tableFactsSql())
+    const claims = sent.slice(1)
+    assert.ok(claims.length >= 2, `${claims.length} claims`)
+    assert.equal(new Set(claims).size, 1, 'every statement after the facts was the same one, the claim')
+    assert.match(claims[0]!, /^\s*INSERT INTO/)
   })
 
   test('watch refuses what is not a node-cron task, naming the argument, before any query', () => {

@@ -84,8 +84,9 @@ describe('the claim token survives postgres.js with its microseconds', () => {
 describe("fromPostgresJs prepares exactly when the postgres.js instance's prepare option says so", () => {
   /** The texts this one-connection instance has prepared that mention the lease table. */
   async function preparedHere(one: postgres.Sql): Promise<string[]> {
+    // By the table's name: the claim names its function, "<table>_claim".
     const rows = await one.unsafe('SELECT statement FROM pg_prepared_statements WHERE strpos(statement, $1) > 0', [
-      quoteTable(table),
+      quoteTable(table).slice(0, -1),
     ])
     return rows.map((r) => String(r.statement)).sort()
   }
