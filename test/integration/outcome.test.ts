@@ -3,8 +3,6 @@
  * outcome, the interval and overdue detection, tables of the original shape, and the clock check.
  */
 import assert from 'node:assert/strict'
-import { tableFactsSql } from '../../src/sql.ts'
-import { SHAPE_READ } from '../../src/table-facts.ts'
 import { randomBytes } from 'node:crypto'
 import diagnostics from 'node:diagnostics_channel'
 import { after, before, describe, test } from 'node:test'
@@ -26,6 +24,8 @@ import {
   upgradeTableSql,
   withCronLease,
 } from '../../src/index.ts'
+import { tableFactsSql } from '../../src/sql.ts'
+import { SHAPE_READ } from '../../src/table-facts.ts'
 
 let pool: pg.Pool
 let table: string
