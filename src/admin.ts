@@ -1,7 +1,4 @@
-/**
- * Acting on a job from a script, an admin page or the CLI, without a deploy: pause it across the
- * fleet, resume it, or end a crashed holder's lease. Each is one statement on that job's row only.
- */
+/** Acting on one job's row without a deploy: pause, resume, or end a crashed holder's lease. */
 import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
 import { compileOptions } from './options.js'
@@ -21,8 +18,7 @@ import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 export interface JobOptions extends Pick<LeaseOptions, 'table'> {}
 
 /**
- * Options for {@link pauseJob}: how long the pause lasts, as a length or an end; neither pauses
- * until {@link resumeJob}.
+ * Options for {@link pauseJob}: a length or an end; neither pauses until {@link resumeJob}.
  *
  * @example
  * const opts: PauseOptions = { forMs: 2 * 60 * 60 * 1000 } // two hours, by the database clock
@@ -46,29 +42,19 @@ export interface JobState {
 }
 
 /**
- * Pauses a job on every replica: no claim succeeds until the pause ends (the pause holds the
- * job's lease until then, so claimants of every version respect it; a renew by the original
- * package 1.0.1 during a pause ends it, see docs/operations.md). A tick running at that moment is
- * not stopped, but its next `renew()` or keep-alive beat resolves false and its `ctx.signal`
- * aborts; the lease it holds on its own is kept, so no pause, replacing pause or resume lets a
- * second replica in before it ends. Resolves `true` when the job's row was changed, `false` when
- * the job has no row yet (it has never been claimed). A pause given while another holds the job
- * replaces it, so its end is the new one, earlier or later. `until` must be in the future by the
- * database clock (else a TypeError, and nothing is written). Needs every optional column
- * (`pg-cron-lease migrate`); without them it refuses before writing.
+ * Pauses a job on every replica: the pause holds its lease until it ends. A running tick is not
+ * stopped, but its next renew fails; its own lease is kept. `false` when the job has no row.
+ * Needs the current shape (`pg-cron-lease migrate`).
  *
  * @example
  * await pauseJob(pool, 'billing:hourly', { forMs: 30 * 60_000 }) // skip the next half hour
- * await pauseJob(pool, 'billing:hourly') // until resumeJob
  */
 export async function pauseJob(db: Queryable, jobName: string, opts?: PauseOptions): Promise<boolean> {
   return (await pause(db, jobName, opts)) !== null
 }
 
 /**
- * Ends a job's pause: it is claimable at once, unless a running claim still holds its own lease,
- * which then runs to its end. A pause that already ran out is only cleared.
- * Resolves `true` when the job's row was changed, `false` when the job has no row.
+ * Ends a job's pause; a running claim's own lease runs to its end. `false` when the job has no row.
  *
  * @example
  * await resumeJob(pool, 'billing:hourly')
@@ -78,11 +64,7 @@ export async function resumeJob(db: Queryable, jobName: string, opts?: JobOption
 }
 
 /**
- * Ends a job's current lease now, for a holder that crashed with a long lease: the next claim, on
- * any replica, runs. A tick that is in fact still running is not stopped, but its next `renew()`
- * or keep-alive beat resolves false and its `ctx.signal` aborts. A pause stays in force. Resolves
- * `true` when the job's row was changed, `false` when the job has no row. Works on tables of the
- * original shape too.
+ * Ends a job's current lease now, for a crashed holder; a pause stays. `false` when it has no row.
  *
  * @example
  * await releaseLease(pool, 'import:nightly')
@@ -104,8 +86,7 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
   const until = options.until === undefined ? null : parseUntil(options.until, 'opts.until')
   await requireShape(db, table, 'pausing')
   const row = await changeJob(db, pauseSql(table), [jobName, forMs, until], jobName)
-  // The end is judged by the database clock, the one every claim is judged by; the statement
-  // wrote nothing when it had already passed.
+  // Judged by the database clock; the statement wrote nothing when the end had passed.
   if (row?.in_future === false) {
     fail(
       'opts.until',
@@ -136,12 +117,7 @@ export async function release(db: Queryable, jobName: string, opts?: JobOptions)
   return row === null ? null : jobState(row)
 }
 
-/**
- * Reads the table's shape afresh and refuses, before anything is written, when the table is
- * missing, or not of the current shape while `doing` needs its columns (`undefined`: either shape
- * will do): an admin statement that named a missing column would fail inside a caller's
- * transaction, and one statement more is nothing for an operation an operator runs by hand.
- */
+// Refuses before writing: a missing column would fail inside a caller's transaction.
 async function requireShape(db: Queryable, table: string, doing: string | undefined): Promise<Shape> {
   const shape = await readFacts({ db, table })
   if (shape === undefined) {

@@ -16,31 +16,13 @@ import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './type
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
- * Runs `runTick` on exactly one replica per occurrence. Every replica calls this on every tick;
- * one atomic statement gives the lease to a single claimant, which runs the tick, while the
- * others resolve `{ ran: false, result: null }` without writing anything.
- *
- * Name the occurrence (`opts.occurrence`, the slot the scheduler fires for) and the claim is keyed
- * on it: no replica, however late, runs an occurrence that already ran, nor an earlier one, and
- * the lease only has to keep runs from overlapping. Without one, the lease stands in for the
- * occurrence: it is never released and lasts `leaseMs` by the database clock (about 80% of the
- * interval, see {@link LEASE}), so a replica whose timer fires late still finds it taken.
- *
- * Failure rule, a missed occurrence beats a duplicate: a bad argument rejects with a TypeError
- * before any query; a claim error rejects unchanged and the tick does not run; a tick that throws
- * rejects unchanged and keeps the lease. When the tick settles, its outcome is recorded in the
- * lease row (see `record`); that never changes the result.
+ * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without
+ * writing. A missed occurrence beats a duplicate: a claim error rejects and nothing runs, a tick
+ * that throws rejects and keeps its lease. The lease is never released (see {@link LEASE}).
  *
  * @example
- * import cron from 'node-cron'
- * import pg from 'pg'
- * import { LEASE, withCronLease } from 'pg-cron-lease'
- *
- * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
  * cron.schedule('0 * * * *', (run) =>
- *   withCronLease(pool, 'billing:hourly', LEASE.HOURLY, async (ctx) => {
- *     await chargeCustomers()
- *   }, { occurrence: run.date, nextOccurrence: run.task?.getNextRun() }),
+ *   withCronLease(pool, 'billing:hourly', LEASE.HOURLY, chargeCustomers, { occurrence: run.date }),
  * )
  */
 export function withCronLease<T>(
@@ -59,11 +41,7 @@ export function withCronLease<T>(
   return runLease(config, config.slot)
 }
 
-/**
- * The arguments of `withCronLease` and `leasedTick`, checked in the order they are declared, with
- * the options compiled once per options object (src/options.ts). Throws the TypeError of the first
- * bad one. `leaseMs` may be what `forInterval` returns, which declares the interval as well.
- */
+/** The arguments of `withCronLease` and `leasedTick`, checked in declared order. */
 export function runConfig<T>(
   entry: EntryPoint,
   db: unknown,
@@ -97,7 +75,7 @@ export function runConfig<T>(
   }
 }
 
-/** A lease length, or the lease and interval `forInterval` made (read once, as it may be a Proxy). */
+// `forInterval`'s result is read once: it may be a Proxy.
 function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefined } {
   if (typeof value !== 'object' || value === null) return { leaseMs: checkMs(value, 'leaseMs'), everyMs: undefined }
   let leaseMs: unknown
@@ -117,12 +95,8 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
 }
 
 /**
- * The one run path behind `withCronLease` and `leasedTick`: claim, run the tick with its context,
- * record the outcome. The config must already be checked.
- *
- * The losing path (every tick of every replica but one) is kept to plain promise steps, and so is
- * everything it calls: each `async` layer costs turns of the microtask queue, and with many cron
- * jobs those add up against a claim that is itself one short round trip.
+ * The one run path: claim, run the tick, record. The losing path stays plain promise steps: each
+ * `async` layer costs microtask turns, and with many jobs those add up.
  */
 export function runLease<T>(config: RunConfig<T>, slot: Slot | null = null): Promise<LeaseOutcome<T>> {
   return claim(config, slot).then((ticket) => (ticket === null ? LOST : runClaimed(config, ticket)))
@@ -130,7 +104,7 @@ export function runLease<T>(config: RunConfig<T>, slot: Slot | null = null): Pro
 
 const LOST: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
-/** Runs the tick of a won claim (of any kind: a claim, a catch-up) and records how it ended. */
+/** Runs the tick of a won claim (or catch-up) and records how it ended. */
 export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
@@ -161,27 +135,14 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promi
   }
 }
 
-/**
- * The claim step on its own: one statement, its result read, the outcome published. Shared by
- * runLease and leaseCoordinator (which runs no tick itself), so there is one claim path. The
- * config must already be checked. Resolves the ticket of a won claim, or null for a lost one; a
- * driver error or an unreadable result rejects.
- *
- * The statement is the one for the table's shape, known per handle (src/table-facts.ts): on the
- * current shape the claim function, keyed on the slot's occurrence when it names one; on the
- * original shape the original package's rule, the lease alone. A losing claim is one statement.
- */
+/** The one claim path (runLease, leaseCoordinator): the won ticket, or null. */
 export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ticket | null> {
   if (slot !== null) checkGap(config, slot)
   const shape = shapeOf(config)
   return shape instanceof Promise ? shape.then((known) => send(config, slot, known)) : send(config, slot, shape)
 }
 
-/**
- * The parameters of the current shape's claim (see claimSql): a claim's ($9 NULL), or a
- * catch-up's with its window. The next occurrence also goes as ms from now on this replica's
- * clock, the duration the database adds to its own.
- */
+/** The current shape's claim parameters; the next occurrence also goes as ms from now. */
 export function claimParams(
   config: ClaimConfig,
   slot: Slot | null,
@@ -214,8 +175,7 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
   return runStatement(db, statementsOf(table, shape).claim, params, prepare).then(
     (result) => readClaim(config, slot, shape, result, sentAt, sentWallMs),
     (error: unknown) => {
-      // The table changed under this process (dropped and made again by an older tool): the shape
-      // is read again by the next claim. This one fails, loudly: a miss, never a guess.
+      // The table changed under us: re-read its shape next time; this claim fails, never guesses.
       const code = (error as { code?: unknown } | null)?.code
       if (code === '42703' || code === '42883') forgetShape(db, table)
       return Promise.reject(missingTable(error, table))
@@ -228,10 +188,7 @@ export function toleranceOf(config: ClaimConfig): number {
   return config.clockToleranceMs ?? Math.floor(config.leaseMs / 10)
 }
 
-/**
- * A lease not shorter than the gap between occurrences is still held when the next one fires, so
- * that one is skipped, and nothing else would say so: one warning per job.
- */
+// A lease not shorter than the gap silently skips every other occurrence: one warning per job.
 function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs }: Slot): void {
   if (intervalMs === null || leaseMs < intervalMs) return
   warnOnce(table, `gap:${jobName}`, () =>
@@ -244,17 +201,11 @@ function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs
   )
 }
 
-/**
- * A claim on a table that does not exist (42P01, naming the lease table) says which table and how
- * to make it; the driver's error stays as `cause`, and its `code` on the error. Any
- * other error is unchanged.
- */
+/** A 42P01 naming the lease table says how to make it; the driver's error stays as `cause`. */
 export function missingTable(error: unknown, table: string): unknown {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
-  // Postgres names the relation as written (`relation "jobs.leases" does not exist`); a 42P01 about
-  // another one (a trigger on the table naming a missing relation) is not this.
+  // A 42P01 about another relation (a trigger's) is not this.
   if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error
-  // The driver's code is kept on the error, so code that already tests for 42P01 still does.
   return Object.assign(
     new Error(
       `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
@@ -297,17 +248,11 @@ function readClaim(
   return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot)
 }
 
-/** How old this process's estimate of its clock against the database's may be before a loser asks again. */
+/** How old the clock-offset estimate may get before a loser reads it again. */
 export const CLOCK_CHECK_EVERY_MS = 60_000
 
-/**
- * A loser cannot tell from its empty reply whether the lease was held, the occurrence already run,
- * or the occurrence too early; only the last needs saying (this replica's clock runs fast, and it
- * will never run the job). The occurrence is judged against this process's estimate of the
- * database clock, kept per handle and table: every won claim refreshes it for free, and a replica
- * that has not won for a minute reads the table's facts again (one read-only statement, at most
- * once a minute per table, however many jobs lose). A failure to read them says nothing either way.
- */
+// Only a too-early loss needs saying (this replica's clock runs fast and never runs the job); the
+// offset is refreshed by won claims, else by a facts read at most once a minute per table.
 async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
   const { db, table, jobName, logger } = config
   const known = knowledgeOf(db, table)

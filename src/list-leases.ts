@@ -1,7 +1,4 @@
-/**
- * Inspecting the lease table: who holds which job, since when, and for how long, as the database
- * clock sees it.
- */
+/** Inspecting the lease table, as the database clock sees it. */
 import { formatValue } from './format-value.js'
 import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
@@ -11,61 +8,28 @@ import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
 
 /**
- * One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, the same
- * format as the claim token (`ctx.claimToken`), so `claimedAt` of a row equals the token of the
- * claim that wrote it. `new Date(text)` gives a Date when milliseconds are enough.
+ * One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, the claim
+ * token's format.
  *
  * @example
- * const lease: LeaseInfo = {
- *   jobName: 'billing:hourly',
- *   holder: 'web-1:4242',
- *   claimedAt: '2026-11-29T22:00:00.012345Z',
- *   leaseUntil: '2026-11-29T22:50:00.012345Z',
- *   held: true,
- *   remainingMs: 2_820_000,
- *   checkedAt: '2026-11-29T22:03:00.012345Z',
- *   lastOutcome: 'ok',
- *   lastFinishedAt: '2026-11-29T21:00:04.210000Z',
- *   lastDurationMs: 4_180,
- *   lastError: null,
- *   lastSuccessAt: '2026-11-29T21:00:04.210000Z',
- *   everyMs: 3_600_000,
- *   overdue: false,
- *   paused: false,
- *   pausedUntil: null,
- *   lastOccurrence: '2026-11-29T22:00:00.000000Z',
- *   nextDueAt: '2026-11-29T23:00:00.004211Z',
- *   missed: 0,
- * }
+ * const lease: LeaseInfo = (await listLeases(pool))[0]
+ * if (lease.held) console.log(`${lease.holder} holds ${lease.jobName} for ${lease.remainingMs} ms`)
  */
 export interface LeaseInfo {
-  /** The job name the lease is for. */
   jobName: string
   /** The holder name written by the last claim; `null` in a row written without one. */
   holder: string | null
   /** When the last claim was made (its claim token), database clock. */
   claimedAt: string
-  /**
-   * When the lease ends, database clock: `'infinity'` while an open-ended pause holds it. A claim
-   * never ends it early; only `releaseLease` and `resumeJob` (or the CLI's release / resume) do.
-   */
+  /** When the lease ends, database clock; `'infinity'` under an open-ended pause. */
   leaseUntil: string
   /** Whether the lease is still held at `checkedAt`: a claim made then would lose. */
   held: boolean
-  /**
-   * Whole milliseconds left at `checkedAt`, rounded up: at least 1 when held, 0 when not,
-   * `Infinity` under an open-ended pause (`null` in JSON).
-   */
+  /** Whole ms left at `checkedAt`, rounded up; `Infinity` under an open-ended pause. */
   remainingMs: number
-  /**
-   * The database clock reading every row of one `listLeases` call was judged at (the same for all
-   * rows). Compare `claimedAt` and `leaseUntil` with it, not with this process's clock.
-   */
+  /** The database clock reading all rows of one call were judged at. */
   checkedAt: string
-  /**
-   * How the last recorded run ended: `'ok'`, `'error'`, or `null` (never recorded, recording off,
-   * a table without the outcome columns, or a run of a node-cron task the coordinator does not watch).
-   */
+  /** How the last recorded run ended; `null` when none was recorded. */
   lastOutcome: 'ok' | 'error' | null
   /** When the last recorded run settled, database clock; `null` if none was recorded. */
   lastFinishedAt: string | null
@@ -75,26 +39,13 @@ export interface LeaseInfo {
   lastError: string | null
   /** When a run last ended `ok`, database clock; `null` if none has. */
   lastSuccessAt: string | null
-  /**
-   * The job's interval in ms: declared by the caller (`everyMs`, or `forInterval`), else the gap
-   * its scheduler gave between two occurrences, else observed between its last two recorded runs;
-   * `null` while unknown.
-   */
+  /** The job's interval in ms: declared, else given by its scheduler, else observed; `null` while unknown. */
   everyMs: number | null
-  /**
-   * Not paused, and later than its due time by more than the grace, by the database clock at
-   * `checkedAt`. Its due time is `nextDueAt` (passed with no claim since, whenever it was stored),
-   * or, while none is stored, its last claim plus `everyMs`; with neither, never overdue. The grace
-   * is `overdueGraceMs`, else `overdueFactor − 1` intervals of at most a minute each (see
-   * {@link ListLeasesOptions}).
-   */
+  /** Not paused, and past its due time by more than the grace (see {@link ListLeasesOptions}). */
   overdue: boolean
   /** The scheduled time of the latest occurrence claimed, as the scheduler named it; `null` if none. */
   lastOccurrence: string | null
-  /**
-   * When the job is next due, database clock: stored by the last claim from its scheduler's next
-   * occurrence (or one `everyMs` on); `null` while unknown. In the past with no claim since: late.
-   */
+  /** When the job is next due, database clock; `null` while unknown. */
   nextDueAt: string | null
   /** The occurrences that fell due unclaimed, counted so far by the claims after them (0 if none, or unknown). */
   missed: number
@@ -105,23 +56,15 @@ export interface LeaseInfo {
 }
 
 /**
- * Options for {@link listLeases}. An unknown key is rejected, as everywhere in the library.
+ * Options for {@link listLeases}.
  *
  * @example
  * const opts: ListLeasesOptions = { table: 'jobs.leases' }
  */
 export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
-  /**
-   * How many grace units past its due time a job may be before it is overdue, plus one: the
-   * grace, when `overdueGraceMs` is not given, is `overdueFactor − 1` times the job's interval, at
-   * most a minute ({@link DEFAULT_OVERDUE_GRACE_MS}; a minute while the interval is unknown).
-   * Default: 2, one unit. At least 1 (no grace).
-   */
+  /** The grace is `overdueFactor − 1` intervals, each at most a minute. Default: 2. At least 1. */
   overdueFactor?: number
-  /**
-   * How long past its due time a job may go unclaimed before it is overdue, in ms, whatever the
-   * factor. Default: see `overdueFactor`.
-   */
+  /** The grace in ms, whatever the factor. */
   overdueGraceMs?: number
 }
 
@@ -129,17 +72,13 @@ export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
  * The longest default grace before a job whose due time passed unclaimed is overdue: a minute.
  *
  * @example
- * const late = (await listLeases(pool, { overdueGraceMs: DEFAULT_OVERDUE_GRACE_MS * 5 })).filter((l) => l.overdue)
+ * await listLeases(pool, { overdueGraceMs: DEFAULT_OVERDUE_GRACE_MS * 5 })
  */
 export const DEFAULT_OVERDUE_GRACE_MS = 60_000
 
 export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'
 
-/**
- * The grace a job is judged with, the one rule for every job: `graceMs` when given, else
- * `overdueFactor − 1` times the job's interval, at most {@link DEFAULT_OVERDUE_GRACE_MS} (which it
- * is while the interval is unknown).
- */
+/** The one grace rule for every job: `graceMs`, else `overdueFactor − 1` capped intervals. */
 export function overdueGrace(everyMs: number | null, graceMs: number | undefined, overdueFactor: number): number {
   return graceMs ?? (overdueFactor - 1) * Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
 }
@@ -150,20 +89,11 @@ export function judgedByDueTime<L extends Pick<LeaseInfo, 'nextDueAt'>>(lease: L
 }
 
 /**
- * Every lease in the table, one entry per job name, ordered by job name in byte order. `held` and
- * `remainingMs` are computed by the database in the same statement, at one instant of its clock
- * (`checkedAt`), so the answer does not depend on this process's clock. It only reads: nothing is
- * claimed, renewed or locked.
- *
- * Arguments are validated (TypeError) before the query; a driver error rejects unchanged; a
- * result without a `rows` array, or a row that does not have the expected columns, rejects with
- * a TypeError rather than giving a partial answer.
+ * Every lease in the table, ordered by job name, judged at one instant of the database clock. Only
+ * reads; a result it cannot read rejects with a TypeError rather than a partial answer.
  *
  * @example
- * import { listLeases } from 'pg-cron-lease'
- *
  * const lease = (await listLeases(pool)).find((l) => l.jobName === 'billing:hourly')
- * if (lease?.held) console.log(`${lease.holder} holds it for ${lease.remainingMs} ms more`)
  */
 export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promise<LeaseInfo[]> {
   checkQueryable(db)
@@ -183,9 +113,7 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
   return rows.map((row) => readLease(row, table, factor, grace))
 }
 
-// The statement returns text, boolean and float8 columns; drivers map float8 to a number, or to a
-// numeric string (some do), which is accepted. Anything else means a driver (or a table) this code
-// does not understand, and a guess could report a held lease as free.
+// A guess at a value this code does not understand could report a held lease as free.
 function readLease(row: unknown, table: string, overdueFactor: number, graceMs: number | undefined): LeaseInfo {
   const r = (row ?? {}) as Record<string, unknown>
   const bad = (column: string): never => {
@@ -210,7 +138,6 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
   if (lastOutcome !== null && lastOutcome !== 'ok' && lastOutcome !== 'error') bad('last_outcome')
   const everyMs = numberOrNull('every_ms')
   const paused = flag('paused')
-  // How late the job is at checkedAt: past its stored due time, or past its last claim plus its interval.
   const sinceDueMs = numberOrNull('since_due_ms')
   const lateMs = sinceDueMs ?? (everyMs === null ? null : number('since_claim_ms') - everyMs)
   return {
@@ -227,7 +154,7 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     lastError: textOrNull('last_error'),
     lastSuccessAt: textOrNull('last_success_at'),
     everyMs,
-    // Judged on the database's own difference of two of its timestamps, never this process's clock.
+    // The database's own difference of two of its timestamps, never this process's clock.
     overdue: !paused && lateMs !== null && lateMs > overdueGrace(everyMs, graceMs, overdueFactor),
     paused,
     pausedUntil: paused ? text('paused_until') : null,
