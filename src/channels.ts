@@ -1,7 +1,4 @@
-/**
- * Observability through `node:diagnostics_channel`. Messages are built only when someone
- * subscribes, so an unobserved claim pays one property read.
- */
+/** `node:diagnostics_channel`; messages are built only when someone subscribes. */
 import diagnostics from 'node:diagnostics_channel'
 
 /**
@@ -16,10 +13,7 @@ export interface ClaimMessage {
   won: boolean
   /** The winner's claim token; `null` for a loss. */
   claimToken: string | null
-  /**
-   * On a win, this replica's wall clock minus the database's, in ms, estimated from the claim's
-   * round trip (accurate to half of it); positive when this replica is ahead. `null` for a loss.
-   */
+  /** On a win, this replica's clock minus the database's in ms (± half the round trip); else `null`. */
   clockOffsetMs: number | null
 }
 
@@ -33,13 +27,11 @@ export interface RenewMessage {
   jobName: string
   holder: string
   renewed: boolean
-  /** The extension asked for, in ms. */
   ms: number
 }
 
 /**
- * The context of the `pg-cron-lease:tick` tracing channel (start, end, asyncStart, asyncEnd,
- * error), one per tick that runs. On error the channel adds `error`; on success, `result`.
+ * The context of the `pg-cron-lease:tick` tracing channel, one per tick that runs.
  *
  * @example
  * diagnostics_channel.tracingChannel('pg-cron-lease:tick').subscribe({ start(m) {}, asyncEnd(m) {}, error(m) {} })
@@ -52,12 +44,11 @@ export interface TickMessage {
 }
 
 /**
- * The channel names, which are part of the public contract.
+ * The channel names. A subscriber that throws is rethrown by Node as an uncaught exception: catch
+ * inside it.
  *
- * A subscriber that throws does not stop the claim, renew or tick that published, but Node
- * re-throws its error on the next tick as an uncaught exception (the rule of
- * `node:diagnostics_channel`), which ends the process unless something handles it: catch errors
- * inside the subscriber.
+ * @example
+ * diagnostics_channel.subscribe(CHANNELS.claim, (m) => console.log(m))
  */
 export const CHANNELS = Object.freeze({
   claim: 'pg-cron-lease:claim',
@@ -69,19 +60,17 @@ const claimChannel = diagnostics.channel(CHANNELS.claim)
 const renewChannel = diagnostics.channel(CHANNELS.renew)
 const tickChannel = diagnostics.tracingChannel<unknown, TickMessage & object>(CHANNELS.tick)
 
+/** Publishes a claim's answer, building it only for subscribers. */
 export function publishClaim(message: () => ClaimMessage): void {
   if (claimChannel.hasSubscribers) claimChannel.publish(message())
 }
 
+/** Publishes a renew's answer, building it only for subscribers. */
 export function publishRenew(message: () => RenewMessage): void {
   if (renewChannel.hasSubscribers) renewChannel.publish(message())
 }
 
-/**
- * Runs the tick inside the tracing channel when it has subscribers, and bare otherwise. Either
- * way the tick starts synchronously and a synchronous throw becomes a rejection, so the two paths
- * differ only in what subscribers see.
- */
+// Either way the tick starts synchronously and a synchronous throw becomes a rejection.
 export function traceTick<T>(run: () => T | Promise<T>, message: () => TickMessage): Promise<T> {
   if (!tickChannel.hasSubscribers) return new Promise<T>((resolve) => resolve(run()))
   return tickChannel.tracePromise(async () => run(), message())

@@ -1,14 +1,6 @@
 /**
- * Every option, described once: which entry points take it, and the check that turns what a user
- * passed into the value the library runs with (its default included). The option's type and its
- * documentation are its declaration in the public interfaces (`LeaseOptions` and the others); a
- * type test holds the two to the same keys. The unknown-key errors, each entry point's subset and
- * the fuzz tests' oracle all read this table, so a new option is one row here, one declaration,
- * and the code that uses it.
- *
- * An entry point compiles a user's option bag into a frozen object, and remembers the last few it
- * checked (see {@link compileOptions}): a tick that passes the same bag every minute pays a read and
- * a comparison, not a validation.
+ * Every option, described once: which entry points take it, and its check (default included). The
+ * unknown-key errors, each entry point's subset and the fuzz oracle all read this table.
  */
 import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
@@ -36,25 +28,18 @@ export type EntryPoint =
   | 'resumeJob'
   | 'releaseLease'
 
-/** What an option's check may depend on besides its value: the lease length, where there is one. */
 interface CheckContext {
   leaseMs: number
 }
 
 interface OptionRow<V> {
-  /** The entry points that accept it; any other rejects it as unknown. */
   in: readonly EntryPoint[]
-  /** The value to run with, from what the user passed (undefined when left out); throws a TypeError. */
   check(value: unknown, name: string, context: CheckContext): V
-  /**
-   * Different on every call (an occurrence): checked on each call, and left out of the compiled
-   * bag and of the comparison that finds a bag already checked, which it would defeat.
-   */
+  /** Different on every call (an occurrence): checked each call, kept out of the compiled bag. */
   perCall?: true
 }
 
 const TICKS = ['withCronLease', 'leasedTick'] as const
-// The entry points that run a tick: the ticks, and a catch-up run.
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const ALL = [
@@ -68,16 +53,15 @@ const ALL = [
 
 type OnError = (error: unknown, jobName: string) => void | Promise<void>
 
-// The entry points are kept as a tuple type, so OptionsOf can name each entry point's keys.
+// Entry points kept as a tuple type, so OptionsOf can name each entry point's keys.
 const row = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRow<V>['check']) => ({ in: entry, check })
 const perCall = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRow<V>['check']) =>
   ({ in: entry, check, perCall: true }) as const
 
-/** An instant as ms since the epoch, or null when left out. */
 const instant = (value: unknown, name: string): number | null =>
   value === undefined || value === null ? null : parseInstant(value, name)
 
-/** The table. Its keys, read in order, are the order checks run and errors are found in. */
+/** The table; its key order is the order checks run and errors are found in. */
 export const OPTIONS = {
   holder: row([...CLAIMS, 'catchUp'], (value, name): string => checkHolder(value, name)),
   table: row(ALL, (value, name): string => checkTable(value, name)),
@@ -85,7 +69,6 @@ export const OPTIONS = {
   keepAlive: row(RUNS, (value, name, { leaseMs }): KeepAlive | undefined => checkKeepAlive(value, leaseMs, name)),
   prepare: row([...CLAIMS, 'catchUp'], (value, name): boolean => checkBoolean(value, name, true)),
   record: row([...CLAIMS, 'catchUp'], (value, name): boolean => checkBoolean(value, name, true)),
-  // null means none, as for every optional option that has no default of its own.
   everyMs: row(RUNS, (value, name): number | undefined =>
     value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS),
   ),
@@ -96,7 +79,6 @@ export const OPTIONS = {
     }
     return value
   }),
-  // Checked when leasedTick or leaseCoordinator is made; they run it on start.
   catchUp: row(['leasedTick', 'leaseCoordinator'], (value, name): CatchUpWindow | undefined => {
     if (value === undefined) return undefined
     if (value === null) fail(name, 'an object such as { withinMs: 3_600_000 }', value)
@@ -104,7 +86,7 @@ export const OPTIONS = {
       withinMs: checkMs(checkOptions(value, ['withinMs'], name).withinMs, `${name}.withinMs`, Number.MAX_SAFE_INTEGER),
     }
   }),
-  // catchUp's own, and required: a window nobody chose would be a guess.
+  // Required: a window nobody chose would be a guess.
   withinMs: row(['catchUp'], (value, name): number => checkMs(value, name, Number.MAX_SAFE_INTEGER)),
   occurrence: perCall(['withCronLease'], instant),
   nextOccurrence: perCall(['withCronLease', 'catchUp'], instant),
@@ -112,7 +94,7 @@ export const OPTIONS = {
     if (value !== undefined && typeof value !== 'function') fail(name, 'a function', value)
     return value as OnError | undefined
   }),
-  // The coordinator's own: a length, or a function of the task name (checked when it is called).
+  // A function of the task name is checked when it is called.
   leaseMs: row(['leaseCoordinator'], (value, name): number | ((taskName: string) => number) | undefined => {
     if (value === undefined || typeof value === 'function') return value as ((taskName: string) => number) | undefined
     if (typeof value !== 'number') {
@@ -124,25 +106,23 @@ export const OPTIONS = {
   overdueGraceMs: row(['listLeases'], (value, name): number | undefined =>
     value === undefined ? undefined : checkMs(value, name, Number.MAX_SAFE_INTEGER),
   ),
-  // A pause's end is checked by pauseJob itself: until and forMs exclude each other.
+  // Checked by pauseJob itself: until and forMs exclude each other.
   until: row(['pauseJob'], (value): unknown => value),
   forMs: row(['pauseJob'], (value): unknown => value),
 } as const satisfies Record<string, OptionRow<unknown>>
 
 export type OptionName = keyof typeof OPTIONS
 
-/** The options checked on every call, never cached (see `perCall`). */
 type PerCallName = { [K in OptionName]: (typeof OPTIONS)[K] extends { perCall: true } ? K : never }[OptionName]
 
 /**
  * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late a missed occurrence may
- * still be made up for.
+ * still be made up for, in ms.
  *
  * @example
  * const window: CatchUpWindow = { withinMs: 6 * 3_600_000 }
  */
 export interface CatchUpWindow {
-  /** How long ago the due occurrence may have passed and still be made up for, in ms. */
   withinMs: number
 }
 
@@ -151,7 +131,6 @@ export type OptionsOf<E extends EntryPoint> = {
   [K in OptionName]: E extends (typeof OPTIONS)[K]['in'][number] ? K : never
 }[OptionName]
 
-/** The compiled value of each option but the per-call ones. */
 export type Compiled = {
   readonly [K in Exclude<OptionName, PerCallName>]: ReturnType<(typeof OPTIONS)[K]['check']>
 }
@@ -159,9 +138,7 @@ export type Compiled = {
 /** One call's options: the compiled bag, and the per-call values checked for this call. */
 export interface CallOptions {
   readonly options: Compiled
-  /** `opts.occurrence` in ms since the epoch, or null. */
   readonly occurrence: number | null
-  /** `opts.nextOccurrence` in ms since the epoch, or null. */
   readonly nextOccurrence: number | null
 }
 
@@ -178,23 +155,14 @@ const KEYS = Object.fromEntries(
 ) as unknown as Record<EntryPoint, readonly OptionName[]>
 
 /**
- * The options of `entry`, checked and with their defaults, as one frozen object. `opts` is read
- * once a call (its own keys, and the value of each key the entry point takes), so a Proxy trap
- * that throws is reported as this argument and a getter cannot give the check one value and the
- * use another. Nothing is cached: checking a bag costs about a microsecond against a claim's
- * round trip, and a bag changed between calls is simply checked again (see docs/performance.md).
- *
- * `null` is no options, as the original package took it; an unknown key is a typo, and a typo must
- * not fall back to a default.
+ * The options of `entry`, checked, defaulted and frozen. `opts` is read once, so a getter cannot
+ * give the check one value and the use another. `null` is no options; an unknown key is a typo.
  */
 export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): Compiled {
   return compileCall(entry, opts, leaseMs, name).options
 }
 
-/**
- * {@link compileOptions} for an entry point that takes per-call options (an occurrence): the
- * compiled bag, and those values checked for this call. The bag's own options are checked first.
- */
+/** {@link compileOptions}, plus the per-call options (an occurrence) checked for this call. */
 export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): CallOptions {
   if (opts === undefined || opts === null) return { options: build(entry, {}, [], leaseMs, name), ...NO_OCCURRENCE }
   if (typeof opts !== 'object') return fail(name, 'an object', opts)

@@ -1,14 +1,10 @@
 /**
  * Which occurrence a fire is for, from what its scheduler passes: the one place that knows each
- * scheduler's shapes. Every wrapper and every catch-up path reads the occurrence here.
- *
- * The rule for every scheduler: a scheduled fire names its slot however late it runs. A GC pause
- * or a busy event loop that delays a fire is exactly what the occurrence keys are for, so no fire
- * is ever taken for "not a scheduled one" because it came late.
+ * scheduler's shapes. A fire names its slot however late it runs: lateness is what the keys are for.
  */
 import { types } from 'node:util'
 import { formatValue } from './format-value.js'
-import { parseInstant } from './time-input.js'
+import { MAX_MS, MIN_MS, parseInstant } from './time-input.js'
 import { checkOptions } from './validate.js'
 
 /** An occurrence and the one after it, in ms since the epoch; null where the scheduler cannot say. */
@@ -20,11 +16,7 @@ export interface NamedSlot {
 /** A fire that names no occurrence: the lease alone decides. */
 export const NO_SLOT: NamedSlot = Object.freeze({ occurrence: null, nextOccurrence: null })
 
-// Postgres prints a timestamptz with a four-digit year, and `new Date()` reads it back, only here.
-const MIN_MS = 0
-const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
-
-/** A Date's ms when it is a real instant that can be stored and read back, else null. */
+// A Date's ms when it can be stored and read back, else null.
 function instantMs(value: unknown): number | null {
   if (!types.isDate(value)) return null
   const ms = value.getTime()
@@ -36,20 +28,9 @@ function call(target: object, method: unknown, ...args: unknown[]): unknown {
 }
 
 /**
- * The slot of one fire, from the first argument a scheduler passes to the wrapped tick:
- *
- * - node-cron 4's context: `ctx.date` is the slot node-cron computed, and `ctx.task.getNextRun()`
- *   the next. node-cron itself skips a fire later than its `missedExecutionTolerance`
- *   (`execution:missed`), so every fire it makes is on its slot.
- * - croner's job: the latest scheduled time at or before the run started (`currentRun()`, which
- *   croner rounds down to the second; its slots are whole seconds, so rounding moves no slot).
- *   croner does not tell a scheduled fire from `job.trigger()`, so a run started by hand names the
- *   latest slot too: it runs only if no replica has run that slot yet. To run outside the schedule,
- *   call `withCronLease` with no occurrence.
- * - the `cron` package's job (NestJS's `@Cron`): the latest scheduled time at or before
- *   `lastDate()`, the moment it fired, in the job's zone.
- * - `{ occurrence, nextOccurrence }` by hand: checked as the options are.
- * - anything else (nothing, `setInterval`'s nothing, an unknown shape): no occurrence.
+ * The slot of one fire, from the scheduler's first argument: node-cron 4's context (`ctx.date`),
+ * croner's job (the latest slot at or before `currentRun()`, so a `trigger()` names it too), the
+ * `cron` package's job, `{ occurrence, nextOccurrence }` by hand; anything else names none.
  */
 export function schedulerSlot(at: unknown): NamedSlot {
   if (typeof at !== 'object' || at === null || types.isProxy(at)) return NO_SLOT
@@ -74,7 +55,7 @@ export function schedulerSlot(at: unknown): NamedSlot {
   }
 }
 
-/** The parts of the `cron` package's `CronJob` (v3 and v4) read here; luxon DateTimes where it returns dates. */
+/** The parts of the `cron` package's `CronJob` (v3, v4) read here; luxon DateTimes for dates. */
 export interface CronPackageJob {
   cronTime: { getNextDateFrom(start: Date | LuxonLike, zone?: unknown): LuxonLike }
   lastDate(): Date | null
@@ -96,11 +77,9 @@ function isCronJob(at: object): at is CronPackageJob {
 }
 
 /**
- * The slot of the `cron` package job's last fire: the latest scheduled time not after
- * `lastDate()`. The package has no "previous date", so the search starts a second before the fire
- * and doubles back until a slot lies before it (a yearly schedule is found within 2^36 ms, about
- * two years), then walks forward to the last slot not after the fire. Dates are made in the job's
- * zone (from its `nextDate()`), so a time-zoned schedule keeps its DST rules.
+ * The latest slot not after `lastDate()`: with no "previous date" in the package, the search
+ * doubles back from a second before the fire (up to 2^36 ms), then walks forward; dates are made
+ * in the job's zone, so DST rules hold.
  */
 export function cronJobSlot(job: CronPackageJob): NamedSlot {
   let fired: number | null
@@ -129,18 +108,14 @@ export function cronJobSlot(job: CronPackageJob): NamedSlot {
   }
 }
 
-// node-cron builds the key as `${name}:${slot.toISOString()}`. Only this trailing slot is removed,
-// so a task name that itself contains ':' stays whole.
+// node-cron's key is `${name}:${slot.toISOString()}`; only the trailing slot is cut, as names may hold ':'.
 const KEY_SLOT = /:(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)$/
 
 const KEY_RULE = "node-cron's 'name:slot' key, the slot as Date#toISOString() writes a real instant from 1970 to 9999"
 
 /**
  * The task name and slot in a node-cron 4 coordinator key. A slot that is not exactly what
- * `toISOString()` writes for a real instant in 1970–9999 (February 30th, month 13, a signed year)
- * is refused with a TypeError naming the key: node-cron never makes one, so it comes from a call
- * by hand, and reading it as some other instant would claim a slot nobody named. node-cron skips a
- * fire whose coordinator throws (`coordinator-error`), so the refusal is a loud miss, never a run.
+ * `toISOString()` writes is a TypeError: read as another instant, it would claim a slot nobody named.
  */
 export function coordinatorKeySlot(key: unknown): { name: string; occurrence: number } {
   const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null

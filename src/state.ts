@@ -1,18 +1,7 @@
 /**
- * What the library remembers between calls, all of it in this one file, each with its bound:
- *
- * - per handle (a pool, client or adapter object), in a WeakMap, so an ended and dropped pool takes
- *   its state with it: for each table it reached, the table's shape and when it was read, and this
- *   process's clock offset against the database; and whether a pooler in front of it refused a
- *   prepared statement, after which it is sent plain text for good. At most {@link TABLES} tables
- *   a handle. A handle made anew for every call (a `pg.Client` per tick) knows nothing and reads
- *   the table's shape on each call: one catalog statement more per call.
- * - per table name and shape (process-wide): the statements built for it, each with its prepared
- *   statement name; and per table name the warnings already given about it (once per table per
- *   process, whatever handle reached it). At most {@link TABLES} of each; past that the oldest is
- *   dropped, and built again, warnings included, if it comes back.
- * - per process: the job names already accepted by the checks, at most {@link NAMES} (the set is
- *   emptied when full), so the few names that come back on every tick are looked up, not checked.
+ * What the library remembers between calls, each with its bound: per handle (WeakMap), each
+ * table's shape and clock offset, and whether prepared statements were refused; process-wide, the
+ * statements built and warnings given per table, and accepted job names.
  */
 import { createHash } from 'node:crypto'
 import { claimSql, recordOutcomeSql, renewSql, type Shape, tableFactsSql } from './sql.js'
@@ -20,7 +9,7 @@ import { claimSql, recordOutcomeSql, renewSql, type Shape, tableFactsSql } from 
 /** One statement's text and the name it is prepared under. */
 export interface Statement {
   readonly text: string
-  /** One name per text, so a connection that prepared one text is never asked to run another under it. */
+  /** One name per text, so a connection never runs another text under it. */
   readonly name: string
 }
 
@@ -28,7 +17,6 @@ export interface Statement {
 export interface Statements {
   readonly claim: Statement
   readonly renew: Statement
-  /** The outcome record; the current shape only. */
   readonly record: Statement
 }
 
@@ -53,10 +41,14 @@ export function statementsOf(table: string, shape: Shape): Statements {
     renew: statement(renewSql(table, shape)),
     record: statement(recordOutcomeSql(table)),
   }
-  // The one built first goes: a process with more than TABLES tables rebuilds what comes back.
-  if (built.size >= TABLES) built.delete(built.keys().next().value as string)
+  evictOldest(built)
   built.set(key, statements)
   return statements
+}
+
+// The one added first goes; it is built again if it comes back.
+function evictOldest(map: Map<string, unknown>): void {
+  if (map.size >= TABLES) map.delete(map.keys().next().value as string)
 }
 
 function statement(text: string): Statement {
@@ -65,15 +57,11 @@ function statement(text: string): Statement {
 
 const warned = new Map<string, Set<string>>()
 
-/**
- * Gives `warning` once per table per process: `about` names what it is about (a job for a
- * per-job warning, a topic for a per-table one). {@link clearWarning} ends a condition (a clock
- * back in sync), so the same warning is given again if it returns.
- */
+/** Gives `warning` once per table per process, about a job or topic, until {@link clearWarning}. */
 export function warnOnce(table: string, about: string, warning: () => void): void {
   let given = warned.get(table)
   if (given === undefined) {
-    if (warned.size >= TABLES) warned.delete(warned.keys().next().value as string)
+    evictOldest(warned)
     given = new Set()
     warned.set(table, given)
   }
@@ -89,20 +77,17 @@ export function clearWarning(table: string, about: string): void {
 
 /** What one handle knows of one table. */
 export interface TableKnowledge {
-  /** The shape, as last read; undefined until read (or while the table does not exist). */
   shape: Shape | undefined
-  /** When the shape was last read (monotonic ms). */
   readAt: number
-  /** A read in flight, so claims racing the first use send one catalog statement, not one each. */
+  /** A read in flight: racing first claims send one catalog statement. */
   reading: Promise<Shape | undefined> | undefined
-  /** This process's clock minus the database's, as last estimated, and when (monotonic ms). */
+  /** This process's clock minus the database's, and when (monotonic ms). */
   clock: { offsetMs: number; at: number } | undefined
 }
 
-/** What one handle knows: see the top of this file. */
+/** What one handle knows. */
 export interface HandleState {
   readonly tables: Map<string, TableKnowledge>
-  /** A pooler in front of it refused a prepared statement: plain text from now on. */
   unprepared: boolean
 }
 
@@ -123,7 +108,7 @@ export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
   let known = tables.get(table)
   if (known === undefined) {
-    if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
+    evictOldest(tables)
     known = { shape: undefined, readAt: 0, reading: undefined, clock: undefined }
     tables.set(table, known)
   }
@@ -137,7 +122,7 @@ export function isAcceptedName(jobName: string): boolean {
   return acceptedNames.has(jobName)
 }
 
-/** Remembers an accepted job name; a long one is not kept, so the memory held stays small. */
+/** Remembers an accepted job name; a long one is not kept. */
 export function acceptName(jobName: string): void {
   if (jobName.length > 200) return
   if (acceptedNames.size >= NAMES) acceptedNames.clear()

@@ -1,9 +1,6 @@
 /**
- * The health indicator for `@nestjs/terminus`: the verdict of `pg-cron-lease check` (the same
- * function draws it), reported through Terminus 11's `HealthIndicatorService`.
- *
- * Terminus is loaded when a check first runs, not when this file is: it is an optional peer, needed
- * only by applications that check health.
+ * The `@nestjs/terminus` indicator: `pg-cron-lease check`'s verdict. Terminus, an optional peer,
+ * is loaded at the first check.
  */
 import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
@@ -13,12 +10,16 @@ import { DEFAULT_OVERDUE_FACTOR, type ListLeasesOptions, listLeases } from '../l
 import { DEFAULT_TABLE } from '../sql.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 
-/** Which jobs a check looks at: these names (a name with no row is down), or those a predicate keeps. */
+/**
+ * Which jobs a check looks at: these names (one with no row is down), or those a predicate keeps.
+ *
+ * @example
+ * const jobs: JobFilter = (name) => name.startsWith('billing:')
+ */
 export type JobFilter = readonly string[] | ((jobName: string) => boolean)
 
 /**
- * Options of {@link PgCronLeaseHealthIndicator.isHealthy}: the job filter, and `listLeases`'s rules
- * for overdue (the `--grace` and `--overdue-factor` of `pg-cron-lease check`).
+ * Options of {@link PgCronLeaseHealthIndicator.isHealthy}: the job filter and overdue rules.
  *
  * @example
  * const opts: PgCronLeaseHealthOptions = { jobs: ['report:hourly'], overdueGraceMs: 120_000 }
@@ -28,24 +29,20 @@ export interface PgCronLeaseHealthOptions extends Pick<ListLeasesOptions, 'overd
   jobs?: JobFilter
 }
 
-/** The key a check reports under when none is given. */
+/**
+ * The key a check reports under when none is given.
+ *
+ * @example
+ * leases.isHealthy(DEFAULT_HEALTH_KEY)
+ */
 export const DEFAULT_HEALTH_KEY = 'pg-cron-lease'
 
 /**
- * Reports `down` when a job is overdue or its last recorded run failed (or, for a job named in the
- * filter, it has never been claimed), with the names of those jobs and why: the same verdict as
- * `pg-cron-lease check`. `up` otherwise, with how many jobs were checked. A database error is
- * `down` too, with its message. Provided by `PgCronLeaseModule`; inject it in a health controller.
+ * `down` when a job is overdue or its last run failed (or a named job was never claimed), or the
+ * database cannot be read; `up` otherwise, as `pg-cron-lease check` decides.
  *
  * @example
- * \@Controller('health')
- * class HealthController {
- *   constructor(private readonly health: HealthCheckService, private readonly leases: PgCronLeaseHealthIndicator) {}
- *   \@Get() \@HealthCheck()
- *   check() {
- *     return this.health.check([() => this.leases.isHealthy('jobs')])
- *   }
- * }
+ * check() { return this.health.check([() => this.leases.isHealthy('jobs')]) }
  */
 export class PgCronLeaseHealthIndicator {
   private service: Promise<HealthIndicatorService> | undefined
@@ -55,7 +52,7 @@ export class PgCronLeaseHealthIndicator {
     private readonly moduleRef: ModuleRef,
   ) {}
 
-  /** Terminus's service: the application's own when it imports TerminusModule, else one of ours. */
+  // The application's own service when it imports TerminusModule, else one of ours.
   private indicatorService(): Promise<HealthIndicatorService> {
     this.service ??= import('@nestjs/terminus').then((terminus) => {
       try {
@@ -67,10 +64,7 @@ export class PgCronLeaseHealthIndicator {
     return this.service
   }
 
-  /**
-   * Checks the jobs (all, or those `options` names), reporting under `key`. Pass the job filter
-   * itself, or `{ jobs, overdueGraceMs, overdueFactor }`.
-   */
+  /** Checks the jobs, reporting under `key`; pass the filter itself or `{ jobs, overdueGraceMs, overdueFactor }`. */
   async isHealthy(
     key: string = DEFAULT_HEALTH_KEY,
     options: JobFilter | PgCronLeaseHealthOptions = {},

@@ -1,60 +1,47 @@
 /**
- * `@Leased()`: the method decorator. It replaces the method on its class's prototype at once, at
- * decoration time, with a wrapper that claims the lease before the body runs; the module binds each
- * instance to its application when it starts (`bindInstance`), and the wrapper asks for that
- * binding on every call.
- *
- * Why on the prototype, and at once: @nestjs/schedule binds the method it finds on the instance in
- * its own `onModuleInit`, and nothing orders that hook against ours. A wrapper in place before Nest
- * starts is the one that gets bound, whichever hook runs first; and two applications in one
- * process (each with its own pool and its own instance of the class) share the wrapper, while
- * each instance answers to its own application.
+ * `@Leased()` replaces the method on the prototype at decoration time: @nestjs/schedule binds
+ * whatever method the instance has in a hook we cannot order against, so the wrapper must already
+ * be there. Each instance is bound to its application at start, so two applications share it.
  */
-import { inspect } from 'node:util'
 import { Logger } from '@nestjs/common'
 import { MAX_LEASE_MS } from '../presets.js'
+import { shown } from './options.js'
 
-/** The metadata key `@Leased()` sets on the wrapper, read by the module when it starts. */
+/** The metadata key `@Leased()` sets on the wrapper. */
 export const LEASED_METADATA = 'pg-cron-lease:leased'
 
 /**
- * Options of `@Leased()`. Every key is optional; an unknown key is a `TypeError` when the class is
- * defined.
+ * Options of `@Leased()`; an unknown key is a `TypeError` when the class is defined.
  *
  * @example
  * const opts: LeasedOptions = { leaseMs: 45_000, catchUp: { withinMs: 6 * 3_600_000 } }
  */
 export interface LeasedOptions {
   /**
-   * The lease, in whole ms (1 to `MAX_LEASE_MS`). Default: from the schedule: 80% of the shortest
-   * gap between the next 64 fires of a `@Cron` expression, `forInterval(ms)` for an `@Interval`,
-   * and a minute for a `@Timeout`.
+   * The lease, in whole ms (1 to `MAX_LEASE_MS`). Default: 80% of a `@Cron`'s shortest gap,
+   * `forInterval(ms)` for an `@Interval`, a minute for a `@Timeout`.
    */
   leaseMs?: number
-  /**
-   * Run a missed occurrence once when the application starts, if it fell due unclaimed no more
-   * than `withinMs` ago (the core's `catchUp`). Default: off.
-   */
+  /** Run a missed occurrence once at start, if due unclaimed within `withinMs` (`catchUp`). Default: off. */
   catchUp?: { withinMs: number }
 }
 
-/** What the decorator knows of one leased method, the same for every application in the process. */
+/** What the decorator knows of one leased method, the same for every application. */
 export interface LeasedMethod {
   readonly className: string
   readonly methodName: string
   readonly options: Readonly<LeasedOptions>
-  /** The method as written, called with the scheduler's arguments and the `LeaseContext` last. */
+  /** Called with the scheduler's arguments and the `LeaseContext` last. */
   readonly original: (...args: unknown[]) => unknown
 }
 
 /** How an application runs one fire of a leased method: never rejects. */
 export type FireLeased = (method: LeasedMethod, instance: object, args: unknown[]) => Promise<unknown>
 
-// Each instance is bound by the application that made it: weakly, so a closed application's
-// instances (and their pools) go with it.
+// Weakly, so a closed application's instances (and pools) go with it.
 const bindings = new WeakMap<object, FireLeased>()
 
-// Warned about once per method, not once per fire: a method called outside any started module.
+// Warned once per method: called outside any started module.
 const unbound = new WeakSet<LeasedMethod>()
 
 /** Binds `instance` to the application that runs its leased methods. */
@@ -62,21 +49,17 @@ export function bindInstance(instance: object, fire: FireLeased): void {
   bindings.set(instance, fire)
 }
 
+/** Unbinds `instance`, if `fire`'s application bound it. */
 export function unbindInstance(instance: object, fire: FireLeased): void {
   if (bindings.get(instance) === fire) bindings.delete(instance)
 }
 
 const OPTION_KEYS = new Set(['leaseMs', 'catchUp'])
 
-function shown(value: unknown): string {
-  const text = inspect(value, { depth: 1, breakLength: Number.POSITIVE_INFINITY })
-  return text.length > 80 ? `${text.slice(0, 80)}…` : text
-}
-
 function checkLeasedOptions(options: unknown): LeasedOptions {
   if (options === undefined) return {}
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError(`pg-cron-lease: @Leased() options must be an object, got ${shown(options)}`)
+    throw new TypeError(`pg-cron-lease: @Leased() options must be an object, got ${shown(options, 1)}`)
   }
   for (const key of Object.keys(options)) {
     if (!OPTION_KEYS.has(key)) {
@@ -86,14 +69,14 @@ function checkLeasedOptions(options: unknown): LeasedOptions {
   const { leaseMs, catchUp } = options as LeasedOptions
   if (leaseMs !== undefined && !(Number.isInteger(leaseMs) && leaseMs >= 1 && leaseMs <= MAX_LEASE_MS)) {
     throw new TypeError(
-      `pg-cron-lease: @Leased() leaseMs must be a whole number of ms from 1 to ${MAX_LEASE_MS}, got ${shown(leaseMs)}`,
+      `pg-cron-lease: @Leased() leaseMs must be a whole number of ms from 1 to ${MAX_LEASE_MS}, got ${shown(leaseMs, 1)}`,
     )
   }
   if (catchUp !== undefined) {
     const withinMs = (catchUp as { withinMs?: unknown } | null)?.withinMs
     if (typeof withinMs !== 'number' || !Number.isFinite(withinMs) || withinMs <= 0) {
       throw new TypeError(
-        `pg-cron-lease: @Leased() catchUp must be { withinMs } with a positive number of ms, got ${shown(catchUp)}`,
+        `pg-cron-lease: @Leased() catchUp must be { withinMs } with a positive number of ms, got ${shown(catchUp, 1)}`,
       )
     }
   }
@@ -101,30 +84,15 @@ function checkLeasedOptions(options: unknown): LeasedOptions {
 }
 
 /**
- * Makes a scheduled method a singleton across replicas: each fire claims its occurrence in the
- * lease table first, and only the replica that wins runs the body. Put it beside `@Cron`,
- * `@Interval` or `@Timeout` (in either order), in a provider of an application that imports
- * `PgCronLeaseModule`.
- *
- * - The job name is the scheduler's name (`@Cron`'s `name`, or the name given to `@Interval` or
- *   `@Timeout`), else `ClassName.methodName`. An unnamed `@Cron` is registered under that name.
- * - A `@Cron` fire claims the slot of the schedule it fires for, however late, in the job's time
- *   zone; an `@Interval` fire claims the lease with the interval declared; a `@Timeout`, the lease.
- * - The method receives the tick's `LeaseContext` as an extra last argument: a scheduled method is
- *   passed nothing else, so for it the context is the first argument.
- * - A call never rejects: a claim or body error goes to the module's logger, and the outcome is
- *   recorded in the table. It resolves to the body's result where it ran, else `undefined`.
- * - `@Leased()` without a schedule decorator stops the application at start-up with an error.
+ * Makes a scheduled method a singleton across replicas: each fire claims its occurrence first, and
+ * only the winner runs the body. Beside `@Cron`, `@Interval` or `@Timeout`; the job name is the
+ * scheduler's name, else `ClassName.methodName`; the `LeaseContext` comes as the last argument.
+ * A call never rejects: errors go to the module's logger.
  *
  * @example
- * \@Injectable()
- * class Reports {
- *   \@Cron('0 * * * *', { name: 'report:hourly' })
- *   \@Leased()
- *   async send(ctx: LeaseContext) {
- *     await sendReport({ signal: ctx.signal })
- *   }
- * }
+ * \@Cron('0 * * * *', { name: 'report:hourly' })
+ * \@Leased()
+ * async send(ctx: LeaseContext) { await sendReport({ signal: ctx.signal }) }
  */
 export function Leased(options?: LeasedOptions): MethodDecorator {
   const checked = checkLeasedOptions(options)
@@ -156,9 +124,7 @@ export function Leased(options?: LeasedOptions): MethodDecorator {
       return Promise.resolve(undefined)
     }
     Object.defineProperty(wrapper, 'name', { value: original.name })
-    // The decorators applied before this one (written below it) set their metadata on the original
-    // method: @nestjs/schedule finds its schedule on whatever method the instance has, so it moves
-    // to the wrapper. The ones applied after it set theirs on the wrapper directly.
+    // Decorators applied before this one set metadata on the original: move it to the wrapper.
     for (const name of Reflect.getMetadataKeys?.(original) ?? []) {
       Reflect.defineMetadata(name, Reflect.getMetadata(name, original), wrapper)
     }

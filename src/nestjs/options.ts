@@ -1,17 +1,12 @@
-/**
- * The module's options: their declaration, the token they are provided under, and the one step
- * that turns a user's bag into the config every part of the module reads (checked, defaults filled,
- * the table migrated when asked).
- */
+/** The module's options, their tokens, and the one step that turns them into the config. */
 import { inspect } from 'node:util'
 import { Logger, type LoggerService } from '@nestjs/common'
 import { createTableSql, quoteTable, upgradeTableSql } from '../sql.js'
 import type { LeaseLogger, LeaseOptions, Queryable } from '../types.js'
 
 /**
- * Options of `PgCronLeaseModule.forRoot()` (and what `forRootAsync`'s factory returns). `table`,
- * `holder` and `record` are the core's options of the same names, the defaults of every leased
- * method of the application.
+ * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder` and `record` are the core's, the
+ * defaults of every leased method.
  *
  * @example
  * const opts: PgCronLeaseModuleOptions = { db: pool, migrate: true, holder: process.env.HOSTNAME }
@@ -21,19 +16,18 @@ export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | '
   db: Queryable
   /** Where claim errors, tick errors and warnings go. Default: Nest's `new Logger('PgCronLease')`. */
   logger?: LoggerService
-  /**
-   * Create the table, or add the columns an older one lacks, when the application starts (what
-   * `pg-cron-lease migrate` does; safe from every replica at once). Default: `false`.
-   */
+  /** Create or upgrade the table at start, as `pg-cron-lease migrate` does. Default: `false`. */
   migrate?: boolean
-  /**
-   * How long shutdown waits for the ticks in flight, in ms, before it lets the application close
-   * anyway (with a warning naming them). Default: {@link DEFAULT_SHUTDOWN_TIMEOUT_MS}.
-   */
+  /** How long shutdown waits for ticks in flight, in ms. Default: {@link DEFAULT_SHUTDOWN_TIMEOUT_MS}. */
   shutdownTimeoutMs?: number
 }
 
-/** How long shutdown waits for the ticks in flight by default: 10 s, a third of Kubernetes' grace. */
+/**
+ * How long shutdown waits for ticks in flight by default: 10 s, a third of Kubernetes' grace.
+ *
+ * @example
+ * PgCronLeaseModule.forRoot({ db: pool, shutdownTimeoutMs: DEFAULT_SHUTDOWN_TIMEOUT_MS * 2 })
+ */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000
 
 /** The token the module's resolved config is provided under. */
@@ -42,21 +36,20 @@ export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')
 /** The token the user's options are provided under (forRoot's value, forRootAsync's factory). */
 export const PG_CRON_LEASE_OPTIONS = Symbol('pg-cron-lease:options')
 
-/** The options once checked, with every default filled: what the runner and the health indicator read. */
+/** The options checked, defaults filled: what the runner and the health indicator read. */
 export interface ModuleConfig {
   readonly db: Queryable
   readonly logger: LoggerService
-  /** The logger, as the core takes one. */
   readonly leaseLogger: LeaseLogger
-  /** The core options every claim of the application sends. */
   readonly defaults: Readonly<Pick<LeaseOptions, 'table' | 'holder' | 'record'>>
   readonly shutdownTimeoutMs: number
 }
 
 const KEYS = new Set(['db', 'table', 'holder', 'logger', 'record', 'migrate', 'shutdownTimeoutMs'])
 
-function shown(value: unknown): string {
-  const text = inspect(value, { depth: 0, breakLength: Number.POSITIVE_INFINITY })
+/** A value as an error message shows it, cut at 80 characters. */
+export function shown(value: unknown, depth = 0): string {
+  const text = inspect(value, { depth, breakLength: Number.POSITIVE_INFINITY })
   return text.length > 80 ? `${text.slice(0, 80)}…` : text
 }
 
@@ -64,7 +57,6 @@ function message(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
 }
 
-/** Nest's logger as the core's: a claim or tick error arrives as (error, jobName). */
 function leaseLoggerOf(logger: LoggerService): LeaseLogger {
   return {
     debug: (text) => logger.debug?.(text),
@@ -74,11 +66,7 @@ function leaseLoggerOf(logger: LoggerService): LeaseLogger {
   }
 }
 
-/**
- * Checks the options (a `TypeError` naming the bad one, so the application does not start), fills
- * the defaults, and migrates the table when asked. The table, holder and record values are checked
- * again by the core on the first claim; the table name is checked here so a typo stops the start.
- */
+/** Checks the options (a `TypeError` stops the start), fills the defaults, migrates when asked. */
 export async function resolveConfig(options: unknown): Promise<ModuleConfig> {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`pg-cron-lease: PgCronLeaseModule options must be an object, got ${shown(options)}`)
@@ -107,7 +95,6 @@ export async function resolveConfig(options: unknown): Promise<ModuleConfig> {
     throw new TypeError(`pg-cron-lease: PgCronLeaseModule logger must be a Nest LoggerService, got ${shown(logger)}`)
   }
   if (migrate === true) {
-    // The same two statements as `pg-cron-lease migrate`: each is safe when every replica runs it at once.
     await db.query(createTableSql(table), [])
     await db.query(upgradeTableSql(table), [])
   }

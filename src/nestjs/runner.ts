@@ -1,17 +1,7 @@
 /**
- * The module's runner: finds the `@Leased()` methods of one application when it starts, runs each
- * fire through the core (`withCronLease`, `catchUp`), and on shutdown waits for the ticks in flight.
- *
- * Its lifecycle, against @nestjs/schedule's (whose module is global, so its hooks run first on the
- * way up and last on the way down; this runner's module is not global, for that reason):
- * - constructed (before any hook): an unnamed `@Cron` that is leased gets its job name as its name,
- *   before @nestjs/schedule's `onModuleInit` registers it, so each fire finds its own `CronJob`;
- * - `onModuleInit`: every leased method is checked (a schedule beside it, one job per name) and its
- *   instance bound to this application;
- * - `onApplicationBootstrap`, after @nestjs/schedule has made and started the jobs: catch-ups;
- * - `onModuleDestroy`: no new claim from here on; `beforeApplicationShutdown`, before
- *   @nestjs/schedule stops its timers and before any `onApplicationShutdown` can end a pool: waits
- *   for the ticks in flight, up to the timeout.
+ * Finds the `@Leased()` methods when the application starts, runs each fire through the core, and
+ * on shutdown waits for ticks in flight. Its module is not global, so @nestjs/schedule's hooks run
+ * first on the way up (jobs exist at bootstrap) and last on the way down (before pools end).
  */
 import { performance } from 'node:perf_hooks'
 import { Inject, Injectable, Optional } from '@nestjs/common'
@@ -27,21 +17,19 @@ import { bindInstance, type FireLeased, type LeasedMethod, leasedMethod, unbindI
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 import { cronLeaseMs, type Schedule, scheduleOf, TIMEOUT_LEASE_MS } from './schedule-lease.js'
 
-/** One leased method of this application: its name, schedule, instance and lease. */
 interface LeasedJob {
   readonly name: string
   readonly method: LeasedMethod
   readonly schedule: Schedule
   readonly instance: object
-  /** The lease; for a `@Cron` without `leaseMs`, found from its job at the first need. */
+  /** For a `@Cron` without `leaseMs`, found from its job at the first need. */
   lease: number | IntervalLease | undefined
-  /** The declared interval, sent with an explicit lease of an `@Interval`. */
   readonly everyMs: number | undefined
 }
 
 const where = (method: LeasedMethod) => `${method.className}.${method.methodName}`
 
-/** The arguments a scheduler passed, less the trailing `undefined`s (cron passes its unset onComplete). */
+// Less the trailing `undefined`s (cron passes its unset onComplete).
 function given(args: unknown[]): unknown[] {
   let end = args.length
   while (end > 0 && args[end - 1] === undefined) end--
@@ -69,11 +57,8 @@ export class PgCronLeaseRunner {
     return [...this.discovery.getControllers(), ...this.discovery.getProviders()]
   }
 
-  /**
-   * Gives each unnamed leased `@Cron` its job name as its name. @nestjs/schedule would register it
-   * under a random UUID, and the fire could then not find its own job to read its slot from. Done
-   * on the class, so every application in the process agrees on it.
-   */
+  // Unnamed, @nestjs/schedule would register a leased `@Cron` under a random UUID, and the fire
+  // could not find its job. Named on the class, so every application in the process agrees.
   private nameCronJobs(): void {
     for (const wrapper of this.wrappers()) {
       const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
@@ -115,7 +100,6 @@ export class PgCronLeaseRunner {
     for (const instance of this.instances) bindInstance(instance, this.fire)
   }
 
-  /** The job of one leased method, or the start-up error that says what is missing. */
   private leasedJob(method: LeasedMethod, schedule: Schedule | null, instance: object): LeasedJob {
     if (schedule === null) {
       throw new Error(
@@ -155,7 +139,6 @@ export class PgCronLeaseRunner {
       }
       return { name, method, schedule, instance, lease: leaseMs ?? TIMEOUT_LEASE_MS, everyMs: undefined }
     }
-    // An @Interval names no occurrence: its interval is declared, so the row says when it is next due.
     const everyMs = Math.max(1, Math.round(schedule.ms))
     return { name, method, schedule, instance, lease: leaseMs ?? forInterval(schedule.ms), everyMs }
   }
@@ -181,23 +164,21 @@ export class PgCronLeaseRunner {
     for (const instance of this.instances) unbindInstance(instance, this.fire)
   }
 
-  /** The registered job of a `@Cron`, or undefined while @nestjs/schedule has not registered it. */
   private cronJob(job: LeasedJob): CronPackageJob | undefined {
     if (this.registry?.doesExist('cron', job.name) !== true) return undefined
     return this.registry.getCronJob(job.name) as unknown as CronPackageJob
   }
 
-  private leaseOf(job: LeasedJob, cronJob: CronPackageJob): number | IntervalLease {
-    if (job.lease === undefined) {
+  private leaseOf(job: LeasedJob, cronJob: CronPackageJob | undefined): number | IntervalLease {
+    if (cronJob !== undefined && job.lease === undefined) {
       const derived = cronLeaseMs(cronJob)
       if (derived === null)
         throw new Error(`cannot size a lease from the schedule of ${where(job.method)}: give leaseMs`)
       job.lease = derived
     }
-    return job.lease
+    return job.lease as number | IntervalLease
   }
 
-  /** The core options of one claim of `job`. */
   private claimOptions(job: LeasedJob, slot: NamedSlot): LeaseOptions {
     const { occurrence, nextOccurrence } = slot
     return {
@@ -214,7 +195,7 @@ export class PgCronLeaseRunner {
     return (ctx) => job.method.original.apply(job.instance, [...passed, ctx])
   }
 
-  /** One fire of a leased method: never rejects; resolves to the body's result where it ran. */
+  /** One fire: never rejects; resolves to the body's result where it ran. */
   private run(method: LeasedMethod, instance: object, args: unknown[]): Promise<unknown> {
     const job = this.jobs.get(method)
     if (job === undefined || job.instance !== instance) {
@@ -225,8 +206,7 @@ export class PgCronLeaseRunner {
       this.config.logger.debug?.(`${job.name}: fired while the application shuts down: not claimed`)
       return Promise.resolve(undefined)
     }
-    // The slot is read now, in the fire's own turn of the event loop: the job's lastDate() moves on
-    // with its next fire.
+    // Read in the fire's own turn: the job's lastDate() moves on with its next fire.
     const cronJob = job.schedule.kind === 'cron' ? this.cronJob(job) : undefined
     const slot = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
     return this.track(job.name, this.claim(job, args, cronJob, slot))
@@ -241,16 +221,14 @@ export class PgCronLeaseRunner {
     try {
       let cronJob = found
       if (job.schedule.kind === 'cron' && cronJob === undefined) {
-        // A fire already late when the cron package makes the job runs inside the job's constructor,
-        // before @nestjs/schedule registers it: one turn of the microtask queue later it is there,
-        // and its lastDate() is still this fire's.
+        // A fire already late at construction runs before registration; a microtask later it is there.
         await null
         cronJob = this.cronJob(job)
         if (cronJob === undefined)
           throw new Error(`no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
         slot = cronJobSlot(cronJob)
       }
-      const lease = cronJob === undefined ? (job.lease as number | IntervalLease) : this.leaseOf(job, cronJob)
+      const lease = this.leaseOf(job, cronJob)
       const outcome = await withCronLease(
         this.config.db,
         job.name,
@@ -265,21 +243,17 @@ export class PgCronLeaseRunner {
     }
   }
 
-  /** The catch-up of one job at start: never rejects. */
   private async catchUp(job: LeasedJob): Promise<unknown> {
     try {
       const cronJob = job.schedule.kind === 'cron' ? this.cronJob(job) : undefined
       if (job.schedule.kind === 'cron' && cronJob === undefined) {
         throw new Error(`cannot catch up: no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
       }
-      const lease = cronJob === undefined ? (job.lease as number | IntervalLease) : this.leaseOf(job, cronJob)
+      const lease = this.leaseOf(job, cronJob)
       const { nextOccurrence } = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
       const outcome = await catchUp(this.config.db, job.name, lease, this.tick(job, []), {
-        ...this.config.defaults,
-        logger: this.config.leaseLogger,
-        ...(job.everyMs !== undefined && typeof job.lease === 'number' ? { everyMs: job.everyMs } : {}),
+        ...this.claimOptions(job, { occurrence: null, nextOccurrence }),
         withinMs: job.method.options.catchUp!.withinMs,
-        ...(nextOccurrence === null ? {} : { nextOccurrence: new Date(nextOccurrence) }),
       })
       return outcome.ran ? outcome.result : undefined
     } catch (error) {
@@ -295,7 +269,7 @@ export class PgCronLeaseRunner {
     return tick
   }
 
-  /** Waits for the ticks in flight, up to the timeout; then warns, naming the jobs still running. */
+  /** Waits for the ticks in flight up to the timeout, then warns naming the jobs still running. */
   private async drain(): Promise<void> {
     const deadline = performance.now() + this.config.shutdownTimeoutMs
     while (this.inFlight.size > 0) {
@@ -317,8 +291,7 @@ export class PgCronLeaseRunner {
   }
 }
 
-// Nest's dependency injection, declared without decorator syntax so the library is built without
-// `experimentalDecorators`: index by index, what the constructor takes.
+// Declared without decorator syntax, so the library builds without `experimentalDecorators`.
 Injectable()(PgCronLeaseRunner)
 Inject(PG_CRON_LEASE_CONFIG)(PgCronLeaseRunner, undefined, 0)
 Inject(DiscoveryService)(PgCronLeaseRunner, undefined, 1)

@@ -1,8 +1,4 @@
-/**
- * What @nestjs/schedule declared for a method (the metadata its decorators set), and the lease that
- * follows from it. The slot of a `@Cron` fire is read by `cronJobSlot`
- * (src/scheduler-slot.ts), the one place that reads a fire's slot from the `cron` package's job.
- */
+/** What @nestjs/schedule declared for a method, and the lease that follows from it. */
 import { SchedulerType } from '@nestjs/schedule/dist/enums/scheduler-type.enum.js'
 import {
   SCHEDULE_CRON_OPTIONS,
@@ -20,7 +16,7 @@ export type Schedule =
   | { readonly kind: 'interval'; readonly name: string | undefined; readonly ms: number }
   | { readonly kind: 'timeout'; readonly name: string | undefined; readonly ms: number }
 
-/** The object `@Cron(cronTime, options)` stores: its options, with `cronTime`. */
+/** What `@Cron(cronTime, options)` stores. */
 export interface CronMetadata {
   cronTime: unknown
   name?: string
@@ -28,10 +24,15 @@ export interface CronMetadata {
   utcOffset?: number
 }
 
-/** A `@Timeout` names no schedule to size a lease from: replicas started within a minute run it once. */
+/**
+ * A `@Timeout`'s lease: replicas started within a minute run it once.
+ *
+ * @example
+ * \@Timeout(5_000) \@Leased({ leaseMs: TIMEOUT_LEASE_MS * 5 }) warmUp() {}
+ */
 export const TIMEOUT_LEASE_MS = 60_000
 
-/** How many of a cron expression's fires the shortest gap is looked for among. */
+/** How many fires the shortest gap is looked for among. */
 export const GAP_FIRES = 64
 
 /** The schedule @nestjs/schedule's decorators declared on `fn`, or null when there is none. */
@@ -40,7 +41,7 @@ export function scheduleOf(fn: object): Schedule | null {
   const name = Reflect.getMetadata(SCHEDULER_NAME, fn) as string | undefined
   switch (type) {
     case SchedulerType.CRON: {
-      // Cron's name lives in its options too: the one the module gives an unnamed job is set there.
+      // The name the module gives an unnamed job is set in its options.
       const options = Reflect.getMetadata(SCHEDULE_CRON_OPTIONS, fn) as CronMetadata
       return { kind: 'cron', name: options?.name ?? name, options }
     }
@@ -54,13 +55,8 @@ export function scheduleOf(fn: object): Schedule | null {
 }
 
 /**
- * The lease for a cron job: 80% of the shortest gap between its next {@link GAP_FIRES} fires, as
- * the job's own `CronTime` lists them in its zone (so a DST change among them counts), at most
- * `MAX_LEASE_MS`. The rule of the presets: long enough that a late fire of the same occurrence
- * finds it taken even without occurrence keys, short enough to end before the next one. Why only
- * 64 fires: the `cron` package takes about a millisecond a fire, and the 20% left over absorbs an
- * hour's DST shift for any gap of five hours or more. Null for a job that fires once (a Date).
- * `from` (a date of the job's, in its zone) is where the fires are listed from; default its next.
+ * 80% of the shortest gap among the next {@link GAP_FIRES} fires in the job's zone (DST counts),
+ * at most `MAX_LEASE_MS`; null for a one-off. 64, as each costs ~1 ms and 20% absorbs DST past 5 h.
  */
 export function cronLeaseMs(
   job: CronPackageJob,
