@@ -1,7 +1,4 @@
-/**
- * Catching up, opt in: a fleet that was down when a job fell due runs it once when it comes back,
- * for the latest occurrence due, instead of never.
- */
+/** Catching up, opt in: a fleet that was down when a job fell due runs it once when back. */
 import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { claimParams, missingTable, runClaimed, runConfig } from './lease.js'
@@ -16,8 +13,7 @@ import { type ClaimConfig, firstRow, type Slot, type Ticket, wonTicket } from '.
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
 /**
- * Options for {@link catchUp}: `withinMs` is required; the others are those of `withCronLease`
- * that apply to a run it makes.
+ * Options for {@link catchUp}: `withinMs` is required.
  *
  * @example
  * const opts: CatchUpOptions = { withinMs: 6 * 3_600_000, everyMs: 3_600_000 }
@@ -30,19 +26,11 @@ export interface CatchUpOptions
 }
 
 /**
- * Runs the tick once, at once, when the job's due occurrence passed unclaimed no more than
- * `withinMs` ago; otherwise resolves `{ ran: false, result: null }`. Call it when a replica
- * starts. Across the whole fleet at most one replica runs it, even when all start together, and a
- * backlog collapses into one run: the one for the latest occurrence due, which is its
- * `ctx.occurrence`, while `ctx.missed` counts the earlier ones it skipped.
- *
- * It never runs for a job with no recorded due time (a fresh table, a job never claimed with an
- * occurrence or an interval), so a fresh install cannot stampede; nor on a table without the
- * occurrence columns (one warning names `pg-cron-lease migrate`). Off unless called: it is for
- * jobs where late beats never (a report, a sync), not for a charge.
+ * Runs the tick once when the job's due occurrence passed unclaimed within `withinMs`, on at most
+ * one replica; a backlog collapses into the latest occurrence. Never for a job with no recorded
+ * due time, so a fresh install cannot stampede.
  *
  * @example
- * const job = new Cron('0 * * * *', leasedTick(pool, 'report', LEASE.HOURLY, sendReport))
  * await catchUp(pool, 'report', LEASE.HOURLY, sendReport, { withinMs: 6 * 3_600_000, everyMs: 3_600_000 })
  */
 export async function catchUp<T>(
@@ -60,12 +48,7 @@ export async function catchUp<T>(
   return ticket === null ? { ran: false, result: null } : runClaimed(config, ticket)
 }
 
-/**
- * The catch-up claim on its own (leaseCoordinator runs no tick itself): null when there is
- * nothing to catch up, the ticket of a won catch-up otherwise. It is the claim statement with a
- * window (see claimSql): on a table of the original shape there is no due time to catch up on,
- * and the shape's warning says so.
- */
+/** The catch-up claim alone (leaseCoordinator runs no tick): the won ticket, or null. */
 export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: Slot | null): Promise<Ticket | null> {
   const { db, table, jobName, holder, logger, prepare } = config
   const shape = await shapeOf(config)

@@ -1,7 +1,4 @@
-/**
- * The tick's context: the fenced renew, the fence on the tick's own writes, the abort signal, and
- * the keep-alive beats that run while the tick does.
- */
+/** The tick's context: fenced renew, fence, abort signal, keep-alive beats. */
 import { publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
@@ -14,13 +11,8 @@ import { firstRow, type Ticket } from './ticket.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
-/**
- * `client`, checked as far as it can say before anything is sent: a row lock taken outside a
- * transaction ends with its statement, so a fence there would fence nothing. A `pg` Pool runs each
- * query on whichever connection is free, and a `pg` Client or PoolClient reports whether a
- * transaction is open. Any other handle is checked by the fence statement itself, which says
- * whether it ran in a transaction block (see fenceSql).
- */
+// A row lock outside a transaction ends with its statement, fencing nothing; handles that cannot
+// say are checked by the fence statement itself (see fenceSql).
 function checkTransactionClient(client: unknown): Queryable {
   const checked = checkQueryable(client, 'client')
   const handle = checked as { Client?: unknown; totalCount?: unknown; getTransactionStatus?: () => unknown }

@@ -1,7 +1,4 @@
-/**
- * Recording how a won tick ended, in the lease row's outcome columns, so `listLeases`, `status` and
- * `check` can tell a failing or overdue job from a healthy one.
- */
+/** Recording how a won tick ended in the lease row, for `listLeases`, `status` and `check`. */
 import { warn } from './log.js'
 import { runStatement } from './query.js'
 import { statementsOf } from './state.js'
@@ -13,18 +10,14 @@ export type Settled = { outcome: 'ok' } | { outcome: 'error'; error: unknown } |
 const ERROR_TEXT_LIMIT = 500
 
 /**
- * How long a settled tick waits for its outcome to be written before the caller gets the result.
- * The write is bookkeeping: under synchronous replication with the standby gone, or a database
- * that stopped answering, it can wait forever, and that must not hold the tick's result (or
- * node-cron's next run) hostage. Past this it goes on in the background.
+ * How long a settled tick waits for its outcome's write, which can hang (a gone sync standby) and
+ * must not hold the result hostage; past it the write goes on in the background.
  */
 export const RECORD_WAIT_MS = 2000
 
 /**
- * Writes the outcome with one statement fenced on the claim token, waiting for it at most
- * {@link RECORD_WAIT_MS}. Never rejects and never changes the lease: a failure to record is a
- * warning, because the run itself already happened. A claim without a token (a driver that
- * reports only `rowCount`) cannot be fenced, so it is not recorded.
+ * Writes the outcome fenced on the claim token, waiting at most {@link RECORD_WAIT_MS}. Never
+ * rejects: the run already happened, so a failure is a warning. No token: not recorded.
  */
 export async function recordOutcome(
   ticket: Ticket,
@@ -79,10 +72,8 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
 }
 
 /**
- * `Name: first line of the message`, as one clean line for a column, a log line or a metric:
- * cut at the first line end (CR, LF, NEL, U+2028, U+2029), with every other control character
- * (NUL included, which Postgres refuses in text) shown as a space and every lone surrogate as
- * U+FFFD, at most 500 UTF-16 units, never a stack and never half a surrogate pair.
+ * `Name: first line of the message` as one clean line: controls as spaces (Postgres refuses NUL),
+ * lone surrogates as U+FFFD, at most 500 UTF-16 units, never half a pair.
  */
 export function describeError(error: unknown): string {
   let name = 'Error'
@@ -105,8 +96,7 @@ function firstLine(error: unknown): string {
   }
 }
 
-// Everything up to the first line end, with the other controls made spaces and lone surrogates
-// made U+FFFD (what String#toWellFormed does; written out for the TypeScript target).
+// Lone surrogates made U+FFFD, as String#toWellFormed does (written out for the TypeScript target).
 function oneLine(text: string): string {
   const first = text.split(/[\r\n\u0085\u2028\u2029]/, 1)[0] ?? ''
   return first.replace(LONE_SURROGATE, '\ufffd').replace(/\p{Cc}/gu, ' ')

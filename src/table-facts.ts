@@ -1,9 +1,6 @@
 /**
- * Knowing the table: what a process knows of a lease table's shape comes from one read-only
- * catalog statement per handle and table ({@link tableFactsSql}), never from claims. It is sent at
- * first use, and read again at most once a minute while the table is not of the current shape, so
- * a table upgraded by `pg-cron-lease migrate` is used as such within a minute, with no restart. It
- * takes no lock and cannot fail on a missing table, so it is safe inside a caller's transaction.
+ * A table's shape comes from one read-only, lockless catalog statement per handle and table, read
+ * again at most once a minute until current, so an upgrade is picked up without a restart.
  */
 import { clockOffset, monotonicMs } from './clock.js'
 import { runStatement } from './query.js'
@@ -12,10 +9,7 @@ import { knowledgeOf, TABLE_FACTS, type TableKnowledge } from './state.js'
 import { firstRow } from './ticket.js'
 import type { Queryable } from './types.js'
 
-/**
- * How long a shape other than the current one is taken as known before it is read again: a minute.
- * A field, not a constant, so a test of an upgrade need not wait a minute for it.
- */
+/** How long a non-current shape is trusted: a field, so an upgrade test need not wait a minute. */
 export const SHAPE_READ = { everyMs: 60_000 }
 
 /** Who asks, and how: the part of a claim's config the read needs. */
@@ -24,11 +18,7 @@ interface Asking {
   readonly table: string
 }
 
-/**
- * The table's shape as `db` sees it: at once when known (the hot path awaits nothing), else read.
- * Undefined: there is no such table (or this role cannot see it), which the claim's own error then
- * says; nothing is kept, so the next call reads again.
- */
+/** The table's shape: at once when known (the hot path awaits nothing); undefined: no such table. */
 export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | undefined> {
   const known = knowledgeOf(asking.db, asking.table)
   if (known.shape === 'current') return known.shape
@@ -36,11 +26,7 @@ export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | und
   return readFacts(asking, known)
 }
 
-/**
- * Reads the table's facts: its shape, and the database clock, from which this process's offset is
- * estimated (what a replica whose claims keep losing judges its occurrences by). Claims racing
- * the first use share one read.
- */
+/** Reads the shape and the database clock (the offset estimate); racing first claims share one read. */
 export function readFacts(asking: Asking, known = knowledgeOf(asking.db, asking.table)): Promise<Shape | undefined> {
   const { db, table } = asking
   if (known.reading !== undefined) return known.reading

@@ -1,8 +1,4 @@
-/**
- * Argument checks shared by every entry point. Each throws a TypeError that names the argument and
- * shows the value it got, and runs before anything touches the database: a wiring mistake must
- * never take a lease.
- */
+/** Argument checks shared by every entry point: a TypeError naming the argument, before any query. */
 import os from 'node:os'
 import { formatValue } from './format-value.js'
 import { MAX_LEASE_MS } from './presets.js'
@@ -22,10 +18,7 @@ export function checkQueryable(db: unknown, name = 'db'): Queryable {
   return db as Queryable
 }
 
-/**
- * `value[key]`, where looking can throw (a Proxy whose trap throws, a revoked Proxy): then the
- * argument is bad like any other, and the TypeError names it.
- */
+// Looking can throw (a Proxy trap): then the argument is bad like any other.
 function readOrFail(value: unknown, key: string, name: string, rule: string): unknown {
   try {
     return (value as Record<string, unknown> | null | undefined)?.[key]
@@ -67,11 +60,7 @@ export function checkFunction<F>(value: unknown, name: string): F {
   return value as F
 }
 
-/**
- * A small bag of its own (keepAlive's): plain objects only; unknown keys are typos, and a typo
- * must not fall back to a default. `null` is no options. Entry points' bags go through
- * compileOptions (src/options.ts) instead.
- */
+// A small bag of its own (keepAlive's); entry points' bags go through compileOptions.
 export function checkOptions<K extends string>(
   opts: unknown,
   keys: readonly K[],
@@ -87,8 +76,7 @@ export function checkOptions<K extends string>(
   return bag
 }
 
-// The bag is read once, here, into a plain object: a Proxy trap that throws is then reported as
-// this argument, and a getter cannot give the check one value and the use another.
+// Read once: a getter cannot give the check one value and the use another.
 function readBag<K extends string>(opts: unknown, keys: readonly K[], name: string) {
   let read: { own: string[]; bag: Partial<Record<K, unknown>> } | undefined
   try {

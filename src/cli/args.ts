@@ -1,9 +1,4 @@
-/**
- * The command line of `pg-cron-lease`: which command it names (or help, or the version), every
- * option declared once (its type, its placeholder and its help), and the reading of one command's
- * arguments into checked values. Anything wrong is a usage error (exit 2) found before any
- * connection is made.
- */
+/** The command line: which command, every option declared once, read into checked values (else exit 2). */
 import { parseArgs } from 'node:util'
 import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR, DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
@@ -102,9 +97,8 @@ export type Invocation =
   | { kind: 'run'; command: string; args: string[] }
 
 /**
- * Reads which command the line names, among `commands`. Help wins over anything else after the
- * command's name, so `status --bogus --help` still helps; after `--` a --help is a job's name. A
- * leading option other than help and version, or an unknown command, is a usage error.
+ * Which command the line names. Help wins after the name (`status --bogus --help` helps); after
+ * `--`, --help is a job's name.
  */
 export function readInvocation(argv: readonly string[], commands: readonly string[]): Invocation {
   const [first, ...rest] = argv
@@ -124,10 +118,7 @@ export function readInvocation(argv: readonly string[], commands: readonly strin
   return { kind: 'run', command, args: rest }
 }
 
-/**
- * Reads one command's arguments (after its name) into checked values: only the options it
- * accepts, each once (only --job repeats), and its one <job> when it takes one.
- */
+/** One command's arguments as checked values: only its options, each once (--job repeats). */
 export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
   const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {}
   for (const o of accepts.options) {
@@ -186,8 +177,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   return result
 }
 
-// parseArgs keeps the last of a repeated option, so `--for 1h --for 2h` would silently pause for 2h
-// and `--url a --url b` connect to b. Only an option declared multiple (--job) may repeat.
+// parseArgs keeps the last repeat: `--for 1h --for 2h` would silently pause for 2h.
 function refuseRepeats(command: string, tokens: { kind: string; name?: string }[]): void {
   const seen = new Set<string>()
   for (const token of tokens) {

@@ -1,9 +1,4 @@
-/**
- * Reaching the database from the `pg-cron-lease` command: where to connect (`--url` or
- * `DATABASE_URL`), loading the optional `pg` driver, one client per command, and turning a driver
- * error into one line that says what to do. The URL usually carries a password: messages name only
- * host:port/database, and a URL refused as malformed is echoed with its passwords masked.
- */
+/** Reaching the database: where, the optional `pg` driver, one client a command; passwords never shown. */
 import type pg from 'pg'
 import { migrateCommand } from '../log.js'
 import { BIN } from './args.js'
@@ -25,11 +20,7 @@ export interface Doing {
   table: string
 }
 
-/**
- * Opens one connection to `target`, runs `work` on it and closes it, turning any failure into an
- * exit 1 that says what to do. {@link withClient} does it with the `pg` driver; a test may pass
- * another to main.
- */
+/** Opens one connection, runs `work`, closes it; failures are an exit 1 saying what to do. */
 export type Connect = <T>(target: Target, doing: Doing, work: (client: pg.Client) => Promise<T>) => Promise<T>
 
 /** The URL a command connects to, from `--url` or else `DATABASE_URL`; a malformed one is a usage error. */
@@ -59,11 +50,8 @@ export function connectionTarget(url: string | undefined, env: Readonly<Record<s
 }
 
 /**
- * What was typed, quoted, with every password in it replaced by ***: the one between user: and @
- * (taken up to the last @, so a password holding an unescaped @, / or # is masked whole), and the
- * value of any key ending in password (password=, sslpassword=), as a keyword string writes it
- * (host=h password='x y') or a query parameter (?password=x&...). A URL that does not parse may
- * still hold a password, so the masking does not rely on parsing it.
+ * What was typed, quoted, every password masked: user:***@ (up to the last @) and any `*password=`
+ * value; not relying on parsing, as a malformed URL may still hold one.
  */
 export function masked(text: string): string {
   const start = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0].length ?? 0
@@ -77,9 +65,7 @@ export function masked(text: string): string {
   return JSON.stringify(shown)
 }
 
-// pg fails on some malformed escapes with a bare "URI malformed"; on others it re-encodes the whole
-// URL, which turns other escapes in it (%3A in a password) into literal text. Say which part is
-// wrong instead, without showing it.
+// pg re-encodes some malformed URLs wholesale: say which part is wrong, without showing it.
 function decodePart(text: string, part: string, source: string): string {
   try {
     return decodeURIComponent(text)

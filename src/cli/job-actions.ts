@@ -1,8 +1,4 @@
-/**
- * `pg-cron-lease pause`, `resume` and `release`: making the one change on the one job's row
- * (src/admin.ts), and saying what changed by the database clock. Their arguments are read by
- * src/cli/args.ts, with the library's own parsers (src/time-input.ts).
- */
+/** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
 import type pg from 'pg'
 import type { JobState } from '../admin.js'
 import * as admin from '../admin.js'
@@ -131,10 +127,8 @@ const FLAGS: [RegExp, string][] = [
 const QUOTED = /("(?:[^"\\]|\\.)*"|'[^']*')/
 
 /**
- * A library TypeError about one of this command's arguments, as a usage error naming the flag. The
- * library refuses a bad argument before it writes (an --until not in the future by the database
- * clock among them), so nothing was changed. Any other error (a driver's, or a TypeError about the
- * driver's result) is not about the user's input and stays a failure.
+ * A library TypeError about this command's input as a usage error naming the flag (nothing was
+ * changed); any other error stays a failure.
  */
 export function asUsage(error: unknown): Exit | undefined {
   if (!(error instanceof TypeError) || !error.message.startsWith('pg-cron-lease: ')) return undefined
@@ -157,12 +151,7 @@ export function asUsage(error: unknown): Exit | undefined {
   return usage(/nothing was changed/.test(message) ? message : `${message}; nothing was changed`)
 }
 
-/**
- * What a change did, on one line, the job's name with its control characters escaped. `wasPaused`
- * is read when the library reports it (whether the job was paused at the change, by the database
- * clock); when it does not, whether a resume changed anything is unknown, and the line does not
- * claim either.
- */
+/** What a change did, on one line; without `wasPaused`, a resume claims neither way. */
 export function describeChange(
   request: Pick<JobRequest, 'action' | 'forMs'>,
   jobName: string,
@@ -193,10 +182,7 @@ export function describeChange(
   }
 }
 
-/**
- * A database timestamp as printed: one after the year 9999 (a year of five or more digits, which
- * `new Date()` cannot read) is shown as 'infinity', the end no claim will ever reach.
- */
+/** A database timestamp as printed; past year 9999 (unreadable by `new Date()`) as 'infinity'. */
 function readable(timestamp: string): string {
   return /^\d{5,}-/.test(timestamp) ? 'infinity' : timestamp
 }

@@ -1,23 +1,7 @@
 /**
- * `pg-cron-lease status --format prometheus`: the leases in the Prometheus text exposition format
- * (version 0.0.4), one family per measure with HELP and TYPE, one sample per job labelled
- * `job_name`. Every family is a gauge but one counter, the occurrences missed so far.
- *
- * The output ends with `# EOF`, as OpenMetrics 1.0 requires: to a 0.0.4 parser (Prometheus, and
- * node_exporter's textfile collector, which parses files with it) a `#` line that is not HELP or
- * TYPE is a comment. For the same reason the HELP texts hold no backslash, double quote or line
- * feed, whose escaping differs between the two formats; label values escape exactly those three,
- * the same way in both. No sample carries a timestamp: the textfile collector refuses files that
- * do. The gauges are the same bytes in both formats; the counter cannot be: OpenMetrics names its
- * family without the `_total` its sample carries, where 0.0.4 declares the sample's own name, and
- * a 0.0.4 reader would take the OpenMetrics declaration for a metric with no samples and the
- * counter for an untyped one. It is declared the 0.0.4 way, which the textfile collector reads;
- * Prometheus's OpenMetrics parser reads it too (it does not tie a sample's name to its family's),
- * though a strict OpenMetrics validator would not.
- *
- * A sample whose value is unknown (no run recorded yet, no success yet, an unknown interval, no
- * next due time) is left out rather than printed as a made-up number. Ages are checkedAt minus
- * another database timestamp, so the clock of the machine that runs this plays no part.
+ * `status --format prometheus`: text format 0.0.4, one gauge family per measure (the missed count a
+ * counter, declared the 0.0.4 way for the textfile collector), ending `# EOF` as OpenMetrics wants.
+ * No timestamps (the collector refuses them); unknown values are left out, never made up.
  */
 import { judgedByDueTime, type LeaseInfo } from '../list-leases.js'
 import { msBetween } from './human.js'
