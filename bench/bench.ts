@@ -3,7 +3,7 @@
  * doing the same thing, in one process and one run, side by side, with PASS/FAIL per target.
  *
  *   npm run bench -- [--quick] [--source] [--pg 18|14] [--json PATH] [--svg PATH]
- *                    [--fleet-jobs N] [--fleet-order lockstep|staggered]
+ *                    [--fleet-jobs N] [--fleet-order lockstep|staggered] [--previous PATH]
  *
  * It measures the package as users install it: its build (dist/, which `npm run bench` rebuilds
  * first); with `--source` it measures src/ instead. Every case calls that one copy (library.ts).
@@ -13,6 +13,11 @@
  * transaction mode in front of it. Writes a table to the terminal, the numbers to
  * bench/results/latest.json and a chart to docs/bench.svg (with `--quick`: bench/results/quick.json
  * and bench/results/quick.svg, so a quick run never replaces the chart).
+ *
+ * `--previous PATH` names the results JSON of another build's run in the same sitting (its own
+ * `npm run bench`, e.g. in a worktree of the commit before a change): the targets that compare
+ * builds read it, and the report prints the targeted rows of both runs side by side. Without it
+ * those targets are not measured.
  *
  * The cases are in cases.ts, the targets and the table in report.ts.
  */
@@ -39,7 +44,15 @@ import {
 } from './cases.ts'
 import { loadLibrary } from './library.ts'
 import { Series, shuffler } from './measure.ts'
-import { type BouncerStatus, buildRows, buildTargets, formatReport, type Results, writeResults } from './report.ts'
+import {
+  type BouncerStatus,
+  buildRows,
+  buildTargets,
+  formatReport,
+  type Results,
+  readPrevious,
+  writeResults,
+} from './report.ts'
 
 const { values } = parseArgs({
   options: {
@@ -50,6 +63,7 @@ const { values } = parseArgs({
     svg: { type: 'string' },
     'fleet-jobs': { type: 'string' },
     'fleet-order': { type: 'string', default: 'lockstep' },
+    previous: { type: 'string' },
   },
 })
 const quick = values.quick
@@ -66,6 +80,8 @@ if (fleetOrder !== 'lockstep' && fleetOrder !== 'staggered') {
 }
 const jsonPath = values.json ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json')
 const svgPath = values.svg ?? (quick ? 'bench/results/quick.svg' : 'docs/bench.svg')
+// Read before anything is measured, so a wrong path fails at once.
+const previous = values.previous === undefined ? null : readPrevious(values.previous)
 const { library, file: libraryFile } = await loadLibrary(values.source)
 // A build older than the source would measure code that is no longer there.
 if (!values.source) {
@@ -90,6 +106,7 @@ log(
   `pg-cron-lease bench${quick ? ' (--quick)' : ''}: Postgres ${serverVersion}, Node ${process.versions.node}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), load average ${loadAtStart.map((n) => n.toFixed(2)).join(' ')}`,
 )
 log(`measuring ${libraryFile}`)
+if (previous) log(`comparing with the previous build's run in ${previous.file} (${previous.library}, ${previous.date})`)
 if (server.dataDir) log(`embedded Postgres ${server.major} on 127.0.0.1:${server.port}, data in ${server.dataDir}`)
 
 // PgBouncer with fewer server connections than its pool has clients, so the pool meets a refusal
@@ -163,7 +180,7 @@ const held = await connectionsHeld(bench)
 // Kinds alternate round by round, so a noisy moment does not fall on one kind only.
 const fleetRounds: FleetResult[] = []
 for (let r = 0; r < profile.fleetRounds; r++) {
-  for (const kind of ['plain', 'lease', 'waiting', 'occurrence'] as FleetKind[]) {
+  for (const kind of ['plain', 'lease', 'occurrence'] as FleetKind[]) {
     log(
       `fleet ${r + 1} of ${profile.fleetRounds}: ${profile.fleetJobs} jobs × ${profile.fleetReplicas} replicas, ${kind}`,
     )
@@ -172,7 +189,7 @@ for (let r = 0; r < profile.fleetRounds; r++) {
 }
 const best = (kind: FleetKind) =>
   fleetRounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
-const fleet = { lease: best('lease'), plain: best('plain'), waiting: best('waiting'), occurrence: best('occurrence') }
+const fleet = { lease: best('lease'), plain: best('plain'), occurrence: best('occurrence') }
 
 const { floor, rows } = buildRows(
   shown.map((c) => ({ c, stats: series.get(c.id)!.stats() })),
@@ -193,11 +210,17 @@ const results: Results = {
     library: libraryFile,
   },
   floor: { p50: floor.p50, p90: floor.p90, p99: floor.p99, opsPerSec: floor.opsPerSec },
+  previous,
   rows,
   connectionsHeld: held,
   pgbouncer: bouncer,
-  fleet: { ...fleet, ratio: fleet.lease.claimsPerSec / fleet.plain.claimsPerSec, rounds: fleetRounds },
-  targets: buildTargets(rows, fleet, bouncer),
+  fleet: {
+    ...fleet,
+    ratio: fleet.lease.claimsPerSec / fleet.plain.claimsPerSec,
+    occurrenceRatio: fleet.occurrence.claimsPerSec / fleet.plain.claimsPerSec,
+    rounds: fleetRounds,
+  },
+  targets: buildTargets(rows, fleet, bouncer, previous),
 }
 log(formatReport(results))
 writeResults(results, jsonPath, svgPath)

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import type { Cleanups } from '../dev/lifecycle.ts'
-import { advisoryTick, plainUpsertSql, shedLockClaim, waitingClaimSql } from '../dev/peers.ts'
+import { advisoryTick, plainUpsertSql, shedLockClaim } from '../dev/peers.ts'
 import type { Server } from '../dev/postgres.ts'
 import { type Library, recordingPool, type SentStatement, sendAgain } from './library.ts'
 import {
@@ -129,7 +129,6 @@ const TABLE_ROLES = [
   'racePlain',
   'fleetLease',
   'fleetPlain',
-  'fleetWaiting',
   'fleetOccurrence',
 ] as const
 type TableRole = (typeof TABLE_ROLES)[number]
@@ -168,9 +167,15 @@ export async function openBench(
   const tables = Object.fromEntries(
     TABLE_ROLES.map((role) => [role, `bench_${role.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_${suffix}`]),
   ) as Record<TableRole, string>
+  // Every table by the measured copy's own DDL, which on the current shape also creates the
+  // table's claim function (`<table>_claim`, in the table's schema): the claim calls it. The
+  // function does not depend on the table, so it is dropped on its own.
   for (const table of Object.values(tables)) {
     await observer.query(createTableSql(table))
-    cleanups.add(() => observer.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`).then(() => {}))
+    cleanups.add(async () => {
+      await observer.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`)
+      await observer.query(`DROP FUNCTION IF EXISTS ${quoteTable(`${table}_claim`)}`)
+    })
   }
   // Rows that exist, with an expired lease: the steady state of a job that has run before.
   for (const table of [tables.win, tables.winUnprepared, tables.plainWin, tables.plainWinPrepared]) {
@@ -191,17 +196,9 @@ export async function openBench(
      VALUES ('ran', clock_timestamp() - interval '1 hour', 'other', $1)`,
     [new Date(OCCURRENCE_MS)],
   )
-  // One won claim naming an occurrence teaches the copy measured that the table has the occurrence
-  // columns, as the first won claim of a process does: from then on its keyed claims go as such.
-  const keyed = await library.withCronLease(pool, 'keyed', HOUR, noop, {
-    table: tables.lose,
-    holder: HOLDER,
-    occurrence: new Date(OCCURRENCE_MS),
-    record: false,
-  })
-  if (!keyed.ran) throw new Error('the claim that learns the table shape did not win')
-  // The fleet's replicas are connections of their own, and each learns the shape from its own
-  // first won claim (what a handle learns is its own), as a replica that starts does.
+  // Nothing is taught by a claim any more: each handle reads the table's shape from the catalog
+  // once, at its first use (the warm-up's first call through the pool, and each fleet replica's
+  // first claim, as a replica that starts does).
   const sent = await sentStatements(library, pool, tables)
   let unexpected = 0
   return {
@@ -233,6 +230,10 @@ export async function openBench(
  * The statements the library sends, read from what it sent: a losing claim on the held job, and
  * the claim of the job the renew case keeps renewing with its `ctx.renew()`. Their texts and names
  * are the library's own, so they come from the copy measured, not from its modules.
+ *
+ * A fresh handle's first statement is the catalog read of the table's shape (once per handle and
+ * table), so the losing claim is recorded from the second call: by then the handle knows the table,
+ * and a loser sends its claim alone.
  */
 async function sentStatements(
   { withCronLease }: Library,
@@ -240,11 +241,20 @@ async function sentStatements(
   tables: Record<TableRole, string>,
 ): Promise<Bench['sent']> {
   const losing = recordingPool(pool)
-  const lost = await withCronLease(losing.db, 'held', HOUR, noop, { table: tables.lose, holder: HOLDER })
+  const lose = () => withCronLease(losing.db, 'held', HOUR, noop, { table: tables.lose, holder: HOLDER })
+  if ((await lose()).ran) throw new Error('the first losing claim won')
+  if (!losing.sent.some((s) => s.text.startsWith(TABLE_FACTS_TEXT))) {
+    throw new Error(`a fresh handle's first claim should read the table's shape first, but sent: ${texts(losing.sent)}`)
+  }
+  losing.sent.length = 0
+  const lost = await lose()
   const losingClaim = losing.sent[0]
   if (lost.ran || losing.sent.length !== 1 || losingClaim === undefined) {
-    throw new Error(`a losing claim should send one statement and not run, but sent ${losing.sent.length}`)
+    throw new Error(
+      `a losing claim on a known table should send one statement and not run, but sent ${losing.sent.length}: ${texts(losing.sent)}`,
+    )
   }
+  if (losingClaim.text.startsWith(TABLE_FACTS_TEXT)) throw new Error('the recorded losing claim is the catalog read')
   const renewing = recordingPool(pool)
   let renew: SentStatement | undefined
   await withCronLease(
@@ -261,6 +271,11 @@ async function sentStatements(
   if (renew === undefined) throw new Error('ctx.renew() sent no statement')
   return { losingClaim, renew }
 }
+
+/** How the library's catalog read of a table's shape begins (src/table-facts.ts). */
+const TABLE_FACTS_TEXT = 'SELECT to_regclass($1::text) IS NOT NULL AS exists'
+
+const texts = (sent: SentStatement[]) => sent.map((s) => JSON.stringify(s.text.slice(0, 60))).join(', ') || 'nothing'
 
 /** One single operation, timed one call at a time. */
 export interface Case {
@@ -338,15 +353,6 @@ export function singleCases(b: Bench): Case[] {
       group: 'diagnostic',
       unit: 'claim',
       op: loseNamed('bench-claim-statement', b.sent.losingClaim.text),
-    },
-    {
-      // The claim with the NOT EXISTS guard, which has no FOR UPDATE SKIP LOCKED branch: what
-      // that branch costs a loser, which still sets it up (see the fleet round for what it saves).
-      id: 'claim_lose_waiting',
-      label: 'claim, NOT EXISTS guard, losing (named, pool.query)',
-      group: 'diagnostic',
-      unit: 'claim',
-      op: loseNamed('bench-waiting-statement', waitingClaimSql(b.sent.losingClaim.text, t.lose)),
     },
     {
       // The least any claim has to do: read the job's row with a parameterised statement.
@@ -582,12 +588,11 @@ export async function connectionsHeld(b: Bench): Promise<Record<string, number>>
 }
 
 /**
- * The fleet's claimants: the library as users call it (default options: prepared), the original
- * package's plain upsert as it sent it (plain text), the claim with the NOT EXISTS guard, which
- * waits on a row lock instead of skipping it (sent prepared, for comparison), and the library with
- * every replica naming the same occurrence of each job.
+ * The fleet's claimants: the library as users call it (default options: prepared), lease-only;
+ * the library with every replica naming the same occurrence of each job; and the original
+ * package's plain upsert as it sent it (plain text).
  */
-export type FleetKind = 'lease' | 'plain' | 'waiting' | 'occurrence'
+export type FleetKind = 'lease' | 'plain' | 'occurrence'
 
 /** One fleet round. */
 export interface FleetResult {
@@ -626,7 +631,6 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
   const table = {
     lease: b.tables.fleetLease,
     plain: b.tables.fleetPlain,
-    waiting: b.tables.fleetWaiting,
     occurrence: b.tables.fleetOccurrence,
   }[kind]
   const { fleetJobs: jobs, fleetReplicas: replicas } = profile
@@ -641,9 +645,6 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
   const conns = await Promise.all(Array.from({ length: replicas }, () => b.connect()))
   const pids = await Promise.all(conns.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid))
   const backends = backendCpu(pids, b.server.dataDir)
-  // The library's claim as the measured copy sent it, on this round's table.
-  const claimText = b.sent.losingClaim.text.split(quoteTable(b.tables.lose)).join(quoteTable(table))
-  const waitingText = kind === 'waiting' ? waitingClaimSql(claimText, table) : ''
   const claim = async (c: pg.Client, job: string, holder: string): Promise<boolean> => {
     // record: false: the round measures claims; a won tick's outcome record is one statement per
     // occurrence (not per replica), measured on its own among the single operations.
@@ -652,9 +653,7 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
       const occurrence = new Date(OCCURRENCE_MS)
       return (await withCronLease(c, job, HOUR, noop, { table, holder, record: false, occurrence })).ran
     }
-    if (kind === 'plain') return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
-    const waiting = { name: 'bench-waiting-claim', text: waitingText, values: [job, HOUR, holder] }
-    return (await c.query(waiting)).rowCount === 1
+    return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
   }
   let winners = 0
   const cpuBefore = b.cpu?.()

@@ -55,23 +55,6 @@ RETURNING to_char(claimed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 })
 
 /**
- * The claim with the `NOT EXISTS` guard, kept for comparison: the library's claim statement (as
- * the measured copy sent it) with `WHERE NOT EXISTS (held lease)` instead of the guard with
- * `FOR UPDATE SKIP LOCKED`. A claimant that passed its check while another claim was in flight
- * waits on the row lock, then locks the row itself for nothing (a transaction ID and WAL for a
- * loss): the "lockstep losers" the current guard avoids. Parameters as above.
- *
- * @example
- * await pool.query({ name: 'waiting', text: waitingClaimSql(claimText, 'cron_leases'), values: ['report', 50_000, 'replica-1'] })
- */
-export function waitingClaimSql(claimText: string, table: string): string {
-  const guard = `WHERE NOT EXISTS (SELECT 1 FROM ${quoteTable(table)} WHERE job_name = $1::text AND lease_until > clock_timestamp())\n`
-  const text = claimText.replace(/^WHERE CASE[\s\S]*?^END\n/m, guard)
-  if (text === claimText) throw new Error("waitingClaimSql: the claim's guard (WHERE CASE … END) was not found")
-  return text
-}
-
-/**
  * ShedLock's two statements (its plain JDBC storage): insert the lock row; when it already exists,
  * a unique violation, take it over with an update if it has expired. Parameters as above.
  *
