@@ -1,20 +1,13 @@
-/**
- * Text from the lease table shown on a terminal. A job name or holder is whatever a caller wrote,
- * so it may hold characters a terminal acts on.
- */
+/** Text from the lease table on a terminal: callers wrote it, so it may hold what a terminal acts on. */
 
-// The shortest escapes, for the characters people know by them; the backslash is escaped too, so
-// every backslash in the output starts an escape and the text can be read back without doubt.
+// The backslash is escaped too, so the output reads back without doubt.
 const NAMED: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
 
 /**
- * Writes every character that can move the cursor, start an escape sequence or end a line as a
- * visible escape: the C0 controls, DEL and the C1 controls (`\p{Cc}`), U+2028 and U+2029, and the
- * backslash itself. Everything else is left as it is.
+ * Escapes every character that can move the cursor, start an escape sequence or end a line.
  *
  * @example
  * escapeControls('a\nb\x1b[31m') // 'a\\nb\\x1b[31m'
- * escapeControls('x\u2028y') // 'x\\u2028y'
  */
 export function escapeControls(text: string): string {
   return text.replace(/[\p{Cc}\u2028\u2029\\]/gu, (char) => {

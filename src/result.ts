@@ -1,17 +1,10 @@
-/**
- * Reading a driver's result. Drivers disagree on its shape, and guessing wrong in the winning
- * direction would run a tick twice, so anything that is not clearly a win or a loss is an error.
- */
+/** Reading a driver's result: a wrong guess toward a win would run a tick twice, so unclear is an error. */
 import { formatValue } from './format-value.js'
 
 /** A claim or renew that matched a row (`matched`), and the claim token read from that row. */
 export type Reading = { matched: false; claimToken: null } | { matched: true; claimToken: string | null }
 
-/**
- * `rowCount` decides when the driver gives one (not null); otherwise the length of `rows`. When
- * both are given they must agree. `action` names what was attempted ("claimed", "renewed") for the
- * error message.
- */
+/** `rowCount` decides when given, else `rows.length`; given both, they must agree. */
 export function readResult(result: unknown, jobName: string, action: string): Reading {
   const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
   const counted = rowCount !== undefined && rowCount !== null

@@ -1,8 +1,4 @@
-/**
- * `pg-cron-lease check`: the verdict over every job (or the jobs named with --job), how it is
- * printed, as text for people and monitors that read a line, or as JSON for scripts, and its exit
- * code (3 when a job is unhealthy).
- */
+/** `pg-cron-lease check`: the verdict over the jobs, as text or JSON, and its exit code (3: unhealthy). */
 import type pg from 'pg'
 import { escapeControls } from '../escape.js'
 import { type LeaseInfo, listLeases } from '../list-leases.js'
@@ -92,10 +88,7 @@ export function checkJobs({ leases, jobs, table, overdueFactor, graceMs, checked
   return { healthy: verdicts.every((v) => v.healthy), checkedAt, table, overdueFactor, jobs: verdicts }
 }
 
-/**
- * One line per unhealthy job, `name: WHY`, and nothing else; when all are healthy, one line that
- * says so. Names and error texts come from the table, so their control characters are escaped.
- */
+/** One line per unhealthy job (`name: WHY`), else one line saying all are healthy; controls escaped. */
 export function renderCheck(result: CheckResult): string {
   if (result.healthy) {
     const n = result.jobs.length

@@ -1,7 +1,4 @@
-/**
- * How a `pg-cron-lease` command ends: its exit codes, and the error that ends it early with one
- * line on stderr. Every part of the command throws these; main prints them.
- */
+/** How a command ends: its exit codes, and the one-line error main prints. */
 
 /** Every exit code of the command, as {@link EXIT} names them. */
 export type ExitCode = 0 | 1 | 2 | 3

@@ -1,17 +1,7 @@
 /**
- * Whether a job is healthy, as `status` marks it and `check` judges it: FAILING when its last
- * recorded run failed, OVERDUE when listLeases says so (later than its due time, the stored one or
- * its last claim plus its interval, by more than the grace: --grace, else the factor's),
- * PAUSED while a pause holds it. Every age is the difference of two database timestamps.
- *
- * Choices, documented in the help and in docs/operations.md:
- * - a paused job is never overdue (listLeases says so: nobody may claim it), but a paused job whose
- *   last run failed is still FAILING, because pausing does not fix the failure;
- * - a job asked for by name that has no row has never been claimed (or the name has a typo), and
- *   that is unhealthy too: a job that never ran is the miss a check exists to catch;
- * - an overdue job's line names the rule that found it, the due time that passed unclaimed and for
- *   how long, or the last claim and the interval, so its reader knows which option moves the line
- *   (--grace, or --overdue-factor for the default grace).
+ * Whether a job is healthy, as `status` marks it and `check` judges it: FAILING, OVERDUE (as
+ * listLeases says), PAUSED. A paused job is never overdue but can still be FAILING; a named job
+ * with no row is unhealthy (never ran); an overdue line names the rule that found it.
  */
 import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, overdueGrace } from '../list-leases.js'
 import type { Values } from './args.js'

@@ -1,23 +1,13 @@
-/**
- * How values read for a person in the command's text output: durations, and ages measured between
- * two database timestamps. (Names are escaped by src/escape.ts.)
- */
+/** Durations and ages (between two database timestamps) as a person reads them. */
 
-/**
- * Microseconds since the epoch of a timestamp as the library prints them (ISO-8601 UTC with six
- * fractional digits), exactly: `Date.parse` would drop the last three digits.
- */
+// Exact: `Date.parse` would drop the last three digits.
 function epochMicros(iso: string): number {
   const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?Z$/.exec(iso)
   if (match === null) throw new TypeError(`pg-cron-lease: not a database timestamp: ${JSON.stringify(iso)}`)
   return Date.parse(`${match[1]}Z`) * 1000 + Number((match[2] ?? '').padEnd(6, '0'))
 }
 
-/**
- * Milliseconds from `earlier` to `later`, two readings of the database clock (for example a
- * claim and `checkedAt`). This machine's clock plays no part, so a replica or laptop whose clock
- * is off still prints the right age.
- */
+/** Ms between two database clock readings: this machine's clock plays no part. */
 export function msBetween(later: string, earlier: string): number {
   return (epochMicros(later) - epochMicros(earlier)) / 1000
 }
@@ -46,10 +36,7 @@ const UNITS = [
   ['s', 1000],
 ] as const
 
-/**
- * A measured duration or an interval, finer than {@link span}: "under 1 ms", "850 ms", "4.2 s", "15 s",
- * "1 min 30 s", "1 h", "2 d 3 h" (its two largest units, rounded down).
- */
+/** A duration finer than {@link span}, in its two largest units: "1 min 30 s", "850 ms". */
 export function duration(ms: number): string {
   if (ms < 1) return 'under 1 ms'
   if (ms < 1000) return `${Math.round(ms)} ms`

@@ -1,12 +1,6 @@
 /**
- * The `pg-cron-lease` command as a function: `main(argv, io)` reads the command line, runs one
- * command and resolves its exit code. Everything it touches outside itself comes in `io` (where it
- * prints, the environment, how it reaches the database), so it runs in-process with no Postgres
- * for parsing, help and usage errors; src/cli.ts is the bin that hands it the process's own.
- *
- * Exit codes: 0 success, 1 the database (or the `pg` driver) could not do it, 2 a usage error, 3
- * `check` found a job unhealthy. Every error is one line on stderr that says what to do; no stack
- * trace. The URL is never printed with its password, because it usually carries one.
+ * The `pg-cron-lease` command as a function: `main(argv, io)` resolves its exit code (0 ok, 1
+ * database, 2 usage, 3 unhealthy), with all it touches in `io`; every error is one line on stderr.
  */
 import { readFileSync } from 'node:fs'
 import { BIN, parseOptions, readInvocation } from './args.js'
@@ -43,10 +37,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = { sql, migrate, statu
 
 const NAMES = Object.keys(COMMANDS)
 
-/**
- * Runs one invocation (`argv` without node and the script) and resolves its exit code. It never
- * rejects and never exits the process: an error is printed as one line on `io.stderr`.
- */
+/** Runs one invocation and resolves its exit code; never rejects, never exits the process. */
 export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
   const context: Context = {
     env: io.env,
