@@ -3,7 +3,7 @@
  * names one), hands it to Node's test runner in DATABASE_URL, and stops it afterwards. The output
  * is TAP, ending with a list of the failing tests (dev/test-summary.ts) and then the runner's counts.
  *
- *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration] [files...]
+ *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration|tooling] [files...]
  */
 import { spawn } from 'node:child_process'
 import { readdirSync } from 'node:fs'
@@ -17,12 +17,14 @@ const { values, positionals } = parseArgs({
 })
 if (values.pg) process.env.PG_TEST_VERSION = values.pg
 
-const suites = values.only ? [values.only] : ['unit', 'integration']
+// unit: the stand-in pool; integration: real Postgres, a folder per guarantee; tooling: the
+// repository's own tools (bench, demo, docs, package).
+const suites = values.only ? [values.only] : ['unit', 'integration', 'tooling']
 const files =
   positionals.length > 0
     ? positionals
     : suites.flatMap((suite) =>
-        readdirSync(`test/${suite}`)
+        (readdirSync(`test/${suite}`, { recursive: true }) as string[])
           .filter((f) => f.endsWith('.test.ts'))
           .sort()
           .map((f) => `test/${suite}/${f}`),

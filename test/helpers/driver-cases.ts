@@ -1,6 +1,6 @@
 /**
  * The core integration cases, written once and run against every driver the library supports
- * (`test/integration/drivers.test.ts` lists them). A driver only says how to open a session and
+ * (`test/integration/drivers/drivers.test.ts` lists them). A driver only says how to open a session and
  * how its users run one guarded tick; the cases and their assertions are the same for all.
  */
 

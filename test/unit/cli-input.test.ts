@@ -2,7 +2,7 @@
  * The command's reading of its input and wording of its results, in-process: the options and
  * their values, the URL echoed in an error, the library's argument errors as usage errors, and
  * the line a change prints. main as a whole is test/unit/cli-main.test.ts; the bin against a real
- * database is test/integration/cli.test.ts.
+ * database is test/integration/cli/cli.test.ts.
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'

@@ -3,7 +3,7 @@
  * connection that records where it was asked to connect and never reaches a database. Help, the
  * version, sql, and every usage error need no database; a usage error is found before any
  * connection is attempted. The renderers are test/unit/cli-render.test.ts; the bin as a process
- * against a real database is test/integration/cli.test.ts.
+ * against a real database is test/integration/cli/cli.test.ts.
  */
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'

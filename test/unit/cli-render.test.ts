@@ -3,7 +3,7 @@
  * Prometheus exposition, check's verdict as text and JSON with its exit code, and migrate's line.
  * No database: the rows are what listLeases returns, with every timestamp fixed relative to one
  * database clock reading, so every age is exact. The same outputs against real rows, through the
- * bin, are in test/integration/cli.test.ts.
+ * bin, are in test/integration/cli/cli.test.ts.
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'

@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import pg from 'pg'
+import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
+import { listLeases, withCronLease } from '../../../src/index.ts'
+
+// POSIX-form zones are the ones Postgres 18 lets redefine 'UTC' and 'Z' for the session; a named
+// zone and odd output styles must not matter either.
+const SESSIONS: Record<string, string[]> = {
+  'POSIX UTC+3': ["SET TimeZone = 'UTC+3'"],
+  'POSIX UTC-02': ["SET TimeZone = 'UTC-02'"],
+  'POSIX UTC+12:30': ["SET TimeZone = 'UTC+12:30'"],
+  'POSIX EST5EDT-like': ["SET TimeZone = 'XYZ5ABC'"],
+  'named Asia/Kolkata': ["SET TimeZone = 'Asia/Kolkata'"],
+  'SQL DateStyle, sql_standard intervals, India abbreviations, UTC-7': [
+    "SET DateStyle = 'SQL, DMY'",
+    "SET IntervalStyle = 'sql_standard'",
+    "SET timezone_abbreviations = 'India'",
+    "SET TimeZone = 'UTC-7'",
+  ],
+}
+
+let admin: pg.Pool
+let table: string
+let job = 0
+
+before(async () => {
+  admin = await testPool()
+  table = await freshTable(admin, 'zones')
+})
+after(() => admin.end())
+
+/** A pool whose every connection first runs `settings`, as connection options or a role would. */
+async function poolWith(settings: string[]): Promise<pg.Pool> {
+  const pool = new pg.Pool({ connectionString: await testDatabaseUrl(), max: 3 })
+  pool.on('connect', (client) => {
+    for (const sql of settings) client.query(sql)
+  })
+  return pool
+}
+
+/** The claim's instant as the database holds it, in epoch microseconds: no text, no zone. */
+async function claimedAtMicros(jobName: string): Promise<bigint> {
+  const { rows } = await admin.query(
+    `SELECT (extract(epoch FROM claimed_at) * 1000000)::bigint::text AS us FROM "${table}" WHERE job_name = $1`,
+    [jobName],
+  )
+  return BigInt(rows[0].us)
+}
+
+/** Epoch microseconds of a token such as 2026-11-29T22:12:11.428993Z, computed in Node. */
+function tokenMicros(token: string): bigint {
+  const match = /^(.*\.)(\d{6})Z$/.exec(token)
+  assert.ok(match, `microsecond UTC text: ${token}`)
+  return BigInt(Date.parse(`${match[1]}000Z`)) * 1000n + BigInt(match[2]!)
+}
+
+describe('timestamps do not depend on the session time zone or styles', () => {
+  for (const [name, settings] of Object.entries(SESSIONS)) {
+    test(`${name}: the token is the true UTC instant, renew and keep-alive hold, listLeases agrees`, async () => {
+      const pool = await poolWith(settings)
+      try {
+        const jobName = `zone-${++job}`
+        let token: string | null = null
+        let renewed: boolean | undefined
+        let aborted = true
+        const outcome = await withCronLease(
+          pool,
+          jobName,
+          2000,
+          async (ctx) => {
+            token = ctx.claimToken
+            await sleep(150) // two keep-alive beats land
+            renewed = await ctx.renew(3000)
+            aborted = ctx.signal.aborted
+          },
+          { table, keepAlive: { beatMs: 50, extendMs: 1000 } },
+        )
+        assert.equal(outcome.ran, true)
+        assert.equal(renewed, true, 'renew still finds this claim')
+        assert.equal(aborted, false, 'no beat found the lease gone')
+        assert.equal(tokenMicros(token!), await claimedAtMicros(jobName), 'the token is the UTC instant, to the µs')
+        const [lease] = (await listLeases(pool, { table })).filter((l) => l.jobName === jobName)
+        assert.equal(lease!.claimedAt, token, 'listLeases().claimedAt === ctx.claimToken')
+        const left = Date.parse(lease!.leaseUntil) - Date.parse(lease!.checkedAt)
+        assert.ok(left > 2000 && left <= 3000, `leaseUntil - checkedAt is the renewed ${left} ms, not shifted`)
+        assert.ok(Math.abs(Date.parse(lease!.checkedAt) - Date.now()) < 60_000, 'checkedAt is now, not hours off')
+      } finally {
+        await pool.end()
+      }
+    })
+  }
+
+  test('a role-level setting (ALTER ROLE … SET timezone) changes nothing either', async () => {
+    const role = `zone_role_${randomBytes(4).toString('hex')}`
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD 'zone'`)
+    await admin.query(`ALTER ROLE ${role} SET timezone = 'UTC+5'`)
+    await admin.query(`GRANT SELECT, INSERT, UPDATE ON "${table}" TO ${role}`)
+    const url = new URL(await testDatabaseUrl())
+    url.username = role
+    url.password = 'zone'
+    const pool = new pg.Pool({ connectionString: url.href, max: 2 })
+    try {
+      assert.equal((await pool.query('SHOW TimeZone')).rows[0].TimeZone, 'UTC+5', 'the role setting applies')
+      const jobName = `zone-${++job}`
+      let token: string | null = null
+      let renewed = false
+      await withCronLease(
+        pool,
+        jobName,
+        2000,
+        async (ctx) => {
+          token = ctx.claimToken
+          renewed = await ctx.renew(2500)
+        },
+        { table },
+      )
+      assert.equal(renewed, true)
+      assert.equal(tokenMicros(token!), await claimedAtMicros(jobName))
+      const [lease] = (await listLeases(pool, { table })).filter((l) => l.jobName === jobName)
+      assert.equal(lease!.claimedAt, token)
+    } finally {
+      await pool.end()
+      await admin.query(`DROP OWNED BY ${role}`)
+      await admin.query(`DROP ROLE ${role}`)
+    }
+  })
+})
