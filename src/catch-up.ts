@@ -1,7 +1,7 @@
 /** Catching up, opt in: a fleet that was down when a job fell due runs it once when back. */
 import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
-import { claimParams, missingTable, runClaimed, runConfig } from './lease.js'
+import { claimError, claimParams, runClaimed, runConfig, tableMissing } from './lease.js'
 import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
@@ -52,6 +52,8 @@ export async function catchUp<T>(
 export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: Slot | null): Promise<Ticket | null> {
   const { db, table, jobName, holder, logger, prepare } = config
   const shape = await shapeOf(config)
+  // No table is a miss to report, as a claim reports it; the original shape keeps no due time.
+  if (shape === undefined) throw tableMissing(table)
   if (shape === 'original') warnShape(table, logger)
   if (shape !== 'current') return null
   const sentAt = monotonicMs()
@@ -60,7 +62,7 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   try {
     result = await runStatement(db, statementsOf(table, 'current').claim, params, prepare)
   } catch (error) {
-    throw missingTable(error, table)
+    throw claimError(config, error)
   }
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))

@@ -2,17 +2,16 @@
 import { publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
-import { formatValue } from './format-value.js'
-import { runStatement } from './query.js'
+import { runStatement, underSavepoint } from './query.js'
 import { readResult } from './result.js'
 import { fenceSql } from './sql.js'
 import { statementsOf } from './state.js'
-import { firstRow, type Ticket } from './ticket.js'
-import type { KeepAlive, LeaseContext, Queryable } from './types.js'
+import type { Ticket } from './ticket.js'
+import type { KeepAlive, LeaseContext, Queryable, QueryResultLike } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
 // A row lock outside a transaction ends with its statement, fencing nothing; handles that cannot
-// say are checked by the fence statement itself (see fenceSql).
+// say are told by the savepoint the fence is sent under (see fenceSql).
 function checkTransactionClient(client: unknown): Queryable {
   const checked = checkQueryable(client, 'client')
   const handle = checked as { Client?: unknown; totalCount?: unknown; getTransactionStatus?: () => unknown }
@@ -143,22 +142,20 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
       }
       // Not queued with the renews (serially): it does not move the lease, and a fence waiting on
       // a row lock (a claim racing it, until that claim commits) must not hold up the beats.
-      const result = await runStatement(inTransaction, fenceSql(table), [jobName, claimToken], false)
-      const row = firstRow(result)
-      if (row?.in_transaction === false) {
+      // Under a savepoint on every handle: its refusal says no transaction is open, and a failed
+      // fence leaves the caller's transaction usable.
+      let result: QueryResultLike
+      try {
+        result = await underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken])
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code !== '25P01') throw error
         throw new TypeError(
-          `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, so its row lock ended with the ` +
-            'statement and fenced nothing: pass the handle of an open transaction (a client after BEGIN, ' +
-            "or your query builder's transaction object); nothing was locked",
+          `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, where its row lock would ` +
+            'end with the statement: pass the handle of an open transaction (a client after BEGIN, or your query ' +
+            "builder's transaction object); nothing was locked",
         )
       }
-      if (typeof row?.fenced !== 'boolean') {
-        throw new TypeError(
-          `pg-cron-lease: cannot tell whether the lease for '${jobName}' was fenced: the driver's result has no ` +
-            `row with a boolean fenced column, got ${formatValue(result)}`,
-        )
-      }
-      const fenced = row.fenced
+      const { matched: fenced } = readResult(result, jobName, 'fenced')
       if (fenced) return
       lose('another claim replaced it')
       throw new LeaseLostError(jobName, claimToken)

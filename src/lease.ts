@@ -174,13 +174,18 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
   const params = shape === 'current' ? claimParams(config, slot, sentWallMs, null) : [jobName, leaseMs, holder]
   return runStatement(db, statementsOf(table, shape).claim, params, prepare).then(
     (result) => readClaim(config, slot, shape, result, sentAt, sentWallMs),
-    (error: unknown) => {
-      // The table changed under us: re-read its shape next time; this claim fails, never guesses.
-      const code = (error as { code?: unknown } | null)?.code
-      if (code === '42703' || code === '42883') forgetShape(db, table)
-      return Promise.reject(missingTable(error, table))
-    },
+    (error: unknown) => Promise.reject(claimError(config, error)),
   )
+}
+
+/**
+ * What a failed claim rejects with. A table changed under this handle (a missing column or claim
+ * function) has its shape read again by the next claim; this one fails, never guesses.
+ */
+export function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code
+  if (code === '42703' || code === '42883') forgetShape(db, table)
+  return missingTable(error, table)
 }
 
 /** How far ahead of the database clock an occurrence may lie: the option, else 10% of the lease. */
@@ -206,12 +211,17 @@ export function missingTable(error: unknown, table: string): unknown {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
   // A 42P01 about another relation (a trigger's) is not this.
   if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error
+  return tableMissing(table, error)
+}
+
+/** The error for a lease table that does not exist, with what to run; `code` 42P01 as the driver's. */
+export function tableMissing(table: string, cause?: unknown): Error {
   return Object.assign(
     new Error(
       `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
         `\`${migrateCommand(table)}\`, or run createTableSql(${table === DEFAULT_TABLE ? '' : JSON.stringify(table)}) ` +
         'in a migration; the tick did not run',
-      { cause: error },
+      cause === undefined ? undefined : { cause },
     ),
     { code: '42P01' },
   )

@@ -56,7 +56,7 @@ let savepoints = 0
 
 // Under a savepoint a failure cannot abort the caller's transaction. Plain text, never prepared;
 // the savepoint and statement are queued in one step, so no caller query runs between them.
-function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
+export function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
   // One at a time per client: a RELEASE also releases later savepoints, failing their own RELEASE.
   const turn = (inFlight.get(db) ?? Promise.resolve()).then(() => savepointed(db, text, params))
   inFlight.set(
@@ -78,7 +78,8 @@ function savepointed(db: Queryable, text: string, params: unknown[]): Promise<Qu
   // Read on the failure path only; never an unhandled rejection.
   opened.catch(() => {})
   return Promise.resolve(db.query(text, params)).then(
-    (result) => Promise.resolve(db.query(releaseSavepointSql(name), [])).then(() => result),
+    // A savepoint refused (no transaction open, 25P01) fails the call, and nothing is released.
+    (result) => opened.then(() => db.query(releaseSavepointSql(name), [])).then(() => result),
     (error: unknown) => {
       const undo = () => {
         const rolledBack = Promise.resolve(db.query(rollbackToSavepointSql(name), []))

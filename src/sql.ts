@@ -331,16 +331,15 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
 /**
- * The fence, in the caller's transaction; no lock outside a transaction block, where it would end
- * with the statement. `FOR KEY SHARE` conflicts only with the claim's `FOR UPDATE`, so renews and
- * beats (`FOR NO KEY UPDATE`) go on (docs/failure-modes.md#fenced-writes).
+ * The fence, in the caller's transaction, sent under a savepoint, whose refusal (25P01) says the
+ * handle has no transaction open, where a row lock would end with the statement. `FOR KEY SHARE`
+ * conflicts only with the claim's `FOR UPDATE`, so renews and beats (`FOR NO KEY UPDATE`) go on
+ * (docs/failure-modes.md#fenced-writes). No row: another claim replaced this one.
  */
 export function fenceSql(table: string): string {
-  return `SELECT transaction_timestamp() < statement_timestamp() AS in_transaction,
-  CASE WHEN transaction_timestamp() < statement_timestamp() THEN EXISTS (
-    SELECT FROM ${quoteTable(table)} AS lease
-    WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
-    FOR KEY SHARE) END AS fenced`
+  return `SELECT true AS fenced FROM ${quoteTable(table)} AS lease
+WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
+FOR KEY SHARE`
 }
 
 /** Records how a won tick ended, fenced on its claim; current shape only. */

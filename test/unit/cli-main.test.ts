@@ -158,7 +158,7 @@ describe('help and the version need no database', () => {
     for (const help of [status, check]) {
       assert.match(
         help,
-        /^ {2}--grace <duration> +A job due but unclaimed this long is overdue, .*\(default: its interval, at most 1 min\)$/m,
+        /^ {2}--grace <duration> +A job this long past its due time, unclaimed, is overdue, .*at factor 2, its interval, at most 1 min\)$/m,
       )
     }
   })

@@ -45,12 +45,11 @@ describe('the SQL reads the database clock and nothing else', () => {
     }
   })
 
-  test('the fence reads the transaction and statement start only to tell whether it runs in a transaction', () => {
+  test('the fence reads no clock: it locks this claim row FOR KEY SHARE, or matches nothing', () => {
     const fence = fenceSql('cron_leases')
-    assert.match(fence, /^SELECT transaction_timestamp\(\) < statement_timestamp\(\) AS in_transaction,\n/)
-    assert.match(fence, /CASE WHEN transaction_timestamp\(\) < statement_timestamp\(\) THEN EXISTS \(/)
-    assert.match(fence, /FOR KEY SHARE\) END AS fenced$/)
-    assert.doesNotMatch(fence, /\bnow\(\)|current_timestamp|localtimestamp|clock_timestamp/i)
+    assert.match(fence, /^SELECT true AS fenced FROM "cron_leases" AS lease\n/)
+    assert.match(fence, /FOR KEY SHARE$/)
+    assert.doesNotMatch(fence, /\bnow\(\)|current_timestamp|localtimestamp|clock_timestamp|transaction_timestamp/i)
   })
 
   test('no statement carries a timestamp computed in Node: every parameter is a name, a length or a token', async () => {
