@@ -468,7 +468,8 @@ describe('check reads the real rows: exit 0 when every job is healthy and 3 when
     ])
     // sync:paused was claimed as long ago as import:nightly, with the same interval: only the pause keeps it healthy.
     assert.equal(run.stdout.includes('sync:paused'), false)
-    const looser = await cli(['check', '--table', table, '--overdue-factor', '4'])
+    // 2 h 20 min late: a factor of 200 (a grace of 199 min) makes it healthy.
+    const looser = await cli(['check', '--table', table, '--overdue-factor', '200'])
     assert.deepEqual([looser.code, looser.stdout.includes('OVERDUE')], [3, false])
   })
 
