@@ -18,7 +18,7 @@ export interface ClaimConfig {
   readonly clockToleranceMs?: number | undefined
 }
 
-/** Everything one run of a tick needs, checked once. */
+/** Everything one run of a tick needs, checked. */
 export interface RunConfig<T> extends ClaimConfig {
   readonly runTick: (ctx: LeaseContext) => Promise<T> | T
   readonly keepAlive: KeepAlive | undefined

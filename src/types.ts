@@ -46,7 +46,7 @@ export interface KeepAlive {
 
 /**
  * Options for {@link withCronLease}, which every entry point picks from. An unknown key is rejected;
- * the same object passed every tick is checked once (nested objects compared by identity).
+ * every call checks the bag it is given, so a bag changed between calls is checked again.
  *
  * @example
  * const opts: LeaseOptions = { table: 'jobs.leases', holder: 'worker-3', logger: console }

@@ -23,8 +23,9 @@ export const status: Command = {
     '(LAST RUN) and how long it took (TOOK), when it is next due (NEXT DUE: "in 5 min", or "due 3 min\n' +
     'ago" once passed with no claim since; "-" while its scheduler has not said), how many of its\n' +
     'occurrences fell due unclaimed so far (MISSED), and STATE: FAILING (its last run failed),\n' +
-    'OVERDUE (its next due time passed unclaimed for longer than the --grace, or with no due time\n' +
-    'known, not claimed for its interval × the overdue factor; never while paused) or PAUSED. Ages\n' +
+    'OVERDUE (later than its due time, the stored one or its last claim plus its interval, by more\n' +
+    'than the grace: --grace, else (--overdue-factor − 1) × the interval, at most a minute each;\n' +
+    'never while paused) or PAUSED. Ages\n' +
     "are differences of two database timestamps read in one statement; this machine's clock plays\n" +
     'no part. Job names, holders and errors are printed with control characters and backslashes\n' +
     'escaped (\\n, \\x1b, \\\\).\n\n' +
