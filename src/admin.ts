@@ -1,7 +1,7 @@
 /** Acting on one job's row without a deploy: pause, resume, or end a crashed holder's lease. */
 import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
-import { compileOptions } from './options.js'
+import { compileOptions, type EntryPoint } from './options.js'
 import { runStatement } from './query.js'
 import { pauseSql, releaseSql, resumeSql, type Shape } from './sql.js'
 import { readFacts } from './table-facts.js'
@@ -75,9 +75,7 @@ export async function releaseLease(db: Queryable, jobName: string, opts?: JobOpt
 
 /** {@link pauseJob}, resolving the job's state after the change (or null: no row). */
 export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
-  checkQueryable(db)
-  checkJobName(jobName)
-  const options = compileOptions('pauseJob', opts)
+  const options = opening(db, jobName, 'pauseJob', opts)
   const { table } = options
   if (options.until !== undefined && options.forMs !== undefined) {
     fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', options.until)
@@ -99,9 +97,7 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
 
 /** {@link resumeJob}, resolving the job's state after the change (or null: no row). */
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
-  checkQueryable(db)
-  checkJobName(jobName)
-  const { table } = compileOptions('resumeJob', opts)
+  const { table } = opening(db, jobName, 'resumeJob', opts)
   await requireShape(db, table, 'resuming')
   const row = await changeJob(db, resumeSql(table), [jobName], jobName)
   return row === null || row.job_name === null ? null : { ...jobState(row), wasPaused: row.was_paused === true }
@@ -109,12 +105,16 @@ export async function resume(db: Queryable, jobName: string, opts?: JobOptions):
 
 /** {@link releaseLease}, resolving the job's state after the change (or null: no row). */
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
-  checkQueryable(db)
-  checkJobName(jobName)
-  const { table } = compileOptions('releaseLease', opts)
+  const { table } = opening(db, jobName, 'releaseLease', opts)
   const shape = await requireShape(db, table, undefined)
   const row = await changeJob(db, releaseSql(table, shape), [jobName], jobName)
   return row === null ? null : jobState(row)
+}
+
+function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOptions | undefined) {
+  checkQueryable(db)
+  checkJobName(jobName)
+  return compileOptions(caller, opts)
 }
 
 // Refuses before writing: a missing column would fail inside a caller's transaction.

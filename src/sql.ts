@@ -42,27 +42,18 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
 
 // Added by the current shape; all nullable, so adding them rewrites nothing.
 const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
-  // The claimed_at of the recorded run: the next claim minus it is the observed interval.
-  ['last_started_at', 'TIMESTAMPTZ'],
+  ['last_started_at', 'TIMESTAMPTZ'], // the recorded run's claimed_at: next claim minus it is the interval
   ['last_finished_at', 'TIMESTAMPTZ'],
   ['last_duration_ms', 'DOUBLE PRECISION'],
-  // 'ok', 'error', or NULL when the scheduler could not say.
-  ['last_outcome', 'TEXT'],
+  ['last_outcome', 'TEXT'], // 'ok', 'error', or NULL when the scheduler could not say
   ['last_error', 'TEXT'],
   ['last_success_at', 'TIMESTAMPTZ'],
-
   ['every_ms', 'DOUBLE PRECISION'],
-
   ['paused_until', 'TIMESTAMPTZ'],
-  // Where the running claim's own lease ends while a pause holds lease_until.
-  ['claim_until', 'TIMESTAMPTZ'],
-  // The latest occurrence claimed, as the schedule names it: no claim of it or earlier wins again.
-  ['last_occurrence', 'TIMESTAMPTZ'],
-
+  ['claim_until', 'TIMESTAMPTZ'], // the running claim's own lease end while a pause holds lease_until
+  ['last_occurrence', 'TIMESTAMPTZ'], // latest occurrence claimed: no claim of it or earlier wins again
   ['next_due_at', 'TIMESTAMPTZ'],
-  // The next occurrence as the schedule names it: what a catch-up run is keyed on.
-  ['next_occurrence', 'TIMESTAMPTZ'],
-
+  ['next_occurrence', 'TIMESTAMPTZ'], // the next occurrence as the schedule names it: catch-up's key
   ['last_missed', 'BIGINT'],
   ['missed_occurrences', 'BIGINT'],
 ]
