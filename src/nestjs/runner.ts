@@ -212,13 +212,8 @@ export class PgCronLeaseRunner {
     return this.track(job.name, this.claim(job, args, cronJob, slot))
   }
 
-  private async claim(
-    job: LeasedJob,
-    args: unknown[],
-    found: CronPackageJob | undefined,
-    slot: NamedSlot,
-  ): Promise<unknown> {
-    try {
+  private claim(job: LeasedJob, args: unknown[], found: CronPackageJob | undefined, slot: NamedSlot): Promise<unknown> {
+    return this.settle(job, async () => {
       let cronJob = found
       if (job.schedule.kind === 'cron' && cronJob === undefined) {
         // A fire already late at construction runs before registration; a microtask later it is there.
@@ -229,32 +224,29 @@ export class PgCronLeaseRunner {
         slot = cronJobSlot(cronJob)
       }
       const lease = this.leaseOf(job, cronJob)
-      const outcome = await withCronLease(
-        this.config.db,
-        job.name,
-        lease,
-        this.tick(job, args),
-        this.claimOptions(job, slot),
-      )
-      return outcome.ran ? outcome.result : undefined
-    } catch (error) {
-      this.config.leaseLogger.error?.(error, job.name)
-      return undefined
-    }
+      return withCronLease(this.config.db, job.name, lease, this.tick(job, args), this.claimOptions(job, slot))
+    })
   }
 
-  private async catchUp(job: LeasedJob): Promise<unknown> {
-    try {
+  private catchUp(job: LeasedJob): Promise<unknown> {
+    return this.settle(job, async () => {
       const cronJob = job.schedule.kind === 'cron' ? this.cronJob(job) : undefined
       if (job.schedule.kind === 'cron' && cronJob === undefined) {
         throw new Error(`cannot catch up: no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
       }
       const lease = this.leaseOf(job, cronJob)
       const { nextOccurrence } = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
-      const outcome = await catchUp(this.config.db, job.name, lease, this.tick(job, []), {
+      return catchUp(this.config.db, job.name, lease, this.tick(job, []), {
         ...this.claimOptions(job, { occurrence: null, nextOccurrence }),
         withinMs: job.method.options.catchUp!.withinMs,
       })
+    })
+  }
+
+  // Never rejects: a failed claim or body is logged under the job's name.
+  private async settle(job: LeasedJob, tick: () => Promise<{ ran: boolean; result?: unknown }>): Promise<unknown> {
+    try {
+      const outcome = await tick()
       return outcome.ran ? outcome.result : undefined
     } catch (error) {
       this.config.leaseLogger.error?.(error, job.name)
