@@ -76,8 +76,6 @@ export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
  */
 export const DEFAULT_OVERDUE_GRACE_MS = 60_000
 
-export { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR } from './validate.js'
-
 /** The one grace rule for every job: `graceMs`, else `overdueFactor − 1` capped intervals. */
 export function overdueGrace(everyMs: number | null, graceMs: number | undefined, overdueFactor: number): number {
   return graceMs ?? (overdueFactor - 1) * Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)

@@ -1,9 +1,9 @@
 /** The command line: which command, every option declared once, read into checked values (else exit 2). */
 import { parseArgs } from 'node:util'
-import { checkOverdueFactor, DEFAULT_OVERDUE_FACTOR, DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
+import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
-import { checkJobName, checkTable } from '../validate.js'
+import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { oneLine, usage } from './exit.js'
 import { duration } from './human.js'
 

@@ -6,8 +6,9 @@ import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
 import { checkJobs } from '../cli/check.js'
-import { DEFAULT_OVERDUE_FACTOR, type ListLeasesOptions, listLeases } from '../list-leases.js'
+import { type ListLeasesOptions, listLeases } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
+import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 
 /**
