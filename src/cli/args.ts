@@ -4,10 +4,9 @@ import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
-import { oneLine, usage } from './exit.js'
+import { type Exit, oneLine, usage } from './exit.js'
 import { duration } from './human.js'
 
-/** The command's name, as help and messages spell it. */
 export const BIN = 'pg-cron-lease'
 
 interface OptionSpec {
@@ -52,10 +51,8 @@ export const OPTIONS = {
   },
 } as const satisfies Record<string, OptionSpec>
 
-/** The name of an option, without its dashes. */
 export type OptionName = keyof typeof OPTIONS
 
-/** What `status` prints: a table, the JSON of listLeases, or a Prometheus text exposition. */
 export type Format = 'text' | 'json' | 'prometheus'
 
 /** The command line, checked: every value here is valid, so a command only has to run. */
@@ -86,91 +83,71 @@ export function flag(name: OptionName): string {
   return spec.arg === undefined ? `--${name}` : `--${name} ${spec.arg}`
 }
 
-/** What the first words of the command line ask for. */
-export type Invocation =
-  /** No command at all: the main help goes to stderr, and it is a usage error. */
-  | { kind: 'no-command' }
-  /** The main help (`--help`, `-h`, `help`), or one command's help when `command` is set. */
-  | { kind: 'help'; command?: string }
-  | { kind: 'version' }
-  /** Run `command` with the arguments after its name. */
-  | { kind: 'run'; command: string; args: string[] }
+/** A usage error that ends by pointing to the help of `command`, or to the main help. */
+function misuse(message: string, command?: string): Exit {
+  return usage(`${message}; see ${BIN}${command === undefined ? '' : ` ${command}`} --help`)
+}
 
 /**
- * Which command the line names. Help wins after the name (`status --bogus --help` helps); after
- * `--`, --help is a job's name.
+ * The command that `first` and `rest` name, and whether they ask for its help. Help wins after the
+ * name (`status --bogus --help` helps); after `--`, --help is a job's name.
  */
-export function readInvocation(argv: readonly string[], commands: readonly string[]): Invocation {
-  const [first, ...rest] = argv
-  if (first === undefined) return { kind: 'no-command' }
-  if (first === '-h' || first === '--help' || (first === 'help' && rest.length === 0)) return { kind: 'help' }
-  if (first === '-v' || first === '--version') return { kind: 'version' }
-  if (first.startsWith('-')) {
-    throw usage(`expected a command (${commands.join(', ')}) before ${first}; see ${BIN} --help`)
-  }
+export function readCommand(first: string, rest: string[], commands: readonly string[]) {
+  if (first.startsWith('-')) throw misuse(`expected a command (${commands.join(', ')}) before ${first}`)
   const command = first === 'help' ? rest[0]! : first
   if (!commands.includes(command)) {
-    throw usage(`unknown command ${JSON.stringify(command)}: expected ${commands.join(', ')}; see ${BIN} --help`)
+    throw misuse(`unknown command ${JSON.stringify(command)}: expected ${commands.join(', ')}`)
   }
   const end = rest.indexOf('--')
   const options = end === -1 ? rest : rest.slice(0, end)
-  if (first === 'help' || options.some((a) => a === '-h' || a === '--help')) return { kind: 'help', command }
-  return { kind: 'run', command, args: rest }
+  return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
+
+/** The options as parseArgs reads them: strings, but --json is a boolean and --job a list. */
+type Given = Partial<Record<Exclude<OptionName, 'json' | 'job'>, string>> & { json?: boolean; job?: string[] }
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */
 export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {}
-  for (const o of accepts.options) {
-    const spec: OptionSpec = OPTIONS[o]
-    options[o] = { type: spec.type, ...(spec.multiple && { multiple: true }) }
-  }
-  let values: Record<string, unknown>
-  let positionals: string[]
-  let tokens: { kind: string; name?: string }[]
+  let parsed: ReturnType<typeof parseArgs>
   try {
-    ;({ values, positionals, tokens } = parseArgs({
+    parsed = parseArgs({
       args,
-      options,
+      options: Object.fromEntries(accepts.options.map((o) => [o, OPTIONS[o]])),
       strict: true,
       allowPositionals: accepts.job === true,
       tokens: true,
-    }))
+    })
   } catch (error) {
-    throw usage(`${describeParseError(error, name)}; see ${BIN} ${name} --help`)
+    throw misuse(describeParseError(error, name), name)
   }
-  refuseRepeats(name, tokens)
-  const string = (key: OptionName) => (typeof values[key] === 'string' ? (values[key] as string) : undefined)
+  refuseRepeats(name, parsed.tokens!)
+  const values = parsed.values as Given
+  const { grace, for: forText, until } = values
   const result: Values = {
     table: valid(() => checkTable(values.table, '--table')),
-    format: format(string('format'), values.json === true),
-    overdueFactor: overdueFactor(string('overdue-factor')),
-    jobs: ((values.job as string[] | undefined) ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
+    format: format(values.format, values.json === true),
+    overdueFactor: overdueFactor(values['overdue-factor']),
+    jobs: (values.job ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
+    ...(values.url !== undefined && { url: values.url }),
+    ...(grace !== undefined && { graceMs: valid(() => parseDuration(grace, '--grace')) }),
   }
-  const url = string('url')
-  if (url !== undefined) result.url = url
-  const graceText = string('grace')
-  if (graceText !== undefined) result.graceMs = valid(() => parseDuration(graceText, '--grace'))
+  const { positionals } = parsed
   if (accepts.job) {
-    if (positionals.length === 0) {
-      throw usage(`${name} needs the name of a job: ${BIN} ${name} <job>; see ${BIN} ${name} --help`)
-    }
+    if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
     if (positionals.length > 1) {
       const got = positionals.map((p) => JSON.stringify(p)).join(' ')
       throw usage(`${name} takes one job, got ${positionals.length}: ${got}`)
     }
     result.job = valid(() => checkJobName(positionals[0], '<job>'))
   }
-  const forText = string('for')
-  const untilText = string('until')
-  if (forText !== undefined && untilText !== undefined) {
-    throw usage(`--for and --until cannot both be given: a pause has one end; see ${BIN} pause --help`)
+  if (forText !== undefined && until !== undefined) {
+    throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
   if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
   // A command line only gives text, so the library's offer of a Date would only confuse.
-  if (untilText !== undefined) {
+  if (until !== undefined) {
     result.until = valid(
-      () => parseUntil(untilText, '--until'),
+      () => parseUntil(until, '--until'),
       (m) => m.replace('must be a valid Date, or ', 'must be '),
     )
   }
@@ -187,7 +164,7 @@ function refuseRepeats(command: string, tokens: { kind: string; name?: string }[
     // The values are not shown: one of them may be a --url with a password.
     if (seen.has(token.name)) {
       const once = spec.type === 'string' ? 'it takes one value, so give it once' : 'give it once'
-      throw usage(`--${token.name} is given more than once; ${once}; see ${BIN} ${command} --help`)
+      throw misuse(`--${token.name} is given more than once; ${once}`, command)
     }
     seen.add(token.name)
   }
@@ -213,10 +190,9 @@ function format(text: string | undefined, json: boolean): Format {
 }
 
 function overdueFactor(text: string | undefined): number {
-  if (text === undefined) return DEFAULT_OVERDUE_FACTOR
   // Plain decimal only: Number() would also take '', ' 2', '0x10' and '1e3'.
-  const value = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN
-  return valid(() => checkOverdueFactor(Number.isNaN(value) ? text : value, '--overdue-factor'))
+  const value = text !== undefined && /^\d+(\.\d+)?$/.test(text) ? Number(text) : text
+  return valid(() => checkOverdueFactor(value, '--overdue-factor'))
 }
 
 // parseArgs' own messages suggest `--` tricks that make no sense here; say it plainly instead.

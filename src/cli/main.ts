@@ -3,7 +3,7 @@
  * database, 2 usage, 3 unhealthy), with all it touches in `io`; every error is one line on stderr.
  */
 import { readFileSync } from 'node:fs'
-import { BIN, parseOptions, readInvocation } from './args.js'
+import { BIN, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
 import type { Command, Context } from './command.js'
 import { type Connect, withClient } from './connect.js'
@@ -39,33 +39,30 @@ const NAMES = Object.keys(COMMANDS)
 
 /** Runs one invocation and resolves its exit code; never rejects, never exits the process. */
 export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
-  const context: Context = {
-    env: io.env,
-    out: (text) => void io.stdout.write(text),
-    paint: painter(io.stdout, io.env),
-    connect: io.connect ?? withClient,
+  const print = (text: string): ExitCode => {
+    io.stdout.write(text)
+    return EXIT.OK
   }
+  const [first, ...rest] = argv
   try {
-    const invocation = readInvocation(argv, NAMES)
-    switch (invocation.kind) {
-      case 'no-command':
-        io.stderr.write(mainHelp(COMMANDS))
-        return EXIT.USAGE
-      case 'help':
-        context.out(
-          invocation.command === undefined
-            ? mainHelp(COMMANDS)
-            : commandHelp(invocation.command, COMMANDS[invocation.command]!),
-        )
-        return EXIT.OK
-      case 'version':
-        context.out(`${version()}\n`)
-        return EXIT.OK
-      case 'run': {
-        const command = COMMANDS[invocation.command]!
-        return await command.run(parseOptions(invocation.command, command, invocation.args), context)
-      }
+    if (first === undefined) {
+      io.stderr.write(mainHelp(COMMANDS))
+      return EXIT.USAGE
     }
+    if (first === '-h' || first === '--help' || (first === 'help' && rest.length === 0)) {
+      return print(mainHelp(COMMANDS))
+    }
+    if (first === '-v' || first === '--version') return print(`${version()}\n`)
+    const { command: name, help } = readCommand(first, rest, NAMES)
+    const command = COMMANDS[name]!
+    if (help) return print(commandHelp(name, command))
+    const context: Context = {
+      env: io.env,
+      out: print,
+      paint: painter(io.stdout, io.env),
+      connect: io.connect ?? withClient,
+    }
+    return await command.run(parseOptions(name, command, rest), context)
   } catch (error) {
     const exit = error instanceof Exit ? error : new Exit(`unexpected error: ${oneLine(error)}`, EXIT.FAILED)
     io.stderr.write(`${painter(io.stderr, io.env).red(`${BIN}:`)} ${exit.message}\n`)
