@@ -1,5 +1,4 @@
 /** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
-import type pg from 'pg'
 import type { JobState } from '../admin.js'
 import * as admin from '../admin.js'
 import { escapeControls } from '../escape.js'
@@ -10,10 +9,8 @@ import { EXIT, Exit, oneLine, usage } from './exit.js'
 import { untilText } from './health.js'
 import { msBetween } from './human.js'
 
-/** The three commands that change one job's row. */
-export type JobAction = 'pause' | 'resume' | 'release'
+type JobAction = 'pause' | 'resume' | 'release'
 
-/** The `pause` command. */
 export const pause: Command = jobCommand(
   'pause',
   'Pause one job on every replica, for a while or until resumed',
@@ -29,7 +26,6 @@ export const pause: Command = jobCommand(
     `  ${BIN} pause billing:hourly`,
 )
 
-/** The `resume` command. */
 export const resume: Command = jobCommand(
   'resume',
   'End the pause of one job: the next claim on any replica runs it',
@@ -40,7 +36,6 @@ export const resume: Command = jobCommand(
     `  ${BIN} resume billing:hourly`,
 )
 
-/** The `release` command. */
 export const release: Command = jobCommand(
   'release',
   "End one job's current lease now, for a holder that crashed with a long lease",
@@ -60,68 +55,39 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
       'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
       `${details}\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
     exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
-    async run(values, context) {
-      const { table } = values
-      const target = connectionTarget(values.url, context.env)
-      const message = await context.connect(target, { command: action, table }, (client) =>
-        runJobAction(client, {
-          action,
-          jobName: values.job!,
-          table,
-          where: target.label,
-          ...(values.forMs !== undefined && { forMs: values.forMs }),
-          ...(values.until !== undefined && { until: values.until }),
-        }),
-      )
-      context.out(message)
+    async run({ table, url, job, forMs, until }, context) {
+      const target = connectionTarget(url, context.env)
+      const state = await context.connect(target, { command: action, table }, async (client) => {
+        try {
+          return action === 'pause'
+            ? await admin.pause(client, job!, { table, forMs, until })
+            : action === 'resume'
+              ? await admin.resume(client, job!, { table })
+              : await admin.release(client, job!, { table })
+        } catch (error) {
+          throw asUsage(error) ?? error
+        }
+      })
+      if (state === null) {
+        throw new Exit(
+          `no job "${escapeControls(job!)}" in ${table} at ${target.label}: it has never been claimed, or the name has a typo; nothing was changed`,
+          EXIT.FAILED,
+        )
+      }
+      context.out(`${describeChange({ action, forMs }, job!, state)}\n`)
       return EXIT.OK
     },
   }
 }
 
-/** One change to make, as the command line asked for it. */
-export interface JobRequest {
-  action: JobAction
-  jobName: string
-  table: string
-  /** host:port/database, for the message when the job has no row. */
-  where: string
-  /** pause --for, in ms. */
-  forMs?: number
-  /** pause --until, as ISO-8601 UTC text. */
-  until?: string
-}
-
-/** Makes the change and returns the line that says what it did; a job without a row is exit 1. */
-export async function runJobAction(client: pg.Client, request: JobRequest): Promise<string> {
-  const { action, jobName, table } = request
-  let state: JobState | null
-  try {
-    state =
-      action === 'pause'
-        ? await admin.pause(client, jobName, { table, forMs: request.forMs, until: request.until })
-        : action === 'resume'
-          ? await admin.resume(client, jobName, { table })
-          : await admin.release(client, jobName, { table })
-  } catch (error) {
-    throw asUsage(error) ?? error
-  }
-  if (state === null) {
-    throw new Exit(
-      `no job "${escapeControls(jobName)}" in ${table} at ${request.where}: it has never been claimed, or the name has a typo; nothing was changed`,
-      EXIT.FAILED,
-    )
-  }
-  return `${describeChange(request, jobName, state)}\n`
-}
-
 /** The library's names for what the command line calls --until, --for, --table and <job>. */
-const FLAGS: [RegExp, string][] = [
-  [/\bopts\.until\b/g, '--until'],
-  [/\bopts\.forMs\b/g, '--for'],
-  [/\bopts\.table\b/g, '--table'],
-  [/\bjobName\b/g, '<job>'],
-]
+const FLAGS: Record<string, string> = {
+  'opts.until': '--until',
+  'opts.forMs': '--for',
+  'opts.table': '--table',
+  jobName: '<job>',
+}
+const ARGUMENT = /\b(?:opts\.(?:until|forMs|table)|jobName)\b/g
 
 // A value quoted in a message (a job name, the text given) is data, not the argument's name.
 const QUOTED = /("(?:[^"\\]|\\.)*"|'[^']*')/
@@ -138,13 +104,10 @@ export function asUsage(error: unknown): Exit | undefined {
     .split(QUOTED)
     .map((part, i) => {
       if (i % 2 === 1) return part
-      for (const [name, flag] of FLAGS) {
-        part = part.replace(name, () => {
-          named = true
-          return flag
-        })
-      }
-      return part
+      return part.replace(ARGUMENT, (name) => {
+        named = true
+        return FLAGS[name]!
+      })
     })
     .join('')
   if (!named) return undefined
@@ -153,9 +116,9 @@ export function asUsage(error: unknown): Exit | undefined {
 
 /** What a change did, on one line; without `wasPaused`, a resume claims neither way. */
 export function describeChange(
-  request: Pick<JobRequest, 'action' | 'forMs'>,
+  request: { action: JobAction; forMs?: number },
   jobName: string,
-  state: JobState & { wasPaused?: boolean },
+  state: JobState,
 ): string {
   const name = escapeControls(jobName)
   const at = `(database clock ${state.changedAt})`
