@@ -10,9 +10,8 @@ import { type Connect, withClient } from './connect.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { commandHelp, mainHelp } from './help.js'
 import { pause, release, resume } from './job-actions.js'
-import { migrate } from './migrate.js'
+import { migrate, sql } from './migrate.js'
 import { painter } from './paint.js'
-import { sql } from './sql.js'
 import { status } from './status.js'
 
 /** A stream main writes to: stdout or stderr, or a test's stand-in. */

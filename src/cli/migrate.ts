@@ -1,6 +1,6 @@
 /**
- * `pg-cron-lease migrate`: create the lease table, or add the columns an older one lacks, and say
- * which of the two it did (or that there was nothing to do).
+ * The lease table's DDL: `sql` prints it without a database (or the `pg` driver); `migrate` creates
+ * the table, or adds the columns an older one lacks, and says which it did (or that none was needed).
  */
 import type pg from 'pg'
 import { createTableSql, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
@@ -10,7 +10,21 @@ import { connectionTarget } from './connect.js'
 import { EXIT } from './exit.js'
 import type { Paint } from './paint.js'
 
-/** The `migrate` command. */
+export const sql: Command = {
+  summary: 'Print the CREATE TABLE statement for the lease table',
+  options: ['table'],
+  details:
+    'Prints the DDL for a migration tool or psql; it does not connect to a database.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} sql > migrations/001_cron_leases.sql\n` +
+    `  ${BIN} sql --table jobs.cron_leases | psql "$DATABASE_URL"`,
+  exitCodes: '0 printed, 2 usage error',
+  async run(values, context) {
+    context.out(createTableSql(values.table))
+    return EXIT.OK
+  },
+}
+
 export const migrate: Command = {
   summary: 'Create the lease table, or upgrade an older one (safe to run again, and at once)',
   options: ['table', 'url'],

@@ -9,8 +9,6 @@ import { msBetween } from './human.js'
 interface Family {
   name: string
   help: string
-  /** A counter only goes up (a reset aside); every other measure is a gauge. */
-  type: 'gauge' | 'counter'
   value(lease: LeaseInfo): number | null
 }
 
@@ -23,62 +21,52 @@ const FAMILIES: Family[] = [
   {
     name: 'pg_cron_lease_held',
     help: 'Whether the lease of the job is held (1), so that a claim made now would lose, or not (0).',
-    type: 'gauge',
     value: (l) => flag(l.held),
   },
   {
     name: 'pg_cron_lease_last_claim_age_seconds',
     help: 'Seconds since the last claim of the job, by the database clock.',
-    type: 'gauge',
     value: (l) => seconds(age(l, l.claimedAt)),
   },
   {
     name: 'pg_cron_lease_last_success_age_seconds',
     help: 'Seconds since the last run of the job that ended ok, by the database clock; absent until one has.',
-    type: 'gauge',
     value: (l) => seconds(age(l, l.lastSuccessAt)),
   },
   {
     name: 'pg_cron_lease_last_duration_seconds',
     help: 'How long the last recorded run of the job took, in seconds; absent until a run is recorded.',
-    type: 'gauge',
     value: (l) => seconds(l.lastDurationMs),
   },
   {
     name: 'pg_cron_lease_last_outcome_ok',
     help: 'Whether the last recorded run of the job ended ok (1) or failed (0); absent when unknown.',
-    type: 'gauge',
     value: (l) => (l.lastOutcome === null ? null : flag(l.lastOutcome === 'ok')),
   },
   {
     name: 'pg_cron_lease_interval_seconds',
     help: 'The interval of the job in seconds, declared or observed between runs; absent while unknown.',
-    type: 'gauge',
     value: (l) => seconds(l.everyMs),
   },
   {
     name: 'pg_cron_lease_overdue',
     help: 'Whether the job is overdue (1): its next due time passed unclaimed for longer than the grace or, with none known, not claimed for its interval times the overdue factor; never while paused.',
-    type: 'gauge',
     value: (l) => flag(l.overdue),
   },
   {
     name: 'pg_cron_lease_paused',
     help: 'Whether a pause holds the job (1), so that no replica can claim it, or not (0).',
-    type: 'gauge',
     value: (l) => flag(l.paused),
   },
   {
     name: 'pg_cron_lease_next_due_in_seconds',
     help: 'Seconds until the job is next due, by the database clock, negative once that time has passed; absent while unknown.',
-    type: 'gauge',
     // A due time older than the last claim says nothing of when the job is due (see listLeases).
     value: (l) => (judgedByDueTime(l) ? seconds(msBetween(l.nextDueAt, l.checkedAt)) : null),
   },
   {
     name: 'pg_cron_lease_missed_occurrences_total',
     help: 'Occurrences of the job that fell due with no claim, counted by the claims after them; 0 until one is, and on a table without the occurrence columns.',
-    type: 'counter',
     value: (l) => l.missed,
   },
 ]
@@ -94,7 +82,9 @@ export function escapeLabelValue(text: string): string {
 export function renderPrometheus(leases: LeaseInfo[]): string {
   const lines: string[] = []
   for (const family of FAMILIES) {
-    lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`)
+    // Only a counter's name ends in _total, as Prometheus names them; every other measure is a gauge.
+    const type = family.name.endsWith('_total') ? 'counter' : 'gauge'
+    lines.push(`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${type}`)
     for (const lease of leases) {
       const value = family.value(lease)
       if (value !== null) lines.push(`${family.name}{job_name="${escapeLabelValue(lease.jobName)}"} ${value}`)
