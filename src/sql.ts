@@ -61,21 +61,20 @@ const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
 /** Every column a table of the current shape has. */
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
-/** `<table>_claim`, quoted; a name over 63 bytes is cut and hashed, as Postgres would cut two alike. */
+/** `<table>_claim`, quoted; past 63 bytes the name is cut and hashed, as Postgres would cut two alike. */
 export function claimFunction(table: string): string {
   const parts = quoteTable(table).slice(1, -1).split('"."')
   const name = parts.pop() as string
   const fitted =
-    name.length + CLAIM_SUFFIX.length <= 63
-      ? `${name}${CLAIM_SUFFIX}`
-      : `${name.slice(0, 40)}_${createHash('sha256').update(name).digest('hex').slice(0, 16)}${CLAIM_SUFFIX}`
-  return [...parts, fitted].map((part) => `"${part}"`).join('.')
+    name.length <= 57 ? name : `${name.slice(0, 40)}_${createHash('sha256').update(name).digest('hex').slice(0, 16)}`
+  return [...parts, `${fitted}_claim`].map((part) => `"${part}"`).join('.')
 }
-
-const CLAIM_SUFFIX = '_claim'
 
 const CLAIM_ARGUMENTS =
   'text, integer, text, bigint, integer, double precision, bigint, double precision, double precision'
+
+// The interval, declared else observed; NULL for 0, which would divide by zero.
+const EVERY = 'nullif(coalesce(_every_ms, lease.every_ms), 0)'
 
 // A dollar-quote tag the body (table names may contain `$`) cannot close early.
 function dollarQuoted(body: string, base: string): string {
@@ -155,19 +154,16 @@ END;
 `
 }
 
-/**
- * The claim function body (rules: docs/statements.md). A loser only reads the row and returns before
- * any INSERT is set up, which a losing `INSERT … ON CONFLICT` pays even when its guard stops it.
- * `SKIP LOCKED`: a row locked by a racing claim or by `ctx.fence` loses rather than waits.
- * `ON CONFLICT … WHERE` rechecks under the row lock and is the atomic arbiter.
- */
+// A loser only reads the row and returns, never paying for an INSERT its guard stops. SKIP LOCKED: a
+// row locked by a racing claim or `ctx.fence` loses, not waits. ON CONFLICT … WHERE is the arbiter.
 function claimBody(table: string): string {
   const t = quoteTable(table)
-  const occurrence = fromMs('_occurrence_ms')
-  const missed = missedSince('coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at)', '_every_ms')
+  // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
+  // the even neighbour), so half an interval of latency or offset never adds one.
+  const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - lease.next_due_at) * 1000 / ${EVERY} + 0.5))::bigint`
   return `#variable_conflict use_column
 DECLARE
-  _occurrence timestamptz := ${occurrence};
+  _occurrence timestamptz := ${fromMs('_occurrence_ms')};
   _blocked boolean;
   _exists boolean;
 BEGIN
@@ -207,17 +203,14 @@ END
 `
 }
 
-/**
- * The catch-up claim: wins once the stored next due time passed unclaimed within `_catch_up_ms`.
- * The window is compared in ms, since subtracting it from the clock could leave timestamp range;
- * the lock sits inside a CASE, last, as an AND may evaluate it first and cost a loser a transaction ID.
- */
+// Wins once the stored next due time passed unclaimed within `_catch_up_ms`, compared in ms, as the
+// clock minus it could leave timestamp range. The lock sits last inside a CASE: an AND may evaluate
+// it first and cost a loser a transaction ID.
 function catchUpQuery(table: string): string {
   const t = quoteTable(table)
-  const every = 'nullif(coalesce(_every_ms, lease.every_ms), 0)'
   const ms = (expression: string) => `${expression} * interval '1 millisecond'`
-  const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}), 0)`
-  const steps = `coalesce(${ms(`${skipped} * ${every}`)}, interval '0')`
+  const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${EVERY}), 0)`
+  const steps = `coalesce(${ms(`${skipped} * ${EVERY}`)}, interval '0')`
   const dueAt = `(lease.next_due_at + ${steps})`
   const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${steps})`
   return `UPDATE ${t} AS lease
@@ -225,8 +218,8 @@ SET lease_until = clock.at + ${ms('_lease_ms')},
   holder = _holder,
   claimed_at = clock.at,
   last_occurrence = ${slot},
-  next_due_at = coalesce(clock.at + ${ms('_next_in_ms')}, ${dueAt} + ${ms(every)}),
-  next_occurrence = coalesce(${fromMs('_next_occurrence_ms')}, ${slot} + ${ms(every)}),
+  next_due_at = coalesce(clock.at + ${ms('_next_in_ms')}, ${dueAt} + ${ms(EVERY)}),
+  next_occurrence = coalesce(${fromMs('_next_occurrence_ms')}, ${slot} + ${ms(EVERY)}),
   last_missed = ${skipped}::bigint,
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint
 FROM (SELECT clock_timestamp() AS at) AS clock
@@ -240,13 +233,6 @@ WHERE lease.job_name = _job
     ELSE false END
 RETURNING ${isoText('lease.claimed_at')}, lease.last_missed, ${isoText('lease.last_occurrence')},
   coalesce(_every_ms, lease.every_ms)`
-}
-
-// Occurrences that fell due unclaimed, rounded: half an interval of latency or offset never adds one.
-function missedSince(at: string, everyMs: string): string {
-  const every = `nullif(coalesce(${everyMs}, lease.every_ms), 0)`
-  // floor(x + 0.5): round() of a float8 takes a half to the even neighbour.
-  return `greatest(0, floor(extract(epoch FROM ${at} - lease.next_due_at) * 1000 / ${every} + 0.5))::bigint`
 }
 
 // Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
@@ -275,9 +261,8 @@ function fromIsoText(parameter: string): string {
 export type Shape = 'current' | 'original'
 
 /**
- * The claim: one row (the claim token) to the single winner, none to losers, who write nothing.
- * The original shape keeps the original rule; its guard lets only a claimant that can lock an
- * expired row now (`SKIP LOCKED`) reach the upsert.
+ * The claim: the claim token to the single winner, no row to losers, who write nothing. On the
+ * original shape only a claimant that can lock an expired row now (`SKIP LOCKED`) reaches the upsert.
  */
 export function claimSql(table: string, shape: Shape): string {
   const t = quoteTable(table)
@@ -322,10 +307,8 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
 /**
- * The fence, in the caller's transaction, sent under a savepoint, whose refusal (25P01) says the
- * handle has no transaction open, where a row lock would end with the statement. `FOR KEY SHARE`
- * conflicts only with the claim's `FOR UPDATE`, so renews and beats (`FOR NO KEY UPDATE`) go on
- * (docs/failure-modes.md#fenced-writes). No row: another claim replaced this one.
+ * The fence, in the caller's transaction. `FOR KEY SHARE` conflicts only with the claim's `FOR UPDATE`,
+ * so renews and beats go on (docs/failure-modes.md#fenced-writes). No row: another claim replaced it.
  */
 export function fenceSql(table: string): string {
   return `SELECT true AS fenced FROM ${quoteTable(table)} AS lease
@@ -394,8 +377,8 @@ function adminReturning(shape: Shape): string {
     ${isoText('clock.at')} AS checked_at`
 }
 
-/** The last instant `new Date()` reads as ISO text; a pause ending later is open-ended. */
-export const LAST_INSTANT = '9999-12-31T23:59:59.999Z'
+// The last instant `new Date()` reads as ISO text; a pause ending later is open-ended.
+const LAST_INSTANT = '9999-12-31T23:59:59.999Z'
 
 // A pause made before claim_until existed kept no claim end: taken as now.
 function claimEnd(alias: string): string {
