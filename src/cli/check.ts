@@ -1,15 +1,17 @@
-/** `pg-cron-lease check`: the verdict over the jobs, as text or JSON, and its exit code (3: unhealthy). */
-import type pg from 'pg'
+/**
+ * `pg-cron-lease check`, and the health `status` marks: OVERDUE (as listLeases says), FAILING,
+ * PAUSED. A paused job is never overdue but can still be FAILING; a named job with no row is
+ * unhealthy (never claimed); an overdue reason names the rule that found it. Exit 3: unhealthy.
+ */
 import { escapeControls } from '../escape.js'
-import { type LeaseInfo, listLeases } from '../list-leases.js'
+import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, listLeases, overdueGrace } from '../list-leases.js'
 import { tableFactsParams, tableFactsSql } from '../sql.js'
-import { BIN } from './args.js'
+import { BIN, type Values } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { connectionTarget } from './connect.js'
 import { EXIT, type ExitCode } from './exit.js'
-import { type JobHealth, judge, leaseQuery, neverClaimed } from './health.js'
+import { ago, duration, msBetween, span } from './human.js'
 
-/** The `check` command. */
 export const check: Command = {
   summary: 'Exit 3 when a job is overdue or its last run failed, for monitors and probes',
   options: ['table', 'url', 'job', 'json', 'grace', 'overdue-factor'],
@@ -38,18 +40,14 @@ export const check: Command = {
     const target = connectionTarget(values.url, context.env)
     const result = await context.connect(target, { command: 'check', table }, async (client) => {
       const leases = await listLeases(client, leaseQuery(values))
-      const checkedAt = leases[0]?.checkedAt ?? (await databaseClock(client, table))
+      // An empty table carries no clock reading of its own; the table's facts carry one.
+      const checkedAt: string =
+        leases[0]?.checkedAt ?? (await client.query(tableFactsSql(), tableFactsParams(table))).rows[0].checked_at
       return checkJobs({ leases, jobs, table, overdueFactor, graceMs, checkedAt })
     })
     context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
     return checkExitCode(result)
   },
-}
-
-/** The database clock now, as the library prints timestamps; what an empty table is checked at. */
-async function databaseClock(client: pg.Client, table: string): Promise<string> {
-  // An empty table carries no clock reading of its own; the table's facts carry one.
-  return (await client.query(tableFactsSql(), tableFactsParams(table))).rows[0].checked_at
 }
 
 /** What `check --json` prints. */
@@ -81,10 +79,7 @@ export interface CheckInput {
 export function checkJobs({ leases, jobs, table, overdueFactor, graceMs, checkedAt }: CheckInput): CheckResult {
   const byName = new Map(leases.map((l) => [l.jobName, l]))
   const names = jobs.length > 0 ? [...new Set(jobs)] : leases.map((l) => l.jobName)
-  const verdicts = names.map((name) => {
-    const lease = byName.get(name)
-    return lease === undefined ? neverClaimed(name, table) : judge(lease, { overdueFactor, graceMs })
-  })
+  const verdicts = names.map((name) => judge(name, byName.get(name), { table, overdueFactor, graceMs }))
   return { healthy: verdicts.every((v) => v.healthy), checkedAt, table, overdueFactor, jobs: verdicts }
 }
 
@@ -104,12 +99,68 @@ export function renderCheck(result: CheckResult): string {
     .join('')
 }
 
-/** The verdict as `check --json` prints it. */
 export function renderCheckJson(result: CheckResult): string {
   return `${JSON.stringify(result, null, 2)}\n`
 }
 
-/** 0 when every checked job is healthy, else 3. */
 export function checkExitCode(result: CheckResult): ExitCode {
   return result.healthy ? EXIT.OK : EXIT.UNHEALTHY
+}
+
+/** One job's verdict, as `check --json` prints it. */
+export interface JobHealth {
+  jobName: string
+  healthy: boolean
+  /** No row in the table: never claimed, or a typo in the name. */
+  neverClaimed: boolean
+  overdue: boolean
+  failing: boolean
+  paused: boolean
+  /** Why it is unhealthy, as the text output prints it after the job name; `null` when healthy. */
+  reason: string | null
+}
+
+/** What status and check ask listLeases for: the table, and the rules that judge a job overdue. */
+export function leaseQuery({ table, overdueFactor, graceMs }: Values): ListLeasesOptions {
+  return { table, overdueFactor, overdueGraceMs: graceMs }
+}
+
+function judge(
+  jobName: string,
+  lease: LeaseInfo | undefined,
+  { table, overdueFactor, graceMs }: Pick<CheckInput, 'table' | 'overdueFactor' | 'graceMs'>,
+): JobHealth {
+  const reasons: string[] = []
+  if (lease === undefined) reasons.push(`NEVER CLAIMED: no row in ${table}: never claimed, or a typo in the name`)
+  const grace = lease && `grace ${duration(overdueGrace(lease.everyMs, graceMs, overdueFactor))}`
+  if (lease?.overdue && judgedByDueTime(lease)) {
+    const late = msBetween(lease.checkedAt, lease.nextDueAt)
+    reasons.push(`OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (${grace})`)
+  } else if (lease?.overdue) {
+    // With no stored due time, overdue implies a known interval: the due time is the last claim plus it.
+    const every = lease.everyMs === null ? '' : `, every ${duration(lease.everyMs)}`
+    reasons.push(`OVERDUE: last claimed ${ago(msBetween(lease.checkedAt, lease.claimedAt))}${every} (${grace})`)
+  }
+  const failing = lease?.lastOutcome === 'error'
+  if (failing) {
+    const when = lease.lastFinishedAt === null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
+    reasons.push(`FAILING: last run failed${when}: ${lease.lastError ?? 'no error text recorded'}`)
+    // Said so that nobody waits for a retry that cannot come.
+    if (lease.paused) reasons.push(`PAUSED ${untilText(lease.pausedUntil)}, so it cannot run again until then`)
+  }
+  const healthy = reasons.length === 0
+  return {
+    jobName,
+    healthy,
+    neverClaimed: lease === undefined,
+    overdue: lease?.overdue ?? false,
+    failing,
+    paused: lease?.paused ?? false,
+    reason: healthy ? null : reasons.join('; '),
+  }
+}
+
+/** "until 2026-12-01T06:00:00.000000Z", or "until resumed" for an open-ended pause. */
+export function untilText(pausedUntil: string | null): string {
+  return pausedUntil === null || pausedUntil === 'infinity' ? 'until resumed' : `until ${pausedUntil}`
 }

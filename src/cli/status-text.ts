@@ -1,12 +1,6 @@
-/**
- * `pg-cron-lease status` as a table for people: who holds each lease, when it was claimed and
- * expires, how its last run ended and how long it took, when it is next due and how many of its
- * occurrences went unclaimed, and a FAILING / OVERDUE / PAUSED marker.
- */
-
+/** `pg-cron-lease status` as a table for people, each job's state marked FAILING, OVERDUE or PAUSED. */
 import { escapeControls } from '../escape.js'
 import type { LeaseInfo } from '../list-leases.js'
-import { type Marker, markers } from './health.js'
 import { ago, duration, msBetween, span } from './human.js'
 import type { Paint } from './paint.js'
 
@@ -18,29 +12,25 @@ interface Cell {
 export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string {
   if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
   const checked = leases[0]!.checkedAt
-  const colour: Record<Marker, (text: string) => string> = {
-    FAILING: paint.red,
-    OVERDUE: paint.red,
-    PAUSED: paint.yellow,
-  }
-  const rows = leases.map((l): Cell[] => {
-    const state = markers(l)
-    return [
-      { text: escapeControls(l.jobName), paint: paint.plain },
-      { text: l.holder === null ? '-' : escapeControls(l.holder), paint: paint.plain },
-      // Every age is checkedAt minus another database timestamp, never this machine's clock.
-      { text: ago(msBetween(checked, l.claimedAt)), paint: paint.plain },
-      expires(l, paint),
-      lastRun(l, paint),
-      { text: l.lastDurationMs === null ? '-' : duration(l.lastDurationMs), paint: paint.plain },
-      nextDue(l, paint),
-      { text: String(l.missed), paint: l.missed > 0 ? paint.yellow : paint.plain },
-      {
-        text: state.join(' '),
-        paint: (text) => text.replace(/[A-Z]+/g, (m) => colour[m as Marker]?.(m) ?? m),
-      },
-    ]
-  })
+  const plain = (text: string): Cell => ({ text, paint: paint.plain })
+  const colour: Record<string, Paint['red']> = { FAILING: paint.red, OVERDUE: paint.red, PAUSED: paint.yellow }
+  const rows = leases.map((l): Cell[] => [
+    plain(escapeControls(l.jobName)),
+    plain(l.holder === null ? '-' : escapeControls(l.holder)),
+    // Every age is checkedAt minus another database timestamp, never this machine's clock.
+    plain(ago(msBetween(checked, l.claimedAt))),
+    expires(l, paint),
+    lastRun(l, paint),
+    plain(l.lastDurationMs === null ? '-' : duration(l.lastDurationMs)),
+    nextDue(l, paint),
+    { text: String(l.missed), paint: l.missed > 0 ? paint.yellow : paint.plain },
+    {
+      text: [l.lastOutcome === 'error' && 'FAILING', l.overdue && 'OVERDUE', l.paused && 'PAUSED']
+        .filter(Boolean)
+        .join(' '),
+      paint: (text) => text.replace(/[A-Z]+/g, (m) => colour[m]?.(m) ?? m),
+    },
+  ])
   const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.text.length)))
   const line = (cells: Cell[]) =>
@@ -49,14 +39,14 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
       .join('   ')
       .trimEnd()
   const count = (n: number, what: string) => (n > 0 ? `, ${n} ${what}` : '')
-  const summary =
-    `${leases.length} job${leases.length === 1 ? '' : 's'}, ${leases.filter((l) => l.held).length} held` +
-    count(leases.filter((l) => l.lastOutcome === 'error').length, 'failing') +
-    count(leases.filter((l) => l.overdue).length, 'overdue') +
-    count(leases.filter((l) => l.paused).length, 'paused')
   const failures = leases
     .filter((l) => l.lastOutcome === 'error')
     .map((l) => `${escapeControls(l.jobName)}: ${escapeControls(l.lastError ?? 'no error text recorded')}`)
+  const summary =
+    `${leases.length} job${leases.length === 1 ? '' : 's'}, ${leases.filter((l) => l.held).length} held` +
+    count(failures.length, 'failing') +
+    count(leases.filter((l) => l.overdue).length, 'overdue') +
+    count(leases.filter((l) => l.paused).length, 'paused')
   return [
     `${table}: ${summary} (database clock ${checked})`,
     '',

@@ -1,19 +1,14 @@
-/**
- * `pg-cron-lease status`: every job in the lease table, printed as a table for people
- * (src/cli/status-text.ts), as the JSON listLeases() returns, or as a Prometheus exposition
- * (src/cli/prometheus.ts).
- */
+/** `pg-cron-lease status`: every job, as a table for people, the JSON of listLeases() or for Prometheus. */
 import { type LeaseInfo, listLeases } from '../list-leases.js'
 import { BIN, type Format } from './args.js'
+import { leaseQuery } from './check.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { connectionTarget } from './connect.js'
 import { EXIT } from './exit.js'
-import { leaseQuery } from './health.js'
 import type { Paint } from './paint.js'
 import { renderPrometheus } from './prometheus.js'
 import { renderStatus } from './status-text.js'
 
-/** The `status` command. */
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
   options: ['table', 'url', 'format', 'json', 'grace', 'overdue-factor'],
@@ -59,14 +54,8 @@ export const status: Command = {
 
 /** The leases in the chosen format; `table` and `paint` serve the text format only. */
 export function renderLeases(format: Format, leases: LeaseInfo[], table: string, paint: Paint): string {
-  switch (format) {
-    case 'text':
-      return renderStatus(leases, table, paint)
-    case 'json':
-      return renderStatusJson(leases)
-    case 'prometheus':
-      return renderPrometheus(leases)
-  }
+  if (format === 'json') return renderStatusJson(leases)
+  return format === 'prometheus' ? renderPrometheus(leases) : renderStatus(leases, table, paint)
 }
 
 /** The leases exactly as listLeases returned them, as indented JSON (an Infinity becomes null). */
