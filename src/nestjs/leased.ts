@@ -5,10 +5,9 @@
  */
 import { Logger } from '@nestjs/common'
 import { MAX_LEASE_MS } from '../presets.js'
-import { shown } from './options.js'
+import { badOption, checkKeys } from './options.js'
 
-/** The metadata key `@Leased()` sets on the wrapper. */
-export const LEASED_METADATA = 'pg-cron-lease:leased'
+const LEASED_METADATA = 'pg-cron-lease:leased'
 
 /**
  * Options of `@Leased()`; an unknown key is a `TypeError` when the class is defined.
@@ -28,8 +27,8 @@ export interface LeasedOptions {
 
 /** What the decorator knows of one leased method, the same for every application. */
 export interface LeasedMethod {
-  readonly className: string
-  readonly methodName: string
+  /** `ClassName.methodName`, as errors name it. */
+  readonly label: string
   readonly options: Readonly<LeasedOptions>
   /** Called with the scheduler's arguments and the `LeaseContext` last. */
   readonly original: (...args: unknown[]) => unknown
@@ -38,47 +37,23 @@ export interface LeasedMethod {
 /** How an application runs one fire of a leased method: never rejects. */
 export type FireLeased = (method: LeasedMethod, instance: object, args: unknown[]) => Promise<unknown>
 
-// Weakly, so a closed application's instances (and pools) go with it.
-const bindings = new WeakMap<object, FireLeased>()
-
-// Warned once per method: called outside any started module.
-const unbound = new WeakSet<LeasedMethod>()
-
-/** Binds `instance` to the application that runs its leased methods. */
-export function bindInstance(instance: object, fire: FireLeased): void {
-  bindings.set(instance, fire)
-}
-
-/** Unbinds `instance`, if `fire`'s application bound it. */
-export function unbindInstance(instance: object, fire: FireLeased): void {
-  if (bindings.get(instance) === fire) bindings.delete(instance)
-}
-
-const OPTION_KEYS = new Set(['leaseMs', 'catchUp'])
+/** Each instance's application, weakly, so a closed application's instances (and pools) go with it. */
+export const bindings = new WeakMap<object, FireLeased>()
 
 function checkLeasedOptions(options: unknown): LeasedOptions {
+  const owner = '@Leased()'
   if (options === undefined) return {}
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError(`pg-cron-lease: @Leased() options must be an object, got ${shown(options, 1)}`)
+    badOption(owner, 'options', 'be an object', options, 1)
   }
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) {
-      throw new TypeError(`pg-cron-lease: @Leased() has no option ${JSON.stringify(key)} (it takes leaseMs, catchUp)`)
-    }
-  }
+  checkKeys(owner, options, ['leaseMs', 'catchUp'])
   const { leaseMs, catchUp } = options as LeasedOptions
   if (leaseMs !== undefined && !(Number.isInteger(leaseMs) && leaseMs >= 1 && leaseMs <= MAX_LEASE_MS)) {
-    throw new TypeError(
-      `pg-cron-lease: @Leased() leaseMs must be a whole number of ms from 1 to ${MAX_LEASE_MS}, got ${shown(leaseMs, 1)}`,
-    )
+    badOption(owner, 'leaseMs', `be a whole number of ms from 1 to ${MAX_LEASE_MS}`, leaseMs, 1)
   }
-  if (catchUp !== undefined) {
-    const withinMs = (catchUp as { withinMs?: unknown } | null)?.withinMs
-    if (typeof withinMs !== 'number' || !Number.isFinite(withinMs) || withinMs <= 0) {
-      throw new TypeError(
-        `pg-cron-lease: @Leased() catchUp must be { withinMs } with a positive number of ms, got ${shown(catchUp, 1)}`,
-      )
-    }
+  const withinMs = (catchUp as { withinMs?: unknown } | null | undefined)?.withinMs
+  if (catchUp !== undefined && !(typeof withinMs === 'number' && Number.isFinite(withinMs) && withinMs > 0)) {
+    badOption(owner, 'catchUp', 'be { withinMs } with a positive number of ms', catchUp, 1)
   }
   return Object.freeze({ ...(options as LeasedOptions) })
 }
@@ -99,25 +74,23 @@ export function Leased(options?: LeasedOptions): MethodDecorator {
   return (target, key, descriptor) => {
     const original = descriptor.value as unknown
     const owner = typeof target === 'function' ? target : target.constructor
-    if (typeof original !== 'function') {
-      throw new TypeError(`pg-cron-lease: @Leased() goes on a method; ${owner.name}.${String(key)} is not one`)
-    }
-    if (Reflect.getMetadata?.(LEASED_METADATA, original) !== undefined) {
-      throw new TypeError(`pg-cron-lease: @Leased() is on ${owner.name}.${String(key)} twice`)
-    }
+    const label = `${owner.name}.${String(key)}`
+    if (typeof original !== 'function')
+      throw new TypeError(`pg-cron-lease: @Leased() goes on a method; ${label} is not one`)
+    if (leasedMethod(original) !== undefined) throw new TypeError(`pg-cron-lease: @Leased() is on ${label} twice`)
     const method: LeasedMethod = Object.freeze({
-      className: owner.name,
-      methodName: String(key),
+      label,
       options: checked,
       original: original as LeasedMethod['original'],
     })
+    let warned = false
     const wrapper = function (this: object, ...args: unknown[]): Promise<unknown> {
       const fire = bindings.get(this)
       if (fire !== undefined) return fire(method, this, args)
-      if (!unbound.has(method)) {
-        unbound.add(method)
+      if (!warned) {
+        warned = true
         new Logger('PgCronLease').error(
-          `${method.className}.${method.methodName} fired, but its instance belongs to no application that imports ` +
+          `${label} fired, but its instance belongs to no application that imports ` +
             'PgCronLeaseModule (or that application has closed): not run',
         )
       }
@@ -134,7 +107,6 @@ export function Leased(options?: LeasedOptions): MethodDecorator {
   }
 }
 
-/** The leased method behind `fn`, if `@Leased()` made it. */
 export function leasedMethod(fn: unknown): LeasedMethod | undefined {
   return typeof fn === 'function' ? Reflect.getMetadata?.(LEASED_METADATA, fn) : undefined
 }

@@ -30,10 +30,7 @@ export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | '
  */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000
 
-/** The token the module's resolved config is provided under. */
 export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')
-
-/** The token the user's options are provided under (forRoot's value, forRootAsync's factory). */
 export const PG_CRON_LEASE_OPTIONS = Symbol('pg-cron-lease:options')
 
 /** The options checked, defaults filled: what the runner and the health indicator read. */
@@ -45,70 +42,62 @@ export interface ModuleConfig {
   readonly shutdownTimeoutMs: number
 }
 
-const KEYS = new Set(['db', 'table', 'holder', 'logger', 'record', 'migrate', 'shutdownTimeoutMs'])
+const KEYS = ['db', 'table', 'holder', 'logger', 'record', 'migrate', 'shutdownTimeoutMs']
 
 /** A value as an error message shows it, cut at 80 characters. */
-export function shown(value: unknown, depth = 0): string {
+function shown(value: unknown, depth: number): string {
   const text = inspect(value, { depth, breakLength: Number.POSITIVE_INFINITY })
   return text.length > 80 ? `${text.slice(0, 80)}…` : text
 }
 
-function message(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+export function badOption(owner: string, name: string, rule: string, value: unknown, depth = 0): never {
+  throw new TypeError(`pg-cron-lease: ${owner} ${name} must ${rule}, got ${shown(value, depth)}`)
 }
 
-function leaseLoggerOf(logger: LoggerService): LeaseLogger {
-  return {
-    debug: (text) => logger.debug?.(text),
-    warn: (text) => logger.warn(text),
-    error: (error, jobName) =>
-      logger.error(`${jobName}: ${message(error)}`, error instanceof Error ? error.stack : undefined),
+export function checkKeys(owner: string, options: object, keys: readonly string[]): void {
+  for (const key of Object.keys(options)) {
+    if (!keys.includes(key)) {
+      throw new TypeError(`pg-cron-lease: ${owner} has no option ${JSON.stringify(key)} (it takes ${keys.join(', ')})`)
+    }
   }
 }
 
 /** Checks the options (a `TypeError` stops the start), fills the defaults, migrates when asked. */
 export async function resolveConfig(options: unknown): Promise<ModuleConfig> {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`pg-cron-lease: PgCronLeaseModule options must be an object, got ${shown(options)}`)
-  }
-  for (const key of Object.keys(options)) {
-    if (!KEYS.has(key)) {
-      throw new TypeError(
-        `pg-cron-lease: PgCronLeaseModule has no option ${JSON.stringify(key)} (it takes ${[...KEYS].join(', ')})`,
-      )
-    }
-  }
+  const owner = 'PgCronLeaseModule'
+  if (typeof options !== 'object' || options === null) badOption(owner, 'options', 'be an object', options)
+  checkKeys(owner, options, KEYS)
   const { db, table, holder, record, logger, migrate, shutdownTimeoutMs } = options as PgCronLeaseModuleOptions
   if (typeof (db as Queryable | undefined)?.query !== 'function') {
-    throw new TypeError(`pg-cron-lease: PgCronLeaseModule db must have a query(text, params) method, got ${shown(db)}`)
+    badOption(owner, 'db', 'have a query(text, params) method', db)
   }
   if (table !== undefined) quoteTable(table)
-  if (migrate !== undefined && typeof migrate !== 'boolean') {
-    throw new TypeError(`pg-cron-lease: PgCronLeaseModule migrate must be a boolean, got ${shown(migrate)}`)
-  }
+  if (migrate !== undefined && typeof migrate !== 'boolean') badOption(owner, 'migrate', 'be a boolean', migrate)
   if (shutdownTimeoutMs !== undefined && !(Number.isFinite(shutdownTimeoutMs) && shutdownTimeoutMs >= 0)) {
-    throw new TypeError(
-      `pg-cron-lease: PgCronLeaseModule shutdownTimeoutMs must be a number of ms, 0 or more, got ${shown(shutdownTimeoutMs)}`,
-    )
+    badOption(owner, 'shutdownTimeoutMs', 'be a number of ms, 0 or more', shutdownTimeoutMs)
   }
   if (logger != null && (typeof logger.error !== 'function' || typeof logger.warn !== 'function')) {
-    throw new TypeError(`pg-cron-lease: PgCronLeaseModule logger must be a Nest LoggerService, got ${shown(logger)}`)
+    badOption(owner, 'logger', 'be a Nest LoggerService', logger)
   }
   if (migrate === true) {
     await db.query(createTableSql(table), [])
     await db.query(upgradeTableSql(table), [])
   }
   const nestLogger = logger ?? new Logger('PgCronLease')
-  const defaults: ModuleConfig['defaults'] = {
-    ...(table === undefined ? {} : { table }),
-    ...(holder === undefined ? {} : { holder }),
-    ...(record === undefined ? {} : { record }),
+  const leaseLogger: LeaseLogger = {
+    debug: (text) => nestLogger.debug?.(text),
+    warn: (text) => nestLogger.warn(text),
+    error: (error, jobName) => {
+      const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+      nestLogger.error(`${jobName}: ${text}`, error instanceof Error ? error.stack : undefined)
+    },
   }
+  const defaults = Object.entries({ table, holder, record }).filter(([, value]) => value !== undefined)
   return Object.freeze({
     db,
     logger: nestLogger,
-    leaseLogger: leaseLoggerOf(nestLogger),
-    defaults: Object.freeze(defaults),
+    leaseLogger,
+    defaults: Object.freeze(Object.fromEntries(defaults)) as ModuleConfig['defaults'],
     shutdownTimeoutMs: shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   })
 }

@@ -13,7 +13,7 @@ import { withCronLease } from '../lease.js'
 import { forInterval, type IntervalLease } from '../presets.js'
 import { type CronPackageJob, cronJobSlot, type NamedSlot, NO_SLOT } from '../scheduler-slot.js'
 import type { LeaseContext, LeaseOptions } from '../types.js'
-import { bindInstance, type FireLeased, type LeasedMethod, leasedMethod, unbindInstance } from './leased.js'
+import { bindings, type FireLeased, type LeasedMethod, leasedMethod } from './leased.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 import { cronLeaseMs, type Schedule, scheduleOf, TIMEOUT_LEASE_MS } from './schedule-lease.js'
 
@@ -24,22 +24,28 @@ interface LeasedJob {
   readonly instance: object
   /** For a `@Cron` without `leaseMs`, found from its job at the first need. */
   lease: number | IntervalLease | undefined
-  readonly everyMs: number | undefined
 }
 
-const where = (method: LeasedMethod) => `${method.className}.${method.methodName}`
-
-// Less the trailing `undefined`s (cron passes its unset onComplete).
-function given(args: unknown[]): unknown[] {
-  let end = args.length
-  while (end > 0 && args[end - 1] === undefined) end--
-  return args.slice(0, end)
+// Why a leased method cannot run as declared: each follows the method's name in a start-up error.
+const MISTAKES = {
+  unscheduled:
+    'has @Leased() but no @Cron, @Interval or @Timeout, so nothing would ever call it: ' +
+    'add the schedule decorator beside @Leased(), or remove @Leased()',
+  noRegistry: 'is a leased @Cron, but the application has no SchedulerRegistry: import ScheduleModule.forRoot()',
+  unnamedCron:
+    'is a leased @Cron without a name, on a provider made by a factory or a value: ' +
+    "give it one, @Cron(expression, { name: '…' })",
+  fixedDate: 'fires at a fixed date, which has no gap to size a lease from: give @Leased({ leaseMs })',
+  timeoutCatchUp: 'is a @Timeout, which never falls due again, so it has nothing to catch up: remove catchUp',
 }
+
+const startError = (method: LeasedMethod, mistake: string) => new Error(`pg-cron-lease: ${method.label} ${mistake}`)
+
+const unregistered = (job: LeasedJob) => `no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`
 
 export class PgCronLeaseRunner {
   private readonly jobs = new Map<LeasedMethod, LeasedJob>()
   private readonly inFlight = new Map<Promise<unknown>, string>()
-  private readonly instances = new Set<object>()
   private closing = false
   private drained: Promise<void> | undefined
   private readonly fire: FireLeased = (method, instance, args) => this.run(method, instance, args)
@@ -57,95 +63,67 @@ export class PgCronLeaseRunner {
     return [...this.discovery.getControllers(), ...this.discovery.getProviders()]
   }
 
+  private *leasedMethods(target: object, prototype: object): Generator<[LeasedMethod, object]> {
+    for (const key of this.scanner.getAllMethodNames(prototype)) {
+      const fn = (target as Record<string, unknown>)[key]
+      const method = leasedMethod(fn)
+      if (method !== undefined) yield [method, fn as object]
+    }
+  }
+
   // Unnamed, @nestjs/schedule would register a leased `@Cron` under a random UUID, and the fire
   // could not find its job. Named on the class, so every application in the process agrees.
   private nameCronJobs(): void {
     for (const wrapper of this.wrappers()) {
       const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
       if (typeof prototype !== 'object' || prototype === null) continue
-      for (const key of this.scanner.getAllMethodNames(prototype)) {
-        const fn = (prototype as Record<string, unknown>)[key]
-        const method = leasedMethod(fn)
-        const schedule = method && scheduleOf(fn as object)
-        if (method && schedule?.kind === 'cron' && schedule.options && schedule.name === undefined) {
-          schedule.options.name = where(method)
+      for (const [method, fn] of this.leasedMethods(prototype, prototype)) {
+        const schedule = scheduleOf(fn)
+        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined) {
+          schedule.options.name = method.label
         }
       }
     }
   }
 
   onModuleInit(): void {
-    const names = new Map<string, LeasedMethod>()
     for (const wrapper of this.wrappers()) {
-      const instance = wrapper.instance as Record<string, unknown> | null | undefined
+      const instance = wrapper.instance as object | null | undefined
       if (typeof instance !== 'object' || instance === null || !Object.getPrototypeOf(instance)) continue
       if (!wrapper.isDependencyTreeStatic()) continue // @nestjs/schedule schedules none of these either
-      for (const key of this.scanner.getAllMethodNames(Object.getPrototypeOf(instance))) {
-        const fn = instance[key]
-        const method = leasedMethod(fn)
-        if (method === undefined) continue
-        const job = this.leasedJob(method, scheduleOf(fn as object), instance)
-        const other = names.get(job.name)
+      for (const [method, fn] of this.leasedMethods(instance, Object.getPrototypeOf(instance))) {
+        const job = this.leasedJob(method, scheduleOf(fn), instance)
+        const other = [...this.jobs.values()].find(({ name }) => name === job.name)
         if (other !== undefined) {
-          throw new Error(
-            `pg-cron-lease: ${where(other)} and ${where(method)} are both leased as job ${JSON.stringify(job.name)}: ` +
-              'give their schedules different names',
-          )
+          const clash = `and ${method.label} are both leased as job ${JSON.stringify(job.name)}`
+          throw startError(other.method, `${clash}: give their schedules different names`)
         }
-        names.set(job.name, method)
         this.jobs.set(method, job)
-        this.instances.add(instance)
       }
     }
-    for (const instance of this.instances) bindInstance(instance, this.fire)
+    for (const { instance } of this.jobs.values()) bindings.set(instance, this.fire)
   }
 
   private leasedJob(method: LeasedMethod, schedule: Schedule | null, instance: object): LeasedJob {
-    if (schedule === null) {
-      throw new Error(
-        `pg-cron-lease: ${where(method)} has @Leased() but no @Cron, @Interval or @Timeout, so nothing would ever ` +
-          'call it: add the schedule decorator beside @Leased(), or remove @Leased()',
-      )
-    }
-    const { leaseMs, catchUp: window } = method.options
+    if (schedule === null) throw startError(method, MISTAKES.unscheduled)
+    const { leaseMs } = method.options
+    const job = { name: schedule.name ?? method.label, method, schedule, instance, lease: leaseMs }
     if (schedule.kind === 'cron') {
-      if (this.registry === null) {
-        throw new Error(
-          `pg-cron-lease: ${where(method)} is a leased @Cron, but the application has no SchedulerRegistry: import ScheduleModule.forRoot()`,
-        )
-      }
-      if (schedule.name === undefined) {
-        throw new Error(
-          `pg-cron-lease: ${where(method)} is a leased @Cron without a name, on a provider made by a factory or a value: ` +
-            "give it one, @Cron(expression, { name: '…' })",
-        )
-      }
-      if (leaseMs === undefined && typeof schedule.options.cronTime !== 'string') {
-        throw new Error(
-          `pg-cron-lease: ${where(method)} fires at a fixed date, which has no gap to size a lease from: give @Leased({ leaseMs })`,
-        )
-      }
-      return { name: schedule.name, method, schedule, instance, lease: leaseMs, everyMs: undefined }
+      if (this.registry === null) throw startError(method, MISTAKES.noRegistry)
+      if (schedule.name === undefined) throw startError(method, MISTAKES.unnamedCron)
+      const gapless = typeof schedule.options.cronTime !== 'string'
+      if (leaseMs === undefined && gapless) throw startError(method, MISTAKES.fixedDate)
+      return job
     }
-    if (!(schedule.ms >= 0)) {
-      throw new Error(`pg-cron-lease: ${where(method)} has a @${schedule.kind} without a number of ms`)
-    }
-    const name = schedule.name ?? where(method)
-    if (schedule.kind === 'timeout') {
-      if (window !== undefined) {
-        throw new Error(
-          `pg-cron-lease: ${where(method)} is a @Timeout, which never falls due again, so it has nothing to catch up: remove catchUp`,
-        )
-      }
-      return { name, method, schedule, instance, lease: leaseMs ?? TIMEOUT_LEASE_MS, everyMs: undefined }
-    }
-    const everyMs = Math.max(1, Math.round(schedule.ms))
-    return { name, method, schedule, instance, lease: leaseMs ?? forInterval(schedule.ms), everyMs }
+    if (!(schedule.ms >= 0)) throw startError(method, `has a @${schedule.kind} without a number of ms`)
+    if (schedule.kind === 'interval') return { ...job, lease: leaseMs ?? forInterval(schedule.ms) }
+    if (method.options.catchUp !== undefined) throw startError(method, MISTAKES.timeoutCatchUp)
+    return { ...job, lease: leaseMs ?? TIMEOUT_LEASE_MS }
   }
 
   onApplicationBootstrap(): void {
     for (const job of this.jobs.values()) {
-      if (job.method.options.catchUp !== undefined) this.track(job.name, this.catchUp(job))
+      if (job.method.options.catchUp !== undefined) this.catchUp(job)
     }
   }
 
@@ -161,11 +139,13 @@ export class PgCronLeaseRunner {
 
   async onApplicationShutdown(): Promise<void> {
     await this.beforeApplicationShutdown()
-    for (const instance of this.instances) unbindInstance(instance, this.fire)
+    for (const { instance } of this.jobs.values()) {
+      if (bindings.get(instance) === this.fire) bindings.delete(instance)
+    }
   }
 
   private cronJob(job: LeasedJob): CronPackageJob | undefined {
-    if (this.registry?.doesExist('cron', job.name) !== true) return undefined
+    if (job.schedule.kind !== 'cron' || this.registry?.doesExist('cron', job.name) !== true) return undefined
     return this.registry.getCronJob(job.name) as unknown as CronPackageJob
   }
 
@@ -173,25 +153,30 @@ export class PgCronLeaseRunner {
     if (cronJob !== undefined && job.lease === undefined) {
       const derived = cronLeaseMs(cronJob)
       if (derived === null)
-        throw new Error(`cannot size a lease from the schedule of ${where(job.method)}: give leaseMs`)
+        throw new Error(`cannot size a lease from the schedule of ${job.method.label}: give leaseMs`)
       job.lease = derived
     }
     return job.lease as number | IntervalLease
   }
 
-  private claimOptions(job: LeasedJob, slot: NamedSlot): LeaseOptions {
-    const { occurrence, nextOccurrence } = slot
+  private claimOptions({ schedule, lease }: LeasedJob, { occurrence, nextOccurrence }: NamedSlot): LeaseOptions {
+    // forInterval's lease declares the interval; a leaseMs given for an @Interval does not.
+    const everyMs =
+      schedule.kind === 'interval' && typeof lease === 'number' ? Math.max(1, Math.round(schedule.ms)) : undefined
     return {
       ...this.config.defaults,
       logger: this.config.leaseLogger,
-      ...(job.everyMs !== undefined && typeof job.lease === 'number' ? { everyMs: job.everyMs } : {}),
+      ...(everyMs === undefined ? {} : { everyMs }),
       ...(occurrence === null ? {} : { occurrence: new Date(occurrence) }),
       ...(nextOccurrence === null ? {} : { nextOccurrence: new Date(nextOccurrence) }),
     }
   }
 
   private tick(job: LeasedJob, args: unknown[]): (ctx: LeaseContext) => unknown {
-    const passed = given(args)
+    // Less the trailing `undefined`s (cron passes its unset onComplete).
+    let end = args.length
+    while (end > 0 && args[end - 1] === undefined) end--
+    const passed = args.slice(0, end)
     return (ctx) => job.method.original.apply(job.instance, [...passed, ctx])
   }
 
@@ -199,7 +184,7 @@ export class PgCronLeaseRunner {
   private run(method: LeasedMethod, instance: object, args: unknown[]): Promise<unknown> {
     const job = this.jobs.get(method)
     if (job === undefined || job.instance !== instance) {
-      this.config.logger.error(`${where(method)} fired on an instance this application did not start: not run`)
+      this.config.logger.error(`${method.label} fired on an instance this application did not start: not run`)
       return Promise.resolve(undefined)
     }
     if (this.closing) {
@@ -207,20 +192,14 @@ export class PgCronLeaseRunner {
       return Promise.resolve(undefined)
     }
     // Read in the fire's own turn: the job's lastDate() moves on with its next fire.
-    const cronJob = job.schedule.kind === 'cron' ? this.cronJob(job) : undefined
-    const slot = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
-    return this.track(job.name, this.claim(job, args, cronJob, slot))
-  }
-
-  private claim(job: LeasedJob, args: unknown[], found: CronPackageJob | undefined, slot: NamedSlot): Promise<unknown> {
-    return this.settle(job, async () => {
-      let cronJob = found
+    let cronJob = this.cronJob(job)
+    let slot = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
+    return this.start(job, async () => {
       if (job.schedule.kind === 'cron' && cronJob === undefined) {
         // A fire already late at construction runs before registration; a microtask later it is there.
         await null
         cronJob = this.cronJob(job)
-        if (cronJob === undefined)
-          throw new Error(`no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
+        if (cronJob === undefined) throw new Error(unregistered(job))
         slot = cronJobSlot(cronJob)
       }
       const lease = this.leaseOf(job, cronJob)
@@ -229,11 +208,10 @@ export class PgCronLeaseRunner {
   }
 
   private catchUp(job: LeasedJob): Promise<unknown> {
-    return this.settle(job, async () => {
-      const cronJob = job.schedule.kind === 'cron' ? this.cronJob(job) : undefined
-      if (job.schedule.kind === 'cron' && cronJob === undefined) {
-        throw new Error(`cannot catch up: no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
-      }
+    return this.start(job, async () => {
+      const cronJob = this.cronJob(job)
+      if (job.schedule.kind === 'cron' && cronJob === undefined)
+        throw new Error(`cannot catch up: ${unregistered(job)}`)
       const lease = this.leaseOf(job, cronJob)
       const { nextOccurrence } = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
       return catchUp(this.config.db, job.name, lease, this.tick(job, []), {
@@ -243,22 +221,19 @@ export class PgCronLeaseRunner {
     })
   }
 
-  // Never rejects: a failed claim or body is logged under the job's name.
-  private async settle(job: LeasedJob, tick: () => Promise<{ ran: boolean; result?: unknown }>): Promise<unknown> {
-    try {
-      const outcome = await tick()
-      return outcome.ran ? outcome.result : undefined
-    } catch (error) {
-      this.config.leaseLogger.error?.(error, job.name)
-      return undefined
-    }
-  }
-
-  private track<T>(jobName: string, tick: Promise<T>): Promise<T> {
-    this.inFlight.set(tick, jobName)
-    const forget = () => this.inFlight.delete(tick)
-    tick.then(forget, forget)
-    return tick
+  // Never rejects: a failed claim or body is logged under the job's name. In flight until settled.
+  private start(job: LeasedJob, tick: () => Promise<{ ran: boolean; result?: unknown }>): Promise<unknown> {
+    const settled = tick().then(
+      (outcome) => (outcome.ran ? outcome.result : undefined),
+      (error: unknown) => {
+        this.config.leaseLogger.error?.(error, job.name)
+        return undefined
+      },
+    )
+    this.inFlight.set(settled, job.name)
+    const forget = () => this.inFlight.delete(settled)
+    settled.then(forget, forget)
+    return settled
   }
 
   /** Waits for the ticks in flight up to the timeout, then warns naming the jobs still running. */
