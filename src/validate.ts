@@ -60,36 +60,30 @@ export function checkFunction<F>(value: unknown, name: string): F {
   return value as F
 }
 
-// A small bag of its own (keepAlive's); entry points' bags go through compileOptions.
+/** An option bag, read once so a getter cannot give the check one value and the use another; `null` is none. */
 export function checkOptions<K extends string>(
   opts: unknown,
   keys: readonly K[],
   name = 'opts',
 ): Partial<Record<K, unknown>> {
   if (opts === undefined || opts === null) return {}
-  const { own, bag } = readBag(opts, keys, name)
+  if (typeof opts !== 'object') fail(name, 'an object', opts)
+  const bag: Partial<Record<K, unknown>> = {}
+  let own: string[] | undefined
+  try {
+    // Every look at a revoked Proxy throws, Array.isArray included.
+    if (!Array.isArray(opts)) own = Object.keys(opts)
+    for (const key of keys) bag[key] = (opts as Record<string, unknown>)[key]
+  } catch {
+    fail(name, 'an object whose properties can be read', opts)
+  }
+  if (own === undefined) return fail(name, 'an object', opts)
   for (const key of own) {
     if (!(keys as readonly string[]).includes(key)) {
       fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
     }
   }
   return bag
-}
-
-// Read once: a getter cannot give the check one value and the use another.
-function readBag<K extends string>(opts: unknown, keys: readonly K[], name: string) {
-  let read: { own: string[]; bag: Partial<Record<K, unknown>> } | undefined
-  try {
-    if (opts !== null && typeof opts === 'object' && !Array.isArray(opts)) {
-      const bag: Partial<Record<K, unknown>> = {}
-      for (const key of keys) bag[key] = (opts as Record<string, unknown>)[key]
-      read = { own: Object.keys(opts), bag }
-    }
-  } catch {
-    fail(name, 'an object whose properties can be read', opts)
-  }
-  if (read === undefined) return fail(name, 'an object', opts)
-  return read
 }
 
 /** `null` and `''` ask for the default holder too, as the original package took them. */
