@@ -6,7 +6,7 @@ import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled } from './outcome.js'
 import { coordinatorKeySlot } from './scheduler-slot.js'
-import type { Slot, Ticket } from './ticket.js'
+import type { ClaimConfig, Slot, Ticket } from './ticket.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
@@ -71,39 +71,21 @@ export interface LeaseCoordinatorOptions
  */
 export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions): LeaseCoordinator {
   checkQueryable(db)
-  const {
-    leaseMs: leaseOption,
-    table,
-    holder,
-    logger,
-    prepare,
-    record,
-    clockToleranceMs,
-    catchUp,
-  } = compileOptions('leaseCoordinator', opts)
-  const fixedMs = typeof leaseOption === 'number' ? leaseOption : undefined
-  const leaseFor = typeof leaseOption === 'function' ? leaseOption : undefined
+  const options = compileOptions('leaseCoordinator', opts)
+  const { leaseMs: lease, logger, record, catchUp } = options
   // Runs won and not completed, by node-cron's key.
-  const running = new Map<string, { ticket: Ticket; startedAt: number; failed?: unknown[] }>()
+  const running = new Map<string, Run>()
   // Tasks whose failures are heard: only their runs can be known to have succeeded.
   const watched = new Map<string, WatchedTask>()
   // Each task's previous slot: the interval when no watched task says it.
   const lastSlot = new Map<string, number>()
   // Catch-up runs in flight, by task name: node-cron names an executed run by its start.
-  const catchingUp = new Map<string, { failed?: unknown[] }>()
+  const catchingUp = new Map<string, Run>()
 
-  const leaseOf = (jobName: string, fallback: () => number): number =>
-    fixedMs ?? (leaseFor ? checkMs(leaseFor(jobName), `opts.leaseMs('${jobName}')`) : fallback())
-  const configOf = (jobName: string, leaseMs: number) => ({
-    db,
-    table,
-    jobName,
-    leaseMs,
-    holder,
-    logger,
-    prepare,
-    clockToleranceMs,
-  })
+  const configOf = (jobName: string, fallbackMs: () => number): ClaimConfig => {
+    const ms = typeof lease === 'function' ? checkMs(lease(jobName), `opts.leaseMs('${jobName}')`) : lease
+    return { ...options, db, jobName, leaseMs: ms ?? fallbackMs() }
+  }
 
   const slotFor = (jobName: string, occurrence: number): Slot => {
     const next = nextRunOf(watched.get(jobName))
@@ -118,13 +100,18 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
           : null
     return { occurrence, nextOccurrence: next, intervalMs: gap }
   }
+  // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
+  const finish = ({ ticket, startedAt, failed }: Run, heard: boolean) => {
+    const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
+    return recordOutcome(ticket, monotonicMs() - startedAt, ticket.intervalMs ?? undefined, settled)
+  }
 
   const coordinator: LeaseCoordinator = {
     async shouldRun(key: string, ttlMs: number): Promise<boolean> {
       const { name, occurrence } = coordinatorKeySlot(key)
       const jobName = checkJobName(name, 'the task name in key')
-      const leaseMs = leaseOf(jobName, () => checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      const ticket = await claim(configOf(jobName, leaseMs), slotFor(jobName, occurrence))
+      const config = configOf(jobName, () => checkMs(ttlMs, 'ttlMs (distributedLease)'))
+      const ticket = await claim(config, slotFor(jobName, occurrence))
       if (ticket !== null && record) running.set(key, { ticket, startedAt: monotonicMs() })
       return ticket !== null
     },
@@ -133,15 +120,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const run = running.get(key)
       if (!run) return
       running.delete(key)
-      const durationMs = monotonicMs() - run.startedAt
-      const { jobName } = run.ticket.config
-      // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
-      const settled: Settled = run.failed
-        ? { outcome: 'error', error: run.failed[0] }
-        : watched.has(jobName)
-          ? { outcome: 'ok' }
-          : { outcome: 'unknown' }
-      await recordOutcome(run.ticket, durationMs, run.ticket.intervalMs ?? undefined, settled)
+      await finish(run, watched.has(run.ticket.config.jobName))
     },
     watch(task) {
       const rule = 'a node-cron task (what cron.schedule returns: a name and an on(event, listener) method)'
@@ -170,12 +149,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const slot = context?.date
       // The slot names the very run: a task.execute() beside it must not mark it. No date: every run.
       if (slot instanceof Date && !Number.isNaN(slot.getTime())) {
-        const run = running.get(`${String(name)}:${slot.toISOString()}`)
+        const run = running.get(`${String(name)}:${slot.toISOString()}`) ?? catchingUp.get(String(name))
         if (run) run.failed = [error]
-        else {
-          const catching = catchingUp.get(String(name))
-          if (catching) catching.failed = [error]
-        }
         return
       }
       for (const run of running.values()) {
@@ -185,30 +160,28 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   }
   // Claimed as `catchUp` claims, run by `task.execute()`, recorded like any other run.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
-    const config = configOf(
-      jobName,
-      leaseOf(jobName, () => DEFAULT_TTL_MS),
-    )
+    const config = configOf(jobName, () => DEFAULT_TTL_MS)
     const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
     const ticket = await claimCatchUp(config, withinMs, slot)
     if (ticket === null) return
-    const catching: { failed?: unknown[] } = {}
-    catchingUp.set(jobName, catching)
-    const startedAt = monotonicMs()
+    const run: Run = { ticket, startedAt: monotonicMs() }
+    catchingUp.set(jobName, run)
     try {
       await (task.execute as () => Promise<unknown>).call(task)
     } catch (error) {
       // execute() rejects when the task throws: the run failed, not the catch-up.
-      catching.failed ??= [error]
+      run.failed ??= [error]
     } finally {
       catchingUp.delete(jobName)
     }
-    const settled: Settled = catching.failed ? { outcome: 'error', error: catching.failed[0] } : { outcome: 'ok' }
-    if (record) await recordOutcome(ticket, monotonicMs() - startedAt, ticket.intervalMs ?? undefined, settled)
+    if (record) await finish(run, true)
   }
 
   return Object.freeze(coordinator)
 }
+
+// `failed` is a box, so a task that throws `undefined` still failed.
+type Run = { ticket: Ticket; startedAt: number; failed?: unknown[] }
 
 // A task that cannot say when it runs next has an unknown next run.
 function nextRunOf(task: WatchedTask | undefined): number | null {
