@@ -66,19 +66,15 @@ export function leasedTick<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeasedTickOptions,
 ): LeasedTick<T> {
-  const {
-    options,
-    slot: _,
-    nextOccurrence: __,
-    ...config
-  } = runConfig<T>('leasedTick', db, jobName, leaseMs, runTick, opts)
-  const onError = options.onError ?? defaultOnError(config.logger)
-  const report = async (error: unknown) => {
+  const config = runConfig<T>('leasedTick', db, jobName, leaseMs, runTick, opts)
+  const onError = config.options.onError ?? defaultOnError(config.logger)
+  const report = async (error: unknown): Promise<undefined> => {
     try {
       await onError(error, jobName)
     } catch (onErrorFailure) {
       console.error(`pg-cron-lease: onError threw while handling an error of '${jobName}'`, onErrorFailure, error)
     }
+    return undefined
   }
 
   const tick = async (at?: unknown): Promise<LeaseOutcome<T> | undefined> => {
@@ -86,21 +82,17 @@ export function leasedTick<T>(
       const { occurrence, nextOccurrence } = schedulerSlot(at)
       return await runLease(config, slotOf(occurrence, nextOccurrence, config.everyMs))
     } catch (error) {
-      await report(error)
-      return undefined
+      return report(error)
     }
   }
-  let caughtUp: Promise<LeaseOutcome<T> | undefined> = Promise.resolve(NOTHING_CAUGHT_UP)
-  if (options.catchUp !== undefined) {
-    const window = options.catchUp.withinMs
-    const slot = { occurrence: null, nextOccurrence: null, intervalMs: config.everyMs ?? null }
-    caughtUp = claimCatchUp(config, window, slot)
-      .then((ticket) => (ticket === null ? NOTHING_CAUGHT_UP : runClaimed(config, ticket)))
-      .catch(async (error: unknown) => {
-        await report(error)
-        return undefined
-      })
-  }
+  const window = config.options.catchUp?.withinMs
+  const slot = { occurrence: null, nextOccurrence: null, intervalMs: config.everyMs ?? null }
+  const caughtUp =
+    window === undefined
+      ? Promise.resolve(NOTHING_CAUGHT_UP)
+      : claimCatchUp(config, window, slot)
+          .then((ticket) => (ticket === null ? NOTHING_CAUGHT_UP : runClaimed(config, ticket)))
+          .catch(report)
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
 
