@@ -16,12 +16,9 @@ export interface NamedSlot {
 /** A fire that names no occurrence: the lease alone decides. */
 export const NO_SLOT: NamedSlot = Object.freeze({ occurrence: null, nextOccurrence: null })
 
-// A Date's ms when it can be stored and read back, else null.
-function instantMs(value: unknown): number | null {
-  if (!types.isDate(value)) return null
-  const ms = value.getTime()
-  return Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_MS ? ms : null
-}
+// Ms that can be stored and read back, else null.
+const storable = (ms: number): number | null => (Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_MS ? ms : null)
+const instantMs = (value: unknown): number | null => (types.isDate(value) ? storable(value.getTime()) : null)
 
 function call(target: object, method: unknown, ...args: unknown[]): unknown {
   return typeof method === 'function' ? (method as (...a: unknown[]) => unknown).apply(target, args) : null
@@ -49,10 +46,8 @@ export function schedulerSlot(at: unknown): NamedSlot {
   if (isCronJob(at)) return cronJobSlot(at)
   if (!('occurrence' in at) && !('nextOccurrence' in at)) return NO_SLOT
   const given = checkOptions(at, ['occurrence', 'nextOccurrence'], 'at')
-  return {
-    occurrence: given.occurrence == null ? null : parseInstant(given.occurrence, 'at.occurrence'),
-    nextOccurrence: given.nextOccurrence == null ? null : parseInstant(given.nextOccurrence, 'at.nextOccurrence'),
-  }
+  const read = (key: keyof NamedSlot) => (given[key] == null ? null : parseInstant(given[key], `at.${key}`))
+  return { occurrence: read('occurrence'), nextOccurrence: read('nextOccurrence') }
 }
 
 /** The parts of the `cron` package's `CronJob` (v3, v4) read here; luxon DateTimes for dates. */
@@ -90,8 +85,7 @@ export function cronJobSlot(job: CronPackageJob): NamedSlot {
   } catch {
     return NO_SLOT
   }
-  const nextMs = Number(inZone?.toMillis?.())
-  const nextOccurrence = Number.isFinite(nextMs) && nextMs >= MIN_MS && nextMs <= MAX_MS ? nextMs : null
+  const nextOccurrence = storable(Number(inZone?.toMillis?.()))
   if (fired === null) return { occurrence: null, nextOccurrence }
   const at = (ms: number) => inZone.plus({ milliseconds: ms - inZone.toMillis() })
   const nextFrom = (ms: number) => job.cronTime.getNextDateFrom(at(ms)).toMillis()
@@ -102,7 +96,7 @@ export function cronJobSlot(job: CronPackageJob): NamedSlot {
       slot = nextFrom(fired - back)
     }
     for (let next = nextFrom(slot); next <= fired && next > slot; next = nextFrom(slot)) slot = next
-    return { occurrence: slot >= MIN_MS && slot <= MAX_MS ? slot : null, nextOccurrence }
+    return { occurrence: storable(slot), nextOccurrence }
   } catch {
     return { occurrence: null, nextOccurrence }
   }
