@@ -1,8 +1,5 @@
 #!/usr/bin/env node
-/**
- * The `pg-cron-lease` bin: runs src/cli/main.ts with this process's streams and environment and
- * sets the exit code. Everything the command does is there; this file only binds it to a process.
- */
+/** The `pg-cron-lease` bin: binds src/cli/main.ts, where everything the command does is, to this process. */
 import { main } from './cli/main.js'
 
 // `status | head` closes the pipe early; that is not an error worth a stack trace.

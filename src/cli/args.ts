@@ -63,7 +63,6 @@ export interface Values {
   overdueFactor: number
   /** --grace in ms; left out for listLeases' own default, which depends on each job's interval. */
   graceMs?: number
-  /** check --job, in the order given. */
   jobs: string[]
   /** The <job> argument of pause, resume and release. */
   job?: string

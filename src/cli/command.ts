@@ -1,7 +1,4 @@
-/**
- * What one `pg-cron-lease` command is: its help, the options it accepts, and how it runs with
- * checked values. Each command is a module of its own; src/cli/main.ts lists them.
- */
+/** What one `pg-cron-lease` command is; each is a module of its own, and src/cli/main.ts lists them. */
 import type { Accepts, OptionName, Values } from './args.js'
 import type { Connect } from './connect.js'
 import type { ExitCode } from './exit.js'
@@ -10,14 +7,12 @@ import type { Paint } from './paint.js'
 /** What a command runs with: where it prints, the environment, and how it reaches the database. */
 export interface Context {
   env: Readonly<Record<string, string | undefined>>
-  /** Writes to stdout. */
+  /** Writes to stdout; `paint` holds the colours for it. */
   out(text: string): void
-  /** The colours for stdout. */
   paint: Paint
   connect: Connect
 }
 
-/** One command: its help texts, what it accepts, and what it does. */
 export interface Command extends Accepts {
   summary: string
   /** Help for an option where this command's differs from the one in OPTIONS. */

@@ -1,9 +1,6 @@
 /** How a command ends: its exit codes, and the one-line error main prints. */
-
-/** Every exit code of the command, as {@link EXIT} names them. */
 export type ExitCode = 0 | 1 | 2 | 3
 
-/** The exit codes by meaning. */
 export const EXIT = {
   /** Done, or every checked job is healthy. */
   OK: 0,

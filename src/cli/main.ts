@@ -1,14 +1,14 @@
 /**
  * The `pg-cron-lease` command as a function: `main(argv, io)` resolves its exit code (0 ok, 1
  * database, 2 usage, 3 unhealthy), with all it touches in `io`; every error is one line on stderr.
+ * And its help: the main help, and each command's.
  */
 import { readFileSync } from 'node:fs'
-import { BIN, parseOptions, readCommand } from './args.js'
+import { BIN, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
 import type { Command, Context } from './command.js'
 import { type Connect, withClient } from './connect.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
-import { commandHelp, mainHelp } from './help.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
 import { painter } from './paint.js'
@@ -45,11 +45,11 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
   const [first, ...rest] = argv
   try {
     if (first === undefined) {
-      io.stderr.write(mainHelp(COMMANDS))
+      io.stderr.write(mainHelp())
       return EXIT.USAGE
     }
     if (first === '-h' || first === '--help' || (first === 'help' && rest.length === 0)) {
-      return print(mainHelp(COMMANDS))
+      return print(mainHelp())
     }
     if (first === '-v' || first === '--version') return print(`${version()}\n`)
     const { command: name, help } = readCommand(first, rest, NAMES)
@@ -83,4 +83,56 @@ function version(): string {
     if (manifest.name === BIN && typeof manifest.version === 'string') return manifest.version
   }
   throw new Error(`cannot find the package.json of ${BIN}`)
+}
+
+function optionLines(rows: [string, string][]): string[] {
+  const width = Math.max(...rows.map(([f]) => f.length)) + 2
+  return rows.map(([f, help]) => `  ${f.padEnd(width)}${help}`)
+}
+
+function mainHelp(): string {
+  const width = Math.max(...NAMES.map((n) => n.length)) + 3
+  return [
+    `Usage: ${BIN} <command> [options]`,
+    '',
+    'Set up, inspect and act on the lease table of pg-cron-lease.',
+    '',
+    'Commands:',
+    ...NAMES.map((name) => `  ${name.padEnd(width)}${COMMANDS[name]!.summary}`),
+    '',
+    'Common options:',
+    ...optionLines([
+      [flag('table'), OPTIONS.table.help],
+      [flag('url'), OPTIONS.url.help],
+      ['-h, --help', `Show help; for one command and its own options: ${BIN} <command> --help`],
+      ['-v, --version', 'Print the version'],
+    ]),
+    '',
+    'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job.',
+    'An option may be given once; only --job repeats. NO_COLOR turns colours off.',
+    '',
+  ].join('\n')
+}
+
+function commandHelp(name: string, command: Command): string {
+  const synopsis = command.options.flatMap((o) =>
+    o === 'until' ? [] : o === 'for' ? '[--for <duration> | --until <iso>]' : `[${flag(o)}]${o === 'job' ? '...' : ''}`,
+  )
+  if (command.job) synopsis.unshift('<job>')
+  return [
+    `Usage: ${BIN} ${name} ${synopsis.join(' ')}`,
+    '',
+    `${command.summary}.`,
+    '',
+    command.details,
+    '',
+    'Options:',
+    ...optionLines([
+      ...command.options.map((o): [string, string] => [flag(o), command.optionHelp?.[o] ?? OPTIONS[o].help]),
+      ['-h, --help', 'Show this help'],
+    ]),
+    '',
+    `Exit codes: ${command.exitCodes}.`,
+    '',
+  ].join('\n')
 }

@@ -40,18 +40,14 @@ export const migrate: Command = {
   async run(values, context) {
     const { table } = values
     const target = connectionTarget(values.url, context.env)
-    const { before, after, wasCurrent } = await context.connect(
-      target,
-      { command: 'migrate', table },
-      async (client) => {
-        const before = await facts(client, table)
-        await client.query(createTableSql(table))
-        await client.query(upgradeTableSql(table))
-        const after = await facts(client, table)
-        return { before: before.columns, after: after.columns ?? 0, wasCurrent: before.current }
-      },
-    )
-    context.out(describeMigration({ table, where: target.label, before, after, wasCurrent }, context.paint))
+    const migration = await context.connect(target, { command: 'migrate', table }, async (client) => {
+      const { columns: before, current: wasCurrent } = await facts(client, table)
+      await client.query(createTableSql(table))
+      await client.query(upgradeTableSql(table))
+      const after = (await facts(client, table)).columns ?? 0
+      return { table, where: target.label, before, after, wasCurrent }
+    })
+    context.out(describeMigration(migration, context.paint))
     return EXIT.OK
   },
 }

@@ -4,16 +4,8 @@
  */
 
 /** Each colour as a function of the text; every one returns the text as it is when colours are off. */
-export interface Paint {
-  plain(text: string): string
-  bold(text: string): string
-  dim(text: string): string
-  red(text: string): string
-  green(text: string): string
-  yellow(text: string): string
-}
+export type Paint = Record<'plain' | 'bold' | 'dim' | 'red' | 'green' | 'yellow', (text: string) => string>
 
-/** The colours for text written to `stream`: on for a terminal or FORCE_COLOR, never with NO_COLOR. */
 export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string, string | undefined>>): Paint {
   const force = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0' && env.FORCE_COLOR !== 'false'
   const on = !env.NO_COLOR && (force || stream.isTTY === true)
