@@ -33,8 +33,7 @@ export function runStatement(
     const text = typeof statement === 'string' ? statement : statement.text
     const status = transactionStatus(db)
     if (status === 'T') return underSavepoint(db, text, params)
-    if (status !== 'I') return Promise.resolve(db.query(text, params))
-    if (!prepare || typeof statement === 'string' || handleState(db).unprepared || !isPg(db)) {
+    if (status !== 'I' || !prepare || typeof statement === 'string' || handleState(db).unprepared || !isPg(db)) {
       return Promise.resolve(db.query(text, params))
     }
     const named = db as unknown as {
@@ -59,36 +58,30 @@ let savepoints = 0
 export function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
   // One at a time per client: a RELEASE also releases later savepoints, failing their own RELEASE.
   const turn = (inFlight.get(db) ?? Promise.resolve()).then(() => savepointed(db, text, params))
-  inFlight.set(
-    db,
-    turn.then(
-      () => {},
-      () => {},
-    ),
-  )
+  inFlight.set(db, turn.then(ignore, ignore))
   return turn
 }
 
 const inFlight = new WeakMap<object, Promise<void>>()
+
+const ignore = () => {}
 
 function savepointed(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
   savepoints = (savepoints % 1_000_000_000) + 1
   const name = `pg_cron_lease_${savepoints}`
   const opened = Promise.resolve(db.query(savepointSql(name), []))
   // Read on the failure path only; never an unhandled rejection.
-  opened.catch(() => {})
+  opened.catch(ignore)
   return Promise.resolve(db.query(text, params)).then(
     // A savepoint refused (no transaction open, 25P01) fails the call, and nothing is released.
     (result) => opened.then(() => db.query(releaseSavepointSql(name), [])).then(() => result),
     (error: unknown) => {
-      const undo = () => {
-        const rolledBack = Promise.resolve(db.query(rollbackToSavepointSql(name), []))
-        const released = Promise.resolve(db.query(releaseSavepointSql(name), []))
-        rolledBack.catch(() => {})
-        return released
-      }
       const fail = () => Promise.reject(error)
-      return opened.then(undo, fail).then(fail, fail)
+      const undo = () => {
+        Promise.resolve(db.query(rollbackToSavepointSql(name), [])).catch(ignore)
+        return db.query(releaseSavepointSql(name), [])
+      }
+      return opened.then(undo).then(fail, fail)
     },
   )
 }

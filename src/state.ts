@@ -6,22 +6,14 @@
 import { createHash } from 'node:crypto'
 import { claimSql, recordOutcomeSql, renewSql, type Shape, tableFactsSql } from './sql.js'
 
-/** One statement's text and the name it is prepared under. */
-export interface Statement {
-  readonly text: string
-  /** One name per text, so a connection never runs another text under it. */
-  readonly name: string
-}
+/** A statement's text and its prepared name, one per text, so a connection never runs another text under it. */
+export type Statement = { readonly text: string; readonly name: string }
 
 /** The hot statements of one table of one shape. */
-export interface Statements {
-  readonly claim: Statement
-  readonly renew: Statement
-  readonly record: Statement
-}
+export type Statements = { readonly [K in 'claim' | 'renew' | 'record']: Statement }
 
 /** How many tables are remembered at once, per handle and process-wide. */
-export const TABLES = 100
+const TABLES = 100
 
 /** How many accepted job names are remembered at once. */
 export const NAMES = 1000
@@ -34,21 +26,21 @@ const built = new Map<string, Statements>()
 /** The statements for `table` of `shape`, built on first use. */
 export function statementsOf(table: string, shape: Shape): Statements {
   const key = `${shape}:${table}`
-  let statements = built.get(key)
-  if (statements !== undefined) return statements
-  statements = {
-    claim: statement(claimSql(table, shape)),
-    renew: statement(renewSql(table, shape)),
-    record: statement(recordOutcomeSql(table)),
-  }
-  evictOldest(built)
-  built.set(key, statements)
-  return statements
+  return (
+    built.get(key) ??
+    remember(built, key, {
+      claim: statement(claimSql(table, shape)),
+      renew: statement(renewSql(table, shape)),
+      record: statement(recordOutcomeSql(table)),
+    })
+  )
 }
 
-// The one added first goes; it is built again if it comes back.
-function evictOldest(map: Map<string, unknown>): void {
+// Past TABLES entries the one added first goes; it is made again if it comes back.
+function remember<V>(map: Map<string, V>, key: string, value: V): V {
   if (map.size >= TABLES) map.delete(map.keys().next().value as string)
+  map.set(key, value)
+  return value
 }
 
 function statement(text: string): Statement {
@@ -59,12 +51,7 @@ const warned = new Map<string, Set<string>>()
 
 /** Gives `warning` once per table per process, about a job or topic, until {@link clearWarning}. */
 export function warnOnce(table: string, about: string, warning: () => void): void {
-  let given = warned.get(table)
-  if (given === undefined) {
-    evictOldest(warned)
-    given = new Set()
-    warned.set(table, given)
-  }
+  const given = warned.get(table) ?? remember(warned, table, new Set())
   if (given.has(about)) return
   given.add(about)
   warning()
@@ -106,13 +93,9 @@ export function handleState(db: object): HandleState {
 /** What handle `db` knows of `table`, made on first use. */
 export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
-  let known = tables.get(table)
-  if (known === undefined) {
-    evictOldest(tables)
-    known = { shape: undefined, readAt: 0, reading: undefined, clock: undefined }
-    tables.set(table, known)
-  }
-  return known
+  return (
+    tables.get(table) ?? remember(tables, table, { shape: undefined, readAt: 0, reading: undefined, clock: undefined })
+  )
 }
 
 const acceptedNames = new Set<string>()
