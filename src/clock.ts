@@ -2,7 +2,7 @@
 import { escapeControls } from './escape.js'
 import { warn } from './log.js'
 import { clearWarning, warnOnce } from './state.js'
-import type { LeaseLogger } from './types.js'
+import type { ClaimConfig } from './ticket.js'
 
 /** Monotonic ms for this process's own waits; `performance.now()` allocates nothing on the claim path. */
 export function monotonicMs(): number {
@@ -16,14 +16,8 @@ export function clockOffset(claimToken: string, sentWallMs: number, receivedWall
 }
 
 /** Warns once per job while the offset, less the round-trip doubt, exceeds 10% of the lease. */
-export function checkClock(
-  table: string,
-  jobName: string,
-  offsetMs: number,
-  roundTripMs: number,
-  leaseMs: number,
-  logger: LeaseLogger | undefined,
-): void {
+export function checkClock(config: ClaimConfig, offsetMs: number, roundTripMs: number): void {
+  const { table, jobName, leaseMs, logger } = config
   const about = `clock:${jobName}`
   if (Math.abs(offsetMs) - (roundTripMs / 2 + 1) <= leaseMs * 0.1) {
     clearWarning(table, about)

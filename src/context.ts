@@ -28,6 +28,15 @@ function checkTransactionClient(client: unknown): Queryable {
   return checked
 }
 
+// Why ctx.renew or ctx.fence cannot be sent: the tick has settled, or there is no claim token.
+function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Error {
+  const head = `pg-cron-lease: cannot ${call === 'renew' ? 'renew' : 'fence on'} the lease for '${jobName}': `
+  if (settled) return new Error(`${head}its tick has settled; the lease is held until it expires`)
+  return new TypeError(
+    `${head}the claim's result had no row to read its claim token from, so a ${call} could not prove the lease is still this claim`,
+  )
+}
+
 /** The context handed to the tick for a won claim, and `close()` to call once the tick has settled. */
 export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: LeaseContext; close(): void } {
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
@@ -64,21 +73,13 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
 
   // A beat uses the statement that never shortens the lease; renew(ms) sets it to ms from now.
   async function extend(ms: number, beat: boolean): Promise<boolean> {
-    if (claimToken === null) {
-      throw new TypeError(
-        `pg-cron-lease: cannot renew the lease for '${jobName}': the claim's result had no row to read ` +
-          'its claim token from, so a renew could not prove the lease is still this claim',
-      )
-    }
+    if (claimToken === null) throw refused(jobName, 'renew', false)
     const sentAt = monotonicMs()
     // A renew can shorten the lease the moment the database runs it, long before its reply comes
     // back (if it ever does), so the shorter end is the one to watch from now on.
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
-    const { matched: renewed } = readResult(
-      await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare),
-      jobName,
-      'renewed',
-    )
+    const result = await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare)
+    const { matched: renewed } = readResult(result, jobName, 'renewed')
     publishRenew(() => ({ jobName, holder, renewed, ms }))
     if (!renewed) lose('it expired or another claim replaced it')
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
@@ -119,27 +120,14 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
   const ctx: LeaseContext = {
     renew: async (ms: number = leaseMs) => {
       // A context kept past its tick would otherwise extend a lease nothing is using any more.
-      if (closed) {
-        throw new Error(
-          `pg-cron-lease: cannot renew the lease for '${jobName}': its tick has settled; the lease is held until it expires`,
-        )
-      }
+      if (closed) throw refused(jobName, 'renew', true)
       const checked = checkMs(ms, 'renew(ms)')
       return serially(() => extend(checked, false))
     },
     fence: async (client: Queryable) => {
-      if (closed) {
-        throw new Error(
-          `pg-cron-lease: cannot fence on the lease for '${jobName}': its tick has settled; the lease is held until it expires`,
-        )
-      }
+      if (closed) throw refused(jobName, 'fence', true)
       const inTransaction = checkTransactionClient(client)
-      if (claimToken === null) {
-        throw new TypeError(
-          `pg-cron-lease: cannot fence on the lease for '${jobName}': the claim's result had no row to read ` +
-            'its claim token from, so a fence could not prove the lease is still this claim',
-        )
-      }
+      if (claimToken === null) throw refused(jobName, 'fence', false)
       // Not queued with the renews (serially): it does not move the lease, and a fence waiting on
       // a row lock (a claim racing it, until that claim commits) must not hold up the beats.
       // Under a savepoint on every handle: its refusal says no transaction is open, and a failed

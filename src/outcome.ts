@@ -38,30 +38,23 @@ export async function recordOutcome(
 async function write(ticket: Ticket, durationMs: number, everyMs: number | undefined, settled: Settled) {
   const { db, table, jobName, logger, prepare } = ticket.config
   const { claimToken } = ticket
-  if (claimToken === null) return
   // The original shape has no outcome columns; the table's shape warning already said so.
-  if (ticket.shape !== 'current') return
+  if (claimToken === null || ticket.shape !== 'current') return
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
+  const { record } = statementsOf(table, 'current')
   const send = (text: string | null) =>
-    runStatement(
-      db,
-      statementsOf(table, 'current').record,
-      [jobName, claimToken, durationMs, outcome, text, everyMs ?? null],
-      prepare,
-    )
+    runStatement(db, record, [jobName, claimToken, durationMs, outcome, text, everyMs ?? null], prepare)
   try {
     await send(errorText)
   } catch (error) {
-    // A failed run must never be left reading as the last run's 'ok'. Text the database cannot
-    // store (a character its encoding lacks, 22P05, or cannot take at all, 22021) is the one cause
-    // the run can fix, so the outcome is written again with the message in plain ASCII. Any other
-    // failure (a timeout, the database gone) would fail again: it is a warning, and the row keeps
-    // its last recorded outcome.
+    // A failed run must never read as the last run's 'ok'. Text the database cannot store (22P05, a
+    // character its encoding lacks; 22021, one it cannot take at all) is the one cause a retry in
+    // ASCII fixes; any other failure would fail again, and the row keeps its last recorded outcome.
     const code = (error as { code?: unknown } | null)?.code
-    if (outcome === 'error' && errorText !== null && (code === '22P05' || code === '22021') && !isAscii(errorText)) {
+    if (errorText !== null && (code === '22P05' || code === '22021') && NON_ASCII.test(errorText)) {
       try {
-        await send(toAscii(errorText))
+        await send(errorText.replace(/[^\x20-\x7e]/gu, '?'))
         return warn(logger, `pg-cron-lease: the error of '${jobName}' was recorded in ASCII: ${firstLine(error)}`)
       } catch {
         // Reported below, with the first error.
@@ -113,10 +106,4 @@ function clip(text: string, limit: number): string {
   return `${text.slice(0, end)}…`
 }
 
-function isAscii(text: string): boolean {
-  return /^[\x20-\x7e]*$/.test(text)
-}
-
-function toAscii(text: string): string {
-  return text.replace(/[^\x20-\x7e]/gu, '?')
-}
+const NON_ASCII = /[^\x20-\x7e]/u
