@@ -143,12 +143,7 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
 }
 
 /** The current shape's claim parameters; the next occurrence also goes as ms from now. */
-export function claimParams(
-  config: ClaimConfig,
-  slot: Slot | null,
-  wallMs: number,
-  catchUpMs: number | null,
-): unknown[] {
+export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number, withinMs: number | null): unknown[] {
   const { jobName, leaseMs, holder } = config
   const next = slot?.nextOccurrence ?? null
   return [
@@ -157,39 +152,64 @@ export function claimParams(
     holder,
     slot?.occurrence ?? null,
     toleranceOf(config),
-    next === null ? null : next - wallMs,
+    next === null ? null : next - nowMs,
     next,
     slot?.intervalMs ?? null,
-    catchUpMs,
+    withinMs,
   ]
 }
 
 function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined): Promise<Ticket | null> {
-  const { db, table, jobName, leaseMs, holder, prepare } = config
+  const { db, table, jobName, leaseMs, holder, logger, prepare } = config
   // A table not known to exist gets the original statement, whose refusal names the table.
   const shape = known ?? 'original'
-  if (known === 'original') warnShape(table, config.logger)
+  if (known === 'original') warnShape(table, logger)
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
   const params = shape === 'current' ? claimParams(config, slot, sentWallMs, null) : [jobName, leaseMs, holder]
   return runStatement(db, statementsOf(table, shape).claim, params, prepare).then(
-    (result) => readClaim(config, slot, shape, result, sentAt, sentWallMs),
+    (result): Ticket | null | Promise<null> => {
+      const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
+      const keyed = shape === 'current' && slot?.occurrence != null
+      if (!won) {
+        publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
+        logger?.debug?.(
+          keyed
+            ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
+            : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
+        )
+        return keyed ? checkEarly(config, slot.occurrence as number).then(() => null) : null
+      }
+      const receivedWallMs = Date.now()
+      const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
+      publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
+      if (clockOffsetMs !== null) {
+        knowledgeOf(db, table).clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
+        checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
+      }
+      if (keyed) clearWarning(table, `early:${jobName}`)
+      return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot)
+    },
     (error: unknown) => Promise.reject(claimError(config, error)),
   )
 }
 
 /**
  * What a failed claim rejects with. A table changed under this handle (a missing column or claim
- * function) has its shape read again by the next claim; this one fails, never guesses.
+ * function) has its shape read again by the next claim; this one fails, never guesses. A 42P01
+ * naming the lease table says how to make it, the driver's error as `cause`.
  */
 export function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code
   if (code === '42703' || code === '42883') forgetShape(db, table)
-  return missingTable(error, table)
+  const message = (error as { message?: unknown } | null)?.message
+  // A 42P01 about another relation (a trigger's) is not this.
+  if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error
+  return tableMissing(table, error)
 }
 
-/** How far ahead of the database clock an occurrence may lie: the option, else 10% of the lease. */
-export function toleranceOf(config: ClaimConfig): number {
+// How far ahead of the database clock an occurrence may lie: the option, else 10% of the lease.
+function toleranceOf(config: ClaimConfig): number {
   return config.clockToleranceMs ?? Math.floor(config.leaseMs / 10)
 }
 
@@ -206,14 +226,6 @@ function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs
   )
 }
 
-/** A 42P01 naming the lease table says how to make it; the driver's error stays as `cause`. */
-export function missingTable(error: unknown, table: string): unknown {
-  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown }
-  // A 42P01 about another relation (a trigger's) is not this.
-  if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error
-  return tableMissing(table, error)
-}
-
 /** The error for a lease table that does not exist, with what to run; `code` 42P01 as the driver's. */
 export function tableMissing(table: string, cause?: unknown): Error {
   return Object.assign(
@@ -227,39 +239,8 @@ export function tableMissing(table: string, cause?: unknown): Error {
   )
 }
 
-function readClaim(
-  config: ClaimConfig,
-  slot: Slot | null,
-  shape: Shape,
-  result: unknown,
-  sentAt: number,
-  sentWallMs: number,
-): Ticket | null | Promise<null> {
-  const { table, jobName, leaseMs, holder, logger } = config
-  const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
-  const keyed = shape === 'current' && slot?.occurrence != null
-  if (!won) {
-    publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-    logger?.debug?.(
-      keyed
-        ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
-        : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
-    )
-    return keyed ? checkEarly(config, slot.occurrence as number).then(() => null) : null
-  }
-  const receivedWallMs = Date.now()
-  const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
-  publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
-  if (clockOffsetMs !== null) {
-    knowledgeOf(config.db, table).clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
-    checkClock(table, jobName, clockOffsetMs, receivedWallMs - sentWallMs, leaseMs, logger)
-  }
-  if (keyed) clearWarning(table, `early:${jobName}`)
-  return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot)
-}
-
-/** How old the clock-offset estimate may get before a loser reads it again. */
-export const CLOCK_CHECK_EVERY_MS = 60_000
+// How old the clock-offset estimate may get before a loser reads it again.
+const CLOCK_CHECK_EVERY_MS = 60_000
 
 // Only a too-early loss needs saying (this replica's clock runs fast and never runs the job); the
 // offset is refreshed by won claims, else by a facts read at most once a minute per table.
