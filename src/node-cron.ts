@@ -8,7 +8,7 @@ import { describeError, recordOutcome, type Settled } from './outcome.js'
 import { coordinatorKeySlot } from './scheduler-slot.js'
 import type { ClaimConfig, Slot, Ticket } from './ticket.js'
 import type { LeaseOptions, Queryable } from './types.js'
-import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
+import { checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
 /**
  * node-cron 4's `RunCoordinator`, written here so the library never imports node-cron.
@@ -124,15 +124,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     },
     watch(task) {
       const rule = 'a node-cron task (what cron.schedule returns: a name and an on(event, listener) method)'
-      let name: unknown
-      let on: unknown
-      try {
-        name = task.name
-        on = task.on
-      } catch {
-        fail('task', rule, task)
-      }
-      if (typeof on !== 'function') fail('task', rule, task)
+      const name = readOrFail(task, 'name', 'task', rule)
+      if (typeof readOrFail(task, 'on', 'task', rule) !== 'function') fail('task', rule, task)
       const jobName = checkJobName(name, 'task.name')
       watched.set(jobName, task)
       task.on('execution:failed', coordinator.onExecutionFailed)

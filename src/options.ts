@@ -6,6 +6,7 @@ import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
 import {
   checkBoolean,
+  checkFunction,
   checkHolder,
   checkKeepAlive,
   checkLogger,
@@ -56,19 +57,17 @@ export const OPTIONS = {
   catchUp: row(['leasedTick', 'leaseCoordinator'], (value, name): CatchUpWindow | undefined => {
     if (value === undefined) return undefined
     if (value === null) fail(name, 'an object such as { withinMs: 3_600_000 }', value)
-    return {
-      withinMs: checkMs(checkOptions(value, ['withinMs'], name).withinMs, `${name}.withinMs`, Number.MAX_SAFE_INTEGER),
-    }
+    const { withinMs } = checkOptions(value, ['withinMs'], name)
+    return { withinMs: checkMs(withinMs, `${name}.withinMs`, Number.MAX_SAFE_INTEGER) }
   }),
   // Required: a window nobody chose would be a guess.
   withinMs: row(['catchUp'], (value, name) => checkMs(value, name, Number.MAX_SAFE_INTEGER)),
   // Last in their entry points' order; different on every call, so kept out of the compiled bag.
   occurrence: row(['withCronLease'], instant),
   nextOccurrence: row(['withCronLease', 'catchUp'], instant),
-  onError: row(['leasedTick'], (value, name): OnError | undefined => {
-    if (value !== undefined && typeof value !== 'function') fail(name, 'a function', value)
-    return value as OnError | undefined
-  }),
+  onError: row(['leasedTick'], (value, name) =>
+    value === undefined ? undefined : checkFunction<OnError>(value, name),
+  ),
   // A function of the task name is checked when it is called.
   leaseMs: row(['leaseCoordinator'], (value, name): number | ((taskName: string) => number) | undefined => {
     if (value === undefined || typeof value === 'function') return value as ((taskName: string) => number) | undefined

@@ -19,7 +19,7 @@ export function checkQueryable(db: unknown, name = 'db'): Queryable {
 }
 
 // Looking can throw (a Proxy trap): then the argument is bad like any other.
-function readOrFail(value: unknown, key: string, name: string, rule: string): unknown {
+export function readOrFail(value: unknown, key: string, name: string, rule: string): unknown {
   try {
     return (value as Record<string, unknown> | null | undefined)?.[key]
   } catch {
