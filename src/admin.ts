@@ -73,7 +73,7 @@ export async function releaseLease(db: Queryable, jobName: string, opts?: JobOpt
   return (await release(db, jobName, opts)) !== null
 }
 
-/** {@link pauseJob}, resolving the job's state after the change (or null: no row). */
+// pause, resume and release resolve the job's state after the change (null: no row), for the CLI.
 export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
   const options = opening(db, jobName, 'pauseJob', opts)
   const { table } = options
@@ -95,7 +95,6 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
   return row === null || row.job_name === null ? null : jobState(row)
 }
 
-/** {@link resumeJob}, resolving the job's state after the change (or null: no row). */
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table } = opening(db, jobName, 'resumeJob', opts)
   await requireShape(db, table, 'resuming')
@@ -103,7 +102,6 @@ export async function resume(db: Queryable, jobName: string, opts?: JobOptions):
   return row === null || row.job_name === null ? null : { ...jobState(row), wasPaused: row.was_paused === true }
 }
 
-/** {@link releaseLease}, resolving the job's state after the change (or null: no row). */
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table } = opening(db, jobName, 'releaseLease', opts)
   const shape = await requireShape(db, table, undefined)
@@ -144,14 +142,9 @@ function jobState(row: Record<string, unknown>): JobState {
   }
 }
 
-async function changeJob(
-  db: Queryable,
-  text: string,
-  params: unknown[],
-  jobName: string,
-): Promise<Record<string, unknown> | null> {
-  const result = (await runStatement(db, text, params, false)) as { rows?: unknown } | null | undefined
-  const rows = result?.rows
+async function changeJob(db: Queryable, text: string, params: unknown[], jobName: string) {
+  const result = await runStatement(db, text, params, false)
+  const rows = (result as { rows?: unknown } | null | undefined)?.rows
   if (!Array.isArray(rows) || rows.length > 1) {
     throw new TypeError(
       `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${formatValue(result)}`,

@@ -98,11 +98,8 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
   const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
 
   const shape = (await shapeOf({ db, table })) ?? 'original'
-  const result = (await runStatement(db, listLeasesSql(table, shape), [], false)) as
-    | { rows?: unknown }
-    | null
-    | undefined
-  const rows = result?.rows
+  const result = await runStatement(db, listLeasesSql(table, shape), [], false)
+  const rows = (result as { rows?: unknown } | null | undefined)?.rows
   if (!Array.isArray(rows)) {
     throw new TypeError(
       `pg-cron-lease: cannot list the leases in ${table}: the driver's result has no rows array, got ${formatValue(result)}`,
