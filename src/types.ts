@@ -24,15 +24,14 @@ export interface Queryable {
 export interface LeaseLogger {
   /** Called when a claim loses because another replica holds the lease. */
   debug?(message: string): void
-  /** Something an operator should fix (an old table shape, an unrecorded outcome, a clock off). Default: `console.warn`. */
+  /** What an operator should fix (an old table shape, an unrecorded outcome, a clock off). Default: `console.warn`. */
   warn?(message: string): void
   /** The default `onError` of `leasedTick`, called as `error(err, jobName)` (pino's order). */
   error?(error: unknown, jobName: string): void
 }
 
 /**
- * Background renewal while a long tick runs, fenced on this claim: whole ms,
- * `1 <= beatMs < extendMs <= leaseMs`.
+ * Background renewal while a long tick runs, fenced on this claim: whole ms, `1 <= beatMs < extendMs <= leaseMs`.
  *
  * @example
  * withCronLease(pool, 'import', 60_000, runImport, { keepAlive: { beatMs: 10_000, extendMs: 30_000 } })
@@ -60,25 +59,16 @@ export interface LeaseOptions {
   logger?: LeaseLogger | null
   /** Renew in the background while the tick runs. Default: off. */
   keepAlive?: KeepAlive
-  /**
-   * Send statements prepared to a `pg` handle; a pooler that refuses them is detected once and
-   * that `db` falls back to plain statements for good. Default: `true`.
-   */
+  /** Prepare statements on a `pg` handle; a pooler that refuses is detected once, then sent plain. Default: `true`. */
   prepare?: boolean
-  /**
-   * Record how each won tick ended in the lease row (needs `pg-cron-lease migrate`; else skipped
-   * with one warning). Default: `true`.
-   */
+  /** Record how each won tick ended in its row (needs `pg-cron-lease migrate`, else one warning). Default: `true`. */
   record?: boolean
   /**
    * The job's fixed interval in ms: the winner stores when it is next due and counts missed
    * occurrences. At most {@link MAX_INTERVAL_MS}. Default: none (observed between runs).
    */
   everyMs?: number | null
-  /**
-   * How far ahead of the database clock a named occurrence may lie and still run, in whole ms.
-   * Default (also for `null`): 10% of the lease, rounded down.
-   */
+  /** How far ahead of the database clock an occurrence may lie and still run, in ms. Default: 10% of the lease. */
   clockToleranceMs?: number | null
   /**
    * The scheduled time of this occurrence (`Date` or ISO text with a zone): no occurrence runs
@@ -104,10 +94,7 @@ export interface LeaseOptions {
  * })
  */
 export interface LeaseContext {
-  /**
-   * Sets this claim's expiry to `ms` (default: `leaseMs`) from now, if it still holds the lease;
-   * `false` (and `ctx.signal` aborts) once it does not.
-   */
+  /** Sets this claim's expiry to `ms` (default: `leaseMs`) from now; `false` (and `signal` aborts) once it lost. */
   renew(ms?: number): Promise<boolean>
   /**
    * Fences the tick's own writes on this claim, in your open transaction: the job's row is locked
