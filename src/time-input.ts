@@ -2,7 +2,8 @@
 import { types } from 'node:util'
 import { formatValue } from './format-value.js'
 
-const UNIT_MS = { d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 } as const
+// The ms of d, h, m and s, in the order DURATION captures them.
+const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
 
 const DURATION = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/
 
@@ -19,9 +20,7 @@ export function parseDuration(text: string, name: string): number {
   if (match === null || text === '') {
     return fail(name, `a duration in whole d, h, m and s, ${DURATION_EXAMPLES}`, text)
   }
-  const [, d, h, m, s] = match
-  const ms =
-    Number(d ?? 0) * UNIT_MS.d + Number(h ?? 0) * UNIT_MS.h + Number(m ?? 0) * UNIT_MS.m + Number(s ?? 0) * UNIT_MS.s
+  const ms = UNIT_MS.reduce((sum, unit, i) => sum + Number(match[i + 1] ?? 0) * unit, 0)
   if (ms === 0) fail(name, `longer than zero, ${DURATION_EXAMPLES}`, text)
   // Past this, adding the parts loses milliseconds.
   if (!Number.isSafeInteger(ms)) fail(name, `at most ${Number.MAX_SAFE_INTEGER} ms (about 104249991d)`, text)

@@ -12,6 +12,8 @@ export interface PostgresJsSql {
   unsafe(query: string, parameters?: any[]): PromiseLike<ArrayLike<unknown> & { count?: number | null }>
 }
 
+type Unsafe = ReturnType<PostgresJsSql['unsafe']>
+
 /**
  * Wraps a postgres.js `sql` instance as a {@link Queryable}. Statements are prepared exactly when the
  * instance's own `prepare` option is on; the token goes as text, so it stays microsecond-exact.
@@ -24,11 +26,7 @@ export function fromPostgresJs(sql: PostgresJsSql): Queryable {
     fail('sql', 'a postgres.js sql instance (a function with an unsafe(query, params) method)', sql)
   }
   // The public type leaves out `unsafe`'s options, so a two-argument stand-in still fits.
-  const unsafe = sql.unsafe.bind(sql) as (
-    query: string,
-    parameters: unknown[],
-    options: { prepare: boolean },
-  ) => ReturnType<PostgresJsSql['unsafe']>
+  const unsafe = sql.unsafe.bind(sql) as (text: string, params: unknown[], options: { prepare: boolean }) => Unsafe
   return {
     async query(text: string, params: unknown[]): Promise<QueryResultLike> {
       // Only lifts unsafe's own default (off): the instance's setting decides.
