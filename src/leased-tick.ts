@@ -31,10 +31,7 @@ export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'ne
  * @example
  * tick({ occurrence: new Date('2026-12-01T09:00:00Z'), nextOccurrence: new Date('2026-12-02T09:00:00Z') })
  */
-export interface TickOccurrence {
-  occurrence?: Date | string | null
-  nextOccurrence?: Date | string | null
-}
+export type TickOccurrence = Pick<LeaseOptions, 'occurrence' | 'nextOccurrence'>
 
 /**
  * The function {@link leasedTick} returns; it never rejects. Its first argument names the
@@ -102,11 +99,9 @@ const NOTHING_CAUGHT_UP: LeaseOutcome<never> = Object.freeze({ ran: false, resul
 function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
   const lineFor = errorLines()
   return (error, jobName) => {
-    if (logger?.error) logger.error(error, jobName)
-    else {
-      const line = lineFor(error, jobName)
-      if (line !== undefined) console.error(line)
-    }
+    if (logger?.error) return logger.error(error, jobName)
+    const line = lineFor(error, jobName)
+    if (line !== undefined) console.error(line)
   }
 }
 
@@ -114,9 +109,7 @@ function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobNa
 export const ERROR_LINE_EVERY_MS = 60_000
 
 /** The default `onError`'s console lines for one job; `readClock` is for tests. */
-export function errorLines(
-  readClock: () => number = Date.now,
-): (error: unknown, jobName: string) => string | undefined {
+export function errorLines(readClock = Date.now): (error: unknown, jobName: string) => string | undefined {
   let printedAt: number | undefined
   let unshown = 0
   return (error, jobName) => {
