@@ -24,13 +24,7 @@ export const MAX_INTERVAL_MS = 315_576_000_000
  * @example
  * cron.schedule('* * * * *', () => withCronLease(pool, 'report', LEASE.EVERY_MINUTE, sendReport))
  */
-export const LEASE: Readonly<{
-  EVERY_MINUTE: number
-  EVERY_5_MIN: number
-  EVERY_10_MIN: number
-  HOURLY: number
-  DAILY: number
-}> = Object.freeze({
+export const LEASE = Object.freeze({
   EVERY_MINUTE: 50 * 1000,
   EVERY_5_MIN: 4 * 60 * 1000,
   EVERY_10_MIN: 8 * 60 * 1000,
