@@ -36,8 +36,9 @@ const ISO_WITHOUT_ZONE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d(?:\.\d+)?)?$/i
 export const MIN_MS = 0
 export const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
 
-const UNTIL_RULE =
-  'a valid Date, or an ISO-8601 date-time with a zone, such as 2026-12-01T06:00:00Z or 2026-12-01T08:00:00+02:00'
+const WITH_ZONE = 'an ISO-8601 date-time with a zone, such as 2026-12-01T06:00:00Z or 2026-12-01T08:00:00+02:00'
+const UNTIL_RULE = `a valid Date, or ${WITH_ZONE}`
+const ZONE_MISSING = `${WITH_ZONE} (without one it would mean a different instant on every machine)`
 
 /**
  * An instant as ISO-8601 UTC text. Refused: text without a zone (a different instant on every
@@ -78,13 +79,7 @@ function dateMs(value: Date, name: string): number {
 function isoMs(text: string, name: string): number {
   const match = ISO_WITH_ZONE.exec(text)
   if (match === null) {
-    if (ISO_WITHOUT_ZONE.test(text)) {
-      fail(
-        name,
-        'an ISO-8601 date-time with a zone, such as 2026-12-01T06:00:00Z or 2026-12-01T08:00:00+02:00 (without one it would mean a different instant on every machine)',
-        text,
-      )
-    }
+    if (ISO_WITHOUT_ZONE.test(text)) fail(name, ZONE_MISSING, text)
     return fail(name, UNTIL_RULE, text)
   }
   const [year, month, day, hour, minute, second = 0] = match.slice(1, 7).map((part) => Number(part ?? 0)) as number[]
