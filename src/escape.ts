@@ -12,10 +12,7 @@ const NAMED: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', 
 export function escapeControls(text: string): string {
   return text.replace(/[\p{Cc}\u2028\u2029\\]/gu, (char) => {
     const code = char.charCodeAt(0)
-    return NAMED[char] ?? (code <= 0xff ? `\\x${hex(code, 2)}` : `\\u${hex(code, 4)}`)
+    const byte = code <= 0xff
+    return NAMED[char] ?? `\\${byte ? 'x' : 'u'}${code.toString(16).padStart(byte ? 2 : 4, '0')}`
   })
-}
-
-function hex(code: number, digits: number): string {
-  return code.toString(16).padStart(digits, '0')
 }

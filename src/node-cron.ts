@@ -92,12 +92,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const previous = lastSlot.get(jobName)
     if (lastSlot.size >= 1000) lastSlot.clear()
     lastSlot.set(jobName, occurrence)
-    const gap =
-      next !== null && next > occurrence
-        ? next - occurrence
-        : previous !== undefined && occurrence > previous
-          ? occurrence - previous
-          : null
+    if (next !== null && next > occurrence) return { occurrence, nextOccurrence: next, intervalMs: next - occurrence }
+    const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
     return { occurrence, nextOccurrence: next, intervalMs: gap }
   }
   // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.

@@ -127,17 +127,16 @@ export function optionsOf(entry: EntryPoint): readonly OptionName[] {
 }
 
 /** The options of `entry`, checked, defaulted and frozen; `null` is no options, an unknown key a typo. */
-export function compileOptions(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): Compiled {
-  return compileCall(entry, opts, leaseMs, name).options
+export function compileOptions(entry: EntryPoint, opts: unknown): Compiled {
+  return compileCall(entry, opts).options
 }
 
 /** {@link compileOptions}, plus the per-call options (an occurrence) checked for this call. */
-export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): CallOptions {
-  const bag = checkOptions(opts, KEYS[entry], name)
+export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0): CallOptions {
+  const bag = checkOptions(opts, KEYS[entry])
   const checked: Record<string, unknown> = {}
-  for (const key of KEYS[entry]) {
-    checked[key] = (OPTIONS[key] as OptionRow<unknown>).check(bag[key], `${name}.${key}`, { leaseMs })
-  }
+  for (const key of KEYS[entry])
+    checked[key] = (OPTIONS[key] as OptionRow<unknown>).check(bag[key], `opts.${key}`, { leaseMs })
   const { occurrence = null, nextOccurrence = null, ...options } = checked
   return { options: Object.freeze(options) as Compiled, occurrence, nextOccurrence } as CallOptions
 }
