@@ -143,13 +143,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
   if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
-  // A command line only gives text, so the library's offer of a Date would only confuse.
-  if (until !== undefined) {
-    result.until = valid(
-      () => parseUntil(until, '--until'),
-      (m) => m.replace('must be a valid Date, or ', 'must be '),
-    )
-  }
+  if (until !== undefined) result.until = valid(() => parseUntil(until, '--until'))
   return result
 }
 
@@ -170,11 +164,13 @@ function refuseRepeats(command: string, tokens: { kind: string; name?: string }[
 }
 
 /** A library argument check (TypeError) as a usage error, without the library's prefix. */
-function valid<T>(check: () => T, reword: (message: string) => string = (m) => m): T {
+function valid<T>(check: () => T): T {
   try {
     return check()
   } catch (error) {
-    throw usage(reword(oneLine(error).replace(/^pg-cron-lease: /, '')))
+    const message = oneLine(error).replace(/^pg-cron-lease: /, '')
+    // A command line only gives text, so the library's offer of a Date would only confuse.
+    throw usage(message.replace(/^--until must be a valid Date, or /, '--until must be '))
   }
 }
 

@@ -8,7 +8,6 @@ import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, listLeases, ov
 import { tableFactsParams, tableFactsSql } from '../sql.js'
 import { BIN, type Values } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
-import { connectionTarget } from './connect.js'
 import { EXIT, type ExitCode } from './exit.js'
 import { ago, duration, msBetween, span } from './human.js'
 
@@ -37,8 +36,7 @@ export const check: Command = {
   exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing or never claimed`,
   async run(values, context) {
     const { table, overdueFactor, graceMs, jobs } = values
-    const target = connectionTarget(values.url, context.env)
-    const result = await context.connect(target, { command: 'check', table }, async (client) => {
+    const result = await context.connect(async (client) => {
       const leases = await listLeases(client, leaseQuery(values))
       // An empty table carries no clock reading of its own; the table's facts carry one.
       const checkedAt: string =
@@ -52,7 +50,6 @@ export const check: Command = {
 
 /** What `check --json` prints. */
 export interface CheckResult {
-  /** Every checked job is healthy (exit 0); otherwise the exit code is 3. */
   healthy: boolean
   /** The database clock reading every job was judged at. */
   checkedAt: string
@@ -62,7 +59,6 @@ export interface CheckResult {
   jobs: JobHealth[]
 }
 
-/** What a verdict is drawn from: the leases read and what the command line asked for. */
 export interface CheckInput {
   leases: LeaseInfo[]
   /** The --job names; empty for every job in the table. */
@@ -75,28 +71,26 @@ export interface CheckInput {
   checkedAt: string
 }
 
-/** The verdict on each checked job, and on all of them. */
-export function checkJobs({ leases, jobs, table, overdueFactor, graceMs, checkedAt }: CheckInput): CheckResult {
+export function checkJobs(input: CheckInput): CheckResult {
+  const { leases, jobs, table, overdueFactor, checkedAt } = input
   const byName = new Map(leases.map((l) => [l.jobName, l]))
   const names = jobs.length > 0 ? [...new Set(jobs)] : leases.map((l) => l.jobName)
-  const verdicts = names.map((name) => judge(name, byName.get(name), { table, overdueFactor, graceMs }))
+  const verdicts = names.map((name) => judge(name, byName.get(name), input))
   return { healthy: verdicts.every((v) => v.healthy), checkedAt, table, overdueFactor, jobs: verdicts }
 }
 
 /** One line per unhealthy job (`name: WHY`), else one line saying all are healthy; controls escaped. */
-export function renderCheck(result: CheckResult): string {
-  if (result.healthy) {
-    const n = result.jobs.length
-    const what =
-      n === 0
-        ? `no jobs in ${result.table} yet, nothing to check`
-        : `${n} job${n === 1 ? '' : 's'} healthy in ${result.table}`
-    return `OK: ${what} (database clock ${result.checkedAt})\n`
+export function renderCheck({ healthy, jobs, table, checkedAt }: CheckResult): string {
+  if (!healthy) {
+    return jobs
+      .filter((j) => !j.healthy)
+      .map((j) => `${escapeControls(j.jobName)}: ${escapeControls(j.reason ?? '')}\n`)
+      .join('')
   }
-  return result.jobs
-    .filter((j) => !j.healthy)
-    .map((j) => `${escapeControls(j.jobName)}: ${escapeControls(j.reason ?? '')}\n`)
-    .join('')
+  const n = jobs.length
+  const what =
+    n === 0 ? `no jobs in ${table} yet, nothing to check` : `${n} job${n === 1 ? '' : 's'} healthy in ${table}`
+  return `OK: ${what} (database clock ${checkedAt})\n`
 }
 
 export function renderCheckJson(result: CheckResult): string {
@@ -128,7 +122,7 @@ export function leaseQuery({ table, overdueFactor, graceMs }: Values): ListLease
 function judge(
   jobName: string,
   lease: LeaseInfo | undefined,
-  { table, overdueFactor, graceMs }: Pick<CheckInput, 'table' | 'overdueFactor' | 'graceMs'>,
+  { table, overdueFactor, graceMs }: CheckInput,
 ): JobHealth {
   const reasons: string[] = []
   if (lease === undefined) reasons.push(`NEVER CLAIMED: no row in ${table}: never claimed, or a typo in the name`)

@@ -1,16 +1,17 @@
 /** What one `pg-cron-lease` command is; each is a module of its own, and src/cli/main.ts lists them. */
+import type pg from 'pg'
 import type { Accepts, OptionName, Values } from './args.js'
-import type { Connect } from './connect.js'
+import type { Target } from './connect.js'
 import type { ExitCode } from './exit.js'
 import type { Paint } from './paint.js'
 
-/** What a command runs with: where it prints, the environment, and how it reaches the database. */
+/** What a command runs with: where it prints, and how it reaches the database. */
 export interface Context {
-  env: Readonly<Record<string, string | undefined>>
   /** Writes to stdout; `paint` holds the colours for it. */
   out(text: string): void
   paint: Paint
-  connect: Connect
+  /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
+  connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
 
 export interface Command extends Accepts {

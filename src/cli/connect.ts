@@ -14,7 +14,6 @@ export interface Target {
   label: string
 }
 
-/** What a command is doing, for error messages. */
 export interface Doing {
   command: string
   table: string
@@ -91,7 +90,6 @@ async function loadPg(): Promise<typeof pg> {
   }
 }
 
-/** Runs `work` on one connected `pg` client and ends it; any failure becomes an exit 1 that says what to do. */
 export const withClient: Connect = async (target, doing, work) => {
   const { Client } = await loadPg()
   const client = new Client({
@@ -102,16 +100,14 @@ export const withClient: Connect = async (target, doing, work) => {
   // A connection lost mid-query rejects that query; without a listener the same event would
   // also crash the process with a stack trace.
   client.on('error', () => {})
-  try {
-    await client.connect()
-  } catch (error) {
-    throw new Exit(explain(error, target, doing), EXIT.FAILED)
-  }
+  const failed = (error: unknown) => new Exit(explain(error, target, doing), EXIT.FAILED)
+  await client.connect().catch((error) => {
+    throw failed(error)
+  })
   try {
     return await work(client)
   } catch (error) {
-    if (error instanceof Exit) throw error
-    throw new Exit(explain(error, target, doing), EXIT.FAILED)
+    throw error instanceof Exit ? error : failed(error)
   } finally {
     await client.end().catch(() => {})
   }

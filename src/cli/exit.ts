@@ -22,7 +22,6 @@ export class Exit extends Error {
   }
 }
 
-/** A usage error (exit 2) with this message. */
 export const usage = (message: string): Exit => new Exit(message, EXIT.USAGE)
 
 /** An error's message on one line, for a one-line report. */

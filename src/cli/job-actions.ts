@@ -5,7 +5,6 @@ import { escapeControls } from '../escape.js'
 import { BIN } from './args.js'
 import { untilText } from './check.js'
 import type { Command } from './command.js'
-import { connectionTarget } from './connect.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 import { msBetween } from './human.js'
 
@@ -55,25 +54,23 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
       'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
       `${details}\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
     exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
-    async run({ table, url, job, forMs, until }, context) {
-      const target = connectionTarget(url, context.env)
-      const state = await context.connect(target, { command: action, table }, async (client) => {
-        try {
-          return action === 'pause'
-            ? await admin.pause(client, job!, { table, forMs, until })
+    async run({ table, job, forMs, until }, context) {
+      const state = await context.connect(async (client, target) => {
+        const change =
+          action === 'pause'
+            ? admin.pause(client, job!, { table, forMs, until })
             : action === 'resume'
-              ? await admin.resume(client, job!, { table })
-              : await admin.release(client, job!, { table })
-        } catch (error) {
+              ? admin.resume(client, job!, { table })
+              : admin.release(client, job!, { table })
+        const state = await change.catch((error) => {
           throw asUsage(error) ?? error
-        }
-      })
-      if (state === null) {
+        })
+        if (state !== null) return state
         throw new Exit(
           `no job "${escapeControls(job!)}" in ${table} at ${target.label}: it has never been claimed, or the name has a typo; nothing was changed`,
           EXIT.FAILED,
         )
-      }
+      })
       context.out(`${describeChange({ action, forMs }, job!, state)}\n`)
       return EXIT.OK
     },

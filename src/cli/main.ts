@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs'
 import { BIN, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
-import type { Command, Context } from './command.js'
-import { type Connect, withClient } from './connect.js'
+import type { Command } from './command.js'
+import { type Connect, connectionTarget, withClient } from './connect.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
@@ -55,13 +55,16 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
     const { command: name, help } = readCommand(first, rest, NAMES)
     const command = COMMANDS[name]!
     if (help) return print(commandHelp(name, command))
-    const context: Context = {
-      env: io.env,
+    const values = parseOptions(name, command, rest)
+    const connect = io.connect ?? withClient
+    return await command.run(values, {
       out: print,
       paint: painter(io.stdout, io.env),
-      connect: io.connect ?? withClient,
-    }
-    return await command.run(parseOptions(name, command, rest), context)
+      connect(work) {
+        const target = connectionTarget(values.url, io.env)
+        return connect(target, { command: name, table: values.table }, (client) => work(client, target))
+      },
+    })
   } catch (error) {
     const exit = error instanceof Exit ? error : new Exit(`unexpected error: ${oneLine(error)}`, EXIT.FAILED)
     io.stderr.write(`${painter(io.stderr, io.env).red(`${BIN}:`)} ${exit.message}\n`)
@@ -69,7 +72,6 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
   }
 }
 
-/** The version in the package's package.json. */
 function version(): string {
   // Bundled into dist/cli.mjs this code sits one level below package.json; as src/cli/main.ts, two.
   for (const up of ['../package.json', '../../package.json']) {

@@ -6,7 +6,6 @@ import type pg from 'pg'
 import { createTableSql, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
 import { BIN } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
-import { connectionTarget } from './connect.js'
 import { EXIT } from './exit.js'
 import type { Paint } from './paint.js'
 
@@ -39,8 +38,7 @@ export const migrate: Command = {
   exitCodes: `0 created, upgraded or already up to date, ${DATABASE_EXIT}, 2 usage error`,
   async run(values, context) {
     const { table } = values
-    const target = connectionTarget(values.url, context.env)
-    const migration = await context.connect(target, { command: 'migrate', table }, async (client) => {
+    const migration = await context.connect(async (client, target) => {
       const { columns: before, current: wasCurrent } = await facts(client, table)
       await client.query(createTableSql(table))
       await client.query(upgradeTableSql(table))

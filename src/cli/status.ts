@@ -3,7 +3,6 @@ import { type LeaseInfo, listLeases } from '../list-leases.js'
 import { BIN, type Format } from './args.js'
 import { leaseQuery } from './check.js'
 import { type Command, DATABASE_EXIT } from './command.js'
-import { connectionTarget } from './connect.js'
 import { EXIT } from './exit.js'
 import type { Paint } from './paint.js'
 import { renderPrometheus } from './prometheus.js'
@@ -42,12 +41,8 @@ export const status: Command = {
     '    mv /var/lib/node_exporter/textfile/pg_cron_lease.prom.$$ /var/lib/node_exporter/textfile/pg_cron_lease.prom',
   exitCodes: `0 printed, ${DATABASE_EXIT}, 2 usage error`,
   async run(values, context) {
-    const { table } = values
-    const target = connectionTarget(values.url, context.env)
-    const leases = await context.connect(target, { command: 'status', table }, (client) =>
-      listLeases(client, leaseQuery(values)),
-    )
-    context.out(renderLeases(values.format, leases, table, context.paint))
+    const leases = await context.connect((client) => listLeases(client, leaseQuery(values)))
+    context.out(renderLeases(values.format, leases, values.table, context.paint))
     return EXIT.OK
   },
 }
