@@ -1,12 +1,9 @@
-/**
- * The `@nestjs/terminus` indicator: `pg-cron-lease check`'s verdict. Terminus, an optional peer,
- * is loaded at the first check.
- */
+/** `pg-cron-lease check`'s verdict as a Terminus indicator; Terminus, an optional peer, loads at the first check. */
 import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
 import { checkJobs } from '../cli/check.js'
-import { type ListLeasesOptions, listLeases } from '../list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, listLeases } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
@@ -53,18 +50,6 @@ export class PgCronLeaseHealthIndicator {
     private readonly moduleRef: ModuleRef,
   ) {}
 
-  // The application's own service when it imports TerminusModule, else one of ours.
-  private indicatorService(): Promise<HealthIndicatorService> {
-    this.service ??= import('@nestjs/terminus').then((terminus) => {
-      try {
-        return this.moduleRef.get(terminus.HealthIndicatorService, { strict: false })
-      } catch {
-        return new terminus.HealthIndicatorService()
-      }
-    })
-    return this.service
-  }
-
   /** Checks the jobs, reporting under `key`; pass the filter itself or `{ jobs, overdueGraceMs, overdueFactor }`. */
   async isHealthy(
     key: string = DEFAULT_HEALTH_KEY,
@@ -73,9 +58,17 @@ export class PgCronLeaseHealthIndicator {
     const { jobs, overdueGraceMs, overdueFactor } = (
       Array.isArray(options) || typeof options === 'function' ? { jobs: options } : options
     ) as PgCronLeaseHealthOptions
-    const session = (await this.indicatorService()).check(key)
+    // The application's own service when it imports TerminusModule, else one of ours.
+    this.service ??= import('@nestjs/terminus').then((terminus) => {
+      try {
+        return this.moduleRef.get(terminus.HealthIndicatorService, { strict: false })
+      } catch {
+        return new terminus.HealthIndicatorService()
+      }
+    })
+    const session = (await this.service).check(key)
     const table = this.config.defaults.table ?? DEFAULT_TABLE
-    let leases: Awaited<ReturnType<typeof listLeases>>
+    let leases: LeaseInfo[]
     try {
       leases = await listLeases(this.config.db, { table, overdueGraceMs, overdueFactor })
     } catch (error) {
@@ -83,9 +76,8 @@ export class PgCronLeaseHealthIndicator {
         message: `cannot read ${table}: ${error instanceof Error ? error.message : String(error)}`,
       })
     }
-    const keep = typeof jobs === 'function' ? jobs : undefined
     const verdict = checkJobs({
-      leases: keep === undefined ? leases : leases.filter((lease) => keep(lease.jobName)),
+      leases: typeof jobs === 'function' ? leases.filter((lease) => jobs(lease.jobName)) : leases,
       jobs: Array.isArray(jobs) ? [...jobs] : [],
       table,
       overdueFactor: overdueFactor ?? DEFAULT_OVERDUE_FACTOR,

@@ -34,24 +34,13 @@ export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')
 export const PG_CRON_LEASE_OPTIONS = Symbol('pg-cron-lease:options')
 
 /** The options checked, defaults filled: what the runner and the health indicator read. */
-export interface ModuleConfig {
-  readonly db: Queryable
-  readonly logger: LoggerService
-  readonly leaseLogger: LeaseLogger
-  readonly defaults: Readonly<Pick<LeaseOptions, 'table' | 'holder' | 'record'>>
-  readonly shutdownTimeoutMs: number
-}
+export type ModuleConfig = Awaited<ReturnType<typeof resolveConfig>>
 
-const KEYS = ['db', 'table', 'holder', 'logger', 'record', 'migrate', 'shutdownTimeoutMs']
-
-/** A value as an error message shows it, cut at 80 characters. */
-function shown(value: unknown, depth: number): string {
-  const text = inspect(value, { depth, breakLength: Number.POSITIVE_INFINITY })
-  return text.length > 80 ? `${text.slice(0, 80)}…` : text
-}
-
+// The value cut at 80 characters, so a pool in the message stays one short line.
 export function badOption(owner: string, name: string, rule: string, value: unknown, depth = 0): never {
-  throw new TypeError(`pg-cron-lease: ${owner} ${name} must ${rule}, got ${shown(value, depth)}`)
+  const text = inspect(value, { depth, breakLength: Number.POSITIVE_INFINITY })
+  const shown = text.length > 80 ? `${text.slice(0, 80)}…` : text
+  throw new TypeError(`pg-cron-lease: ${owner} ${name} must ${rule}, got ${shown}`)
 }
 
 export function checkKeys(owner: string, options: object, keys: readonly string[]): void {
@@ -63,10 +52,10 @@ export function checkKeys(owner: string, options: object, keys: readonly string[
 }
 
 /** Checks the options (a `TypeError` stops the start), fills the defaults, migrates when asked. */
-export async function resolveConfig(options: unknown): Promise<ModuleConfig> {
+export async function resolveConfig(options: unknown) {
   const owner = 'PgCronLeaseModule'
   if (typeof options !== 'object' || options === null) badOption(owner, 'options', 'be an object', options)
-  checkKeys(owner, options, KEYS)
+  checkKeys(owner, options, ['db', 'table', 'holder', 'logger', 'record', 'migrate', 'shutdownTimeoutMs'])
   const { db, table, holder, record, logger, migrate, shutdownTimeoutMs } = options as PgCronLeaseModuleOptions
   if (typeof (db as Queryable | undefined)?.query !== 'function') {
     badOption(owner, 'db', 'have a query(text, params) method', db)
@@ -97,7 +86,9 @@ export async function resolveConfig(options: unknown): Promise<ModuleConfig> {
     db,
     logger: nestLogger,
     leaseLogger,
-    defaults: Object.freeze(Object.fromEntries(defaults)) as ModuleConfig['defaults'],
+    defaults: Object.freeze(Object.fromEntries(defaults)) as Readonly<
+      Pick<LeaseOptions, 'table' | 'holder' | 'record'>
+    >,
     shutdownTimeoutMs: shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   })
 }

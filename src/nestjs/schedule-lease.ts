@@ -13,15 +13,12 @@ import type { CronPackageJob } from '../scheduler-slot.js'
 /** A method's schedule, as its @nestjs/schedule decorator declared it. */
 export type Schedule =
   | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: CronMetadata }
-  | { readonly kind: 'interval'; readonly name: string | undefined; readonly ms: number }
-  | { readonly kind: 'timeout'; readonly name: string | undefined; readonly ms: number }
+  | { readonly kind: 'interval' | 'timeout'; readonly name: string | undefined; readonly ms: number }
 
-/** What `@Cron(cronTime, options)` stores. */
-export interface CronMetadata {
+/** Of what `@Cron(cronTime, options)` stores, the part read here. */
+interface CronMetadata {
   cronTime: unknown
   name?: string
-  timeZone?: string
-  utcOffset?: number
 }
 
 /**
@@ -31,9 +28,6 @@ export interface CronMetadata {
  * \@Timeout(5_000) \@Leased({ leaseMs: TIMEOUT_LEASE_MS * 5 }) warmUp() {}
  */
 export const TIMEOUT_LEASE_MS = 60_000
-
-/** How many fires the shortest gap is looked for among. */
-export const GAP_FIRES = 64
 
 /** The schedule @nestjs/schedule's decorators declared on `fn`, or null when there is none. */
 export function scheduleOf(fn: object): Schedule | null {
@@ -55,8 +49,8 @@ export function scheduleOf(fn: object): Schedule | null {
 }
 
 /**
- * 80% of the shortest gap among the next {@link GAP_FIRES} fires in the job's zone (DST counts),
- * at most `MAX_LEASE_MS`; null for a one-off. 64, as each costs ~1 ms and 20% absorbs DST past 5 h.
+ * 80% of the shortest gap among the next 64 fires in the job's zone (DST counts), at most
+ * `MAX_LEASE_MS`; null for a one-off. 64, as each costs ~1 ms and 20% absorbs DST past 5 h.
  */
 export function cronLeaseMs(
   job: CronPackageJob,
@@ -65,7 +59,7 @@ export function cronLeaseMs(
   let at = from
   let previous = at.toMillis()
   let shortest = Number.POSITIVE_INFINITY
-  for (let i = 0; i < GAP_FIRES; i++) {
+  for (let i = 0; i < 64; i++) {
     try {
       at = job.cronTime.getNextDateFrom(at)
     } catch {
