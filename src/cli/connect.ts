@@ -75,23 +75,20 @@ function decodePart(text: string, part: string, source: string): string {
   }
 }
 
-async function loadPg(): Promise<typeof pg> {
-  try {
-    return (await import('pg')).default
-  } catch (error) {
-    const { code, message } = error as { code?: string; message?: string }
-    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
-      throw new Exit(
-        `the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)`,
-        EXIT.FAILED,
-      )
-    }
-    throw error
+// pg is an optional peer dependency: only the commands that reach the database need it.
+function pgMissing(error: unknown): never {
+  const { code, message } = error as { code?: string; message?: string }
+  if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
+    throw new Exit(
+      `the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)`,
+      EXIT.FAILED,
+    )
   }
+  throw error
 }
 
 export const withClient: Connect = async (target, doing, work) => {
-  const { Client } = await loadPg()
+  const { Client } = (await import('pg').catch(pgMissing)).default
   const client = new Client({
     connectionString: target.url,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,

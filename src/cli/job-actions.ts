@@ -1,5 +1,4 @@
 /** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
-import type { JobState } from '../admin.js'
 import * as admin from '../admin.js'
 import { escapeControls } from '../escape.js'
 import { BIN } from './args.js'
@@ -115,13 +114,12 @@ export function asUsage(error: unknown): Exit | undefined {
 export function describeChange(
   request: { action: JobAction; forMs?: number },
   jobName: string,
-  state: JobState,
+  state: admin.JobState,
 ): string {
   const name = escapeControls(jobName)
   const at = `(database clock ${state.changedAt})`
   const leaseUntil = readable(state.leaseUntil)
   const pausedUntil = state.pausedUntil === null ? null : readable(state.pausedUntil)
-  const stillPaused = pausedUntil !== null && laterThan(pausedUntil, state.changedAt)
   switch (request.action) {
     case 'pause':
       if (pausedUntil !== 'infinity') {
@@ -136,7 +134,7 @@ export function describeChange(
         ? `Resumed ${name} ${at}; it is not paused, and the next claim after its current lease ends at ${leaseUntil} runs it.`
         : `Resumed ${name} ${at}; it is not paused, and the next claim on any replica runs it.`
     case 'release':
-      return stillPaused
+      return pausedUntil !== null && laterThan(pausedUntil, state.changedAt)
         ? `Released the lease of ${name} ${at}; it is still paused ${untilText(pausedUntil)}, so no replica can claim it before then.`
         : `Released the lease of ${name} ${at}; the next claim on any replica runs it.`
   }

@@ -56,13 +56,13 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
     const command = COMMANDS[name]!
     if (help) return print(commandHelp(name, command))
     const values = parseOptions(name, command, rest)
-    const connect = io.connect ?? withClient
     return await command.run(values, {
       out: print,
       paint: painter(io.stdout, io.env),
       connect(work) {
         const target = connectionTarget(values.url, io.env)
-        return connect(target, { command: name, table: values.table }, (client) => work(client, target))
+        const doing = { command: name, table: values.table }
+        return (io.connect ?? withClient)(target, doing, (client) => work(client, target))
       },
     })
   } catch (error) {
