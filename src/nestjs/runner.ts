@@ -4,6 +4,7 @@
  * first on the way up (jobs exist at bootstrap) and last on the way down (before pools end).
  */
 import { performance } from 'node:perf_hooks'
+import { setTimeout as delay } from 'node:timers/promises'
 import { Inject, Injectable, Optional } from '@nestjs/common'
 import { DiscoveryService, MetadataScanner } from '@nestjs/core'
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js'
@@ -180,7 +181,6 @@ export class PgCronLeaseRunner {
     return (ctx) => job.method.original.apply(job.instance, [...passed, ctx])
   }
 
-  /** One fire: never rejects; resolves to the body's result where it ran. */
   private run(method: LeasedMethod, instance: object, args: unknown[]): Promise<unknown> {
     const job = this.jobs.get(method)
     if (job === undefined || job.instance !== instance) {
@@ -221,7 +221,8 @@ export class PgCronLeaseRunner {
     })
   }
 
-  // Never rejects: a failed claim or body is logged under the job's name. In flight until settled.
+  // Never rejects: resolves to the body's result where it ran; a failed claim or body is logged
+  // under the job's name. In flight, for shutdown to wait on, until settled.
   private start(job: LeasedJob, tick: () => Promise<{ ran: boolean; result?: unknown }>): Promise<unknown> {
     const settled = tick().then(
       (outcome) => (outcome.ran ? outcome.result : undefined),
@@ -236,7 +237,6 @@ export class PgCronLeaseRunner {
     return settled
   }
 
-  /** Waits for the ticks in flight up to the timeout, then warns naming the jobs still running. */
   private async drain(): Promise<void> {
     const deadline = performance.now() + this.config.shutdownTimeoutMs
     while (this.inFlight.size > 0) {
@@ -248,12 +248,10 @@ export class PgCronLeaseRunner {
         )
         return
       }
-      let timer: NodeJS.Timeout | undefined
-      const expired = new Promise((resolve) => {
-        timer = setTimeout(resolve, left)
-      })
+      const expiry = new AbortController()
+      const expired = delay(left, undefined, { signal: expiry.signal }).catch(() => undefined)
       await Promise.race([Promise.allSettled(this.inFlight.keys()), expired])
-      clearTimeout(timer)
+      expiry.abort()
     }
   }
 }

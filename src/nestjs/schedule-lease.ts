@@ -10,7 +10,6 @@ import {
 import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
 import type { CronPackageJob } from '../scheduler-slot.js'
 
-/** A method's schedule, as its @nestjs/schedule decorator declared it. */
 export type Schedule =
   | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: CronMetadata }
   | { readonly kind: 'interval' | 'timeout'; readonly name: string | undefined; readonly ms: number }
@@ -29,7 +28,6 @@ interface CronMetadata {
  */
 export const TIMEOUT_LEASE_MS = 60_000
 
-/** The schedule @nestjs/schedule's decorators declared on `fn`, or null when there is none. */
 export function scheduleOf(fn: object): Schedule | null {
   const type = Reflect.getMetadata(SCHEDULER_TYPE, fn) as SchedulerType | undefined
   const name = Reflect.getMetadata(SCHEDULER_NAME, fn) as string | undefined
