@@ -35,13 +35,12 @@ export const check: Command = {
     `  ${BIN} check --json --overdue-factor 3 | jq '.jobs[] | select(.healthy | not)'`,
   exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing or never claimed`,
   async run(values, context) {
-    const { table, overdueFactor, graceMs, jobs } = values
     const result = await context.connect(async (client) => {
       const leases = await listLeases(client, leaseQuery(values))
       // An empty table carries no clock reading of its own; the table's facts carry one.
       const checkedAt: string =
-        leases[0]?.checkedAt ?? (await client.query(tableFactsSql(), tableFactsParams(table))).rows[0].checked_at
-      return checkJobs({ leases, jobs, table, overdueFactor, graceMs, checkedAt })
+        leases[0]?.checkedAt ?? (await client.query(tableFactsSql(), tableFactsParams(values.table))).rows[0].checked_at
+      return checkJobs({ ...values, leases, checkedAt })
     })
     context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
     return checkExitCode(result)
@@ -59,16 +58,12 @@ export interface CheckResult {
   jobs: JobHealth[]
 }
 
-export interface CheckInput {
+/** What a verdict is drawn from: the leases read, and the --job names (none: every job in the table). */
+export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueFactor'> {
   leases: LeaseInfo[]
-  /** The --job names; empty for every job in the table. */
   jobs: string[]
-  table: string
-  overdueFactor: number
   /** The --grace in ms, when one was given; it only words the reason (listLeases judged with it). */
   graceMs?: number
-  /** The database clock reading of the list (its rows' checkedAt, or a reading of its own when it is empty). */
-  checkedAt: string
 }
 
 export function checkJobs(input: CheckInput): CheckResult {

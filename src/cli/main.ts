@@ -14,12 +14,8 @@ import { migrate, sql } from './migrate.js'
 import { painter } from './paint.js'
 import { status } from './status.js'
 
-/** A stream main writes to: stdout or stderr, or a test's stand-in. */
-export interface Output {
-  write(text: string): unknown
-  /** Whether it is a terminal, which turns colours on (see src/cli/paint.ts). */
-  isTTY?: boolean
-}
+/** stdout or stderr, or a test's stand-in; a terminal (isTTY) turns colours on. */
+export type Output = { write(text: string): unknown; isTTY?: boolean }
 
 /** Everything main uses from outside itself. */
 export interface CliIo {
