@@ -4,10 +4,8 @@ import { migrateCommand } from '../log.js'
 import { BIN } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 
-/** How long a connection attempt may take before the command gives up on it. */
 export const CONNECT_TIMEOUT_MS = 10_000
 
-/** Where a command connects: the URL, and how messages name it. */
 export interface Target {
   url: string
   /** host:port/database, for messages; never the password. */
@@ -48,12 +46,10 @@ export function connectionTarget(url: string | undefined, env: Readonly<Record<s
   return { url: text, label: `${host}:${parsed.port || '5432'}/${database || user || 'postgres'}` }
 }
 
-/**
- * What was typed, quoted, every password masked: user:***@ (up to the last @) and any `*password=`
- * value; not relying on parsing, as a malformed URL may still hold one.
- */
+/** What was typed, quoted, every password masked; not by parsing, as a malformed URL may still hold one. */
 export function masked(text: string): string {
   const start = /^[a-z][a-z0-9+.-]*:\/\//i.exec(text)?.[0].length ?? 0
+  // user:***@ up to the last @: a password typed with a raw @ in it is still masked whole.
   const at = text.lastIndexOf('@')
   const colon = text.indexOf(':', start)
   let shown = at > start && colon !== -1 && colon < at ? `${text.slice(0, colon + 1)}***${text.slice(at)}` : text

@@ -24,7 +24,6 @@ export class Exit extends Error {
 
 export const usage = (message: string): Exit => new Exit(message, EXIT.USAGE)
 
-/** An error's message on one line, for a one-line report. */
 export function oneLine(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error)
   return message.replace(/\s*\n\s*/g, ' ').trim() || String((error as { code?: unknown })?.code ?? 'unknown error')

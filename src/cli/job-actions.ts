@@ -88,25 +88,16 @@ const ARGUMENT = /\b(?:opts\.(?:until|forMs|table)|jobName)\b/g
 // A value quoted in a message (a job name, the text given) is data, not the argument's name.
 const QUOTED = /("(?:[^"\\]|\\.)*"|'[^']*')/
 
-/**
- * A library TypeError about this command's input as a usage error naming the flag (nothing was
- * changed); any other error stays a failure.
- */
+/** A library TypeError about this command's input as a usage error naming the flag; else undefined. */
 export function asUsage(error: unknown): Exit | undefined {
   if (!(error instanceof TypeError) || !error.message.startsWith('pg-cron-lease: ')) return undefined
-  let named = false
-  const message = oneLine(error)
-    .slice('pg-cron-lease: '.length)
+  const said = oneLine(error).slice('pg-cron-lease: '.length)
+  const message = said
     .split(QUOTED)
-    .map((part, i) => {
-      if (i % 2 === 1) return part
-      return part.replace(ARGUMENT, (name) => {
-        named = true
-        return FLAGS[name]!
-      })
-    })
+    .map((part, i) => (i % 2 === 1 ? part : part.replace(ARGUMENT, (name) => FLAGS[name]!)))
     .join('')
-  if (!named) return undefined
+  // Unchanged: it names no argument of this command.
+  if (message === said) return undefined
   return usage(/nothing was changed/.test(message) ? message : `${message}; nothing was changed`)
 }
 
