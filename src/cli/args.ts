@@ -97,8 +97,7 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   if (!commands.includes(command)) {
     throw misuse(`unknown command ${JSON.stringify(command)}: expected ${commands.join(', ')}`)
   }
-  const end = rest.indexOf('--')
-  const options = end === -1 ? rest : rest.slice(0, end)
+  const options = rest.includes('--') ? rest.slice(0, rest.indexOf('--')) : rest
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
@@ -192,17 +191,17 @@ function overdueFactor(text: string | undefined): number {
 
 // parseArgs' own messages suggest `--` tricks that make no sense here; say it plainly instead.
 function describeParseError(error: unknown, command: string): string {
-  const { code, message } = error as { code?: string; message?: string }
-  const quoted = /'([^']*)'/.exec(message ?? '')?.[1] ?? ''
+  const { code, message = '' } = error as { code?: string; message?: string }
+  const quoted = /'([^']*)'/.exec(message)?.[1] ?? ''
   switch (code) {
     case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
       return `unknown option ${quoted} for ${command}`
     case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
       const option = quoted.split(' ')[0]
-      if (/ambiguous/.test(message ?? '')) {
+      if (/ambiguous/.test(message)) {
         return `${option} needs a value; to give one that starts with a dash, write ${option}=<value>`
       }
-      return `${option} ${/argument missing/.test(message ?? '') ? 'needs a value' : 'takes no value'}`
+      return `${option} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}`
     }
     case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
       return `unexpected argument ${JSON.stringify(quoted)}`
