@@ -41,7 +41,7 @@ export function withCronLease<T>(
   return runLease(config, config.slot)
 }
 
-/** The arguments of `withCronLease` and `leasedTick`, checked in declared order. */
+/** A run's config: the compiled options and the call's arguments, checked in declared order. */
 export function runConfig<T>(
   entry: EntryPoint,
   db: unknown,
@@ -57,18 +57,12 @@ export function runConfig<T>(
   const { options, occurrence, nextOccurrence } = compileCall(entry, opts, lease.leaseMs)
   const everyMs = options.everyMs ?? lease.everyMs
   return {
+    ...options,
     db: queryable,
     jobName: job,
     leaseMs: lease.leaseMs,
     runTick: tick,
-    holder: options.holder,
-    table: options.table,
-    logger: options.logger,
-    keepAlive: options.keepAlive,
-    prepare: options.prepare,
-    record: options.record,
     everyMs,
-    clockToleranceMs: options.clockToleranceMs,
     options,
     slot: slotOf(occurrence, nextOccurrence, everyMs),
     nextOccurrence,

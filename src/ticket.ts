@@ -1,7 +1,4 @@
-/**
- * The shapes every step of a run passes along (config, slot, ticket), and where a won claim's
- * reply becomes a ticket.
- */
+/** The records every step of a run passes along (config, slot, ticket); a won claim's reply becomes a ticket. */
 import type { Shape } from './sql.js'
 import { MAX_MS } from './time-input.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, Queryable } from './types.js'
@@ -34,15 +31,11 @@ export interface Slot {
   readonly intervalMs: number | null
 }
 
-/** The slot of one call, or null when told nothing; a next occurrence past year 9999 is unknown. */
-export function slotOf(
-  occurrence: number | null,
-  nextOccurrence: number | null,
-  everyMs: number | undefined,
-): Slot | null {
-  if (occurrence === null && nextOccurrence === null && everyMs === undefined) return null
+/** The slot of one call, or null when told nothing; a next occurrence stepped past year 9999 is unknown. */
+export function slotOf(occurrence: number | null, nextGiven: number | null, everyMs: number | undefined): Slot | null {
+  if (occurrence === null && nextGiven === null && everyMs === undefined) return null
   const stepped = everyMs === undefined ? null : (occurrence ?? Date.now()) + everyMs
-  const next = nextOccurrence ?? (stepped !== null && stepped <= MAX_MS ? stepped : null)
+  const next = nextGiven ?? (stepped !== null && stepped <= MAX_MS ? stepped : null)
   const gap = occurrence !== null && next !== null && next > occurrence ? next - occurrence : null
   return { occurrence, nextOccurrence: next, intervalMs: everyMs ?? gap }
 }
