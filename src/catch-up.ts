@@ -58,12 +58,8 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   if (shape !== 'current') return null
   const sentAt = monotonicMs()
   const params = claimParams(config, slot, Date.now(), withinMs)
-  let result: unknown
-  try {
-    result = await runStatement(db, statementsOf(table, 'current').claim, params, prepare)
-  } catch (error) {
-    throw claimError(config, error)
-  }
+  const claimed = runStatement(db, statementsOf(table, 'current').claim, params, prepare)
+  const result = await claimed.catch((error: unknown) => Promise.reject(claimError(config, error)))
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
   return won ? wonTicket(config, claimToken, sentAt, 'current', firstRow(result), slot) : null

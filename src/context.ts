@@ -51,11 +51,9 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
   // the length is a lower bound that needs no agreement between the two clocks.
   let expiresAt = ticket.sentAt + leaseMs
 
-  const lose = (why: string) => {
-    if (!controller.signal.aborted) {
-      controller.abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
-    }
-  }
+  // Once aborted, abort() does nothing: the first reason stands.
+  const lose = (why: string) =>
+    controller.abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
 
   // One fenced statement at a time: with none overlapping, the last reply is from the last
   // statement the database ran, so each reply alone can say where the lease ends.
@@ -94,8 +92,7 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     deadlineTimer = setTimeout(
       () => lose('it ran out before a keep-alive beat could extend it'),
       Math.max(0, expiresAt - monotonicMs()),
-    )
-    deadlineTimer.unref()
+    ).unref()
   }
 
   function scheduleBeat(every: number, extendMs: number) {
@@ -108,8 +105,7 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
         // A transient error: the next beat retries, and the deadline aborts if none lands in time.
       }
       if (!closed && !controller.signal.aborted) scheduleBeat(every, extendMs)
-    }, every)
-    beatTimer.unref()
+    }, every).unref()
   }
 
   if (keepAlive) {

@@ -27,8 +27,7 @@ export async function recordOutcome(
 ): Promise<void> {
   let timer: NodeJS.Timeout | undefined
   const waited = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, RECORD_WAIT_MS)
-    timer.unref()
+    timer = setTimeout(resolve, RECORD_WAIT_MS).unref()
   })
   await Promise.race([write(ticket, durationMs, everyMs, settled), waited])
   clearTimeout(timer)
