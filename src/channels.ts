@@ -60,12 +60,10 @@ const claimChannel = diagnostics.channel(CHANNELS.claim)
 const renewChannel = diagnostics.channel(CHANNELS.renew)
 const tickChannel = diagnostics.tracingChannel<unknown, TickMessage & object>(CHANNELS.tick)
 
-/** Publishes a claim's answer, building it only for subscribers. */
 export function publishClaim(message: () => ClaimMessage): void {
   if (claimChannel.hasSubscribers) claimChannel.publish(message())
 }
 
-/** Publishes a renew's answer, building it only for subscribers. */
 export function publishRenew(message: () => RenewMessage): void {
   if (renewChannel.hasSubscribers) renewChannel.publish(message())
 }

@@ -1,7 +1,4 @@
-/**
- * Where the library's warnings go, and the ones it gives about a table. A leaf beside the state:
- * every module may warn without importing the modules that run claims.
- */
+/** Where warnings go, and the table's own: a leaf, so every module may warn without importing the claim path. */
 import { DEFAULT_TABLE } from './sql.js'
 import { warnOnce } from './state.js'
 import type { LeaseLogger } from './types.js'
@@ -17,11 +14,7 @@ export function migrateCommand(table: string): string {
   return `pg-cron-lease migrate${table === DEFAULT_TABLE ? '' : ` --table ${table}`}`
 }
 
-/**
- * The one warning per table per process that the table is not of the current shape, so it is used
- * as the original package uses it: claims are decided by the lease alone, and outcomes are not
- * recorded.
- */
+/** Warns once per table that it has the original shape, so claims go by the lease alone and record nothing. */
 export function warnShape(table: string, logger: LeaseLogger | undefined): void {
   warnOnce(table, 'shape', () =>
     warn(

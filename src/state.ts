@@ -18,7 +18,6 @@ const TABLES = 100
 /** How many accepted job names are remembered at once. */
 export const NAMES = 1000
 
-/** The one catalog statement, with its prepared name. */
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
 const built = new Map<string, Statements>()
@@ -72,7 +71,6 @@ export interface TableKnowledge {
   clock: { offsetMs: number; at: number } | undefined
 }
 
-/** What one handle knows. */
 export interface HandleState {
   readonly tables: Map<string, TableKnowledge>
   unprepared: boolean
@@ -80,7 +78,6 @@ export interface HandleState {
 
 const handles = new WeakMap<object, HandleState>()
 
-/** The state of handle `db`, made on first use. */
 export function handleState(db: object): HandleState {
   let state = handles.get(db)
   if (state === undefined) {
@@ -90,7 +87,6 @@ export function handleState(db: object): HandleState {
   return state
 }
 
-/** What handle `db` knows of `table`, made on first use. */
 export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
   return (
