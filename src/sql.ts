@@ -9,7 +9,8 @@ import { formatValue } from './format-value.js'
 /** The table used when no `table` option is given. */
 export const DEFAULT_TABLE = 'cron_leases'
 
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_$]*$/
+// The schema is never pg_*: pg_temp is per session, so every replica would win every claim.
+const TABLE_NAME = /^(?:(?!pg_)[A-Za-z_][A-Za-z0-9_$]*\.)?[A-Za-z_][A-Za-z0-9_$]*$/
 
 /** What quoteTable accepts, in words, for error messages. */
 export const TABLE_RULE = 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*), the schema not named pg_*'
@@ -21,17 +22,10 @@ export const TABLE_RULE = 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0
  * quoteTable('jobs.leases') // '"jobs"."leases"'
  */
 export function quoteTable(table: string): string {
-  const parts = typeof table === 'string' ? table.split('.') : []
-  if (
-    parts.length < 1 ||
-    parts.length > 2 ||
-    !parts.every((part) => IDENTIFIER.test(part)) ||
-    // pg_temp is per session: every replica would win every claim.
-    (parts.length === 2 && parts[0]?.startsWith('pg_'))
-  ) {
+  if (typeof table !== 'string' || !TABLE_NAME.test(table)) {
     throw new TypeError(`pg-cron-lease: table must be ${TABLE_RULE}, got ${formatValue(table)}`)
   }
-  return parts.map((part) => `"${part}"`).join('.')
+  return `"${table.replace('.', '"."')}"`
 }
 
 // The original package's shape: all a claim, renew and list need.
