@@ -10,7 +10,7 @@ import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE, type Shape } from './sql.js'
 import { clearWarning, knowledgeOf, statementsOf, warnOnce } from './state.js'
-import { forgetShape, readFacts, shapeOf } from './table-facts.js'
+import { readFacts, shapeOf } from './table-facts.js'
 import { type ClaimConfig, firstRow, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
@@ -195,7 +195,7 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
  */
 export function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code
-  if (code === '42703' || code === '42883') forgetShape(db, table)
+  if (code === '42703' || code === '42883') knowledgeOf(db, table).shape = undefined
   const message = (error as { message?: unknown } | null)?.message
   // A 42P01 about another relation (a trigger's) is not this.
   if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error
@@ -222,15 +222,11 @@ function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs
 
 /** The error for a lease table that does not exist, with what to run; `code` 42P01 as the driver's. */
 export function tableMissing(table: string, cause?: unknown): Error {
-  return Object.assign(
-    new Error(
-      `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
-        `\`${migrateCommand(table)}\`, or run createTableSql(${table === DEFAULT_TABLE ? '' : JSON.stringify(table)}) ` +
-        'in a migration; the tick did not run',
-      cause === undefined ? undefined : { cause },
-    ),
-    { code: '42P01' },
-  )
+  const message =
+    `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
+    `\`${migrateCommand(table)}\`, or run createTableSql(${table === DEFAULT_TABLE ? '' : JSON.stringify(table)}) ` +
+    'in a migration; the tick did not run'
+  return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code: '42P01' })
 }
 
 // How old the clock-offset estimate may get before a loser reads it again.

@@ -81,8 +81,7 @@ export function describeError(error: unknown): string {
 
 function firstLine(error: unknown): string {
   try {
-    const message = error instanceof Error ? error.message : String((error as { message?: unknown })?.message ?? error)
-    return oneLine(message)
+    return oneLine(error instanceof Error ? error.message : String((error as { message?: unknown })?.message ?? error))
   } catch {
     return '(the error could not be read)'
   }

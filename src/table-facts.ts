@@ -7,7 +7,6 @@ import { runStatement } from './query.js'
 import { type Shape, tableFactsParams } from './sql.js'
 import { knowledgeOf, TABLE_FACTS } from './state.js'
 import { type ClaimConfig, firstRow } from './ticket.js'
-import type { Queryable } from './types.js'
 
 /** How long a non-current shape is trusted: a field, so an upgrade test need not wait a minute. */
 export const SHAPE_READ = { everyMs: 60_000 }
@@ -43,9 +42,4 @@ export function readFacts({ db, table }: Asking, known = knowledgeOf(db, table))
     },
   )
   return known.reading
-}
-
-/** Forgets the shape, so the next claim reads it again: a statement was refused for a column or function it named. */
-export function forgetShape(db: Queryable, table: string): void {
-  knowledgeOf(db, table).shape = undefined
 }
