@@ -40,17 +40,14 @@ export const LEASE = Object.freeze({
  * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
  */
 export function leaseForInterval(intervalMs: number): number {
+  const bad = (rule: string) => {
+    throw new TypeError(`pg-cron-lease: intervalMs ${rule}, got ${formatValue(intervalMs)}`)
+  }
   if (typeof intervalMs !== 'number' || !Number.isFinite(intervalMs) || intervalMs <= 0) {
-    throw new TypeError(
-      `pg-cron-lease: intervalMs must be a positive finite number of milliseconds, got ${formatValue(intervalMs)}`,
-    )
+    bad('must be a positive finite number of milliseconds')
   }
   const leaseMs = Math.max(1, Math.round(intervalMs * 0.8))
-  if (leaseMs > MAX_LEASE_MS) {
-    throw new TypeError(
-      `pg-cron-lease: intervalMs is too long: its lease would exceed ${MAX_LEASE_MS} ms (about 24.8 days), got ${formatValue(intervalMs)}`,
-    )
-  }
+  if (leaseMs > MAX_LEASE_MS) bad(`is too long: its lease would exceed ${MAX_LEASE_MS} ms (about 24.8 days)`)
   return leaseMs
 }
 

@@ -3,9 +3,8 @@
  * scheduler's shapes. A fire names its slot however late it runs: lateness is what the keys are for.
  */
 import { types } from 'node:util'
-import { formatValue } from './format-value.js'
 import { MAX_MS, MIN_MS, parseInstant } from './time-input.js'
-import { checkOptions } from './validate.js'
+import { checkOptions, fail } from './validate.js'
 
 /** An occurrence and the one after it, in ms since the epoch; null where the scheduler cannot say. */
 export interface NamedSlot {
@@ -115,8 +114,6 @@ export function coordinatorKeySlot(key: unknown): { name: string; occurrence: nu
   const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
   const text = match?.[1]
   const ms = text === undefined ? Number.NaN : Date.parse(text)
-  if (match === null || !(ms >= MIN_MS && ms <= MAX_MS) || new Date(ms).toISOString() !== text) {
-    throw new TypeError(`pg-cron-lease: key must be ${KEY_RULE}, got ${formatValue(key)}`)
-  }
+  if (match === null || storable(ms) === null || new Date(ms).toISOString() !== text) fail('key', KEY_RULE, key)
   return { name: (key as string).slice(0, match.index), occurrence: ms }
 }
