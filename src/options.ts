@@ -2,20 +2,11 @@
  * Every option, described once: which entry points take it, and its check (default included). The
  * unknown-key errors, each entry point's subset and the fuzz oracle all read this table.
  */
+import os from 'node:os'
 import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
-import {
-  checkBoolean,
-  checkFunction,
-  checkHolder,
-  checkKeepAlive,
-  checkLogger,
-  checkMs,
-  checkOptions,
-  checkOverdueFactor,
-  checkTable,
-  fail,
-} from './validate.js'
+import type { KeepAlive, LeaseLogger } from './types.js'
+import { checkFunction, checkMs, checkOptions, checkOverdueFactor, checkTable, fail, readOrFail } from './validate.js'
 
 const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
@@ -43,9 +34,9 @@ export const OPTIONS = {
   holder: row(CLAIMING, checkHolder),
   table: row(ALL, checkTable),
   logger: row(CLAIMING, checkLogger),
-  keepAlive: row(RUNS, (value, name, { leaseMs }) => checkKeepAlive(value, leaseMs, name)),
-  prepare: row(CLAIMING, (value, name) => checkBoolean(value, name, true)),
-  record: row(CLAIMING, (value, name) => checkBoolean(value, name, true)),
+  keepAlive: row(RUNS, checkKeepAlive),
+  prepare: row(CLAIMING, checkFlag),
+  record: row(CLAIMING, checkFlag),
   everyMs: row(RUNS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
   clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
     if (value == null) return undefined
@@ -86,6 +77,55 @@ export const OPTIONS = {
 } as const satisfies Record<string, OptionRow<unknown>>
 
 export type OptionName = keyof typeof OPTIONS
+
+// Read once: os.hostname() is a system call, and the claim path runs on every tick.
+let defaultHolder: string | undefined
+
+/** `null` and `''` ask for the default holder too, as the original package took them. */
+function checkHolder(holder: unknown, name: string): string {
+  if (holder === undefined || holder === null || holder === '') {
+    defaultHolder ??= `${os.hostname()}:${process.pid}`
+    return defaultHolder
+  }
+  if (typeof holder !== 'string') fail(name, 'a string', holder)
+  if (holder.includes('\0')) fail(name, 'free of NUL characters', holder)
+  return holder
+}
+
+const LOGGER_RULE = 'an object with optional debug, warn and error functions'
+
+/** `null` is no logger, as the original package took it. */
+function checkLogger(logger: unknown, name: string): LeaseLogger | undefined {
+  if (logger === undefined || logger === null) return undefined
+  if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
+  // The logger itself is kept, not a copy of its methods: a logger may replace them later (pino
+  // does when its level changes).
+  for (const method of ['debug', 'warn', 'error'] as const) {
+    const fn = readOrFail(logger, method, name, LOGGER_RULE)
+    if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
+  }
+  return logger as LeaseLogger
+}
+
+function checkKeepAlive(value: unknown, name: string, { leaseMs }: { leaseMs: number }): KeepAlive | undefined {
+  if (value === undefined) return undefined
+  // Unlike an option bag, null is refused: the original package had no keep-alive to be lenient
+  // about, and a tick that asked for one must not run without it and outlast its lease.
+  if (value === null) fail(name, 'an object', value)
+  const { beatMs, extendMs } = checkOptions(value, ['beatMs', 'extendMs'], name)
+  const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
+  const beat = checkMs(beatMs, `${name}.beatMs`)
+  // A beat must land before the extension it made runs out, or the lease lapses between beats.
+  if (beat >= extend) fail(`${name}.beatMs`, `less than ${name}.extendMs (${extend} ms)`, beatMs)
+  return { beatMs: beat, extendMs: extend }
+}
+
+// Both flags are on unless turned off.
+function checkFlag(value: unknown, name: string): boolean {
+  if (value === undefined) return true
+  if (typeof value !== 'boolean') fail(name, 'true or false', value)
+  return value
+}
 
 /**
  * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late a missed occurrence may

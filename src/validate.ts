@@ -1,10 +1,9 @@
 /** Argument checks shared by every entry point: a TypeError naming the argument, before any query. */
-import os from 'node:os'
 import { formatValue } from './format-value.js'
 import { MAX_LEASE_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import { acceptName, isAcceptedName } from './state.js'
-import type { KeepAlive, LeaseLogger, Queryable } from './types.js'
+import type { Queryable } from './types.js'
 
 export function fail(name: string, rule: string, value: unknown): never {
   throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${formatValue(value)}`)
@@ -86,20 +85,6 @@ export function checkOptions<K extends string>(
   return bag
 }
 
-/** `null` and `''` ask for the default holder too, as the original package took them. */
-// Read once: os.hostname() is a system call, and the claim path runs on every tick.
-let defaultHolder: string | undefined
-
-export function checkHolder(holder: unknown, name = 'opts.holder'): string {
-  if (holder === undefined || holder === null || holder === '') {
-    defaultHolder ??= `${os.hostname()}:${process.pid}`
-    return defaultHolder
-  }
-  if (typeof holder !== 'string') fail(name, 'a string', holder)
-  if (holder.includes('\0')) fail(name, 'free of NUL characters', holder)
-  return holder
-}
-
 export function checkTable(table: unknown, name = 'opts.table'): string {
   if (table === undefined) return DEFAULT_TABLE
   try {
@@ -110,34 +95,6 @@ export function checkTable(table: unknown, name = 'opts.table'): string {
   return table as string
 }
 
-const LOGGER_RULE = 'an object with optional debug, warn and error functions'
-
-/** `null` is no logger, as the original package took it. */
-export function checkLogger(logger: unknown, name = 'opts.logger'): LeaseLogger | undefined {
-  if (logger === undefined || logger === null) return undefined
-  if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
-  // The logger itself is kept, not a copy of its methods: a logger may replace them later (pino
-  // does when its level changes).
-  for (const method of ['debug', 'warn', 'error'] as const) {
-    const fn = readOrFail(logger, method, name, LOGGER_RULE)
-    if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
-  }
-  return logger as LeaseLogger
-}
-
-export function checkKeepAlive(value: unknown, leaseMs: number, name = 'opts.keepAlive'): KeepAlive | undefined {
-  if (value === undefined) return undefined
-  // Unlike an option bag, null is refused: the original package had no keep-alive to be lenient
-  // about, and a tick that asked for one must not run without it and outlast its lease.
-  if (value === null) fail(name, 'an object', value)
-  const { beatMs, extendMs } = checkOptions(value, ['beatMs', 'extendMs'], name)
-  const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
-  const beat = checkMs(beatMs, `${name}.beatMs`)
-  // A beat must land before the extension it made runs out, or the lease lapses between beats.
-  if (beat >= extend) fail(`${name}.beatMs`, `less than ${name}.extendMs (${extend} ms)`, beatMs)
-  return { beatMs: beat, extendMs: extend }
-}
-
 /** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */
 export const DEFAULT_OVERDUE_FACTOR = 2
 
@@ -145,11 +102,5 @@ export function checkOverdueFactor(value: unknown, name = 'opts.overdueFactor'):
   if (value === undefined) return DEFAULT_OVERDUE_FACTOR
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 1)
     fail(name, 'a finite number, at least 1', value)
-  return value
-}
-
-export function checkBoolean(value: unknown, name: string, fallback: boolean): boolean {
-  if (value === undefined) return fallback
-  if (typeof value !== 'boolean') fail(name, 'true or false', value)
   return value
 }
