@@ -1,7 +1,7 @@
 /** This replica's clock against the database's, from each won claim: a far-off timer fires wrong. */
 import { escapeControls } from './escape.js'
 import { warn } from './log.js'
-import { clearWarning, warnOnce } from './state.js'
+import { clearWarning, firstWarning } from './state.js'
 import type { ClaimConfig } from './ticket.js'
 
 /** Monotonic ms for this process's own waits; `performance.now()` allocates nothing on the claim path. */
@@ -23,12 +23,11 @@ export function checkClock(config: ClaimConfig, offsetMs: number, roundTripMs: n
     clearWarning(table, about)
     return
   }
-  warnOnce(table, about, () =>
-    warn(
-      logger,
-      `pg-cron-lease: this replica's clock is ${Math.abs(offsetMs)} ms ${offsetMs > 0 ? 'ahead of' : 'behind'} the ` +
-        `database's (more than 10% of the ${leaseMs} ms lease of '${escapeControls(jobName)}'); its scheduler fires ` +
-        'at the wrong moments, which the lease cannot correct: fix its time sync (NTP)',
-    ),
+  if (!firstWarning(table, about)) return
+  warn(
+    logger,
+    `pg-cron-lease: this replica's clock is ${Math.abs(offsetMs)} ms ${offsetMs > 0 ? 'ahead of' : 'behind'} the ` +
+      `database's (more than 10% of the ${leaseMs} ms lease of '${escapeControls(jobName)}'); its scheduler fires ` +
+      'at the wrong moments, which the lease cannot correct: fix its time sync (NTP)',
   )
 }

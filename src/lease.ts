@@ -9,7 +9,7 @@ import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE, type Shape } from './sql.js'
-import { clearWarning, knowledgeOf, statementsOf, warnOnce } from './state.js'
+import { clearWarning, firstWarning, knowledgeOf, statementsOf } from './state.js'
 import { readFacts, shapeOf } from './table-facts.js'
 import { type ClaimConfig, firstRow, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
@@ -88,10 +88,7 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
   }
 }
 
-/**
- * The one run path: claim, run the tick, record. The losing path stays plain promise steps: each
- * `async` layer costs microtask turns, and with many jobs those add up.
- */
+/** The one run path: claim, run, record; plain promise steps, as each `async` layer costs microtask turns per job. */
 export function runLease<T>(config: RunConfig<T>, slot: Slot | null = null): Promise<LeaseOutcome<T>> {
   return claim(config, slot).then((ticket) => (ticket === null ? LOST : runClaimed(config, ticket)))
 }
@@ -188,11 +185,7 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
   )
 }
 
-/**
- * What a failed claim rejects with. A table changed under this handle (a missing column or claim
- * function) has its shape read again by the next claim; this one fails, never guesses. A 42P01
- * naming the lease table says how to make it, the driver's error as `cause`.
- */
+/** A failed claim's error: a table changed under it is read again next claim, never guessed; a missing one is named. */
 export function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code
   if (code === '42703' || code === '42883') knowledgeOf(db, table).shape = undefined
@@ -209,14 +202,12 @@ function toleranceOf(config: ClaimConfig): number {
 
 // A lease not shorter than the gap silently skips every other occurrence: one warning per job.
 function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs }: Slot): void {
-  if (intervalMs === null || leaseMs < intervalMs) return
-  warnOnce(table, `gap:${jobName}`, () =>
-    warn(
-      logger,
-      `pg-cron-lease: the ${leaseMs} ms lease of '${escapeControls(jobName)}' is not shorter than the ${intervalMs} ms ` +
-        'between its occurrences: each claim still holds the lease when the next occurrence fires, so that one is ' +
-        `skipped; set a lease shorter than the gap (forInterval(${intervalMs}), or as long as one run may take)`,
-    ),
+  if (intervalMs === null || leaseMs < intervalMs || !firstWarning(table, `gap:${jobName}`)) return
+  warn(
+    logger,
+    `pg-cron-lease: the ${leaseMs} ms lease of '${escapeControls(jobName)}' is not shorter than the ${intervalMs} ms ` +
+      'between its occurrences: each claim still holds the lease when the next occurrence fires, so that one is ' +
+      `skipped; set a lease shorter than the gap (forInterval(${intervalMs}), or as long as one run may take)`,
   )
 }
 
@@ -248,12 +239,11 @@ async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void
   const aheadMs = occurrence - (Date.now() - known.clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) return clearWarning(table, `early:${jobName}`)
-  warnOnce(table, `early:${jobName}`, () =>
-    warn(
-      logger,
-      `pg-cron-lease: '${escapeControls(jobName)}' did not run its occurrence ${new Date(occurrence).toISOString()}: it lies ` +
-        `about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
-        "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
-    ),
+  if (!firstWarning(table, `early:${jobName}`)) return
+  warn(
+    logger,
+    `pg-cron-lease: '${escapeControls(jobName)}' did not run its occurrence ${new Date(occurrence).toISOString()}: it lies ` +
+      `about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
+      "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
   )
 }

@@ -1,6 +1,6 @@
 /** Where warnings go, and the table's own: a leaf, so every module may warn without importing the claim path. */
 import { DEFAULT_TABLE } from './sql.js'
-import { warnOnce } from './state.js'
+import { firstWarning } from './state.js'
 import type { LeaseLogger } from './types.js'
 
 /** `logger.warn`, else `console.warn`: a warning nobody sees would make a silent miss again. */
@@ -16,13 +16,12 @@ export function migrateCommand(table: string): string {
 
 /** Warns once per table that it has the original shape, so claims go by the lease alone and record nothing. */
 export function warnShape(table: string, logger: LeaseLogger | undefined): void {
-  warnOnce(table, 'shape', () =>
-    warn(
-      logger,
-      `pg-cron-lease: ${table} has the original shape (it lacks columns or the claim function of the current one), ` +
-        'so it is used as the original package uses it: claims are decided by the lease alone (occurrences are not kept) and ' +
-        `outcomes are not recorded; run \`${migrateCommand(table)}\` (or upgradeTableSql()) to upgrade it: replicas ` +
-        'see it within a minute, with no restart',
-    ),
+  if (!firstWarning(table, 'shape')) return
+  warn(
+    logger,
+    `pg-cron-lease: ${table} has the original shape (it lacks columns or the claim function of the current one), ` +
+      'so it is used as the original package uses it: claims are decided by the lease alone (occurrences are not kept) and ' +
+      `outcomes are not recorded; run \`${migrateCommand(table)}\` (or upgradeTableSql()) to upgrade it: replicas ` +
+      'see it within a minute, with no restart',
   )
 }

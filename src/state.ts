@@ -48,15 +48,15 @@ function statement(text: string): Statement {
 
 const warned = new Map<string, Set<string>>()
 
-/** Gives `warning` once per table per process, about a job or topic, until {@link clearWarning}. */
-export function warnOnce(table: string, about: string, warning: () => void): void {
+/** True once per table per process for a warning about a job or topic, until {@link clearWarning}. */
+export function firstWarning(table: string, about: string): boolean {
   const given = warned.get(table) ?? remember(warned, table, new Set())
-  if (given.has(about)) return
+  if (given.has(about)) return false
   given.add(about)
-  warning()
+  return true
 }
 
-/** Ends a condition {@link warnOnce} warned about. */
+/** Ends a condition {@link firstWarning} allowed a warning about. */
 export function clearWarning(table: string, about: string): void {
   warned.get(table)?.delete(about)
 }
