@@ -9,16 +9,10 @@ export type Settled = { outcome: 'ok' } | { outcome: 'error'; error: unknown } |
 
 const ERROR_TEXT_LIMIT = 500
 
-/**
- * How long a settled tick waits for its outcome's write, which can hang (a gone sync standby) and
- * must not hold the result hostage; past it the write goes on in the background.
- */
+/** How long a settled tick waits for its outcome's write, which can hang (a gone sync standby); then it runs on. */
 export const RECORD_WAIT_MS = 2000
 
-/**
- * Writes the outcome fenced on the claim token, waiting at most {@link RECORD_WAIT_MS}. Never
- * rejects: the run already happened, so a failure is a warning. No token: not recorded.
- */
+/** Writes the outcome fenced on the claim, waiting at most {@link RECORD_WAIT_MS}; never rejects: the run happened. */
 export async function recordOutcome(
   ticket: Ticket,
   durationMs: number,
@@ -63,10 +57,7 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   }
 }
 
-/**
- * `Name: first line of the message` as one clean line: controls as spaces (Postgres refuses NUL),
- * lone surrogates as U+FFFD, at most 500 UTF-16 units, never half a pair.
- */
+/** `Name: first line` as one clean line: controls as spaces, lone surrogates as U+FFFD, at most 500 units. */
 export function describeError(error: unknown): string {
   let name = 'Error'
   try {
@@ -87,7 +78,8 @@ function firstLine(error: unknown): string {
   }
 }
 
-// Lone surrogates made U+FFFD, as String#toWellFormed does (written out for the TypeScript target).
+// Lone surrogates made U+FFFD, as String#toWellFormed does (written out for the TypeScript target);
+// controls made spaces, as Postgres refuses NUL.
 function oneLine(text: string): string {
   const first = text.split(/[\r\n\u0085\u2028\u2029]/, 1)[0] ?? ''
   return first.replace(LONE_SURROGATE, '\ufffd').replace(/\p{Cc}/gu, ' ')

@@ -1,7 +1,4 @@
-/**
- * Every SQL text the library sends. Every timestamp is `clock_timestamp()`: `NOW()` is the start of
- * the caller's transaction (a stale instant), and the replica's clock would need every replica in sync.
- */
+/** Every SQL text. Timestamps are `clock_timestamp()`: `NOW()` is the transaction's start; replicas' clocks differ. */
 
 import { createHash } from 'node:crypto'
 import { formatValue } from './format-value.js'
@@ -254,16 +251,14 @@ function fromIsoText(parameter: string): string {
 /** The two shapes a lease table is used as: current, or the original package's. */
 export type Shape = 'current' | 'original'
 
-/**
- * The claim: the claim token to the single winner, no row to losers, who write nothing. On the
- * original shape only a claimant that can lock an expired row now (`SKIP LOCKED`) reaches the upsert.
- */
+/** The claim: the claim token to the single winner, no row to losers, who write nothing. */
 export function claimSql(table: string, shape: Shape): string {
   const t = quoteTable(table)
   if (shape === 'current') {
     return `SELECT claim_token AS claimed_at, missed, occurrence, interval_ms
 FROM ${claimFunction(table)}($1::text, $2::integer, $3::text, $4::bigint, $5::integer, $6::float8, $7::bigint, $8::float8, $9::float8)`
   }
+  // The original shape: only a claimant that can lock an expired row now (`SKIP LOCKED`) reaches the upsert.
   return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
 FROM (SELECT clock_timestamp() AS at) AS clock
@@ -286,10 +281,7 @@ function pauseHolds(alias: string, now = 'clock.at'): string {
   return `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
 }
 
-/**
- * The fenced renew and keep-alive beat (`$4`): a beat never moves the lease earlier. Matches no row
- * once the claim is replaced, expired, released or paused.
- */
+/** The fenced renew, and the beat (`$4`) that never moves the lease earlier; no row once the claim is gone. */
 export function renewSql(table: string, shape: Shape): string {
   const paused = shape === 'current' ? `\n  AND NOT ${pauseHolds('lease', 'clock_timestamp()')}` : ''
   return `UPDATE ${quoteTable(table)} AS lease
@@ -300,10 +292,7 @@ WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until 
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
-/**
- * The fence, in the caller's transaction. `FOR KEY SHARE` conflicts only with the claim's `FOR UPDATE`,
- * so renews and beats go on (docs/failure-modes.md#fenced-writes). No row: another claim replaced it.
- */
+/** The fence: `FOR KEY SHARE` blocks only a claim's `FOR UPDATE`, not renews or beats; no row: it was replaced. */
 export function fenceSql(table: string): string {
   return `SELECT true AS fenced FROM ${quoteTable(table)} AS lease
 WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
@@ -327,11 +316,9 @@ FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
 }
 
-/**
- * Every lease, ordered by byte order. One materialized clock read judges every row (a subquery
- * could be rescanned); its name has a space, so no accepted table name can shadow it.
- */
+/** Every lease, in byte order, judged by one clock read. */
 export function listLeasesSql(table: string, shape: Shape): string {
+  // Materialized, as a subquery could be rescanned; the space in its name keeps any table from shadowing it.
   const at = '"db clock".at'
   const column = (name: string, type: string) => (shape === 'current' ? `lease.${name}` : `NULL::${type}`)
   const nextDue = column('next_due_at', 'timestamptz')
