@@ -56,22 +56,17 @@ export function parseUntil(value: unknown, name: string): string {
 export function parseInstant(value: unknown, name: string): number {
   // A Proxy may throw from any trap, so it is refused before anything looks at it.
   if (types.isProxy(value)) fail(name, UNTIL_RULE, value)
-  const ms = types.isDate(value) ? dateMs(value, name) : typeof value === 'string' ? isoMs(value, name) : undefined
+  // isDate means a real Date (its internal slot), on which the built-in getTime cannot throw.
+  const ms = types.isDate(value)
+    ? Date.prototype.getTime.call(value)
+    : typeof value === 'string'
+      ? isoMs(value, name)
+      : undefined
   if (ms === undefined) return fail(name, UNTIL_RULE, value)
+  if (Number.isNaN(ms)) fail(name, 'a valid Date', value)
   if (ms < MIN_MS || ms > MAX_MS) {
     fail(name, 'between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in UTC', value)
   }
-  return ms
-}
-
-function dateMs(value: Date, name: string): number {
-  let ms: number
-  try {
-    ms = Date.prototype.getTime.call(value)
-  } catch {
-    return fail(name, UNTIL_RULE, value)
-  }
-  if (Number.isNaN(ms)) fail(name, 'a valid Date', value)
   return ms
 }
 
@@ -84,17 +79,8 @@ function isoMs(text: string, name: string): number {
   }
   const [year, month, day, hour, minute, second = 0] = match.slice(1, 7).map((part) => Number(part ?? 0)) as number[]
   const [offsetHours, offsetMinutes] = [Number(match[10] ?? 0), Number(match[11] ?? 0)]
-  if (
-    month! < 1 ||
-    month! > 12 ||
-    day! < 1 ||
-    day! > daysIn(year!, month!) ||
-    hour! > 23 ||
-    minute! > 59 ||
-    second > 59 ||
-    offsetHours > 23 ||
-    offsetMinutes > 59
-  ) {
+  const realDay = month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysIn(year!, month!)
+  if (!realDay || hour! > 23 || minute! > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) {
     fail(
       name,
       'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59',
