@@ -75,13 +75,12 @@ export async function releaseLease(db: Queryable, jobName: string, opts?: JobOpt
 
 // pause, resume and release resolve the job's state after the change (null: no row), for the CLI.
 export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
-  const options = opening(db, jobName, 'pauseJob', opts)
-  const { table } = options
-  if (options.until !== undefined && options.forMs !== undefined) {
-    fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', options.until)
+  const { table, until: end, forMs: length } = opening(db, jobName, 'pauseJob', opts)
+  if (end !== undefined && length !== undefined) {
+    fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', end)
   }
-  const forMs = options.forMs === undefined ? null : checkMs(options.forMs, 'opts.forMs', Number.MAX_SAFE_INTEGER)
-  const until = options.until === undefined ? null : parseUntil(options.until, 'opts.until')
+  const forMs = length === undefined ? null : checkMs(length, 'opts.forMs', Number.MAX_SAFE_INTEGER)
+  const until = end === undefined ? null : parseUntil(end, 'opts.until')
   await requireShape(db, table, 'pausing')
   const row = await changeJob(db, pauseSql(table), [jobName, forMs, until], jobName)
   // Judged by the database clock; the statement wrote nothing when the end had passed.

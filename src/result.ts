@@ -19,8 +19,7 @@ export function readResult(result: unknown, jobName: string, action: string): Re
     failReading(result, jobName, action, 'its rowCount and its rows disagree')
   const matched = counted ? rowCount === 1 : (rows as unknown[]).length === 1
   if (!matched) return { matched, claimToken: null }
-  const first: unknown = Array.isArray(rows) ? rows[0] : undefined
-  const token = (first as { claimed_at?: unknown } | undefined)?.claimed_at
+  const token = ((rows as unknown[] | undefined)?.[0] as { claimed_at?: unknown } | undefined)?.claimed_at
   // Only text can carry the microseconds; a Date (a driver that parsed it) would fence on a rounded value.
   return { matched, claimToken: typeof token === 'string' && token.length > 0 ? token : null }
 }

@@ -78,10 +78,7 @@ export interface LeaseOptions {
    * withCronLease(pool, 'report', LEASE.HOURLY, run, { occurrence: ctx.date, nextOccurrence: ctx.task?.getNextRun() })
    */
   occurrence?: Date | string | null
-  /**
-   * When this replica's scheduler fires next, on its own clock; stored as a duration, so clock
-   * offset plays no part. Default: one `everyMs` after the occurrence, if given.
-   */
+  /** When the scheduler fires next, sent as a duration so clock offset plays no part. Default: occurrence + everyMs. */
   nextOccurrence?: Date | string | null
 }
 
