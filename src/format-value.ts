@@ -8,8 +8,7 @@ export function formatValue(value: unknown): string {
   try {
     return render(value)
   } catch {
-    // Every look at a revoked Proxy throws, Array.isArray included, and so may any trap of a live
-    // one; isProxy only asks the engine, so it cannot.
+    // Any look at a revoked Proxy throws, as may a live one's traps; isProxy asks the engine, so cannot.
     return `${types.isProxy(value) ? 'a Proxy' : 'a value'} that throws when inspected`
   }
 }

@@ -98,8 +98,7 @@ const LOGGER_RULE = 'an object with optional debug, warn and error functions'
 function checkLogger(logger: unknown, name: string): LeaseLogger | undefined {
   if (logger === undefined || logger === null) return undefined
   if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
-  // The logger itself is kept, not a copy of its methods: a logger may replace them later (pino
-  // does when its level changes).
+  // The logger is kept, not its methods: a logger may replace them later (pino does on a level change).
   for (const method of ['debug', 'warn', 'error'] as const) {
     const fn = readOrFail(logger, method, name, LOGGER_RULE)
     if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
@@ -109,8 +108,7 @@ function checkLogger(logger: unknown, name: string): LeaseLogger | undefined {
 
 function checkKeepAlive(value: unknown, name: string, { leaseMs }: { leaseMs: number }): KeepAlive | undefined {
   if (value === undefined) return undefined
-  // Unlike an option bag, null is refused: the original package had no keep-alive to be lenient
-  // about, and a tick that asked for one must not run without it and outlast its lease.
+  // Unlike a bag, null is refused: a tick that asked for a keep-alive must not outlast its lease without one.
   if (value === null) fail(name, 'an object', value)
   const { beatMs, extendMs } = checkOptions(value, ['beatMs', 'extendMs'], name)
   const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)

@@ -38,9 +38,8 @@ export function checkJobName(jobName: unknown, name = 'jobName'): string {
   // A lone surrogate has no UTF-8 form: the driver sends U+FFFD instead, so distinct names such as
   // 'a\uD800' and 'a\uDC00' would share one lease row and one job would silently never run.
   if (LONE_SURROGATE.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
-  // No length limit here: the name is the primary key, and whether a long one fits the index
-  // depends on how well it compresses, which only the server knows. One that does not fit makes
-  // the claim reject with the server's error (54000), before anything is written.
+  // No length limit: whether a long name fits the primary key's index depends on how it compresses,
+  // which only the server knows; one that does not makes the claim reject (54000) before any write.
   acceptName(jobName)
   return jobName
 }
