@@ -7,7 +7,7 @@ import { readResult } from './result.js'
 import { fenceSql } from './sql.js'
 import { statementsOf } from './state.js'
 import type { Ticket } from './ticket.js'
-import type { KeepAlive, LeaseContext, Queryable, QueryResultLike } from './types.js'
+import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
 // A row lock outside a transaction ends with its statement, fencing nothing; handles that cannot
@@ -113,7 +113,7 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     scheduleBeat(keepAlive.beatMs, keepAlive.extendMs)
   }
 
-  const ctx: LeaseContext = {
+  const ctx: LeaseContext = Object.freeze({
     renew: async (ms: number = leaseMs) => {
       // A context kept past its tick would otherwise extend a lease nothing is using any more.
       if (closed) throw refused(jobName, 'renew', true)
@@ -128,17 +128,15 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
       // a row lock (a claim racing it, until that claim commits) must not hold up the beats.
       // Under a savepoint on every handle: its refusal says no transaction is open, and a failed
       // fence leaves the caller's transaction usable.
-      let result: QueryResultLike
-      try {
-        result = await underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken])
-      } catch (error) {
+      const fencing = underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken])
+      const result = await fencing.catch((error: unknown) => {
         if ((error as { code?: unknown } | null)?.code !== '25P01') throw error
         throw new TypeError(
           `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, where its row lock would ` +
             'end with the statement: pass the handle of an open transaction (a client after BEGIN, or your query ' +
             "builder's transaction object); nothing was locked",
         )
-      }
+      })
       const { matched: fenced } = readResult(result, jobName, 'fenced')
       if (fenced) return
       lose('another claim replaced it')
@@ -151,9 +149,9 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     occurrence: ticket.occurrence,
     missed: ticket.missed,
     signal: controller.signal,
-  }
+  })
   return {
-    ctx: Object.freeze(ctx),
+    ctx,
     close() {
       closed = true
       clearTimeout(beatTimer)

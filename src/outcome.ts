@@ -67,7 +67,12 @@ export function describeError(error: unknown): string {
   } catch {
     // A throwing getter: the name stays generic.
   }
-  return clip(`${name}: ${firstLine(error)}`, ERROR_TEXT_LIMIT)
+  const text = `${name}: ${firstLine(error)}`
+  if (text.length <= ERROR_TEXT_LIMIT) return text
+  // Cut with `…`, never between the halves of a pair.
+  const end = ERROR_TEXT_LIMIT - 1
+  const last = text.charCodeAt(end - 1)
+  return `${text.slice(0, last >= 0xd800 && last <= 0xdbff ? end - 1 : end)}…`
 }
 
 function firstLine(error: unknown): string {
@@ -86,14 +91,5 @@ function oneLine(text: string): string {
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
-
-/** At most `limit` UTF-16 units, ending in `…` when cut, never between the halves of a pair. */
-function clip(text: string, limit: number): string {
-  if (text.length <= limit) return text
-  let end = limit - 1
-  const last = text.charCodeAt(end - 1)
-  if (last >= 0xd800 && last <= 0xdbff) end--
-  return `${text.slice(0, end)}…`
-}
 
 const NON_ASCII = /[^\x20-\x7e]/u

@@ -15,12 +15,6 @@ function isPg(db: object): boolean {
   return client || pool
 }
 
-// 'I' idle, 'T' in a transaction, 'E' failed; a Pool (or an old `pg`) counts as idle.
-function transactionStatus(db: object): unknown {
-  const client = db as { getTransactionStatus?: () => unknown }
-  return typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : 'I'
-}
-
 /** Runs one statement: prepared where possible, under a savepoint in a caller's transaction. */
 export function runStatement(
   db: Queryable,
@@ -31,7 +25,9 @@ export function runStatement(
   // Not async, as it runs on every claim; a driver that throws still gives a rejection.
   try {
     const text = typeof statement === 'string' ? statement : statement.text
-    const status = transactionStatus(db)
+    const client = db as { getTransactionStatus?: () => unknown }
+    // 'I' idle, 'T' in a transaction, 'E' failed; a Pool (or an old `pg`) counts as idle.
+    const status = typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : 'I'
     if (status === 'T') return underSavepoint(db, text, params)
     if (status !== 'I' || !prepare || typeof statement === 'string' || handleState(db).unprepared || !isPg(db)) {
       return Promise.resolve(db.query(text, params))
