@@ -220,6 +220,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     victim.child.kill('SIGKILL')
     kills.push({ holder: victim.holder, at: await dbNow() })
     await victim.stopped
+    // The tick seen running may have ended between that look and the signal: what the history
+    // holds once the replica is dead says whether it died inside one.
+    const { rowCount: left } = await admin.query(`SELECT 1 FROM "${history}" WHERE holder = $1 AND outcome IS NULL`, [
+      victim.holder,
+    ])
+    midTick = left !== null && left > 0
     log(`${victim.holder} killed ${midTick ? 'inside a tick it had won' : 'between ticks'}`)
     await sleep(1000 + Math.random() * 2000)
     const reborn = startReplica(config('replica-1#2'), 0, errors)
