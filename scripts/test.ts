@@ -1,12 +1,15 @@
 /**
- * The test runner behind `npm test`: starts one Postgres for the whole run (unless DATABASE_URL
- * names one), hands it to Node's test runner in DATABASE_URL, and stops it afterwards. The output
- * is TAP, ending with a list of the failing tests (dev/test-summary.ts) and then the runner's counts.
+ * The test runner behind `npm test`: starts a Postgres for each file it runs at once (unless
+ * DATABASE_URL names one), runs the files through Node's test runner, two at a time, each with a
+ * server of its own, and stops them afterwards. The output is TAP, ending with a list of the
+ * failing tests (dev/test-summary.ts) and then the runner's counts.
  *
  *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration|tooling] [files...]
  */
 import { spawn } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import os, { availableParallelism } from 'node:os'
+import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { startTestServer } from '../dev/postgres.ts'
@@ -30,13 +33,51 @@ const files =
           .map((f) => `test/${suite}/${f}`),
       )
 
-// The unit suite never touches a database, so it does not wait for one.
-const server = files.some((f) => !f.startsWith('test/unit/')) ? await startTestServer() : undefined
-if (server) {
-  process.env.DATABASE_URL = server.url
-  process.env.PG_TEST_VERSION = String(server.major)
-  console.log(`# Postgres ${server.major} on port ${server.port}; ${files.length} test files`)
+/** Test files at once, each with a Postgres of its own, on a machine with the cores for it. */
+const PARALLEL = 2
+const PICK = fileURLToPath(new URL('../dev/test-server-pick.ts', import.meta.url))
+
+// Seconds each of the slowest files took in a run of the whole suite on 2 cores: started first, so
+// that no long file is left running alone at the end. A file not listed counts as one second.
+const SECONDS: Record<string, number> = {
+  'test/integration/schedulers/examples.test.ts': 68,
+  'test/integration/cli/cli.test.ts': 40,
+  'test/integration/faults/failover.test.ts': 36,
+  'test/integration/schedulers/nestjs.test.ts': 36,
+  'test/integration/once-per-occurrence/late-fires.test.ts': 32,
+  'test/tooling/bench.test.ts': 29,
+  'test/integration/schedulers/node-cron.test.ts': 28,
+  'test/integration/drivers/pgbouncer.test.ts': 24,
+  'test/integration/one-winner/soak.test.ts': 24,
+  'test/integration/drivers/prepared.test.ts': 24,
+  'test/integration/schedulers/leased-tick.test.ts': 23,
+  'test/integration/one-winner/fuzz.test.ts': 22,
+  'test/tooling/demo.test.ts': 21,
+  'test/integration/once-per-occurrence/occurrence-soak.test.ts': 14,
+  'test/integration/lease/keep-alive.test.ts': 14,
+  'test/integration/older-table/ddl.test.ts': 14,
+  'test/integration/pause/pause-storm.test.ts': 11,
+  'test/integration/older-table/occurrence-upgrade.test.ts': 9,
 }
+const weight = (file: string) => SECONDS[file] ?? 1
+
+// Files run side by side, slowest first, each on a server of its own (dev/test-server-pick.ts):
+// the tests of a loser's writes read the whole cluster's WAL and transaction IDs. A server named
+// in DATABASE_URL is one, so its files run one at a time.
+const given = process.env.DATABASE_URL
+const needsServer = files.some((f) => !f.startsWith('test/unit/'))
+const parallel = given ? 1 : Math.min(PARALLEL, availableParallelism(), files.length)
+const servers = needsServer ? await Promise.all(Array.from({ length: parallel }, () => startTestServer())) : []
+const locks = mkdtempSync(path.join(os.tmpdir(), 'pgcl-test-locks-'))
+if (servers.length > 0) {
+  process.env.DATABASE_URL = servers[0]!.url
+  process.env.PG_TEST_VERSION = String(servers[0]!.major)
+  process.env.PGCL_TEST_SERVERS = JSON.stringify(servers.map((s) => s.url))
+  process.env.PGCL_TEST_LOCKS = locks
+  const ports = servers.map((s) => s.port).join(', ')
+  console.log(`# Postgres ${servers[0]!.major} on port ${ports}; ${files.length} test files, ${parallel} at a time`)
+}
+files.sort((a, b) => weight(b) - weight(a))
 
 // Node's TAP output on every Node version (spec is the default from Node 23 on), and before its
 // closing counts, the failing tests by file and full name.
@@ -54,7 +95,17 @@ try {
   code = await new Promise<number>((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-concurrency=1', ...BOUNDS, ...REPORTER, ...files],
+      [
+        '--import',
+        'tsx',
+        '--import',
+        PICK,
+        '--test',
+        `--test-concurrency=${parallel}`,
+        ...BOUNDS,
+        ...REPORTER,
+        ...files,
+      ],
       {
         stdio: 'inherit',
       },
@@ -67,6 +118,7 @@ try {
   // Set now, so the run still fails if anything after this point ends the process early.
   process.exitCode = code
 } finally {
-  await server?.stop()
+  await Promise.all(servers.map((s) => s.stop()))
+  rmSync(locks, { recursive: true, force: true })
 }
 process.exit(code)
