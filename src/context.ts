@@ -64,9 +64,16 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     return turn
   }
 
+  // With keep-alive the library promised to notice a lapse: if no beat lands before the lease can
+  // have ended (the database is unreachable, or a beat hangs), the tick is told.
   function setExpiresAt(at: number) {
     expiresAt = at
-    if (keepAlive) armDeadline()
+    clearTimeout(deadlineTimer)
+    if (!keepAlive || closed || controller.signal.aborted) return
+    deadlineTimer = setTimeout(
+      () => lose('it ran out before a keep-alive beat could extend it'),
+      Math.max(0, expiresAt - monotonicMs()),
+    ).unref()
   }
 
   // A beat uses the statement that never shortens the lease; renew(ms) sets it to ms from now.
@@ -84,17 +91,6 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     return renewed
   }
 
-  // With keep-alive the library promised to notice a lapse: if no beat lands before the lease can
-  // have ended (the database is unreachable, or a beat hangs), the tick is told.
-  function armDeadline() {
-    clearTimeout(deadlineTimer)
-    if (closed || controller.signal.aborted) return
-    deadlineTimer = setTimeout(
-      () => lose('it ran out before a keep-alive beat could extend it'),
-      Math.max(0, expiresAt - monotonicMs()),
-    ).unref()
-  }
-
   function scheduleBeat(every: number, extendMs: number) {
     beatTimer = setTimeout(async () => {
       try {
@@ -109,7 +105,7 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
   }
 
   if (keepAlive) {
-    armDeadline()
+    setExpiresAt(expiresAt)
     scheduleBeat(keepAlive.beatMs, keepAlive.extendMs)
   }
 
