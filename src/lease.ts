@@ -72,20 +72,16 @@ export function runConfig<T>(
 // `forInterval`'s result is read once: it may be a Proxy.
 function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefined } {
   if (typeof value !== 'object' || value === null) return { leaseMs: checkMs(value, 'leaseMs'), everyMs: undefined }
+  const rule = 'a number of milliseconds, or what forInterval() returns'
   let leaseMs: unknown
   let everyMs: unknown
   try {
     ;({ leaseMs, everyMs } = value as IntervalLease)
   } catch {
-    return fail('leaseMs', 'a number of milliseconds, or what forInterval() returns', value)
+    return fail('leaseMs', rule, value)
   }
-  if (typeof leaseMs !== 'number' || typeof everyMs !== 'number') {
-    fail('leaseMs', 'a number of milliseconds, or what forInterval() returns', value)
-  }
-  return {
-    leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'),
-    everyMs: checkMs(everyMs, 'leaseMs.everyMs', MAX_INTERVAL_MS),
-  }
+  if (typeof leaseMs !== 'number' || typeof everyMs !== 'number') fail('leaseMs', rule, value)
+  return { leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'), everyMs: checkMs(everyMs, 'leaseMs.everyMs', MAX_INTERVAL_MS) }
 }
 
 /** The one run path: claim, run, record; plain promise steps, as each `async` layer costs microtask turns per job. */
@@ -105,7 +101,6 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promi
         'its claim token from; the lease is held until it expires and the tick did not run',
     )
   }
-
   const { ctx, close } = openContext(ticket, keepAlive)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }

@@ -1,5 +1,4 @@
 /** Every SQL text. Timestamps are `clock_timestamp()`: `NOW()` is the transaction's start; replicas' clocks differ. */
-
 import { createHash } from 'node:crypto'
 import { formatValue } from './format-value.js'
 
@@ -358,9 +357,6 @@ function adminReturning(shape: Shape): string {
     ${isoText('clock.at')} AS checked_at`
 }
 
-// The last instant `new Date()` reads as ISO text; a pause ending later is open-ended.
-const LAST_INSTANT = '9999-12-31T23:59:59.999Z'
-
 // A pause made before claim_until existed kept no claim end: taken as now.
 function claimEnd(alias: string): string {
   return `CASE WHEN ${pauseHolds(alias)} THEN coalesce(${alias}.claim_until, clock.at)
@@ -377,11 +373,12 @@ clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM
 export function pauseSql(table: string): string {
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
   const future = `($3::text IS NULL OR ${fromIsoText('$3')} > clock_timestamp())`
+  // A pause ending after the last instant `new Date()` reads as ISO text is open-ended.
   return `WITH ${lockedClock(table, future)},
 pause AS MATERIALIZED (
   SELECT CASE
     WHEN $2::float8 IS NOT NULL THEN
-      CASE WHEN $2::float8 < (extract(epoch FROM '${LAST_INSTANT}'::timestamptz - clock.at) * 1000)::float8
+      CASE WHEN $2::float8 < (extract(epoch FROM '9999-12-31T23:59:59.999Z'::timestamptz - clock.at) * 1000)::float8
         THEN clock.at + $2::float8 * interval '1 millisecond'
         ELSE 'infinity'::timestamptz END
     WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
