@@ -19,11 +19,9 @@ export function clockOffset(claimToken: string, sentWallMs: number, receivedWall
 export function checkClock(config: ClaimConfig, offsetMs: number, roundTripMs: number): void {
   const { table, jobName, leaseMs, logger } = config
   const about = `clock:${jobName}`
-  if (Math.abs(offsetMs) - (roundTripMs / 2 + 1) <= leaseMs * 0.1) {
-    clearWarning(table, about)
-    return
-  }
-  if (!firstWarning(table, about)) return
+  const within = Math.abs(offsetMs) - (roundTripMs / 2 + 1) <= leaseMs * 0.1
+  if (within) clearWarning(table, about)
+  if (within || !firstWarning(table, about)) return
   warn(
     logger,
     `pg-cron-lease: this replica's clock is ${Math.abs(offsetMs)} ms ${offsetMs > 0 ? 'ahead of' : 'behind'} the ` +

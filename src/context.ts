@@ -120,10 +120,9 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
       if (closed) throw refused(jobName, 'fence', true)
       const inTransaction = checkTransactionClient(client)
       if (claimToken === null) throw refused(jobName, 'fence', false)
-      // Not queued with the renews (serially): it does not move the lease, and a fence waiting on
-      // a row lock (a claim racing it, until that claim commits) must not hold up the beats.
-      // Under a savepoint on every handle: its refusal says no transaction is open, and a failed
-      // fence leaves the caller's transaction usable.
+      // Not queued with the renews: it does not move the lease, and one waiting on a row lock (a racing
+      // claim, until it commits) must not hold up the beats. Under a savepoint on every handle: its
+      // refusal says no transaction is open, and a failed fence leaves the caller's transaction usable.
       const fencing = underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken])
       const result = await fencing.catch((error: unknown) => {
         if ((error as { code?: unknown } | null)?.code !== '25P01') throw error

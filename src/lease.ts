@@ -41,7 +41,7 @@ export function withCronLease<T>(
   return runLease(config, config.slot)
 }
 
-/** A run's config: the compiled options and the call's arguments, checked in declared order. */
+/** The arguments of `withCronLease`, `leasedTick` and `catchUp`, checked in declared order. */
 export function runConfig<T>(
   entry: EntryPoint,
   db: unknown,
@@ -57,12 +57,18 @@ export function runConfig<T>(
   const { options, occurrence, nextOccurrence } = compileCall(entry, opts, lease.leaseMs)
   const everyMs = options.everyMs ?? lease.everyMs
   return {
-    ...options,
     db: queryable,
     jobName: job,
     leaseMs: lease.leaseMs,
     runTick: tick,
+    holder: options.holder,
+    table: options.table,
+    logger: options.logger,
+    keepAlive: options.keepAlive,
+    prepare: options.prepare,
+    record: options.record,
     everyMs,
+    clockToleranceMs: options.clockToleranceMs,
     options,
     slot: slotOf(occurrence, nextOccurrence, everyMs),
     nextOccurrence,
@@ -223,13 +229,9 @@ const CLOCK_CHECK_EVERY_MS = 60_000
 async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
   const { db, table, jobName, logger } = config
   const known = knowledgeOf(db, table)
-  if (known.clock === undefined || monotonicMs() - known.clock.at >= CLOCK_CHECK_EVERY_MS) {
-    try {
-      await readFacts(config, known)
-    } catch {
-      return
-    }
-  }
+  const stale = known.clock === undefined || monotonicMs() - known.clock.at >= CLOCK_CHECK_EVERY_MS
+  // A failed read (null) leaves nothing to judge by.
+  if (stale && (await readFacts(config, known).catch(() => null)) === null) return
   if (known.clock === undefined) return
   const aheadMs = occurrence - (Date.now() - known.clock.offsetMs)
   const tolerance = toleranceOf(config)
