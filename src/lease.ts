@@ -32,13 +32,13 @@ export function withCronLease<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  let config: ReturnType<typeof runConfig<T>>
+  // A throw, from the arguments or from the caller's logger warning before the claim, rejects.
   try {
-    config = runConfig('withCronLease', db, jobName, leaseMs, runTick, opts)
+    const config = runConfig('withCronLease', db, jobName, leaseMs, runTick, opts)
+    return runLease(config, config.slot)
   } catch (error) {
     return Promise.reject(error)
   }
-  return runLease(config, config.slot)
 }
 
 /** The arguments of `withCronLease`, `leasedTick` and `catchUp`, checked in declared order. */

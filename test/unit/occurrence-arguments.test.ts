@@ -445,3 +445,26 @@ describe('a lease that cannot work says so, once per job', () => {
     assert.match(warnings[0]!, /the 30000 ms lease of 'tick' is not shorter than the 1000 ms between its occurrences/)
   })
 })
+
+describe('a logger that throws while warning before the claim', () => {
+  test('withCronLease returns a rejected promise, never throws, and sends nothing', async () => {
+    const db = standIn()
+    const failure = new Error('the logger is down')
+    const logger = {
+      warn: () => {
+        throw failure
+      },
+    }
+    let call: Promise<unknown> | undefined
+    assert.doesNotThrow(() => {
+      call = withCronLease(db, 'gap', 5_000, () => 'ran', {
+        table: freshTable(),
+        logger,
+        occurrence: OCCURRENCE,
+        nextOccurrence: '2026-12-01T09:00:01.000Z',
+      })
+    })
+    await assert.rejects(call!, failure)
+    assert.deepEqual(db.calls, [])
+  })
+})
