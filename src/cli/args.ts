@@ -17,7 +17,6 @@ interface OptionSpec {
   help: string
 }
 
-/** Every option of every command: its type, its placeholder in help and its help text. */
 export const OPTIONS = {
   table: { type: 'string', arg: '<name>', help: `The lease table, name or schema.name (default: ${DEFAULT_TABLE})` },
   url: { type: 'string', arg: '<url>', help: 'Postgres connection URL (default: the DATABASE_URL variable)' },
@@ -101,7 +100,6 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
-/** The options as parseArgs reads them: strings, but --json is a boolean and --job a list. */
 type Given = Partial<Record<Exclude<OptionName, 'json' | 'job'>, string>> & { json?: boolean; job?: string[] }
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */

@@ -109,19 +109,14 @@ export interface JobHealth {
   reason: string | null
 }
 
-/** What status and check ask listLeases for: the table, and the rules that judge a job overdue. */
 export function leaseQuery({ table, overdueFactor, graceMs }: Values): ListLeasesOptions {
   return { table, overdueFactor, overdueGraceMs: graceMs }
 }
 
-function judge(
-  jobName: string,
-  lease: LeaseInfo | undefined,
-  { table, overdueFactor, graceMs }: CheckInput,
-): JobHealth {
+function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput): JobHealth {
   const reasons: string[] = []
-  if (lease === undefined) reasons.push(`NEVER CLAIMED: no row in ${table}: never claimed, or a typo in the name`)
-  const grace = lease && `grace ${duration(overdueGrace(lease.everyMs, graceMs, overdueFactor))}`
+  if (lease === undefined) reasons.push(`NEVER CLAIMED: no row in ${input.table}: never claimed, or a typo in the name`)
+  const grace = lease && `grace ${duration(overdueGrace(lease.everyMs, input.graceMs, input.overdueFactor))}`
   if (lease?.overdue && judgedByDueTime(lease)) {
     const late = msBetween(lease.checkedAt, lease.nextDueAt)
     reasons.push(`OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (${grace})`)

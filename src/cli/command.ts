@@ -3,7 +3,7 @@ import type pg from 'pg'
 import type { Accepts, OptionName, Values } from './args.js'
 import type { Target } from './connect.js'
 import type { ExitCode } from './exit.js'
-import type { Paint } from './paint.js'
+import type { Paint } from './human.js'
 
 /** What a command runs with: where it prints, and how it reaches the database. */
 export interface Context {

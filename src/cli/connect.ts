@@ -4,7 +4,7 @@ import { migrateCommand } from '../log.js'
 import { BIN } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 
-export const CONNECT_TIMEOUT_MS = 10_000
+const CONNECT_TIMEOUT_MS = 10_000
 
 export interface Target {
   url: string
@@ -12,10 +12,7 @@ export interface Target {
   label: string
 }
 
-export interface Doing {
-  command: string
-  table: string
-}
+type Doing = { command: string; table: string }
 
 /** Opens one connection, runs `work`, closes it; failures are an exit 1 saying what to do. */
 export type Connect = <T>(target: Target, doing: Doing, work: (client: pg.Client) => Promise<T>) => Promise<T>
@@ -106,7 +103,6 @@ export const withClient: Connect = async (target, doing, work) => {
   }
 }
 
-/** One line that says what went wrong and what to do about it. */
 function explain(error: unknown, target: Target, { command, table }: Doing): string {
   const code = (error as { code?: unknown })?.code
   const said = oneLine(error)

@@ -1,4 +1,4 @@
-/** Durations and ages (between two database timestamps) as a person reads them. */
+/** Text for people: durations and ages (between two database timestamps) as a person reads them, and colours. */
 
 // Exact: `Date.parse` would drop the last three digits.
 function epochMicros(iso: string): number {
@@ -41,13 +41,30 @@ export function duration(ms: number): string {
   if (ms < 1) return 'under 1 ms'
   if (ms < 1000) return `${Math.round(ms)} ms`
   if (ms < 60_000) return Number.isInteger(ms / 1000) ? `${ms / 1000} s` : `${(Math.floor(ms / 100) / 10).toFixed(1)} s`
+  // From a minute up there is always a next unit, and the largest one counts at least 1.
   const first = UNITS.findIndex(([, size]) => ms >= size)
-  const parts: string[] = []
-  let rest = ms
-  for (const [unit, size] of UNITS.slice(first, first + 2)) {
-    const n = Math.floor(rest / size)
-    rest -= n * size
-    if (n > 0) parts.push(`${n} ${unit}`)
+  const [unit, size] = UNITS[first]!
+  const [next, nextSize] = UNITS[first + 1]!
+  const n = Math.floor(ms / size)
+  const m = Math.floor((ms - n * size) / nextSize)
+  return m > 0 ? `${n} ${unit} ${m} ${next}` : `${n} ${unit}`
+}
+
+/** Each colour as a function of the text; every one returns the text as it is when colours are off. */
+export type Paint = Record<'plain' | 'bold' | 'dim' | 'red' | 'green' | 'yellow', (text: string) => string>
+
+// Only on a terminal, or when FORCE_COLOR asks for them; NO_COLOR (any non-empty value) turns them off
+// in every case (https://no-color.org).
+export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string, string | undefined>>): Paint {
+  const force = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0' && env.FORCE_COLOR !== 'false'
+  const on = !env.NO_COLOR && (force || stream.isTTY === true)
+  const sgr = (open: number, close: number) => (text: string) => (on ? `\x1b[${open}m${text}\x1b[${close}m` : text)
+  return {
+    plain: (t) => t,
+    bold: sgr(1, 22),
+    dim: sgr(2, 22),
+    red: sgr(31, 39),
+    green: sgr(32, 39),
+    yellow: sgr(33, 39),
   }
-  return parts.join(' ')
 }

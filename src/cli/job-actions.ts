@@ -9,6 +9,8 @@ import { msBetween } from './human.js'
 
 type JobAction = 'pause' | 'resume' | 'release'
 
+const CHANGES = { pause: admin.pause, resume: admin.resume, release: admin.release }
+
 export const pause: Command = jobCommand(
   'pause',
   'Pause one job on every replica, for a while or until resumed',
@@ -55,13 +57,8 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
     exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
     async run({ table, job, forMs, until }, context) {
       const state = await context.connect(async (client, target) => {
-        const change =
-          action === 'pause'
-            ? admin.pause(client, job!, { table, forMs, until })
-            : action === 'resume'
-              ? admin.resume(client, job!, { table })
-              : admin.release(client, job!, { table })
-        const state = await change.catch((error) => {
+        const opts = action === 'pause' ? { table, forMs, until } : { table }
+        const state = await CHANGES[action](client, job!, opts).catch((error) => {
           throw asUsage(error) ?? error
         })
         if (state !== null) return state

@@ -3,21 +3,20 @@
  * database, 2 usage, 3 unhealthy), with all it touches in `io`; every error is one line on stderr.
  * And its help: the main help, and each command's.
  */
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { BIN, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
 import type { Command } from './command.js'
 import { type Connect, connectionTarget, withClient } from './connect.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
+import { painter } from './human.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
-import { painter } from './paint.js'
 import { status } from './status.js'
 
 /** stdout or stderr, or a test's stand-in; a terminal (isTTY) turns colours on. */
 export type Output = { write(text: string): unknown; isTTY?: boolean }
 
-/** Everything main uses from outside itself. */
 export interface CliIo {
   stdout: Output
   stderr: Output
@@ -44,9 +43,7 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
       io.stderr.write(mainHelp())
       return EXIT.USAGE
     }
-    if (first === '-h' || first === '--help' || (first === 'help' && rest.length === 0)) {
-      return print(mainHelp())
-    }
+    if (first === '-h' || first === '--help' || (first === 'help' && rest.length === 0)) return print(mainHelp())
     if (first === '-v' || first === '--version') return print(`${version()}\n`)
     const { command: name, help } = readCommand(first, rest, NAMES)
     const command = COMMANDS[name]!
@@ -71,13 +68,9 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
 function version(): string {
   // Bundled into dist/cli.mjs this code sits one level below package.json; as src/cli/main.ts, two.
   for (const up of ['../package.json', '../../package.json']) {
-    let text: string
-    try {
-      text = readFileSync(new URL(up, import.meta.url), 'utf8')
-    } catch {
-      continue
-    }
-    const manifest = JSON.parse(text) as { name?: unknown; version?: unknown }
+    const file = new URL(up, import.meta.url)
+    if (!existsSync(file)) continue
+    const manifest = JSON.parse(readFileSync(file, 'utf8')) as { name?: unknown; version?: unknown }
     if (manifest.name === BIN && typeof manifest.version === 'string') return manifest.version
   }
   throw new Error(`cannot find the package.json of ${BIN}`)

@@ -7,7 +7,7 @@ import { createTableSql, tableFactsParams, tableFactsSql, upgradeTableSql } from
 import { BIN } from './args.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { EXIT } from './exit.js'
-import type { Paint } from './paint.js'
+import type { Paint } from './human.js'
 
 export const sql: Command = {
   summary: 'Print the CREATE TABLE statement for the lease table',

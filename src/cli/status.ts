@@ -1,12 +1,11 @@
 /** `pg-cron-lease status`: every job, as a table for people, the JSON of listLeases() or for Prometheus. */
-import { type LeaseInfo, listLeases } from '../list-leases.js'
+import { escapeControls } from '../escape.js'
+import { judgedByDueTime, type LeaseInfo, listLeases } from '../list-leases.js'
 import { BIN, type Format } from './args.js'
 import { leaseQuery } from './check.js'
 import { type Command, DATABASE_EXIT } from './command.js'
 import { EXIT } from './exit.js'
-import type { Paint } from './paint.js'
-import { renderPrometheus } from './prometheus.js'
-import { renderStatus } from './status-text.js'
+import { ago, duration, msBetween, type Paint, span } from './human.js'
 
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
@@ -56,4 +55,152 @@ export function renderLeases(format: Format, leases: LeaseInfo[], table: string,
 /** The leases exactly as listLeases returned them, as indented JSON (an Infinity becomes null). */
 export function renderStatusJson(leases: LeaseInfo[]): string {
   return `${JSON.stringify(leases, null, 2)}\n`
+}
+
+interface Cell {
+  text: string
+  paint: (text: string) => string
+}
+
+export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string {
+  if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
+  const checked = leases[0]!.checkedAt
+  const plain = (text: string): Cell => ({ text, paint: paint.plain })
+  const colour: Record<string, Paint['red']> = { FAILING: paint.red, OVERDUE: paint.red, PAUSED: paint.yellow }
+  const rows = leases.map((l): Cell[] => [
+    plain(escapeControls(l.jobName)),
+    plain(l.holder === null ? '-' : escapeControls(l.holder)),
+    // Every age is checkedAt minus another database timestamp, never this machine's clock.
+    plain(ago(msBetween(checked, l.claimedAt))),
+    expires(l, paint),
+    lastRun(l, paint),
+    plain(l.lastDurationMs === null ? '-' : duration(l.lastDurationMs)),
+    nextDue(l, paint),
+    { text: String(l.missed), paint: l.missed > 0 ? paint.yellow : paint.plain },
+    {
+      text: [l.lastOutcome === 'error' && 'FAILING', l.overdue && 'OVERDUE', l.paused && 'PAUSED']
+        .filter(Boolean)
+        .join(' '),
+      paint: (text) => text.replace(/[A-Z]+/g, (m) => colour[m]?.(m) ?? m),
+    },
+  ])
+  const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.text.length)))
+  const line = (cells: Cell[]) =>
+    cells
+      .map((c, i) => c.paint(i === cells.length - 1 ? c.text : c.text.padEnd(widths[i]!)))
+      .join('   ')
+      .trimEnd()
+  const count = (n: number, what: string) => (n > 0 ? `, ${n} ${what}` : '')
+  const failures = leases
+    .filter((l) => l.lastOutcome === 'error')
+    .map((l) => `${escapeControls(l.jobName)}: ${escapeControls(l.lastError ?? 'no error text recorded')}`)
+  const summary =
+    `${leases.length} job${leases.length === 1 ? '' : 's'}, ${leases.filter((l) => l.held).length} held` +
+    count(failures.length, 'failing') +
+    count(leases.filter((l) => l.overdue).length, 'overdue') +
+    count(leases.filter((l) => l.paused).length, 'paused')
+  return [
+    `${table}: ${summary} (database clock ${checked})`,
+    '',
+    line(header.map((h) => ({ text: h, paint: paint.bold }))),
+    ...rows.map(line),
+    ...(failures.length > 0 ? ['', 'Last errors:', ...failures.map((f) => `  ${f}`)] : []),
+    '',
+  ].join('\n')
+}
+
+function expires(l: LeaseInfo, paint: Paint): Cell {
+  if (l.leaseUntil === 'infinity') return { text: 'when resumed', paint: paint.yellow }
+  if (l.held) return { text: `in ${span(l.remainingMs)}`, paint: paint.green }
+  return { text: `expired ${ago(msBetween(l.checkedAt, l.leaseUntil))}`, paint: paint.dim }
+}
+
+function lastRun(l: LeaseInfo, paint: Paint): Cell {
+  if (l.lastFinishedAt === null) return { text: '-', paint: paint.plain }
+  const when = ago(msBetween(l.checkedAt, l.lastFinishedAt))
+  if (l.lastOutcome === 'error') return { text: `error ${when}`, paint: paint.red }
+  // null: the scheduler could not say how it ended (a node-cron coordinator run).
+  return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: paint.plain }
+}
+
+function nextDue(l: LeaseInfo, paint: Paint): Cell {
+  if (l.nextDueAt === null) return { text: '-', paint: paint.plain }
+  const ahead = msBetween(l.nextDueAt, l.checkedAt)
+  if (ahead > 0) return { text: `in ${span(ahead)}`, paint: paint.plain }
+  // Passed: red once listLeases calls it overdue (past the grace), plain while a pause explains it.
+  return { text: `due ${ago(-ahead)}`, paint: l.overdue ? paint.red : l.paused ? paint.plain : paint.yellow }
+}
+
+// --format prometheus: text format 0.0.4 (what the textfile collector reads), ending `# EOF` as OpenMetrics
+// wants. No timestamps (the collector refuses them); unknown values are left out, never made up.
+const flag = (on: boolean) => (on ? 1 : 0)
+// Rounded to the microsecond, the precision of the timestamps, so a value reads 0.000072, not 0.00007156699988991022.
+const seconds = (ms: number | null) => (ms === null ? null : Math.round(ms * 1000) / 1e6)
+const age = (lease: LeaseInfo, at: string | null) => (at === null ? null : Math.max(0, msBetween(lease.checkedAt, at)))
+
+/** Each metric family by name, in the order they are printed. */
+const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number | null }> = {
+  pg_cron_lease_held: {
+    help: 'Whether the lease of the job is held (1), so that a claim made now would lose, or not (0).',
+    value: (l) => flag(l.held),
+  },
+  pg_cron_lease_last_claim_age_seconds: {
+    help: 'Seconds since the last claim of the job, by the database clock.',
+    value: (l) => seconds(age(l, l.claimedAt)),
+  },
+  pg_cron_lease_last_success_age_seconds: {
+    help: 'Seconds since the last run of the job that ended ok, by the database clock; absent until one has.',
+    value: (l) => seconds(age(l, l.lastSuccessAt)),
+  },
+  pg_cron_lease_last_duration_seconds: {
+    help: 'How long the last recorded run of the job took, in seconds; absent until a run is recorded.',
+    value: (l) => seconds(l.lastDurationMs),
+  },
+  pg_cron_lease_last_outcome_ok: {
+    help: 'Whether the last recorded run of the job ended ok (1) or failed (0); absent when unknown.',
+    value: (l) => (l.lastOutcome === null ? null : flag(l.lastOutcome === 'ok')),
+  },
+  pg_cron_lease_interval_seconds: {
+    help: 'The interval of the job in seconds, declared or observed between runs; absent while unknown.',
+    value: (l) => seconds(l.everyMs),
+  },
+  pg_cron_lease_overdue: {
+    help: 'Whether the job is overdue (1): its next due time passed unclaimed for longer than the grace or, with none known, not claimed for its interval times the overdue factor; never while paused.',
+    value: (l) => flag(l.overdue),
+  },
+  pg_cron_lease_paused: {
+    help: 'Whether a pause holds the job (1), so that no replica can claim it, or not (0).',
+    value: (l) => flag(l.paused),
+  },
+  pg_cron_lease_next_due_in_seconds: {
+    help: 'Seconds until the job is next due, by the database clock, negative once that time has passed; absent while unknown.',
+    // A due time older than the last claim says nothing of when the job is due (see listLeases).
+    value: (l) => (judgedByDueTime(l) ? seconds(msBetween(l.nextDueAt, l.checkedAt)) : null),
+  },
+  pg_cron_lease_missed_occurrences_total: {
+    help: 'Occurrences of the job that fell due with no claim, counted by the claims after them; 0 until one is, and on a table without the occurrence columns.',
+    value: (l) => l.missed,
+  },
+}
+
+export const PROMETHEUS_METRICS: readonly string[] = Object.keys(FAMILIES)
+
+/** A label value as both formats write it: backslash, double quote and line feed escaped. */
+export function escapeLabelValue(text: string): string {
+  return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
+}
+
+export function renderPrometheus(leases: LeaseInfo[]): string {
+  const lines: string[] = []
+  for (const [name, family] of Object.entries(FAMILIES)) {
+    // Only a counter's name ends in _total, as Prometheus names them; every other measure is a gauge.
+    lines.push(`# HELP ${name} ${family.help}`, `# TYPE ${name} ${name.endsWith('_total') ? 'counter' : 'gauge'}`)
+    for (const lease of leases) {
+      const value = family.value(lease)
+      if (value !== null) lines.push(`${name}{job_name="${escapeLabelValue(lease.jobName)}"} ${value}`)
+    }
+  }
+  lines.push('# EOF', '')
+  return lines.join('\n')
 }

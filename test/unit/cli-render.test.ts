@@ -9,11 +9,16 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { installSkew } from '../../dev/skew-clock.ts'
 import { checkExitCode, checkJobs, renderCheck, renderCheckJson } from '../../src/cli/check.ts'
+import { type Paint, painter } from '../../src/cli/human.ts'
 import { describeMigration } from '../../src/cli/migrate.ts'
-import { type Paint, painter } from '../../src/cli/paint.ts'
-import { escapeLabelValue, PROMETHEUS_METRICS, renderPrometheus } from '../../src/cli/prometheus.ts'
-import { renderLeases, renderStatusJson } from '../../src/cli/status.ts'
-import { renderStatus } from '../../src/cli/status-text.ts'
+import {
+  escapeLabelValue,
+  PROMETHEUS_METRICS,
+  renderLeases,
+  renderPrometheus,
+  renderStatus,
+  renderStatusJson,
+} from '../../src/cli/status.ts'
 import type { LeaseInfo } from '../../src/list-leases.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
 
