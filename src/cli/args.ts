@@ -1,11 +1,12 @@
-/** The command line: which command, every option declared once, read into checked values (else exit 2). */
+/** The command line: which command, every option declared once, checked values (else exit 2), what a command is. */
 import { parseArgs } from 'node:util'
+import type pg from 'pg'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
-import { type Exit, oneLine, usage } from './exit.js'
-import { duration } from './human.js'
+import { type Exit, type ExitCode, oneLine, usage } from './exit.js'
+import { duration, type Paint } from './human.js'
 
 export const BIN = 'pg-cron-lease'
 
@@ -74,6 +75,35 @@ export interface Accepts {
   options: readonly OptionName[]
   job?: boolean
 }
+
+export interface Target {
+  url: string
+  /** host:port/database, for messages; never the password. */
+  label: string
+}
+
+/** What a command runs with: where it prints, and how it reaches the database. */
+export interface Context {
+  /** Writes to stdout; `paint` holds the colours for it. */
+  out(text: string): void
+  paint: Paint
+  /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
+  connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
+}
+
+/** One command; each is a module of its own, and src/cli/main.ts lists them. */
+export interface Command extends Accepts {
+  summary: string
+  /** Help for an option where this command's differs from the one in OPTIONS. */
+  optionHelp?: Partial<Record<OptionName, string>>
+  details: string
+  exitCodes: string
+  /** Runs with values already checked; resolves the exit code, or throws an Exit. */
+  run(values: Values, context: Context): Promise<ExitCode>
+}
+
+/** The exit 1 of every command that reads the database, as its help says it. */
+export const DATABASE_EXIT = '1 the database cannot be reached or read (or pg is not installed)'
 
 /** "--table <name>", as help shows an option. */
 export function flag(name: OptionName): string {

@@ -6,8 +6,7 @@
 import { escapeControls } from '../escape.js'
 import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, listLeases, overdueGrace } from '../list-leases.js'
 import { tableFactsParams, tableFactsSql } from '../sql.js'
-import { BIN, type Values } from './args.js'
-import { type Command, DATABASE_EXIT } from './command.js'
+import { BIN, type Command, DATABASE_EXIT, type Values } from './args.js'
 import { EXIT, type ExitCode } from './exit.js'
 import { ago, duration, msBetween, span } from './human.js'
 

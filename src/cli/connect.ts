@@ -1,16 +1,10 @@
 /** Reaching the database: where, the optional `pg` driver, one client a command; passwords never shown. */
 import type pg from 'pg'
 import { migrateCommand } from '../log.js'
-import { BIN } from './args.js'
+import { BIN, type Target } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 
 const CONNECT_TIMEOUT_MS = 10_000
-
-export interface Target {
-  url: string
-  /** host:port/database, for messages; never the password. */
-  label: string
-}
 
 type Doing = { command: string; table: string }
 

@@ -1,9 +1,8 @@
 /** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
 import * as admin from '../admin.js'
 import { escapeControls } from '../escape.js'
-import { BIN } from './args.js'
+import { BIN, type Command } from './args.js'
 import { untilText } from './check.js'
-import type { Command } from './command.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 import { msBetween } from './human.js'
 

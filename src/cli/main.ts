@@ -4,9 +4,8 @@
  * And its help: the main help, and each command's.
  */
 import { existsSync, readFileSync } from 'node:fs'
-import { BIN, flag, OPTIONS, parseOptions, readCommand } from './args.js'
+import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
-import type { Command } from './command.js'
 import { type Connect, connectionTarget, withClient } from './connect.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { painter } from './human.js'

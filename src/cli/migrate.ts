@@ -4,8 +4,7 @@
  */
 import type pg from 'pg'
 import { createTableSql, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
-import { BIN } from './args.js'
-import { type Command, DATABASE_EXIT } from './command.js'
+import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT } from './exit.js'
 import type { Paint } from './human.js'
 

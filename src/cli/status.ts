@@ -1,9 +1,8 @@
 /** `pg-cron-lease status`: every job, as a table for people, the JSON of listLeases() or for Prometheus. */
 import { escapeControls } from '../escape.js'
 import { judgedByDueTime, type LeaseInfo, listLeases } from '../list-leases.js'
-import { BIN, type Format } from './args.js'
+import { BIN, type Command, DATABASE_EXIT, type Format } from './args.js'
 import { leaseQuery } from './check.js'
-import { type Command, DATABASE_EXIT } from './command.js'
 import { EXIT } from './exit.js'
 import { ago, duration, msBetween, type Paint, span } from './human.js'
 
