@@ -70,7 +70,6 @@ export interface Values {
   until?: string
 }
 
-/** What a command accepts: its options, and whether it takes one <job> argument. */
 export interface Accepts {
   options: readonly OptionName[]
   job?: boolean
@@ -82,9 +81,7 @@ export interface Target {
   label: string
 }
 
-/** What a command runs with: where it prints, and how it reaches the database. */
 export interface Context {
-  /** Writes to stdout; `paint` holds the colours for it. */
   out(text: string): void
   paint: Paint
   /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
@@ -116,10 +113,7 @@ function misuse(message: string, command?: string): Exit {
   return usage(`${message}; see ${BIN}${command === undefined ? '' : ` ${command}`} --help`)
 }
 
-/**
- * The command that `first` and `rest` name, and whether they ask for its help. Help wins after the
- * name (`status --bogus --help` helps); after `--`, --help is a job's name.
- */
+/** The command named, and whether it asks for help: help wins after the name, but after `--` it is a job's name. */
 export function readCommand(first: string, rest: string[], commands: readonly string[]) {
   if (first.startsWith('-')) throw misuse(`expected a command (${commands.join(', ')}) before ${first}`)
   const command = first === 'help' ? rest[0]! : first

@@ -1,8 +1,4 @@
-/**
- * `pg-cron-lease check`, and the health `status` marks: OVERDUE (as listLeases says), FAILING,
- * PAUSED. A paused job is never overdue but can still be FAILING; a named job with no row is
- * unhealthy (never claimed); an overdue reason names the rule that found it. Exit 3: unhealthy.
- */
+/** `pg-cron-lease check`: a job is unhealthy when overdue (as listLeases says), failing, or named with no row. */
 import { escapeControls } from '../escape.js'
 import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, listLeases, overdueGrace } from '../list-leases.js'
 import { tableFactsParams, tableFactsSql } from '../sql.js'

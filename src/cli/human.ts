@@ -41,7 +41,6 @@ export function duration(ms: number): string {
   if (ms < 1) return 'under 1 ms'
   if (ms < 1000) return `${Math.round(ms)} ms`
   if (ms < 60_000) return Number.isInteger(ms / 1000) ? `${ms / 1000} s` : `${(Math.floor(ms / 100) / 10).toFixed(1)} s`
-  // From a minute up there is always a next unit, and the largest one counts at least 1.
   const first = UNITS.findIndex(([, size]) => ms >= size)
   const [unit, size] = UNITS[first]!
   const [next, nextSize] = UNITS[first + 1]!
@@ -53,8 +52,7 @@ export function duration(ms: number): string {
 /** Each colour as a function of the text; every one returns the text as it is when colours are off. */
 export type Paint = Record<'plain' | 'bold' | 'dim' | 'red' | 'green' | 'yellow', (text: string) => string>
 
-// Only on a terminal, or when FORCE_COLOR asks for them; NO_COLOR (any non-empty value) turns them off
-// in every case (https://no-color.org).
+// On a terminal or under FORCE_COLOR; NO_COLOR (any non-empty value) wins over both (https://no-color.org).
 export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string, string | undefined>>): Paint {
   const force = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0' && env.FORCE_COLOR !== 'false'
   const on = !env.NO_COLOR && (force || stream.isTTY === true)

@@ -132,7 +132,6 @@ function readable(timestamp: string): string {
   return /^\d{5,}-/.test(timestamp) ? 'infinity' : timestamp
 }
 
-/** Whether database timestamp `a` ('infinity' allowed) is after `b`. */
 function laterThan(a: string, b: string): boolean {
   return a === 'infinity' || msBetween(a, b) > 0
 }

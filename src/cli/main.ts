@@ -1,8 +1,4 @@
-/**
- * The `pg-cron-lease` command as a function: `main(argv, io)` resolves its exit code (0 ok, 1
- * database, 2 usage, 3 unhealthy), with all it touches in `io`; every error is one line on stderr.
- * And its help: the main help, and each command's.
- */
+/** The command as a function, `main(argv, io)`, with all it touches in `io`; and its help, main and per command. */
 import { existsSync, readFileSync } from 'node:fs'
 import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'

@@ -1,7 +1,4 @@
-/**
- * The lease table's DDL: `sql` prints it without a database (or the `pg` driver); `migrate` creates
- * the table, or adds the columns an older one lacks, and says which it did (or that none was needed).
- */
+/** The lease table's DDL: `sql` prints it without a database or `pg`; `migrate` creates or upgrades the table. */
 import type pg from 'pg'
 import { createTableSql, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
@@ -35,8 +32,7 @@ export const migrate: Command = {
     `  ${BIN} migrate --url postgres://app@db.internal:5432/app\n` +
     `  DATABASE_URL=postgres://localhost/app ${BIN} migrate --table jobs.cron_leases`,
   exitCodes: `0 created, upgraded or already up to date, ${DATABASE_EXIT}, 2 usage error`,
-  async run(values, context) {
-    const { table } = values
+  async run({ table }, context) {
     const migration = await context.connect(async (client, target) => {
       const { columns: before, current: wasCurrent } = await facts(client, table)
       await client.query(createTableSql(table))
@@ -52,7 +48,6 @@ export const migrate: Command = {
 /** What migrate found and did: the table's columns before (null: no table) and after. */
 export interface Migration {
   table: string
-  /** host:port/database. */
   where: string
   before: number | null
   after: number
@@ -71,7 +66,6 @@ export function describeMigration({ table, where, before, after, wasCurrent }: M
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }
 
-/** The table's number of columns (null when it does not exist), and whether it is of the current shape. */
 async function facts(client: pg.Client, table: string): Promise<{ columns: number | null; current: boolean }> {
   const { rows } = await client.query(tableFactsSql(), tableFactsParams(table))
   return { columns: rows[0].exists ? rows[0].columns : null, current: rows[0].current === true }
