@@ -34,7 +34,7 @@ export function withCronLease<T>(
 ): Promise<LeaseOutcome<T>> {
   // A throw, from the arguments or from the caller's logger warning before the claim, rejects.
   try {
-    const config = runConfig('withCronLease', db, jobName, leaseMs, runTick, opts)
+    const config = runConfig<T>('withCronLease', db, jobName, leaseMs, runTick, opts)
     return runLease(config, config.slot)
   } catch (error) {
     return Promise.reject(error)
