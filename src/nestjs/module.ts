@@ -1,8 +1,8 @@
 /** The module an application imports once; global for the health indicator, its runner's module not (runner.ts). */
-import { type DynamicModule, type FactoryProvider, Module, type ModuleMetadata, type Provider } from '@nestjs/common'
+import { type DynamicModule, type FactoryProvider, Module, type ModuleMetadata } from '@nestjs/common'
 import { DiscoveryModule } from '@nestjs/core'
 import { PgCronLeaseHealthIndicator } from './health.js'
-import { PG_CRON_LEASE_CONFIG, PG_CRON_LEASE_OPTIONS, type PgCronLeaseModuleOptions, resolveConfig } from './options.js'
+import { PG_CRON_LEASE_CONFIG, type PgCronLeaseModuleOptions, resolveConfig } from './options.js'
 import { PgCronLeaseRunner } from './runner.js'
 
 /**
@@ -19,16 +19,12 @@ export interface PgCronLeaseModuleAsyncOptions extends Pick<ModuleMetadata, 'imp
 class PgCronLeaseRunnerModule {}
 Module({ imports: [DiscoveryModule], providers: [PgCronLeaseRunner] })(PgCronLeaseRunnerModule)
 
-function dynamicModule(options: Provider, imports: ModuleMetadata['imports'] = []): DynamicModule {
+function dynamicModule(config: Omit<FactoryProvider, 'provide'>, imports: ModuleMetadata['imports'] = []) {
   return {
     module: PgCronLeaseModule,
     global: true,
     imports: [...imports, PgCronLeaseRunnerModule],
-    providers: [
-      options,
-      { provide: PG_CRON_LEASE_CONFIG, useFactory: resolveConfig, inject: [PG_CRON_LEASE_OPTIONS] },
-      PgCronLeaseHealthIndicator,
-    ],
+    providers: [{ provide: PG_CRON_LEASE_CONFIG, ...config }, PgCronLeaseHealthIndicator],
     exports: [PG_CRON_LEASE_CONFIG, PgCronLeaseHealthIndicator],
   }
 }
@@ -43,24 +39,14 @@ function dynamicModule(options: Provider, imports: ModuleMetadata['imports'] = [
  */
 // biome-ignore lint/complexity/noStaticOnlyClass: Nest knows a module by its class, with forRoot() on it
 export class PgCronLeaseModule {
-  /**
-   * The module with its options given as a value.
-   *
-   * @example
-   * PgCronLeaseModule.forRoot({ db: pool, table: 'jobs.cron_leases' })
-   */
+  /** The module with its options given as a value, as in the class's example. */
   static forRoot(options: PgCronLeaseModuleOptions): DynamicModule {
-    return dynamicModule({ provide: PG_CRON_LEASE_OPTIONS, useValue: options })
+    // Awaited, as Nest awaits a Promise given as a provider's value.
+    return dynamicModule({ useFactory: async () => resolveConfig(await options) })
   }
 
-  /**
-   * The module with its options made by a factory.
-   *
-   * @example
-   * PgCronLeaseModule.forRootAsync({ inject: [ConfigService], useFactory: (c: ConfigService) => ({ db: poolFrom(c) }) })
-   */
-  static forRootAsync(options: PgCronLeaseModuleAsyncOptions): DynamicModule {
-    const { useFactory, inject = [], imports } = options
-    return dynamicModule({ provide: PG_CRON_LEASE_OPTIONS, useFactory, inject }, imports)
+  /** The module with its options made by a factory, as {@link PgCronLeaseModuleAsyncOptions} shows. */
+  static forRootAsync({ useFactory, inject = [], imports }: PgCronLeaseModuleAsyncOptions): DynamicModule {
+    return dynamicModule({ useFactory: async (...args) => resolveConfig(await useFactory(...args)), inject }, imports)
   }
 }

@@ -5,8 +5,7 @@ import { createTableSql, quoteTable, upgradeTableSql } from '../sql.js'
 import type { LeaseLogger, LeaseOptions, Queryable } from '../types.js'
 
 /**
- * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder` and `record` are the core's, the
- * defaults of every leased method.
+ * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder` and `record` are every leased method's defaults.
  *
  * @example
  * const opts: PgCronLeaseModuleOptions = { db: pool, migrate: true, holder: process.env.HOSTNAME }
@@ -31,7 +30,6 @@ export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | '
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000
 
 export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')
-export const PG_CRON_LEASE_OPTIONS = Symbol('pg-cron-lease:options')
 
 /** The options checked, defaults filled: what the runner and the health indicator read. */
 export type ModuleConfig = Awaited<ReturnType<typeof resolveConfig>>
@@ -44,10 +42,9 @@ export function badOption(owner: string, name: string, rule: string, value: unkn
 }
 
 export function checkKeys(owner: string, options: object, keys: readonly string[]): void {
-  for (const key of Object.keys(options)) {
-    if (!keys.includes(key)) {
-      throw new TypeError(`pg-cron-lease: ${owner} has no option ${JSON.stringify(key)} (it takes ${keys.join(', ')})`)
-    }
+  const extra = Object.keys(options).find((key) => !keys.includes(key))
+  if (extra !== undefined) {
+    throw new TypeError(`pg-cron-lease: ${owner} has no option ${JSON.stringify(extra)} (it takes ${keys.join(', ')})`)
   }
 }
 
@@ -86,9 +83,7 @@ export async function resolveConfig(options: unknown) {
     db,
     logger: nestLogger,
     leaseLogger,
-    defaults: Object.freeze(Object.fromEntries(defaults)) as Readonly<
-      Pick<LeaseOptions, 'table' | 'holder' | 'record'>
-    >,
+    defaults: Object.freeze(Object.fromEntries(defaults) as Pick<LeaseOptions, 'table' | 'holder' | 'record'>),
     shutdownTimeoutMs: shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   })
 }
