@@ -1,13 +1,11 @@
 /**
- * Finds the `@Leased()` methods when the application starts, runs each fire through the core, and
- * on shutdown waits for ticks in flight. Its module is not global, so @nestjs/schedule's hooks run
- * first on the way up (jobs exist at bootstrap) and last on the way down (before pools end).
+ * Runs each `@Leased()` fire through the core. Its module is not global, so @nestjs/schedule's hooks
+ * run first on the way up (jobs exist at bootstrap) and last on the way down (before pools end).
  */
 import { performance } from 'node:perf_hooks'
 import { setTimeout as delay } from 'node:timers/promises'
 import { Inject, Injectable, Optional } from '@nestjs/common'
 import { DiscoveryService, MetadataScanner } from '@nestjs/core'
-import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js'
 import { SchedulerRegistry } from '@nestjs/schedule'
 import { catchUp } from '../catch-up.js'
 import { withCronLease } from '../lease.js'
@@ -42,8 +40,6 @@ const MISTAKES = {
 
 const startError = (method: LeasedMethod, mistake: string) => new Error(`pg-cron-lease: ${method.label} ${mistake}`)
 
-const unregistered = (job: LeasedJob) => `no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`
-
 export class PgCronLeaseRunner {
   private readonly jobs = new Map<LeasedMethod, LeasedJob>()
   private readonly inFlight = new Map<Promise<unknown>, string>()
@@ -60,7 +56,7 @@ export class PgCronLeaseRunner {
     this.nameCronJobs()
   }
 
-  private wrappers(): InstanceWrapper[] {
+  private wrappers() {
     return [...this.discovery.getControllers(), ...this.discovery.getProviders()]
   }
 
@@ -80,9 +76,8 @@ export class PgCronLeaseRunner {
       if (typeof prototype !== 'object' || prototype === null) continue
       for (const [method, fn] of this.leasedMethods(prototype, prototype)) {
         const schedule = scheduleOf(fn)
-        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined) {
+        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined)
           schedule.options.name = method.label
-        }
       }
     }
   }
@@ -150,7 +145,10 @@ export class PgCronLeaseRunner {
     return this.registry.getCronJob(job.name) as unknown as CronPackageJob
   }
 
-  private leaseOf(job: LeasedJob, cronJob: CronPackageJob | undefined): number | IntervalLease {
+  private leaseOf(job: LeasedJob, cronJob: CronPackageJob | undefined, during = ''): number | IntervalLease {
+    if (job.schedule.kind === 'cron' && cronJob === undefined) {
+      throw new Error(`${during}no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
+    }
     if (cronJob !== undefined && job.lease === undefined) {
       const derived = cronLeaseMs(cronJob)
       if (derived === null)
@@ -175,9 +173,7 @@ export class PgCronLeaseRunner {
 
   private tick(job: LeasedJob, args: unknown[]): (ctx: LeaseContext) => unknown {
     // Less the trailing `undefined`s (cron passes its unset onComplete).
-    let end = args.length
-    while (end > 0 && args[end - 1] === undefined) end--
-    const passed = args.slice(0, end)
+    const passed = args.slice(0, args.findLastIndex((arg) => arg !== undefined) + 1)
     return (ctx) => job.method.original.apply(job.instance, [...passed, ctx])
   }
 
@@ -199,8 +195,7 @@ export class PgCronLeaseRunner {
         // A fire already late at construction runs before registration; a microtask later it is there.
         await null
         cronJob = this.cronJob(job)
-        if (cronJob === undefined) throw new Error(unregistered(job))
-        slot = cronJobSlot(cronJob)
+        if (cronJob !== undefined) slot = cronJobSlot(cronJob)
       }
       const lease = this.leaseOf(job, cronJob)
       return withCronLease(this.config.db, job.name, lease, this.tick(job, args), this.claimOptions(job, slot))
@@ -210,9 +205,7 @@ export class PgCronLeaseRunner {
   private catchUp(job: LeasedJob): Promise<unknown> {
     return this.start(job, async () => {
       const cronJob = this.cronJob(job)
-      if (job.schedule.kind === 'cron' && cronJob === undefined)
-        throw new Error(`cannot catch up: ${unregistered(job)}`)
-      const lease = this.leaseOf(job, cronJob)
+      const lease = this.leaseOf(job, cronJob, 'cannot catch up: ')
       const { nextOccurrence } = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
       return catchUp(this.config.db, job.name, lease, this.tick(job, []), {
         ...this.claimOptions(job, { occurrence: null, nextOccurrence }),
@@ -239,20 +232,18 @@ export class PgCronLeaseRunner {
 
   private async drain(): Promise<void> {
     const deadline = performance.now() + this.config.shutdownTimeoutMs
-    while (this.inFlight.size > 0) {
-      const left = deadline - performance.now()
-      if (left <= 0) {
-        const running = [...new Set(this.inFlight.values())].join(', ')
-        this.config.logger.warn(
-          `shutting down with ticks still running after ${this.config.shutdownTimeoutMs} ms (shutdownTimeoutMs): ${running}`,
-        )
-        return
-      }
+    // A loop, as a delay past setTimeout's 2^31 - 1 ms limit fires at once.
+    while (this.inFlight.size > 0 && performance.now() < deadline) {
       const expiry = new AbortController()
-      const expired = delay(left, undefined, { signal: expiry.signal }).catch(() => undefined)
+      const expired = delay(deadline - performance.now(), undefined, { signal: expiry.signal }).catch(() => undefined)
       await Promise.race([Promise.allSettled(this.inFlight.keys()), expired])
       expiry.abort()
     }
+    if (this.inFlight.size === 0) return
+    const running = [...new Set(this.inFlight.values())].join(', ')
+    this.config.logger.warn(
+      `shutting down with ticks still running after ${this.config.shutdownTimeoutMs} ms (shutdownTimeoutMs): ${running}`,
+    )
   }
 }
 
