@@ -36,8 +36,7 @@ export interface PgCronLeaseHealthOptions extends Pick<ListLeasesOptions, 'overd
 export const DEFAULT_HEALTH_KEY = 'pg-cron-lease'
 
 /**
- * `down` when a job is overdue or its last run failed (or a named job was never claimed), or the
- * database cannot be read; `up` otherwise, as `pg-cron-lease check` decides.
+ * `up` or `down` as `pg-cron-lease check` decides, or `down` when the database cannot be read (docs/nestjs.md#health).
  *
  * @example
  * check() { return this.health.check([() => this.leases.isHealthy('jobs')]) }
@@ -72,9 +71,8 @@ export class PgCronLeaseHealthIndicator {
     try {
       leases = await listLeases(this.config.db, { table, overdueGraceMs, overdueFactor })
     } catch (error) {
-      return session.down({
-        message: `cannot read ${table}: ${error instanceof Error ? error.message : String(error)}`,
-      })
+      const reason = error instanceof Error ? error.message : String(error)
+      return session.down({ message: `cannot read ${table}: ${reason}` })
     }
     const verdict = checkJobs({
       leases: typeof jobs === 'function' ? leases.filter((lease) => jobs(lease.jobName)) : leases,

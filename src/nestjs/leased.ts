@@ -1,7 +1,6 @@
 /**
- * `@Leased()` replaces the method on the prototype at decoration time: @nestjs/schedule binds
- * whatever method the instance has in a hook we cannot order against, so the wrapper must already
- * be there. Each instance is bound to its application at start, so two applications share it.
+ * `@Leased()` replaces the method when the class is defined: @nestjs/schedule binds whatever method
+ * the instance has in a hook we cannot order against. Each instance is bound to its application at start.
  */
 import { Logger } from '@nestjs/common'
 import { MAX_LEASE_MS } from '../presets.js'
@@ -16,10 +15,7 @@ const LEASED_METADATA = 'pg-cron-lease:leased'
  * const opts: LeasedOptions = { leaseMs: 45_000, catchUp: { withinMs: 6 * 3_600_000 } }
  */
 export interface LeasedOptions {
-  /**
-   * The lease, in whole ms (1 to `MAX_LEASE_MS`). Default: 80% of a `@Cron`'s shortest gap,
-   * `forInterval(ms)` for an `@Interval`, a minute for a `@Timeout`.
-   */
+  /** The lease, in whole ms (1 to `MAX_LEASE_MS`). Default: from the schedule (docs/nestjs.md#the-decorator). */
   leaseMs?: number
   /** Run a missed occurrence once at start, if due unclaimed within `withinMs` (`catchUp`). Default: off. */
   catchUp?: { withinMs: number }
@@ -27,10 +23,8 @@ export interface LeasedOptions {
 
 /** What the decorator knows of one leased method, the same for every application. */
 export interface LeasedMethod {
-  /** `ClassName.methodName`, as errors name it. */
   readonly label: string
   readonly options: Readonly<LeasedOptions>
-  /** Called with the scheduler's arguments and the `LeaseContext` last. */
   readonly original: (...args: unknown[]) => unknown
 }
 
@@ -59,10 +53,8 @@ function checkLeasedOptions(options: unknown): LeasedOptions {
 }
 
 /**
- * Makes a scheduled method a singleton across replicas: each fire claims its occurrence first, and
- * only the winner runs the body. Beside `@Cron`, `@Interval` or `@Timeout`; the job name is the
- * scheduler's name, else `ClassName.methodName`; the `LeaseContext` comes as the last argument.
- * A call never rejects: errors go to the module's logger.
+ * Beside `@Cron`, `@Interval` or `@Timeout`, makes the method a singleton across replicas: only the
+ * fire that claims its occurrence runs, with the `LeaseContext` last; it never rejects (docs/nestjs.md).
  *
  * @example
  * \@Cron('0 * * * *', { name: 'report:hourly' })
@@ -72,17 +64,13 @@ function checkLeasedOptions(options: unknown): LeasedOptions {
 export function Leased(options?: LeasedOptions): MethodDecorator {
   const checked = checkLeasedOptions(options)
   return (target, key, descriptor) => {
-    const original = descriptor.value as unknown
+    const original = descriptor.value as LeasedMethod['original'] | undefined
     const owner = typeof target === 'function' ? target : target.constructor
     const label = `${owner.name}.${String(key)}`
     if (typeof original !== 'function')
       throw new TypeError(`pg-cron-lease: @Leased() goes on a method; ${label} is not one`)
     if (leasedMethod(original) !== undefined) throw new TypeError(`pg-cron-lease: @Leased() is on ${label} twice`)
-    const method: LeasedMethod = Object.freeze({
-      label,
-      options: checked,
-      original: original as LeasedMethod['original'],
-    })
+    const method: LeasedMethod = Object.freeze({ label, options: checked, original })
     let warned = false
     const wrapper = function (this: object, ...args: unknown[]): Promise<unknown> {
       const fire = bindings.get(this)

@@ -11,14 +11,8 @@ import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
 import type { CronPackageJob } from '../scheduler-slot.js'
 
 export type Schedule =
-  | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: CronMetadata }
+  | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: { cronTime: unknown; name?: string } }
   | { readonly kind: 'interval' | 'timeout'; readonly name: string | undefined; readonly ms: number }
-
-/** Of what `@Cron(cronTime, options)` stores, the part read here. */
-interface CronMetadata {
-  cronTime: unknown
-  name?: string
-}
 
 /**
  * A `@Timeout`'s lease: replicas started within a minute run it once.
@@ -34,7 +28,7 @@ export function scheduleOf(fn: object): Schedule | null {
   switch (type) {
     case SchedulerType.CRON: {
       // The name the module gives an unnamed job is set in its options.
-      const options = Reflect.getMetadata(SCHEDULE_CRON_OPTIONS, fn) as CronMetadata
+      const options = Reflect.getMetadata(SCHEDULE_CRON_OPTIONS, fn)
       return { kind: 'cron', name: options?.name ?? name, options }
     }
     case SchedulerType.INTERVAL:
@@ -46,14 +40,9 @@ export function scheduleOf(fn: object): Schedule | null {
   }
 }
 
-/**
- * 80% of the shortest gap among the next 64 fires in the job's zone (DST counts), at most
- * `MAX_LEASE_MS`; null for a one-off. 64, as each costs ~1 ms and 20% absorbs DST past 5 h.
- */
-export function cronLeaseMs(
-  job: CronPackageJob,
-  from: ReturnType<CronPackageJob['nextDate']> = job.nextDate(),
-): number | null {
+// 80% of the shortest gap of the next 64 fires in the job's zone (DST counts), at most MAX_LEASE_MS; null for a
+// one-off. 64, as each costs ~1 ms and 20% absorbs DST past 5 h.
+export function cronLeaseMs(job: CronPackageJob, from = job.nextDate()): number | null {
   let at = from
   let previous = at.toMillis()
   let shortest = Number.POSITIVE_INFINITY
