@@ -51,7 +51,7 @@ export class PgCronLeaseRunner {
     private readonly config: ModuleConfig,
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
-    private readonly registry: SchedulerRegistry | null,
+    private readonly registry: SchedulerRegistry | undefined,
   ) {
     this.nameCronJobs()
   }
@@ -105,7 +105,7 @@ export class PgCronLeaseRunner {
     const { leaseMs } = method.options
     const job = { name: schedule.name ?? method.label, method, schedule, instance, lease: leaseMs }
     if (schedule.kind === 'cron') {
-      if (this.registry === null) throw startError(method, MISTAKES.noRegistry)
+      if (this.registry === undefined) throw startError(method, MISTAKES.noRegistry)
       if (schedule.name === undefined) throw startError(method, MISTAKES.unnamedCron)
       const gapless = typeof schedule.options.cronTime !== 'string'
       if (leaseMs === undefined && gapless) throw startError(method, MISTAKES.fixedDate)

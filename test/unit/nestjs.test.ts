@@ -66,6 +66,21 @@ describe('@Leased() checks its options when the class is defined', () => {
 })
 
 describe('a leased method that cannot run is a start-up error, not a silent no-op', () => {
+  test('a leased @Cron in an application without ScheduleModule stops it: nothing would fire it', async () => {
+    @Injectable()
+    class Unscheduled {
+      @Leased()
+      @Cron('0 * * * * *', { name: 'unscheduled' })
+      tick() {}
+    }
+    @Module({ imports: [PgCronLeaseModule.forRoot({ db: nowhere })], providers: [Unscheduled] })
+    class NoScheduleModule {}
+    await assert.rejects(
+      NestFactory.createApplicationContext(NoScheduleModule, { logger: false }),
+      /Unscheduled\.tick is a leased @Cron, but the application has no SchedulerRegistry: import ScheduleModule\.forRoot\(\)/,
+    )
+  })
+
   test('@Leased() with no @Cron, @Interval or @Timeout stops the application, naming the method', async () => {
     @Injectable()
     class Forgotten {
