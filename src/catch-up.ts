@@ -1,7 +1,7 @@
 /** Catching up, opt in: a fleet that was down when a job fell due runs it once when back. */
 import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
-import { claimError, claimParams, runClaimed, runConfig, tableMissing } from './lease.js'
+import { claimError, claimParams, NOT_RUN, runClaimed, runConfig, tableMissing } from './lease.js'
 import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
@@ -45,7 +45,7 @@ export async function catchUp<T>(
   // occurrence made up for, which it knows better than now + everyMs.
   const slot = { occurrence: null, nextOccurrence: config.nextOccurrence, intervalMs: config.everyMs ?? null }
   const ticket = await claimCatchUp(config, config.options.withinMs, slot)
-  return ticket === null ? { ran: false, result: null } : runClaimed(config, ticket)
+  return ticket === null ? NOT_RUN : runClaimed(config, ticket)
 }
 
 /** The catch-up claim alone (leaseCoordinator runs no tick): the won ticket, or null. */

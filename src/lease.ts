@@ -92,10 +92,11 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
 
 /** The one run path: claim, run, record; plain promise steps, as each `async` layer costs microtask turns per job. */
 export function runLease<T>(config: RunConfig<T>, slot: Slot | null = null): Promise<LeaseOutcome<T>> {
-  return claim(config, slot).then((ticket) => (ticket === null ? LOST : runClaimed(config, ticket)))
+  return claim(config, slot).then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket)))
 }
 
-const LOST: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
+/** What a claim or catch-up that did not win resolves to. */
+export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
 /** Runs the tick of a won claim (or catch-up) and records how it ended. */
 export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<LeaseOutcome<T>> {

@@ -1,7 +1,7 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
 import { claimCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { runClaimed, runConfig, runLease } from './lease.js'
+import { NOT_RUN, runClaimed, runConfig, runLease } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
@@ -86,14 +86,12 @@ export function leasedTick<T>(
   const slot = { occurrence: null, nextOccurrence: null, intervalMs: config.everyMs ?? null }
   const caughtUp =
     window === undefined
-      ? Promise.resolve(NOTHING_CAUGHT_UP)
+      ? Promise.resolve(NOT_RUN)
       : claimCatchUp(config, window, slot)
-          .then((ticket) => (ticket === null ? NOTHING_CAUGHT_UP : runClaimed(config, ticket)))
+          .then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket)))
           .catch(report)
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
-
-const NOTHING_CAUGHT_UP: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
 // A logger gets every error whole; on the console a stack every tick would bury everything else.
 function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {

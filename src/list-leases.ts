@@ -81,11 +81,6 @@ export function overdueGrace(everyMs: number | null, graceMs: number | undefined
   return graceMs ?? (overdueFactor - 1) * Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
 }
 
-/** Whether `lease`'s due time is the one its last claim stored, rather than its last claim plus its interval. */
-export function judgedByDueTime<L extends Pick<LeaseInfo, 'nextDueAt'>>(lease: L): lease is L & { nextDueAt: string } {
-  return lease.nextDueAt !== null
-}
-
 /**
  * Every lease in the table, ordered by job name, judged at one instant of the database clock. Only
  * reads; a result it cannot read rejects with a TypeError rather than a partial answer.

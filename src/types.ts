@@ -63,10 +63,7 @@ export interface LeaseOptions {
   prepare?: boolean
   /** Record how each won tick ended in its row (needs `pg-cron-lease migrate`, else one warning). Default: `true`. */
   record?: boolean
-  /**
-   * The job's fixed interval in ms: the winner stores when it is next due and counts missed
-   * occurrences. At most {@link MAX_INTERVAL_MS}. Default: none (observed between runs).
-   */
+  /** Fixed interval in ms (max {@link MAX_INTERVAL_MS}): sets the next due time, counts misses. Default: observed. */
   everyMs?: number | null
   /** How far ahead of the database clock an occurrence may lie and still run, in ms. Default: 10% of the lease. */
   clockToleranceMs?: number | null

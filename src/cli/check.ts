@@ -1,10 +1,10 @@
 /** `pg-cron-lease check`: a job is unhealthy when overdue (as listLeases says), failing, or named with no row. */
 import { escapeControls } from '../escape.js'
-import { judgedByDueTime, type LeaseInfo, type ListLeasesOptions, listLeases, overdueGrace } from '../list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, listLeases, overdueGrace } from '../list-leases.js'
 import { tableFactsParams, tableFactsSql } from '../sql.js'
 import { BIN, type Command, DATABASE_EXIT, type Values } from './args.js'
 import { EXIT, type ExitCode } from './exit.js'
-import { ago, duration, msBetween, span } from './human.js'
+import { ago, duration, jsonText, msBetween, span } from './human.js'
 
 export const check: Command = {
   summary: 'Exit 3 when a job is overdue or its last run failed, for monitors and probes',
@@ -83,9 +83,7 @@ export function renderCheck({ healthy, jobs, table, checkedAt }: CheckResult): s
   return `OK: ${what} (database clock ${checkedAt})\n`
 }
 
-export function renderCheckJson(result: CheckResult): string {
-  return `${JSON.stringify(result, null, 2)}\n`
-}
+export const renderCheckJson: (result: CheckResult) => string = jsonText
 
 export function checkExitCode(result: CheckResult): ExitCode {
   return result.healthy ? EXIT.OK : EXIT.UNHEALTHY
@@ -112,7 +110,7 @@ function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput)
   const reasons: string[] = []
   if (lease === undefined) reasons.push(`NEVER CLAIMED: no row in ${input.table}: never claimed, or a typo in the name`)
   const grace = lease && `grace ${duration(overdueGrace(lease.everyMs, input.graceMs, input.overdueFactor))}`
-  if (lease?.overdue && judgedByDueTime(lease)) {
+  if (lease?.overdue && lease.nextDueAt !== null) {
     const late = msBetween(lease.checkedAt, lease.nextDueAt)
     reasons.push(`OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (${grace})`)
   } else if (lease?.overdue) {

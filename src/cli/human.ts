@@ -66,3 +66,6 @@ export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string
     yellow: sgr(33, 39),
   }
 }
+
+/** A value as indented JSON, one line per field, ending in a newline (an Infinity becomes null). */
+export const jsonText = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`

@@ -1,10 +1,10 @@
 /** `pg-cron-lease status`: every job, as a table for people, the JSON of listLeases() or for Prometheus. */
 import { escapeControls } from '../escape.js'
-import { judgedByDueTime, type LeaseInfo, listLeases } from '../list-leases.js'
+import { type LeaseInfo, listLeases } from '../list-leases.js'
 import { BIN, type Command, DATABASE_EXIT, type Format } from './args.js'
 import { leaseQuery } from './check.js'
 import { EXIT } from './exit.js'
-import { ago, duration, msBetween, type Paint, span } from './human.js'
+import { ago, duration, jsonText, msBetween, type Paint, span } from './human.js'
 
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
@@ -51,15 +51,10 @@ export function renderLeases(format: Format, leases: LeaseInfo[], table: string,
   return format === 'prometheus' ? renderPrometheus(leases) : renderStatus(leases, table, paint)
 }
 
-/** The leases exactly as listLeases returned them, as indented JSON (an Infinity becomes null). */
-export function renderStatusJson(leases: LeaseInfo[]): string {
-  return `${JSON.stringify(leases, null, 2)}\n`
-}
+/** The leases exactly as listLeases returned them. */
+export const renderStatusJson: (leases: LeaseInfo[]) => string = jsonText
 
-interface Cell {
-  text: string
-  paint: (text: string) => string
-}
+type Cell = { text: string; paint: (text: string) => string }
 
 export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string {
   if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
@@ -174,8 +169,7 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
   pg_cron_lease_next_due_in_seconds: {
     help: 'Seconds until the job is next due, by the database clock, negative once that time has passed; absent while unknown.',
-    // A due time older than the last claim says nothing of when the job is due (see listLeases).
-    value: (l) => (judgedByDueTime(l) ? seconds(msBetween(l.nextDueAt, l.checkedAt)) : null),
+    value: (l) => (l.nextDueAt === null ? null : seconds(msBetween(l.nextDueAt, l.checkedAt))),
   },
   pg_cron_lease_missed_occurrences_total: {
     help: 'Occurrences of the job that fell due with no claim, counted by the claims after them; 0 until one is, and on a table without the occurrence columns.',
