@@ -56,7 +56,7 @@ export interface CronPackageJob {
   nextDate(): LuxonLike
 }
 
-interface LuxonLike {
+export interface LuxonLike {
   toMillis(): number
   plus(duration: { milliseconds: number }): LuxonLike
 }

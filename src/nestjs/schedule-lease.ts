@@ -8,7 +8,7 @@ import {
   SCHEDULER_TYPE,
 } from '@nestjs/schedule/dist/schedule.constants.js'
 import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
-import type { CronPackageJob } from '../scheduler-slot.js'
+import type { CronPackageJob, LuxonLike } from '../scheduler-slot.js'
 
 export type Schedule =
   | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: { cronTime: unknown; name?: string } }
@@ -42,7 +42,7 @@ export function scheduleOf(fn: object): Schedule | null {
 
 // 80% of the shortest gap of the next 64 fires in the job's zone (DST counts), at most MAX_LEASE_MS; null for a
 // one-off. 64, as each costs ~1 ms and 20% absorbs DST past 5 h.
-export function cronLeaseMs(job: CronPackageJob, from = job.nextDate()): number | null {
+export function cronLeaseMs(job: CronPackageJob, from: LuxonLike = job.nextDate()): number | null {
   let at = from
   let previous = at.toMillis()
   let shortest = Number.POSITIVE_INFINITY
