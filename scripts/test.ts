@@ -1,8 +1,8 @@
 /**
  * The test runner behind `npm test`: starts a Postgres for each file it runs at once (unless
- * DATABASE_URL names one), runs the files through Node's test runner, two at a time, each with a
- * server of its own, and stops them afterwards. The output is TAP, ending with a list of the
- * failing tests (dev/test-summary.ts) and then the runner's counts.
+ * DATABASE_URL names one), runs the files through Node's test runner, three at a time on 2 cores,
+ * each with a server of its own, and stops them afterwards. The output is TAP, ending with a list
+ * of the failing tests (dev/test-summary.ts) and then the runner's counts.
  *
  *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration|tooling] [files...]
  */
@@ -33,11 +33,14 @@ const files =
           .map((f) => `test/${suite}/${f}`),
       )
 
-/** Test files at once, each with a Postgres of its own, on a machine with the cores for it. */
-const PARALLEL = 2
+/**
+ * Test files at once, each with a Postgres of its own: one more than the cores, as most files wait
+ * on timers and the database more than they compute.
+ */
+const PARALLEL = 3
 const PICK = fileURLToPath(new URL('../dev/test-server-pick.ts', import.meta.url))
 
-// Seconds each of the slowest files took in a run of the whole suite on 2 cores: started first, so
+// Seconds each of the slowest files took in a run of the whole suite on 2 cores, two at a time: started first, so
 // that no long file is left running alone at the end. A file not listed counts as one second.
 const SECONDS: Record<string, number> = {
   'test/integration/schedulers/examples.test.ts': 68,
@@ -66,7 +69,7 @@ const weight = (file: string) => SECONDS[file] ?? 1
 // in DATABASE_URL is one, so its files run one at a time.
 const given = process.env.DATABASE_URL
 const needsServer = files.some((f) => !f.startsWith('test/unit/'))
-const parallel = given ? 1 : Math.min(PARALLEL, availableParallelism(), files.length)
+const parallel = given ? 1 : Math.min(PARALLEL, availableParallelism() + 1, files.length)
 const servers = needsServer ? await Promise.all(Array.from({ length: parallel }, () => startTestServer())) : []
 const locks = mkdtempSync(path.join(os.tmpdir(), 'pgcl-test-locks-'))
 if (servers.length > 0) {
