@@ -231,9 +231,15 @@ export async function testDatabaseUrl(): Promise<string> {
   return (await shared).url
 }
 
-/** A pool on the test database. The caller ends it. */
-export async function testPool(options: pg.PoolConfig = {}): Promise<pg.Pool> {
-  return new pg.Pool({ connectionString: await testDatabaseUrl(), max: 20, ...options })
+/**
+ * A pool on the test database, with `open` connections made already: a test timing occurrences
+ * opens them first, or its first occurrence pays for them and, on a busy machine, runs late. The
+ * caller ends it.
+ */
+export async function testPool(options: pg.PoolConfig = {}, open = 0): Promise<pg.Pool> {
+  const pool = new pg.Pool({ connectionString: await testDatabaseUrl(), max: 20, ...options })
+  await Promise.all(Array.from({ length: open }, () => pool.query('SELECT 1')))
+  return pool
 }
 
 /** A fresh lease table with a unique name, so test files never share rows. */

@@ -35,13 +35,14 @@ const files =
 
 /**
  * Test files at once, each with a Postgres of its own: one more than the cores, as most files wait
- * on timers and the database more than they compute.
+ * on timers and the database more than they compute, and at most this many.
  */
 const PARALLEL = 3
 const PICK = fileURLToPath(new URL('../dev/test-server-pick.ts', import.meta.url))
 
-// Seconds each of the slowest files took in a run of the whole suite on 2 cores, two at a time: started first, so
-// that no long file is left running alone at the end. A file not listed counts as one second.
+// Seconds each of the slowest files took in a run of the whole suite on 2 cores, two at a time:
+// started first, so that no long file is left running alone at the end. A file not listed counts as
+// one second.
 const SECONDS: Record<string, number> = {
   'test/integration/schedulers/examples.test.ts': 68,
   'test/integration/cli/cli.test.ts': 40,

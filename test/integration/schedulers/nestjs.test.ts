@@ -68,7 +68,7 @@ class Jobs {
 
 /** One application on its own pool, leasing on `table` as `holder`. */
 async function startApp(providers: (new (...args: never[]) => object)[], table: string, holder: string) {
-  const db = await testPool({ max: 4 })
+  const db = await testPool({ max: 4 }, 2)
   @Module({
     imports: [ScheduleModule.forRoot(), PgCronLeaseModule.forRoot({ db, table, holder })],
     providers: [...providers, { provide: PG_POOL, useValue: db }],
