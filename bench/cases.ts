@@ -167,15 +167,10 @@ export async function openBench(
   const tables = Object.fromEntries(
     TABLE_ROLES.map((role) => [role, `bench_${role.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_${suffix}`]),
   ) as Record<TableRole, string>
-  // Every table by the measured copy's own DDL, which on the current shape also creates the
-  // table's claim function (`<table>_claim`, in the table's schema): the claim calls it. The
-  // function does not depend on the table, so it is dropped on its own.
+  // Every table by the measured copy's own DDL.
   for (const table of Object.values(tables)) {
     await observer.query(createTableSql(table))
-    cleanups.add(async () => {
-      await observer.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`)
-      await observer.query(`DROP FUNCTION IF EXISTS ${quoteTable(`${table}_claim`)}`)
-    })
+    cleanups.add(async () => void (await observer.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`)))
   }
   // Rows that exist, with an expired lease: the steady state of a job that has run before.
   for (const table of [tables.win, tables.winUnprepared, tables.plainWin, tables.plainWinPrepared]) {

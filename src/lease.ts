@@ -9,7 +9,7 @@ import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE, type Shape } from './sql.js'
-import { clearWarning, firstWarning, knowledgeOf, statementsOf } from './state.js'
+import { clearWarning, firstWarning, knowledgeOf, type Statement, statementsOf } from './state.js'
 import { readFacts, shapeOf } from './table-facts.js'
 import { type ClaimConfig, firstRow, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
@@ -135,8 +135,8 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
   return shape instanceof Promise ? shape.then((known) => send(config, slot, known)) : send(config, slot, shape)
 }
 
-/** The current shape's claim parameters; the next occurrence also goes as ms from now. */
-export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number, withinMs: number | null): unknown[] {
+/** The current shape's claim parameters (see claimSql); the next occurrence also goes as ms from now. */
+export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number): unknown[] {
   const { jobName, leaseMs, holder } = config
   const next = slot?.nextOccurrence ?? null
   return [
@@ -148,31 +148,38 @@ export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: numbe
     next === null ? null : next - nowMs,
     next,
     slot?.intervalMs ?? null,
-    withinMs,
   ]
 }
 
+// On the current shape the read-only probe goes first: most claims lose, and a loser it stops
+// sends nothing more. The claim itself still decides: a probe that found the lease free can lose.
+// After a win the probe is left out, so a replica that keeps winning (a lone one) sends one statement.
 function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined): Promise<Ticket | null> {
-  const { db, table, jobName, leaseMs, holder, logger, prepare } = config
+  const { db, table, jobName, logger, prepare } = config
   // A table not known to exist gets the original statement, whose refusal names the table.
   const shape = known ?? 'original'
   if (known === 'original') warnShape(table, logger)
+  const statements = statementsOf(table, shape)
+  if (shape === 'original' || knowledgeOf(db, table).won) return sendClaim(config, slot, shape, statements.claim)
+  return runStatement(db, statements.probe, [jobName, slot?.occurrence ?? null], prepare).then(
+    (probed) =>
+      readResult(probed, jobName, 'claimed').matched
+        ? lost(config, slot, shape)
+        : sendClaim(config, slot, shape, statements.claim),
+    (error: unknown) => Promise.reject(claimError(config, error)),
+  )
+}
+
+function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, claim: Statement): Promise<Ticket | null> {
+  const { db, table, jobName, leaseMs, holder, prepare } = config
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  const params = shape === 'current' ? claimParams(config, slot, sentWallMs, null) : [jobName, leaseMs, holder]
-  return runStatement(db, statementsOf(table, shape).claim, params, prepare).then(
+  const params = shape === 'current' ? claimParams(config, slot, sentWallMs) : [jobName, leaseMs, holder]
+  return runStatement(db, claim, params, prepare).then(
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
-      const keyed = shape === 'current' && slot?.occurrence != null
-      if (!won) {
-        publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-        logger?.debug?.(
-          keyed
-            ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
-            : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
-        )
-        return keyed ? checkEarly(config, slot.occurrence as number).then(() => null) : null
-      }
+      knowledgeOf(db, table).won = won
+      if (!won) return lost(config, slot, shape)
       const receivedWallMs = Date.now()
       const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
       publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
@@ -180,17 +187,29 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
         knowledgeOf(db, table).clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
         checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
       }
-      if (keyed) clearWarning(table, `early:${jobName}`)
+      if (shape === 'current' && slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
       return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot)
     },
     (error: unknown) => Promise.reject(claimError(config, error)),
   )
 }
 
+function lost(config: ClaimConfig, slot: Slot | null, shape: Shape): null | Promise<null> {
+  const { jobName, holder, logger } = config
+  const keyed = shape === 'current' && slot?.occurrence != null
+  publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
+  logger?.debug?.(
+    keyed
+      ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
+      : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
+  )
+  return keyed ? checkEarly(config, slot.occurrence as number).then(() => null) : null
+}
+
 /** A failed claim's error: a table changed under it is read again next claim, never guessed; a missing one is named. */
 export function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code
-  if (code === '42703' || code === '42883') knowledgeOf(db, table).shape = undefined
+  if (code === '42703') knowledgeOf(db, table).shape = undefined
   const message = (error as { message?: unknown } | null)?.message
   // A 42P01 about another relation (a trigger's) is not this.
   if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error

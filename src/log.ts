@@ -19,7 +19,7 @@ export function warnShape(table: string, logger: LeaseLogger | undefined): void 
   if (!firstWarning(table, 'shape')) return
   warn(
     logger,
-    `pg-cron-lease: ${table} has the original shape (it lacks columns or the claim function of the current one), ` +
+    `pg-cron-lease: ${table} has the original shape (it lacks columns of the current one), ` +
       'so it is used as the original package uses it: claims are decided by the lease alone (occurrences are not kept) and ' +
       `outcomes are not recorded; run \`${migrateCommand(table)}\` (or upgradeTableSql()) to upgrade it: replicas ` +
       'see it within a minute, with no restart',

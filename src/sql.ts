@@ -1,5 +1,4 @@
 /** Every SQL text. Timestamps are `clock_timestamp()`: `NOW()` is the transaction's start; replicas' clocks differ. */
-import { createHash } from 'node:crypto'
 import { formatValue } from './format-value.js'
 
 /** The table used when no `table` option is given. */
@@ -51,20 +50,10 @@ const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
 /** Every column a table of the current shape has. */
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
-/** `<table>_claim`, quoted; past 63 bytes the name is cut and hashed, as Postgres would cut two alike. */
-export function claimFunction(table: string): string {
-  const parts = quoteTable(table).slice(1, -1).split('"."')
-  const name = parts.pop() as string
-  const fitted =
-    name.length <= 57 ? name : `${name.slice(0, 40)}_${createHash('sha256').update(name).digest('hex').slice(0, 16)}`
-  return [...parts, `${fitted}_claim`].map((part) => `"${part}"`).join('.')
-}
-
-const CLAIM_ARGUMENTS =
-  'text, integer, text, bigint, integer, double precision, bigint, double precision, double precision'
-
 // The interval, declared else observed; NULL for 0, which would divide by zero.
-const EVERY = 'nullif(coalesce(_every_ms, lease.every_ms), 0)'
+function every(parameter: string): string {
+  return `nullif(coalesce(${parameter}::float8, lease.every_ms), 0)`
+}
 
 // A dollar-quote tag the body (table names may contain `$`) cannot close early.
 function dollarQuoted(body: string, base: string): string {
@@ -74,7 +63,7 @@ function dollarQuoted(body: string, base: string): string {
 }
 
 /**
- * The DDL that creates a lease table and its claim function, safe for every replica on every start:
+ * The DDL that creates a lease table, safe for every replica on every start:
  * racing creators are caught and ignored, and an existing table needs no `CREATE` privilege.
  *
  * @example
@@ -92,7 +81,7 @@ ${columns.join(',\n').replace(/^/gm, '    ')}
 EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
   NULL; -- another session created it at the same moment
 END;
-${createFunction(table)}`)
+`)
 }
 
 /**
@@ -112,7 +101,7 @@ export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
 ${adds.join(',\n')};
   END IF;
 END;
-${createFunction(table)}`)
+`)
 }
 
 /**
@@ -127,102 +116,39 @@ function doBlock(body: string): string {
   return `DO ${dollarQuoted(`BEGIN\n${body}END\n`, 'pg_cron_lease')};\n`
 }
 
-function createFunction(table: string): string {
-  const f = claimFunction(table)
-  return `BEGIN
-  IF to_regprocedure('${f}(${CLAIM_ARGUMENTS})') IS NULL THEN
-    CREATE FUNCTION ${f}(
-      _job text, _lease_ms integer, _holder text, _occurrence_ms bigint, _tolerance_ms integer,
-      _next_in_ms double precision, _next_occurrence_ms bigint, _every_ms double precision,
-      _catch_up_ms double precision)
-    RETURNS TABLE (claim_token text, missed bigint, occurrence text, interval_ms double precision)
-    LANGUAGE plpgsql AS ${dollarQuoted(claimBody(table), 'claim')};
-  END IF;
-EXCEPTION WHEN unique_violation OR duplicate_function THEN
-  NULL; -- another session created it at the same moment
-END;
-`
-}
-
-// A loser only reads the row and returns, never paying for an INSERT its guard stops. SKIP LOCKED: a
-// row locked by a racing claim or `ctx.fence` loses, not waits. ON CONFLICT … WHERE is the arbiter.
-function claimBody(table: string): string {
-  const t = quoteTable(table)
-  // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
-  // the even neighbour), so half an interval of latency or offset never adds one.
-  const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - lease.next_due_at) * 1000 / ${EVERY} + 0.5))::bigint`
-  return `#variable_conflict use_column
-DECLARE
-  _occurrence timestamptz := ${fromMs('_occurrence_ms')};
-  _blocked boolean;
-  _exists boolean;
-BEGIN
-  IF _catch_up_ms IS NOT NULL THEN
-    RETURN QUERY ${catchUpQuery(table).replace(/\n/g, '\n    ')};
-    RETURN;
-  END IF;
-  SELECT lease.lease_until > clock_timestamp() OR coalesce(lease.last_occurrence >= _occurrence, false)
-    INTO _blocked FROM ${t} AS lease WHERE lease.job_name = _job;
-  _exists := FOUND;
-  IF _blocked THEN RETURN; END IF;
-  IF _occurrence > clock_timestamp() + _tolerance_ms * interval '1 millisecond' THEN RETURN; END IF;
-  IF _exists THEN
-    PERFORM FROM ${t} AS lease WHERE lease.job_name = _job AND lease.lease_until <= clock_timestamp()
-      FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN RETURN; END IF;
-  END IF;
-  RETURN QUERY
-  INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
-    next_occurrence, last_missed, missed_occurrences)
-  SELECT _job, clock.at + _lease_ms * interval '1 millisecond', _holder, clock.at, _occurrence,
-    clock.at + _next_in_ms * interval '1 millisecond', ${fromMs('_next_occurrence_ms')}, 0, 0
-  FROM (SELECT clock_timestamp() AS at) AS clock
-  ON CONFLICT (job_name) DO UPDATE
-  SET lease_until = clock_timestamp() + _lease_ms * interval '1 millisecond',
-    holder = EXCLUDED.holder,
-    claimed_at = EXCLUDED.claimed_at,
-    last_occurrence = coalesce(EXCLUDED.last_occurrence, lease.last_occurrence),
-    next_due_at = EXCLUDED.next_due_at,
-    next_occurrence = EXCLUDED.next_occurrence,
-    last_missed = ${missed},
-    missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}
-  WHERE lease.lease_until <= clock_timestamp()
-    AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
-  RETURNING ${isoText('lease.claimed_at')}, lease.last_missed, ${isoText('_occurrence')}, _every_ms;
-END
-`
-}
-
-// Wins once the stored next due time passed unclaimed within `_catch_up_ms`, compared in ms, as the
-// clock minus it could leave timestamp range. The lock sits last inside a CASE: an AND may evaluate
-// it first and cost a loser a transaction ID.
-function catchUpQuery(table: string): string {
+/**
+ * A catch-up: wins once the stored next due time passed unclaimed within `$4` ms (`$5` the next due
+ * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` as the claim's).
+ * Compared in ms, as the clock minus it could leave timestamp range. The lock sits last inside a
+ * CASE: an AND may evaluate it first and cost a loser a transaction ID.
+ */
+export function catchUpSql(table: string): string {
   const t = quoteTable(table)
   const ms = (expression: string) => `${expression} * interval '1 millisecond'`
-  const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${EVERY}), 0)`
-  const steps = `coalesce(${ms(`${skipped} * ${EVERY}`)}, interval '0')`
+  const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every('$7')}), 0)`
+  const steps = `coalesce(${ms(`${skipped} * ${every('$7')}`)}, interval '0')`
   const dueAt = `(lease.next_due_at + ${steps})`
   const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${steps})`
   return `UPDATE ${t} AS lease
-SET lease_until = clock.at + ${ms('_lease_ms')},
-  holder = _holder,
+SET lease_until = clock.at + ${ms('$2::integer')},
+  holder = $3::text,
   claimed_at = clock.at,
   last_occurrence = ${slot},
-  next_due_at = coalesce(clock.at + ${ms('_next_in_ms')}, ${dueAt} + ${ms(EVERY)}),
-  next_occurrence = coalesce(${fromMs('_next_occurrence_ms')}, ${slot} + ${ms(EVERY)}),
+  next_due_at = coalesce(clock.at + ${ms('$5::float8')}, ${dueAt} + ${ms(every('$7'))}),
+  next_occurrence = coalesce(${fromMs('$6::bigint')}, ${slot} + ${ms(every('$7'))}),
   last_missed = ${skipped}::bigint,
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint
 FROM (SELECT clock_timestamp() AS at) AS clock
-WHERE lease.job_name = _job
+WHERE lease.job_name = $1::text
   AND CASE WHEN lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
       AND lease.lease_until <= clock.at
-      AND extract(epoch FROM clock.at - ${dueAt}) * 1000 <= _catch_up_ms
+      AND extract(epoch FROM clock.at - ${dueAt}) * 1000 <= $4::float8
       AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
-    THEN EXISTS (SELECT FROM ${t} AS locked WHERE locked.job_name = _job
+    THEN EXISTS (SELECT FROM ${t} AS locked WHERE locked.job_name = $1::text
       AND locked.lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
     ELSE false END
-RETURNING ${isoText('lease.claimed_at')}, lease.last_missed, ${isoText('lease.last_occurrence')},
-  coalesce(_every_ms, lease.every_ms)`
+RETURNING ${CLAIM_TOKEN} AS claimed_at, lease.last_missed AS missed, ${isoText('lease.last_occurrence')} AS occurrence,
+  coalesce($7::float8, lease.every_ms) AS interval_ms`
 }
 
 // Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
@@ -250,12 +176,48 @@ function fromIsoText(parameter: string): string {
 /** The two shapes a lease table is used as: current, or the original package's. */
 export type Shape = 'current' | 'original'
 
+/**
+ * The probe every claim on the current shape sends first: a row back means the claim cannot win
+ * (the lease is held, or occurrence `$2` or a later one was claimed), so the loser stops at one
+ * read-only statement. No row: the claim is sent.
+ */
+export function probeSql(table: string): string {
+  return `SELECT true AS held FROM ${quoteTable(table)} AS lease
+WHERE lease.job_name = $1::text
+  AND (lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ${fromMs('$2::bigint')})`
+}
+
 /** The claim: the claim token to the single winner, no row to losers, who write nothing. */
 export function claimSql(table: string, shape: Shape): string {
   const t = quoteTable(table)
   if (shape === 'current') {
-    return `SELECT claim_token AS claimed_at, missed, occurrence, interval_ms
-FROM ${claimFunction(table)}($1::text, $2::integer, $3::text, $4::bigint, $5::integer, $6::float8, $7::bigint, $8::float8, $9::float8)`
+    // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
+    // the even neighbour), so half an interval of latency or offset never adds one.
+    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - lease.next_due_at) * 1000 / ${every('$8')} + 0.5))::bigint`
+    // $4 the occurrence (NULL: the lease alone), $5 how far ahead of the database clock it may lie,
+    // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval.
+    return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
+  next_occurrence, last_missed, missed_occurrences)
+SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at, slot.at,
+  clock.at + $6::float8 * interval '1 millisecond', ${fromMs('$7::bigint')}, 0, 0
+FROM (SELECT clock_timestamp() AS at) AS clock, (SELECT ${fromMs('$4::bigint')} AS at) AS slot
+WHERE CASE WHEN slot.at > clock.at + $5::integer * interval '1 millisecond' THEN false
+  ELSE NOT EXISTS (SELECT FROM ${t} WHERE job_name = $1::text)
+    OR EXISTS (SELECT FROM ${t} AS free WHERE free.job_name = $1::text AND free.lease_until <= clock_timestamp()
+      AND NOT coalesce(free.last_occurrence >= slot.at, false) FOR UPDATE SKIP LOCKED)
+END
+ON CONFLICT (job_name) DO UPDATE
+SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
+  holder = EXCLUDED.holder,
+  claimed_at = EXCLUDED.claimed_at,
+  last_occurrence = coalesce(EXCLUDED.last_occurrence, lease.last_occurrence),
+  next_due_at = EXCLUDED.next_due_at,
+  next_occurrence = EXCLUDED.next_occurrence,
+  last_missed = ${missed},
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}
+WHERE lease.lease_until <= clock_timestamp()
+  AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
+RETURNING ${isoText('lease.claimed_at')} AS claimed_at, lease.last_missed AS missed`
   }
   // The original shape: only a claimant that can lock an expired row now (`SKIP LOCKED`) reaches the upsert.
   return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
@@ -433,14 +395,13 @@ export function tableFactsSql(): string {
   return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND NOT attisdropped
-    AND attname = ANY ($3::text[]))::int = cardinality($3::text[])
-    AND to_regprocedure($2::text) IS NOT NULL AS current,
+    AND attname = ANY ($2::text[]))::int = cardinality($2::text[]) AS current,
   ${isoText('clock_timestamp()')} AS checked_at`
 }
 
 /** The parameters of {@link tableFactsSql} for `table`. */
 export function tableFactsParams(table: string): unknown[] {
-  return [quoteTable(table), `${claimFunction(table)}(${CLAIM_ARGUMENTS})`, CURRENT_COLUMN_NAMES]
+  return [quoteTable(table), CURRENT_COLUMN_NAMES]
 }
 
 /** Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it. */

@@ -4,13 +4,13 @@
  * statements built and warnings given per table, and accepted job names.
  */
 import { createHash } from 'node:crypto'
-import { claimSql, recordOutcomeSql, renewSql, type Shape, tableFactsSql } from './sql.js'
+import { catchUpSql, claimSql, probeSql, recordOutcomeSql, renewSql, type Shape, tableFactsSql } from './sql.js'
 
 /** A statement's text and its prepared name, one per text, so a connection never runs another text under it. */
 export type Statement = { readonly text: string; readonly name: string }
 
-/** The hot statements of one table of one shape. */
-export type Statements = { readonly [K in 'claim' | 'renew' | 'record']: Statement }
+/** The hot statements of one table of one shape; `probe`, `catchUp` and `record` are the current shape's. */
+export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record']: Statement }
 
 /** How many tables are remembered at once, per handle and process-wide. */
 const TABLES = 100
@@ -28,7 +28,9 @@ export function statementsOf(table: string, shape: Shape): Statements {
   return (
     built.get(key) ??
     remember(built, key, {
+      probe: statement(probeSql(table)),
       claim: statement(claimSql(table, shape)),
+      catchUp: statement(catchUpSql(table)),
       renew: statement(renewSql(table, shape)),
       record: statement(recordOutcomeSql(table)),
     })
@@ -69,6 +71,8 @@ export interface TableKnowledge {
   reading: Promise<Shape | undefined> | undefined
   /** This process's clock minus the database's, and when (monotonic ms). */
   clock: { offsetMs: number; at: number } | undefined
+  /** The last claim through this handle won: the next goes without the probe, as it likely wins too. */
+  won: boolean
 }
 
 export interface HandleState {
@@ -90,7 +94,8 @@ export function handleState(db: object): HandleState {
 export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
   return (
-    tables.get(table) ?? remember(tables, table, { shape: undefined, readAt: 0, reading: undefined, clock: undefined })
+    tables.get(table) ??
+    remember(tables, table, { shape: undefined, readAt: 0, reading: undefined, clock: undefined, won: false })
   )
 }
 

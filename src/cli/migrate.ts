@@ -34,11 +34,11 @@ export const migrate: Command = {
   exitCodes: `0 created, upgraded or already up to date, ${DATABASE_EXIT}, 2 usage error`,
   async run({ table }, context) {
     const migration = await context.connect(async (client, target) => {
-      const { columns: before, current: wasCurrent } = await facts(client, table)
+      const before = await columnsOf(client, table)
       await client.query(createTableSql(table))
       await client.query(upgradeTableSql(table))
-      const after = (await facts(client, table)).columns ?? 0
-      return { table, where: target.label, before, after, wasCurrent }
+      const after = (await columnsOf(client, table)) ?? 0
+      return { table, where: target.label, before, after }
     })
     context.out(describeMigration(migration, context.paint))
     return EXIT.OK
@@ -51,22 +51,19 @@ export interface Migration {
   where: string
   before: number | null
   after: number
-  /** Whether the table was of the current shape already (columns and claim function). */
-  wasCurrent: boolean
 }
 
 /** The line migrate prints: created, upgraded (with how many columns it added) or up to date. */
-export function describeMigration({ table, where, before, after, wasCurrent }: Migration, paint: Paint): string {
+export function describeMigration({ table, where, before, after }: Migration, paint: Paint): string {
   if (before === null) return `${paint.green('Created')} table ${table} in ${where}.\n`
   if (after > before) {
     const added = after - before
     return `${paint.green('Upgraded')} table ${table} in ${where}: added ${added} ${added === 1 ? 'column' : 'columns'} for outcomes, pauses and occurrence keys.\n`
   }
-  if (!wasCurrent) return `${paint.green('Upgraded')} table ${table} in ${where}: added its claim function.\n`
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }
 
-async function facts(client: pg.Client, table: string): Promise<{ columns: number | null; current: boolean }> {
+async function columnsOf(client: pg.Client, table: string): Promise<number | null> {
   const { rows } = await client.query(tableFactsSql(), tableFactsParams(table))
-  return { columns: rows[0].exists ? rows[0].columns : null, current: rows[0].current === true }
+  return rows[0].exists ? rows[0].columns : null
 }

@@ -18,20 +18,27 @@ export interface Call {
 export const isFacts = (call: Call): boolean =>
   call.text.startsWith('SELECT to_regclass($1::text) IS NOT NULL AS exists')
 
+/** Whether a call is the read-only probe a claim on the current shape sends before the claim. */
+export const isProbe = (call: Call): boolean => call.text.startsWith('SELECT true AS held FROM ')
+
 /**
  * A stand-in pool. The read of the table's facts is answered here, as a table of `shape` would
- * answer it (default: the current shape), and kept apart in `facts`, so `calls` holds what the
- * library sends once it knows the table.
+ * answer it (default: the current shape), and kept apart in `facts`; so is the claim's probe,
+ * answered "not held" (or "held", a row back, where `held` says so) and kept in `probes`. `calls`
+ * holds the rest the library sends.
  */
 export function standIn(
   answer: (call: Call) => unknown = () => WIN,
   shape: 'current' | 'original' | 'missing' = 'current',
+  held: (probe: Call) => boolean = () => false,
 ) {
   const calls: Call[] = []
   const facts: Call[] = []
+  const probes: Call[] = []
   return {
     calls,
     facts,
+    probes,
     query(text: string, params: unknown[]): Promise<any> {
       const call = { text, params }
       if (isFacts(call)) {
@@ -44,6 +51,10 @@ export function standIn(
           checked_at: new Date().toISOString(),
         }
         return Promise.resolve({ rowCount: 1, rows: [row] })
+      }
+      if (isProbe(call)) {
+        probes.push(call)
+        return Promise.resolve(held(call) ? { rowCount: 1, rows: [{ held: true }] } : { rowCount: 0, rows: [] })
       }
       calls.push(call)
       return Promise.resolve().then(() => answer(call))

@@ -13,7 +13,7 @@ import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
 import { OPTIONS, optionsOf } from '../../src/options.ts'
-import { CRON_LEASES_TABLE_SQL, createTableSql } from '../../src/sql.ts'
+import { claimSql, createTableSql, DEFAULT_TABLE, probeSql } from '../../src/sql.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const DOCS = [
@@ -214,23 +214,23 @@ describe('the README describes the library as it is', () => {
     )
   })
 
-  // The README sketches the claim function's rules; the whole text is on the statements page.
-  test('the sketch under "How it works" shows the claim function\'s rules in the order the function runs them', () => {
+  // The README sketches the probe's and the claim's rules; the whole text is on the statements page.
+  test('the sketch under "How it works" shows the rules of the probe and the claim in the order they run', () => {
     const how = section('How it works')
     assert.ok(how.includes('](docs/statements.md'), 'it links to the statements page for the whole text')
     const block = readme.blocks.find((b) => b.lang === 'sql' && b.line > readme.lines.indexOf('## How it works'))
     assert.ok(block, 'a sql block under ## How it works')
+    assert.ok(block.body.length <= 15, `the sketch is at most 15 lines, it has ${block.body.length}`)
     const sketch = block.body.join('\n')
-    const body = claimFunctionText()
-    // Each rule as the function writes it, and as the sketch may abbreviate it (no schema quotes, no prefixes).
+    const body = claimText()
+    // Each rule as the statements write it, and as the sketch may abbreviate it (no schema quotes, no prefixes).
     const rules: [string, RegExp][] = [
       [
-        'lease_until > clock_timestamp() OR coalesce(lease.last_occurrence >= _occurrence',
-        /lease_until > clock_timestamp\(\) OR (coalesce\()?last_occurrence >= _?occurrence/,
+        'lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ',
+        /lease_until > clock_timestamp\(\) OR last_occurrence >= occurrence/,
       ],
-      ['IF _blocked THEN RETURN; END IF;', /IF _?blocked THEN RETURN; END IF;/],
-      ['IF _occurrence > clock_timestamp() + _tolerance_ms', /IF _?occurrence > clock_timestamp\(\) \+ _?tolerance/],
-      ['FOR UPDATE SKIP LOCKED;', /FOR UPDATE SKIP LOCKED/],
+      ['WHEN slot.at > clock.at + $5::integer', /occurrence <= clock_timestamp\(\) \+ tolerance/],
+      ['FOR UPDATE SKIP LOCKED', /FOR UPDATE SKIP LOCKED/],
       ['ON CONFLICT (job_name) DO UPDATE', /ON CONFLICT \(job_name\) DO UPDATE/],
       ['WHERE lease.lease_until <= clock_timestamp()', /WHERE lease\.lease_until <= clock_timestamp\(\)/],
       [
@@ -242,7 +242,7 @@ describe('the README describes the library as it is', () => {
     assert.deepEqual(
       rules.filter((_, i) => inBody[i]! < 0).map(([text]) => text),
       [],
-      'every rule is in the function as created',
+      'every rule is in the statements as sent',
     )
     const inSketch = rules.map(([, pattern]) => sketch.search(pattern))
     assert.deepEqual(
@@ -253,7 +253,7 @@ describe('the README describes the library as it is', () => {
     assert.deepEqual(
       [...inBody].sort((a, b) => a - b),
       inBody,
-      'the function runs them in this order',
+      'the statements hold them in this order',
     )
     assert.deepEqual(
       [...inSketch].sort((a, b) => a - b),
@@ -266,12 +266,12 @@ describe('the README describes the library as it is', () => {
 describe('the statements page lists what the library sends', () => {
   const statements = docs.get('docs/statements.md')!
 
-  test('the block under "The claim function" is the function as createTableSql() creates it, line for line', () => {
-    const heading = statements.lines.indexOf('## The claim function')
-    assert.ok(heading >= 0, 'docs/statements.md has a section ## The claim function')
+  test('the block under "The claim" is the probe and the claim as the library sends them, line for line', () => {
+    const heading = statements.lines.indexOf('## The claim')
+    assert.ok(heading >= 0, 'docs/statements.md has a section ## The claim')
     const block = statements.blocks.find((b) => b.lang === 'sql' && b.line > heading)
-    assert.ok(block, 'a sql block under ## The claim function')
-    assert.equal(block.body.join('\n'), claimFunctionText())
+    assert.ok(block, 'a sql block under ## The claim')
+    assert.equal(block.body.join('\n'), claimText())
   })
 
   test('it names every statement builder src/sql.ts exports', () => {
@@ -286,16 +286,9 @@ describe('the statements page lists what the library sends', () => {
   })
 })
 
-/**
- * The claim function's creation as the default table's DDL writes it: from its CREATE FUNCTION
- * line to the end of its body, indentation kept.
- */
-function claimFunctionText(): string {
-  const ddl = CRON_LEASES_TABLE_SQL
-  const start = ddl.lastIndexOf('\n', ddl.indexOf('CREATE FUNCTION')) + 1
-  const end = ddl.indexOf('$claim$;', start) + '$claim$;'.length
-  assert.ok(start > 0 && end > start, 'the DDL creates the claim function')
-  return ddl.slice(start, end)
+/** The current shape's probe and claim for the default table, as the statements page shows them. */
+function claimText(): string {
+  return `${probeSql(DEFAULT_TABLE)};\n\n${claimSql(DEFAULT_TABLE, 'current')};`
 }
 
 describe('the migrations guide shows the table as the library creates it', () => {

@@ -1,8 +1,8 @@
 /**
  * Fuzzed arguments for withCronLease: any JS value for every argument and every option. The
  * expected outcome comes from an oracle written from the documented rules (not from validate.ts):
- * either every argument is valid and the call makes exactly one query, or it rejects with a
- * TypeError naming one of the bad arguments and the pool saw no query at all.
+ * either every argument is valid and the call makes its claim (the probe, then the claim), or it
+ * rejects with a TypeError naming one of the bad arguments and the pool saw no query at all.
  */
 import assert from 'node:assert/strict'
 import os from 'node:os'
@@ -12,7 +12,7 @@ import { escapeControls } from '../../src/escape.ts'
 import { MAX_LEASE_MS, withCronLease } from '../../src/index.ts'
 import { optionsOf } from '../../src/options.ts'
 import { MAX_INTERVAL_MS } from '../../src/presets.ts'
-import { claimSql } from '../../src/sql.ts'
+import { claimSql, probeSql } from '../../src/sql.ts'
 import { asksForDefaultHolder, isJobName, isNameText, isNone, isTableName } from '../helpers/rules.ts'
 import { type Call, isRecord, standIn, WIN } from '../helpers/stand-in.ts'
 
@@ -300,7 +300,7 @@ function answerNow(call: Call): unknown {
   return isRecord(call) ? WIN : { rowCount: 1, rows: [{ claimed_at: new Date().toISOString().replace('Z', '000Z') }] }
 }
 
-describe('fuzzed arguments: a TypeError before any query, or one query for a valid call', () => {
+describe('fuzzed arguments: a TypeError before any query, or the probe and one claim for a valid call', () => {
   test('10,000 random argument sets agree with the documented rules, and warn nothing', async (t) => {
     let valid = 0
     const gapWarned = new Set<string>()
@@ -340,6 +340,7 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
               `the message names one of ${expected.join(', ')}: ${error.message}`,
             )
             assert.equal(pool.calls.length, 0, 'a bad argument must not reach the database')
+            assert.equal(pool.probes.length, 0, 'nor be probed for')
             return
           }
           valid++
@@ -355,22 +356,25 @@ describe('fuzzed arguments: a TypeError before any query, or one query for a val
             Math.round(args.leaseMs as number),
             asksForDefaultHolder(holder) ? `${os.hostname()}:${process.pid}` : holder,
           ])
-          // The claim function's nine parameters: a named occurrence is what the claim is keyed on
-          // (without one, NULL: the lease decides alone), the tolerance is the option or 10% of the
-          // lease, the interval the declared one or the gap to the next occurrence, and no window.
-          const params = pool.calls[0]!.params
-          assert.equal(
-            pool.calls[0]!.text,
-            claimSql(typeof opts.table === 'string' ? opts.table : 'cron_leases', 'current'),
-          )
-          assert.equal(params.length, 9)
+          const table = typeof opts.table === 'string' ? opts.table : 'cron_leases'
           const occurrence = instantOf(opts.occurrence) ?? null
+          // The probe asks about the job and occurrence the claim is keyed on, once, before it.
+          assert.deepEqual(
+            pool.probes.map((call) => [call.text, call.params]),
+            [[probeSql(table), [args.jobName, occurrence]]],
+          )
+          // The claim's eight parameters: a named occurrence is what the claim is keyed on (without
+          // one, NULL: the lease decides alone), the tolerance is the option or 10% of the lease, and
+          // the interval the declared one or the gap to the next occurrence.
+          const params = pool.calls[0]!.params
+          assert.equal(pool.calls[0]!.text, claimSql(table, 'current'))
+          assert.equal(params.length, 8)
           const next = instantOf(opts.nextOccurrence) ?? null
           const gap = declaredGap(opts)
           const tolerance = isNone(opts.clockToleranceMs)
             ? Math.floor(Math.round(args.leaseMs as number) / 10)
             : opts.clockToleranceMs
-          assert.deepEqual([params[3], params[4], params[7], params[8]], [occurrence, tolerance, gap, null])
+          assert.deepEqual([params[3], params[4], params[7]], [occurrence, tolerance, gap])
           if (next !== null) assert.equal(params[6], next)
           else if (typeof opts.everyMs !== 'number') assert.deepEqual([params[5], params[6]], [null, null])
           else if (occurrence !== null) {

@@ -10,7 +10,7 @@ import { describe, test } from 'node:test'
 import { CronJob } from 'cron'
 import { Cron } from 'croner'
 import { catchUp, forInterval, leaseCoordinator, leasedTick, withCronLease } from '../../src/index.ts'
-import { claimSql } from '../../src/sql.ts'
+import { catchUpSql, claimSql, probeSql } from '../../src/sql.ts'
 import { type Call, isRecord, LOSS, standIn, TOKEN, WIN } from '../helpers/stand-in.ts'
 
 const OCCURRENCE = '2026-12-01T09:00:00.000Z'
@@ -90,13 +90,14 @@ describe('a bad occurrence is a TypeError naming it, before any query', () => {
 })
 
 describe('which claim each call sends', () => {
-  test('a call that names nothing sends the claim function with no occurrence: the lease decides alone', async () => {
+  test('a call that names nothing probes and claims with no occurrence: the lease decides alone', async () => {
     const db = standIn()
     const table = freshTable()
     await withCronLease(db, 'job', 1000, () => 1, { table })
+    assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', null] }])
     const [claim] = claims(db.calls)
     assert.equal(claim!.text, claimSql(table, 'current'))
-    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null, null])
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null])
   })
 
   test('on a table of the original shape, the original statement with the same three values as before', async () => {
@@ -106,35 +107,35 @@ describe('which claim each call sends', () => {
     assert.deepEqual(db.calls, [
       { text: claimSql(table, 'original'), params: ['job', 1000, `${hostname()}:${process.pid}`] },
     ])
+    assert.deepEqual(db.probes, [], 'no probe: the original shape has one statement')
   })
 
   test('a named occurrence goes as ms, the next one as a duration and as itself, their gap as the interval; the win sets ctx.occurrence and ctx.missed', async () => {
     const table = freshTable()
-    const occurrenceText = '2026-12-01T09:00:00.000000Z'
-    const db = standIn((call) =>
-      isRecord(call)
-        ? WIN
-        : {
-            rowCount: 1,
-            rows: [{ claimed_at: TOKEN, missed: '2', occurrence: occurrenceText, interval_ms: 3_600_000 }],
-          },
-    )
+    // As the claim returns it: the token and the count missed; the occurrence and interval are the call's.
+    const db = standIn((call) => (isRecord(call) ? WIN : { rowCount: 1, rows: [{ claimed_at: TOKEN, missed: '2' }] }))
     const seen: unknown[] = []
     const opts = { table, holder: 'h', logger: quiet, occurrence: new Date(OCCURRENCE), nextOccurrence: new Date(NEXT) }
     const sentAt = Date.now()
     await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
+    assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', OCCURRENCE_MS] }])
     const [claim, record] = db.calls
     assert.equal(claim!.text, claimSql(table, 'current'))
-    const [job, lease, holder, occurrence, tolerance, nextInMs, next, intervalMs, window] = claim!.params as number[]
+    assert.equal(claim!.params.length, 8)
+    const [job, lease, holder, occurrence, tolerance, nextInMs, next, intervalMs] = claim!.params as number[]
     assert.deepEqual(
-      [job, lease, holder, occurrence, tolerance, next, intervalMs, window],
-      ['job', 1000, 'h', OCCURRENCE_MS, 100, Date.parse(NEXT), 3_600_000, null],
+      [job, lease, holder, occurrence, tolerance, next, intervalMs],
+      ['job', 1000, 'h', OCCURRENCE_MS, 100, Date.parse(NEXT), 3_600_000],
     )
     // The next occurrence travels as a duration from this replica's now, which the database adds to its clock.
     assert.ok(Math.abs(nextInMs! - (Date.parse(NEXT) - sentAt)) < 5_000, String(nextInMs))
     assert.deepEqual(seen, [[OCCURRENCE, 2]])
     assert.ok(isRecord(record!))
-    assert.equal(record!.params[5], 3_600_000, "the interval the claim returned is recorded as the job's")
+    assert.equal(
+      record!.params[5],
+      3_600_000,
+      "the gap between the occurrences named is recorded as the job's interval",
+    )
   })
 
   test('on a table of the original shape an occurrence is not sent, with one warning per table: the lease alone, nothing recorded', async () => {
@@ -181,6 +182,7 @@ describe('which claim each call sends', () => {
       db.calls.map((c) => c.text),
       [claimSql(table, 'original')],
     )
+    assert.deepEqual(db.probes, [], 'a table not known to exist is not probed')
   })
 
   test('the tolerance is clockToleranceMs, else 10% of the lease rounded down', async () => {
@@ -224,11 +226,94 @@ describe('which claim each call sends', () => {
   })
 })
 
+describe('a win leaves the probe out of the next claim through that handle on that table', () => {
+  // A handle whose claim answers `reply` as set, noting how many probes each claim found sent before it.
+  const replying = (held?: (probe: Call) => boolean) => {
+    const state = { reply: WIN as unknown, probesBefore: [] as number[] }
+    const db = standIn(
+      () => {
+        state.probesBefore.push(db.probes.length)
+        return state.reply
+      },
+      'current',
+      held,
+    )
+    return { db, state }
+  }
+  const run = (db: ReturnType<typeof standIn>, table: string) =>
+    withCronLease(db, 'job', 1000, () => 1, { table, record: false, logger: quiet })
+
+  test('probe and claim; after the win the claim alone; after that claim lost, the probe again', async () => {
+    const { db, state } = replying()
+    const table = freshTable()
+    assert.equal((await run(db, table)).ran, true)
+    assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', null] }])
+    assert.deepEqual(state.probesBefore, [1], 'the probe went before the claim')
+    assert.equal((await run(db, table)).ran, true)
+    assert.equal(db.probes.length, 1, 'no probe after a win')
+    state.reply = LOSS
+    assert.equal((await run(db, table)).ran, false)
+    assert.equal(db.probes.length, 1, 'still none: the claim that lost was the one after the win')
+    state.reply = WIN
+    assert.equal((await run(db, table)).ran, true)
+    assert.equal(db.probes.length, 2, 'the loss brought the probe back')
+    assert.deepEqual(state.probesBefore, [1, 1, 1, 2])
+    await run(db, table)
+    assert.equal(db.probes.length, 2, 'and that win left it out again')
+    assert.deepEqual(
+      db.calls.map((c) => [c.text, c.params.length]),
+      Array.from({ length: 5 }, () => [claimSql(table, 'current'), 8]),
+      'every call sent the claim itself, with or without the probe before it',
+    )
+  })
+
+  test('a loss stopped at the probe keeps probing, and sends no claim', async () => {
+    let held = true
+    const { db } = replying(() => held)
+    const table = freshTable()
+    for (let i = 0; i < 3; i++) assert.equal((await run(db, table)).ran, false)
+    assert.equal(db.probes.length, 3, 'each claim probed: a loss at the probe is no win to skip it after')
+    assert.deepEqual(db.calls, [], 'nothing was sent past a probe that found the lease held')
+    held = false
+    assert.equal((await run(db, table)).ran, true)
+    assert.equal(db.probes.length, 4)
+    assert.equal(db.calls.length, 1)
+  })
+
+  test('per table and per handle: a win on one table skips the probe on that table only, through that handle only', async () => {
+    const { db } = replying()
+    const [a, b] = [freshTable(), freshTable()]
+    await run(db, a)
+    await run(db, b)
+    assert.deepEqual(
+      db.probes.map((c) => c.text),
+      [probeSql(a), probeSql(b)],
+      'the win on a did not skip the probe on b',
+    )
+    await run(db, a)
+    await run(db, b)
+    assert.equal(db.probes.length, 2, 'each table had a win of its own through this handle')
+    const other = replying().db
+    await run(other, a)
+    assert.deepEqual(
+      other.probes.map((c) => c.text),
+      [probeSql(a)],
+      'another handle has won nothing on a',
+    )
+  })
+})
+
 describe('leasedTick reads the occurrence from what its scheduler passes', () => {
   const occurrenceSent = async (arg: unknown): Promise<unknown[]> => {
     const db = standIn()
     await leasedTick(db, 'job', 1000, () => 1, { table: freshTable(), logger: quiet })(arg)
-    return claims(db.calls)[0]!.params
+    const { params } = claims(db.calls)[0]!
+    // The probe is keyed on the occurrence the claim is, or the loser it stops would be the wrong one.
+    assert.deepEqual(
+      db.probes.map((probe) => probe.params),
+      [['job', params[3]]],
+    )
+    return params
   }
 
   test("node-cron's context: ctx.date, and the task's next run", async () => {
@@ -329,7 +414,7 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
   test('by hand, and nothing at all', async () => {
     assert.equal((await occurrenceSent({ occurrence: OCCURRENCE }))[3], OCCURRENCE_MS)
     for (const nothing of [undefined, 'a string a scheduler passed', 42, new Proxy({ occurrence: OCCURRENCE }, {})]) {
-      assert.deepEqual((await occurrenceSent(nothing)).slice(3), [null, 100, null, null, null, null], String(nothing))
+      assert.deepEqual((await occurrenceSent(nothing)).slice(3), [null, 100, null, null, null], String(nothing))
     }
   })
 })
@@ -346,7 +431,7 @@ describe("leasedTick's catch-up can be waited for", () => {
     })
     assert.deepEqual(await tick.caughtUp, { ran: false, result: null })
     assert.equal(db.calls.length, 0)
-    // On the current shape the catch-up is the claim statement with its window in $9.
+    // On the current shape the catch-up is a statement of its own, its window in $4, with no probe first.
     const table = freshTable()
     const current = standIn()
     const caught = leasedTick(current, 'job', 1000, () => 7, {
@@ -357,8 +442,30 @@ describe("leasedTick's catch-up can be waited for", () => {
     })
     assert.deepEqual(await caught.caughtUp, { ran: true, result: 7 })
     const [claim] = claims(current.calls)
-    assert.equal(claim!.text, claimSql(table, 'current'))
-    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, 60_000, 5000])
+    assert.equal(claim!.text, catchUpSql(table))
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, 5000, null, null, 60_000])
+    assert.deepEqual(current.probes, [])
+    // Only a catch-up's reply names its occurrence and an interval (the table's, none being declared):
+    // the run takes both from it.
+    const observed = standIn((call) =>
+      isRecord(call)
+        ? WIN
+        : {
+            rowCount: 1,
+            rows: [{ claimed_at: TOKEN, missed: '3', occurrence: '2026-12-01T09:00:00.000000Z', interval_ms: 90_000 }],
+          },
+    )
+    const seen: unknown[] = []
+    const replied = leasedTick(observed, 'job', 1000, (ctx) => seen.push([ctx.occurrence?.toISOString(), ctx.missed]), {
+      table: freshTable(),
+      logger: quiet,
+      catchUp: { withinMs: 5000 },
+    })
+    assert.deepEqual(await replied.caughtUp, { ran: true, result: 1 })
+    assert.deepEqual(seen, [[OCCURRENCE, 3]])
+    const [, record] = observed.calls
+    assert.ok(isRecord(record!))
+    assert.equal(record!.params[5], 90_000, "the interval the catch-up returned is recorded as the job's")
     const lost = standIn(() => LOSS)
     const none = leasedTick(lost, 'job', 1000, () => 1, { table, logger: quiet, catchUp: { withinMs: 5000 } })
     assert.deepEqual(await none.caughtUp, { ran: false, result: null }, 'no row back: nothing was due')

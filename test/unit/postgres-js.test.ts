@@ -3,26 +3,33 @@ import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import postgres from 'postgres'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
-import { claimSql, tableFactsSql } from '../../src/sql.ts'
-import { TOKEN } from '../helpers/stand-in.ts'
+import { CURRENT_COLUMN_NAMES, claimSql, probeSql, tableFactsSql } from '../../src/sql.ts'
+import { isProbe, TOKEN } from '../helpers/stand-in.ts'
 
 type Sent = { text: string; params: unknown; options?: unknown }
 
 /**
  * A stand-in for postgres.js's `sql`: `unsafe` resolves to an Array of rows with `.count`. The read
- * of the table's facts is answered as a table of the current shape would, and kept in `facts`.
+ * of the table's facts is answered as a table of the current shape would, and kept in `facts`; the
+ * claim's probe is answered "not held" (so the claim is sent) unless `held`, and kept in `probes`.
  */
-function fakeSql(answer: () => unknown) {
+function fakeSql(answer: () => unknown, held = false) {
   const calls: Sent[] = []
   const facts: Sent[] = []
+  const probes: Sent[] = []
   return {
     calls,
     facts,
+    probes,
     unsafe(text: string, params?: unknown[], options?: unknown) {
       if (text === tableFactsSql()) {
         facts.push({ text, params, options })
         const row = { exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }
         return Promise.resolve(rowList([row], 1)) as Promise<any>
+      }
+      if (isProbe({ text, params: params ?? [] })) {
+        probes.push({ text, params, options })
+        return Promise.resolve(held ? rowList([{ held: true }], 1) : rowList([], 0)) as Promise<any>
       }
       calls.push({ text, params, options })
       return Promise.resolve().then(answer) as Promise<any>
@@ -83,21 +90,26 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
 
     const loss = fakeSql(() => rowList([], 0))
     assert.deepEqual(await withCronLease(fromPostgresJs(loss), 'job', 1000, () => 'ran'), { ran: false, result: null })
+
+    // A row from the probe is read as postgres.js gives it too: the lease is held, and no claim follows.
+    const held = fakeSql(() => rowList([{ claimed_at: TOKEN }], 1), true)
+    assert.deepEqual(await withCronLease(fromPostgresJs(held), 'job', 1000, () => 'ran'), { ran: false, result: null })
+    assert.deepEqual([held.probes.length, held.calls.length], [1, 0])
   })
 
   test('the text and parameters are passed to unsafe unchanged', async () => {
     const sql = fakeSql(() => rowList([{ claimed_at: TOKEN }], 1))
     await withCronLease(fromPostgresJs(sql), 'job', 1000, () => null, { holder: 'h', record: false })
+    assert.deepEqual(
+      sql.probes.map((c) => [c.text, c.params]),
+      [[probeSql('cron_leases'), ['job', null]]],
+    )
     assert.equal(sql.calls.length, 1)
     assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'current'))
-    assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null, null])
+    assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null])
     assert.equal(sql.facts.length, 1)
-    assert.deepEqual(sql.facts[0]!.params, [
-      '"cron_leases"',
-      '"cron_leases_claim"(text, integer, text, bigint, integer, double precision, bigint, double precision, double precision)',
-      (sql.facts[0]!.params as unknown[])[2],
-    ])
-    assert.ok(Array.isArray((sql.facts[0]!.params as unknown[])[2]), 'the column names go as one array parameter')
+    assert.deepEqual(sql.facts[0]!.params, ['"cron_leases"', CURRENT_COLUMN_NAMES])
+    assert.ok(Array.isArray((sql.facts[0]!.params as unknown[])[1]), 'the column names go as one array parameter')
   })
 
   test("unsafe is asked to prepare, so the sql instance's own prepare option decides", async () => {
@@ -112,6 +124,11 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
       sql.facts.map((c) => c.options),
       [{ prepare: true }],
       "the facts read too: the sql instance's option decides",
+    )
+    assert.deepEqual(
+      sql.probes.map((c) => c.options),
+      [{ prepare: true }],
+      'and the probe',
     )
   })
 

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { type Queryable, withCronLease } from '../../src/index.ts'
-import { claimSql, releaseSavepointSql, savepointSql, tableFactsSql } from '../../src/sql.ts'
+import { claimSql, probeSql, releaseSavepointSql, savepointSql, tableFactsSql } from '../../src/sql.ts'
 import { handleState } from '../../src/state.ts'
-import { WIN } from '../helpers/stand-in.ts'
+import { isProbe, LOSS, WIN } from '../helpers/stand-in.ts'
 
 type Sent = { named: string; text: string } | { plain: string }
 
@@ -17,18 +17,23 @@ function factsRow() {
   return { rowCount: 1, rows: [{ exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }] }
 }
 
-/** The answer of the stand-in: the facts row to the facts read, a won claim to anything else. */
-const answer = (text: string) => (text === tableFactsSql() ? factsRow() : WIN)
+/**
+ * The answer of the stand-in: the facts row to the facts read, no row to the probe (the lease is
+ * free, so the claim is sent), a won claim to anything else.
+ */
+const answer = (text: string) => (text === tableFactsSql() ? factsRow() : isProbe({ text, params: [] }) ? LOSS : WIN)
 
 /**
- * A stand-in `pg` Client (it has `connectionParameters`, as pg's does): a named query meets
- * `refusal` when one is given, a plain one is answered; with `factsError`, the read of the table's
- * facts fails with it. `status` is what getTransactionStatus() reports.
+ * A stand-in `pg` Client (it has `connectionParameters`, as pg's does): a named query of a text
+ * `refused` picks (default: any) meets `refusal` when one is given, a plain one is answered; with
+ * `factsError`, the read of the table's facts fails with it. `status` is what
+ * getTransactionStatus() reports.
  */
 function pgLike(
   refusal?: { code: string; message: string },
   status = 'I',
   factsError?: { code: string; message: string },
+  refused: (text: string) => boolean = () => true,
 ) {
   const sent: Sent[] = []
   const db = {
@@ -41,13 +46,14 @@ function pgLike(
         return answer(config)
       }
       sent.push({ named: config.name, text: config.text })
-      if (refusal) throw Object.assign(new Error(refusal.message), refusal)
+      if (refusal && refused(config.text)) throw Object.assign(new Error(refusal.message), refusal)
       return answer(config.text)
     },
   }
   return { db: db as unknown as Queryable, sent }
 }
 
+const PROBE = probeSql('leases')
 const CLAIM = claimSql('leases', 'current')
 const claim = (db: Queryable) => withCronLease(db, 'job', 1000, () => 'ran', { table: 'leases', record: false })
 
@@ -57,20 +63,47 @@ describe('a refusal of the prepared form is retried once as plain text', () => {
     ['42P05', 'prepared statement "pg_cron_lease_…" already exists'],
     ['0A000', 'cached plan must not change result type'],
   ]) {
-    test(`${code} (${message}): the claim wins on the retry and the handle stays plain`, async () => {
+    test(`${code} (${message}): the refused probe is resent plain, the claim goes plain and wins, and the handle stays plain`, async () => {
       const { db, sent } = pgLike({ code: code!, message: message! })
       assert.deepEqual(await claim(db), { ran: true, result: 'ran' })
-      assert.equal(sent.length, 3)
+      assert.equal(sent.length, 4)
       assert.deepEqual(sent[0], { plain: tableFactsSql() }, "the table's facts are read first, as plain text")
       const named = sent[1] as { named: string; text: string }
       assert.match(named.named, /^pg_cron_lease_[0-9a-f]{24}$/)
-      assert.equal(named.text, CLAIM)
-      assert.deepEqual(sent[2], { plain: CLAIM })
+      assert.equal(named.text, PROBE)
+      assert.deepEqual(sent.slice(2), [{ plain: PROBE }, { plain: CLAIM }], 'the claim is not tried prepared after')
       assert.equal(handleState(db).unprepared, true)
       await claim(db)
-      assert.deepEqual(sent.slice(3), [{ plain: CLAIM }], 'the next claim is plain from the start, the shape known')
+      assert.deepEqual(
+        sent.slice(4),
+        [{ plain: CLAIM }],
+        'the next claim is plain from the start, the shape known (and, after a win, unprobed)',
+      )
+      // A table this handle has not won a claim on is probed: that probe too is plain from the start.
+      await withCronLease(db, 'job', 1000, () => 'ran', { table: 'other', record: false })
+      assert.deepEqual(
+        sent.slice(5),
+        [{ plain: tableFactsSql() }, { plain: probeSql('other') }, { plain: claimSql('other', 'current') }],
+        'a probe is plain from the start too',
+      )
     })
   }
+
+  test("a refusal of the claim's prepared form after a prepared probe: the claim alone is resent plain, and wins", async () => {
+    const refusal = { code: '26000', message: 'prepared statement "pg_cron_lease_…" does not exist' }
+    const { db, sent } = pgLike(refusal, 'I', undefined, (text) => text === CLAIM)
+    assert.deepEqual(await claim(db), { ran: true, result: 'ran' })
+    assert.deepEqual(
+      sent.map((s) => ('named' in s ? ['named', s.text] : ['plain', s.plain])),
+      [
+        ['plain', tableFactsSql()],
+        ['named', PROBE],
+        ['named', CLAIM],
+        ['plain', CLAIM],
+      ],
+    )
+    assert.equal(handleState(db).unprepared, true)
+  })
 })
 
 describe('any other error reaches the caller unchanged, with no retry', () => {
@@ -82,9 +115,19 @@ describe('any other error reaches the caller unchanged, with no retry', () => {
     test(`${code} (${message})`, async () => {
       const { db, sent } = pgLike({ code: code!, message: message! })
       await assert.rejects(claim(db), (error: unknown) => (error as { code?: string }).code === code)
-      assert.equal(sent.filter((s) => 'named' in s).length, 1, 'the claim is sent once')
-      assert.equal(sent.length, 2, 'the facts read and the claim, nothing resent')
+      assert.equal(sent.filter((s) => 'named' in s).length, 1, 'the probe is sent once')
+      assert.equal(sent.length, 2, 'the facts read and the probe: nothing resent, and no claim after a failed probe')
       assert.equal(handleState(db).unprepared, false)
+      // The same error on the claim, after a probe that found the lease free.
+      const onClaim = pgLike({ code: code!, message: message! }, 'I', undefined, (text) => text === CLAIM)
+      await assert.rejects(claim(onClaim.db), (error: unknown) => (error as { code?: string }).code === code)
+      assert.deepEqual(
+        onClaim.sent.filter((s) => 'named' in s).map((s) => s.text),
+        [PROBE, CLAIM],
+        'the claim is sent once',
+      )
+      assert.equal(onClaim.sent.length, 3, 'the facts read, the probe and the claim, nothing resent')
+      assert.equal(handleState(onClaim.db).unprepared, false)
     })
   }
 
@@ -102,24 +145,21 @@ describe('which pg handles get the prepared form', () => {
     await claim(inside.db)
     await claim(inside.db)
     const texts = (inside.sent as { plain: string }[]).map((sent) => sent.plain)
-    const names = [0, 3, 6].map((i) => texts[i]!.slice('SAVEPOINT '.length))
+    const names = [0, 3, 6, 9].map((i) => texts[i]!.slice('SAVEPOINT '.length))
     for (const name of names) assert.match(name, /^pg_cron_lease_\d+$/)
-    assert.equal(new Set(names).size, 3, 'each statement has a savepoint of its own')
-    const [facts, first, second] = names as [string, string, string]
+    assert.equal(new Set(names).size, 4, 'each statement has a savepoint of its own')
+    const [facts, ...rest] = names as [string, ...string[]]
+    // The second claim follows a win through this handle, so it goes without the probe.
+    const statements = [PROBE, CLAIM, CLAIM]
     assert.deepEqual(texts, [
       savepointSql(facts),
       tableFactsSql(),
       releaseSavepointSql(facts),
-      `SAVEPOINT ${first}`,
-      CLAIM,
-      `RELEASE SAVEPOINT ${first}`,
-      `SAVEPOINT ${second}`,
-      CLAIM,
-      `RELEASE SAVEPOINT ${second}`,
+      ...rest.flatMap((name, i) => [`SAVEPOINT ${name}`, statements[i], `RELEASE SAVEPOINT ${name}`]),
     ])
     const aborted = pgLike(undefined, 'E')
     await claim(aborted.db)
-    assert.deepEqual(aborted.sent, [{ plain: tableFactsSql() }, { plain: CLAIM }], 'status E')
+    assert.deepEqual(aborted.sent, [{ plain: tableFactsSql() }, { plain: PROBE }, { plain: CLAIM }], 'status E')
   })
 
   test('one name per statement text: the same text has the same name, another table another name', async () => {
@@ -127,11 +167,22 @@ describe('which pg handles get the prepared form', () => {
     await claim(db)
     await claim(db)
     await withCronLease(db, 'job', 1000, () => null, { table: 'other', record: false })
-    const [a, b, c] = sent.filter((s): s is { named: string; text: string } => 'named' in s)
-    assert.equal(a!.text, CLAIM)
+    const named = sent.filter((s): s is { named: string; text: string } => 'named' in s)
+    // The second claim on 'leases' follows a win there, so it goes without the probe.
+    assert.deepEqual(
+      named.map((s) => s.text),
+      [PROBE, CLAIM, CLAIM, probeSql('other'), claimSql('other', 'current')],
+    )
+    const [probe, a, b, otherProbe, c] = named
     assert.equal(a!.named, b!.named)
-    assert.equal(c!.text, claimSql('other', 'current'))
+    // The probe sent again, by a handle that has won nothing: names are per text, whichever handle sends it.
+    const fresh = pgLike()
+    await claim(fresh.db)
+    const probeAgain = fresh.sent.find((s): s is { named: string; text: string } => 'named' in s && s.text === PROBE)
+    assert.equal(probe!.named, probeAgain!.named)
+    assert.notEqual(probe!.named, a!.named, 'the probe and the claim are two texts, so two names')
     assert.notEqual(a!.named, c!.named)
+    assert.notEqual(probe!.named, otherProbe!.named)
     const facts = sent.filter((s) => 'plain' in s)
     assert.deepEqual(facts, [{ plain: tableFactsSql() }, { plain: tableFactsSql() }], 'one plain facts read per table')
   })

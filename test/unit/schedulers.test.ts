@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { LEASE, leaseCoordinator, leasedTick, leaseForInterval, MAX_LEASE_MS } from '../../src/index.ts'
-import { claimSql } from '../../src/sql.ts'
+import { claimSql, probeSql } from '../../src/sql.ts'
 import { isRecord, LOSS, standIn, WIN } from '../helpers/stand-in.ts'
 
 const tick = () => 'ran'
@@ -49,15 +49,16 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
       throwsAtCreation((db) => leasedTick(db, 'job', 1000, tick, opts as never), message)
   })
 
-  test('valid arguments make no query until the wrapper is called, then exactly one', async () => {
+  test('valid arguments make no query until the wrapper is called, then one probe and exactly one claim', async () => {
     const db = standIn()
     const run = leasedTick(db, 'job', 1000.4, tick, { holder: 'h', table: 'a.b' })
-    assert.equal(db.calls.length, 0)
+    assert.deepEqual([db.facts.length, db.probes.length, db.calls.length], [0, 0, 0])
     assert.deepEqual(await run(), { ran: true, result: 'ran' })
+    assert.deepEqual(db.probes, [{ text: probeSql('a.b'), params: ['job', null] }])
     assert.equal(db.calls.length, 2)
     assert.ok(isRecord(db.calls[1]!))
     assert.equal(db.calls[0]!.text, claimSql('a.b', 'current'))
-    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null, null])
+    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null])
     assert.equal(db.facts.length, 1, "the table's facts were read once, at the first call")
   })
 

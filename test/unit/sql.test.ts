@@ -11,9 +11,10 @@ import {
 } from '../../src/index.ts'
 import {
   CURRENT_COLUMN_NAMES,
-  claimFunction,
+  catchUpSql,
   claimSql,
   fenceSql,
+  probeSql,
   recordOutcomeSql,
   releaseSavepointSql,
   renewSql,
@@ -24,12 +25,11 @@ import {
 } from '../../src/sql.ts'
 import { standIn, TOKEN } from '../helpers/stand-in.ts'
 
-/** The claim function's body, as the DDL creates it: where the current shape's claim rules live. */
-const claimBody = (ddl: string) => /LANGUAGE plpgsql AS \$claim\$\n([\s\S]*?)\$claim\$;/.exec(ddl)?.[1] ?? ''
-
 const statements = {
+  probe: probeSql('cron_leases'),
+  'current claim': claimSql('cron_leases', 'current'),
+  'catch-up': catchUpSql('cron_leases'),
   'original claim': claimSql('cron_leases', 'original'),
-  'claim function': claimBody(CRON_LEASES_TABLE_SQL),
   'current renew': renewSql('cron_leases', 'current'),
   'original renew': renewSql('cron_leases', 'original'),
   record: recordOutcomeSql('cron_leases'),
@@ -38,7 +38,6 @@ const statements = {
 
 describe('the SQL reads the database clock and nothing else', () => {
   test('every statement uses clock_timestamp() and never NOW() or CURRENT_TIMESTAMP', () => {
-    assert.ok(statements['claim function'].length > 0, 'the DDL holds the claim function')
     for (const [name, text] of Object.entries(statements)) {
       assert.match(text, /clock_timestamp\(\)/, name)
       assert.doesNotMatch(text, /\bnow\(\)|current_timestamp|localtimestamp|transaction_timestamp/i, name)
@@ -58,11 +57,12 @@ describe('the SQL reads the database clock and nothing else', () => {
     assert.deepEqual(
       db.calls.map((c) => c.params),
       [
-        ['job', 1000, 'h', null, 100, null, null, null, null],
+        ['job', 1000, 'h', null, 100, null, null, null],
         ['job', 1000, TOKEN, false],
         ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null],
       ],
     )
+    assert.deepEqual(db.probes.map((c) => c.params), [['job', null]], 'the probe: the job, and no occurrence')
     assert.equal(typeof db.calls[2]!.params[2], 'number', 'a duration, measured on a monotonic clock')
     const original = standIn(undefined, 'original')
     await withCronLease(original, 'job', 1000, (ctx) => ctx.renew(), { holder: 'h' })
@@ -82,78 +82,67 @@ describe("the table's facts are one read-only catalog statement", () => {
     const text = tableFactsSql()
     assert.match(text, /^SELECT to_regclass\(\$1::text\) IS NOT NULL AS exists,\n/)
     for (const column of ['columns', 'current', 'checked_at']) assert.match(text, new RegExp(`AS ${column}\\b`), column)
-    assert.match(text, /to_regprocedure\(\$2::text\) IS NOT NULL AS current/)
+    assert.match(text, /attname = ANY \(\$2::text\[\]\)\)::int = cardinality\(\$2::text\[\]\) AS current/)
     assert.doesNotMatch(text, /\b(INSERT|UPDATE|DELETE|FOR UPDATE|FOR SHARE|FOR KEY SHARE|LOCK)\b/)
   })
 
-  test('its parameters: the quoted table, its claim function with argument types, and every current column', () => {
-    const [table, claim, columns] = tableFactsParams('jobs.leases') as [string, string, string[]]
+  test('its parameters: the quoted table and every current column', () => {
+    const [table, columns] = tableFactsParams('jobs.leases') as [string, string[]]
     assert.equal(table, '"jobs"."leases"')
-    assert.ok(claim.startsWith(`${claimFunction('jobs.leases')}(text, integer, text, bigint, `), claim)
     assert.deepEqual(columns, CURRENT_COLUMN_NAMES)
     assert.throws(() => tableFactsParams('a; DROP TABLE b'), TypeError)
   })
 })
 
-describe('the claim on the current shape is a call of the claim function the DDL creates', () => {
-  test('it selects the token, missed, occurrence and interval from the function, with nine typed parameters', () => {
+describe('the claim on the current shape: a read-only probe, then one atomic upsert', () => {
+  test('the probe reads one row and nothing else: a row back is a loss, held lease or an occurrence already claimed', () => {
     assert.equal(
-      claimSql('jobs.leases', 'current'),
-      `SELECT claim_token AS claimed_at, missed, occurrence, interval_ms
-FROM "jobs"."leases_claim"($1::text, $2::integer, $3::text, $4::bigint, $5::integer, $6::float8, $7::bigint, $8::float8, $9::float8)`,
+      statements.probe,
+      `SELECT true AS held FROM "cron_leases" AS lease
+WHERE lease.job_name = $1::text
+  AND (lease.lease_until > clock_timestamp() OR lease.last_occurrence >= (to_timestamp(($2::bigint / 1000)::float8) + ($2::bigint % 1000) * interval '1 millisecond'))`,
     )
   })
 
-  test('the function is <table>_claim in the table schema; a long name is cut and made unique by a hash', () => {
-    assert.equal(claimFunction('cron_leases'), '"cron_leases_claim"')
-    assert.equal(claimFunction('jobs.leases'), '"jobs"."leases_claim"')
-    const long = (tail: string) => claimFunction(`t${'x'.repeat(56)}${tail}`)
-    const [a, b] = [long('a'), long('b')]
-    assert.notEqual(a, b, 'two long names never share a function')
-    for (const name of [a, b]) {
-      assert.ok(name.slice(1, -1).length <= 63, name)
-      assert.match(name, /_claim"$/)
-    }
-    assert.throws(() => claimFunction('x; DROP TABLE y'), TypeError)
-  })
-
-  test('createTableSql and upgradeTableSql both create the function, only when missing, a racing creator ignored', () => {
-    for (const ddl of [createTableSql('jobs.leases'), upgradeTableSql('jobs.leases')]) {
-      assert.match(ddl, /IF to_regprocedure\('"jobs"\."leases_claim"\(text, integer, /)
-      assert.match(ddl, /CREATE FUNCTION "jobs"\."leases_claim"\(/)
-      assert.match(
-        ddl,
-        /RETURNS TABLE \(claim_token text, missed bigint, occurrence text, interval_ms double precision\)/,
-      )
-      assert.match(ddl, /EXCEPTION WHEN unique_violation OR duplicate_function THEN/)
-    }
-  })
-
-  test('a loser only reads the row: the held lease or an already claimed occurrence returns before any lock or insert', () => {
-    const body = statements['claim function']
-    const read = body.indexOf('INTO _blocked FROM "cron_leases" AS lease WHERE lease.job_name = _job;')
-    const blocked = body.indexOf('IF _blocked THEN RETURN; END IF;')
-    const early = body.indexOf(
-      "IF _occurrence > clock_timestamp() + _tolerance_ms * interval '1 millisecond' THEN RETURN; END IF;",
+  test('the upsert never runs early, and tries an existing row only when it can lock it now', () => {
+    const text = statements['current claim']
+    assert.ok(
+      text.includes(`WHERE CASE WHEN slot.at > clock.at + $5::integer * interval '1 millisecond' THEN false
+  ELSE NOT EXISTS (SELECT FROM "cron_leases" WHERE job_name = $1::text)
+    OR EXISTS (SELECT FROM "cron_leases" AS free WHERE free.job_name = $1::text AND free.lease_until <= clock_timestamp()
+      AND NOT coalesce(free.last_occurrence >= slot.at, false) FOR UPDATE SKIP LOCKED)
+END
+ON CONFLICT (job_name) DO UPDATE`),
+      text,
     )
-    const lock = body.indexOf('FOR UPDATE SKIP LOCKED;\n    IF NOT FOUND THEN RETURN; END IF;')
-    const insert = body.indexOf('RETURN QUERY\n  INSERT INTO "cron_leases" AS lease')
-    for (const at of [read, blocked, early, lock, insert]) assert.ok(at > 0, body)
-    assert.ok(read < blocked && blocked < early && early < lock && lock < insert, 'read, held, too early, lock, upsert')
-    assert.match(
-      body,
-      /SELECT lease\.lease_until > clock_timestamp\(\) OR coalesce\(lease\.last_occurrence >= _occurrence, false\)/,
-    )
+    assert.equal(text.match(/FOR UPDATE/g)?.length, 1, 'the only lock before the arbiter is one nobody waits for')
   })
 
   test('the upsert is still the atomic arbiter: it checks the lease and the occurrence again under the row lock', () => {
-    const body = statements['claim function']
-    assert.match(body, /ON CONFLICT \(job_name\) DO UPDATE/)
+    const text = statements['current claim']
+    assert.match(text, /^INSERT INTO "cron_leases" AS lease \(job_name, lease_until, holder, claimed_at, /)
     assert.match(
-      body,
-      /WHERE lease\.lease_until <= clock_timestamp\(\)\n {4}AND NOT coalesce\(lease\.last_occurrence >= EXCLUDED\.last_occurrence, false\)\n {2}RETURNING /,
+      text,
+      /\nWHERE lease\.lease_until <= clock_timestamp\(\)\n {2}AND NOT coalesce\(lease\.last_occurrence >= EXCLUDED\.last_occurrence, false\)\nRETURNING /,
     )
-    assert.doesNotMatch(body, /\b(COMMIT|pg_advisory)\b/i)
+    assert.doesNotMatch(text, /\b(BEGIN|COMMIT|pg_advisory)\b/i)
+    assert.equal(text.split(';').length, 1, 'one statement')
+  })
+
+  test('the catch-up locks the row last, once every other rule has passed', () => {
+    const text = statements['catch-up']
+    assert.match(text, /^UPDATE "cron_leases" AS lease\n/)
+    assert.ok(
+      text.indexOf('THEN EXISTS (SELECT FROM "cron_leases" AS locked') >
+        text.indexOf('AND NOT coalesce(lease.last_occurrence >= '),
+    )
+    assert.equal(text.match(/FOR UPDATE SKIP LOCKED/g)?.length, 1)
+  })
+
+  test('the DDL creates no function: the table is all the library needs', () => {
+    for (const ddl of [createTableSql('jobs.leases'), upgradeTableSql('jobs.leases')]) {
+      assert.doesNotMatch(ddl, /CREATE FUNCTION|to_regprocedure/)
+    }
   })
 })
 
@@ -206,12 +195,13 @@ ON CONFLICT (job_name) DO UPDATE`),
       },
     }
     await withCronLease(db, 'job', 1000, () => {})
-    assert.equal(seen.length, 2, 'the facts read, then the claim')
+    assert.equal(seen.length, 3, 'the facts read, the probe, then the claim')
     for (const args of seen) {
       assert.equal(typeof args[0], 'string')
       assert.ok(Array.isArray(args[1]))
     }
-    assert.equal(seen[1]?.[0], claimSql('cron_leases', 'current'))
+    assert.equal(seen[1]?.[0], probeSql('cron_leases'))
+    assert.equal(seen[2]?.[0], claimSql('cron_leases', 'current'))
   })
 })
 

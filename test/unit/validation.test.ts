@@ -11,7 +11,7 @@ import {
   withCronLease,
 } from '../../src/index.ts'
 import { MAX_INTERVAL_MS } from '../../src/presets.ts'
-import { claimSql, listLeasesSql } from '../../src/sql.ts'
+import { claimSql, listLeasesSql, probeSql } from '../../src/sql.ts'
 import { isRecord, LOSS, standIn, WIN } from '../helpers/stand-in.ts'
 
 const DEFAULT_HOLDER = `${os.hostname()}:${process.pid}`
@@ -123,13 +123,14 @@ describe('every argument is validated before the database is touched', () => {
     }
   })
 
-  test('the message shows the bad value, and valid arguments make exactly one query', async () => {
+  test('the message shows the bad value, and valid arguments make exactly one claim: its probe, then it', async () => {
     await assert.rejects(withCronLease(standIn(), 'job', -3, tick), { message: /leaseMs.*got -3$/ })
     const db = standIn()
     assert.deepEqual(await withCronLease(db, 'job', 1000, tick, { holder: 'h', table: 'a.b', logger: {} }), {
       ran: true,
       result: 'ran',
     })
+    assert.equal(db.probes.length, 1)
     assert.equal(db.calls.length, 2)
     assert.ok(isRecord(db.calls[1]!), 'the second records the outcome')
   })
@@ -165,20 +166,33 @@ describe('an interval is at most MAX_INTERVAL_MS (10 years), so the next due tim
 
 describe('null options, an empty or null holder and a null logger mean the defaults, as in the original package', () => {
   test('null opts is no options, for withCronLease, leasedTick, leaseCoordinator and listLeases', async () => {
-    const db = standIn()
-    assert.deepEqual(await withCronLease(db, 'job', 1000, tick, null as never), { ran: true, result: 'ran' })
-    assert.deepEqual(await leasedTick(db, 'job', 1000, tick, null as never)(), { ran: true, result: 'ran' })
-    assert.equal(await leaseCoordinator(db, null as never).shouldRun('job:2026-11-29T22:00:00.000Z', 800), true)
+    // A handle each: a win leaves the probe out of that handle's next claim, and each call's probe is checked.
+    const handles = [standIn(), standIn(), standIn()] as const
+    const [forLease, forTick, forCoordinator] = handles
+    assert.deepEqual(await withCronLease(forLease, 'job', 1000, tick, null as never), { ran: true, result: 'ran' })
+    assert.deepEqual(await leasedTick(forTick, 'job', 1000, tick, null as never)(), { ran: true, result: 'ran' })
+    const shouldRun = leaseCoordinator(forCoordinator, null as never).shouldRun('job:2026-11-29T22:00:00.000Z', 800)
+    assert.equal(await shouldRun, true)
+    const db = { calls: handles.flatMap((h) => h.calls), probes: handles.flatMap((h) => h.probes) }
     assert.deepEqual(
       db.calls.filter((c) => !isRecord(c)).map((c) => c.params),
       [
-        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, null],
-        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, null],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null],
         // The coordinator keys its claim on the slot in node-cron's key; the tolerance is 10% of the lease.
-        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null, null],
+        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null],
       ],
     )
     assert.ok(db.calls.filter((c) => !isRecord(c)).every((c) => c.text === claimSql('cron_leases', 'current')))
+    assert.deepEqual(
+      db.probes.map((c) => c.params),
+      [
+        ['job', null],
+        ['job', null],
+        ['job', Date.parse('2026-11-29T22:00:00.000Z')],
+      ],
+    )
+    assert.ok(db.probes.every((c) => c.text === probeSql('cron_leases')))
     const empty = standIn(() => ({ rows: [] }))
     assert.deepEqual(await listLeases(empty, null as never), [])
     assert.equal(empty.calls[0]!.text, listLeasesSql('cron_leases', 'current'))
@@ -216,10 +230,10 @@ describe('null options, an empty or null holder and a null logger mean the defau
     await withCronLease(db, 'job', 1000, tick, none)
     await leasedTick(db, 'job', 1000, tick, { everyMs: null, clockToleranceMs: null } as never)()
     const [claim, record, bare] = db.calls
-    assert.deepEqual(claim!.params.slice(3), [Date.parse('2026-12-01T09:00:00Z'), 100, null, null, null, null])
+    assert.deepEqual(claim!.params.slice(3), [Date.parse('2026-12-01T09:00:00Z'), 100, null, null, null])
     assert.ok(isRecord(record!))
     assert.equal(record!.params[5], null, 'no interval is recorded as declared')
-    assert.deepEqual(bare!.params.slice(3), [null, 100, null, null, null, null])
+    assert.deepEqual(bare!.params.slice(3), [null, 100, null, null, null])
     assert.equal(db.calls.length, 4)
   })
 

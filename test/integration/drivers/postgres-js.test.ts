@@ -9,7 +9,7 @@ import type pg from 'pg'
 import postgres from 'postgres'
 import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { fromPostgresJs, quoteTable, withCronLease } from '../../../src/index.ts'
-import { claimSql, recordOutcomeSql, renewSql } from '../../../src/sql.ts'
+import { claimSql, probeSql, recordOutcomeSql, renewSql } from '../../../src/sql.ts'
 
 let pool: pg.Pool
 let sql: postgres.Sql
@@ -84,9 +84,10 @@ describe('the claim token survives postgres.js with its microseconds', () => {
 describe("fromPostgresJs prepares exactly when the postgres.js instance's prepare option says so", () => {
   /** The texts this one-connection instance has prepared that mention the lease table. */
   async function preparedHere(one: postgres.Sql): Promise<string[]> {
-    // By the table's name: the claim names its function, "<table>_claim".
+    // By the quoted table name, which every hot statement's text holds; the catalog read takes the
+    // table as a parameter, so it is left out.
     const rows = await one.unsafe('SELECT statement FROM pg_prepared_statements WHERE strpos(statement, $1) > 0', [
-      quoteTable(table).slice(0, -1),
+      quoteTable(table),
     ])
     return rows.map((r) => String(r.statement)).sort()
   }
@@ -96,7 +97,7 @@ describe("fromPostgresJs prepares exactly when the postgres.js instance's prepar
     ['prepare: true', { prepare: true }, true],
     ['prepare: false', { prepare: false }, false],
   ] as const) {
-    test(`${setting}: the claim and the renew are ${expected ? '' : 'not '}prepared`, async () => {
+    test(`${setting}: the probe, the claim and the renew are ${expected ? '' : 'not '}prepared`, async () => {
       const one = postgres(await testDatabaseUrl(), { max: 1, onnotice: () => {}, ...options })
       try {
         const db = fromPostgresJs(one)
@@ -108,7 +109,9 @@ describe("fromPostgresJs prepares exactly when the postgres.js instance's prepar
         assert.deepEqual(await withCronLease(db, job, 60_000, () => 'twice', { table }), { ran: false, result: null })
         assert.deepEqual(
           await preparedHere(one),
-          expected ? [claimSql(table, 'current'), recordOutcomeSql(table), renewSql(table, 'current')].sort() : [],
+          expected
+            ? [probeSql(table), claimSql(table, 'current'), recordOutcomeSql(table), renewSql(table, 'current')].sort()
+            : [],
         )
       } finally {
         await one.end({ timeout: 5 })

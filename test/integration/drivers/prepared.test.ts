@@ -1,8 +1,8 @@
 /**
- * Prepared statements: with `pg` the claim, the renew and the keep-alive beat go as named prepared
- * statements, parsed and planned once per connection. Every other driver, `prepare: false`, and a
- * client inside a transaction get plain `query(text, params)`. A refusal of the prepared form (a
- * pooler that lost it, a `DEALLOCATE`) is retried at once as plain text and never reaches the
+ * Prepared statements: with `pg` the probe, the claim, the renew and the keep-alive beat go as named
+ * prepared statements, parsed and planned once per connection. Every other driver, `prepare: false`,
+ * and a client inside a transaction get plain `query(text, params)`. A refusal of the prepared form
+ * (a pooler that lost it, a `DEALLOCATE`) is retried at once as plain text and never reaches the
  * caller, and PgBouncer before 1.21 in transaction mode is the long proof of that.
  */
 import assert from 'node:assert/strict'
@@ -28,7 +28,7 @@ import {
   type RenewMessage,
   withCronLease,
 } from '../../../src/index.ts'
-import { claimSql, recordOutcomeSql, renewSql } from '../../../src/sql.ts'
+import { claimSql, probeSql, recordOutcomeSql, renewSql } from '../../../src/sql.ts'
 import { handleState } from '../../../src/state.ts'
 import { finished } from '../../helpers/child.ts'
 import { runsTable } from '../../helpers/occurrences.ts'
@@ -58,9 +58,13 @@ async function preparedTexts(db: pg.Pool | pg.Client): Promise<string[]> {
   return rows.map((r) => r.statement)
 }
 
-const hot = (t: string) => [claimSql(t, 'current'), recordOutcomeSql(t), renewSql(t, 'current')].sort()
-/** What a connection holds after one won claim: the claim and the statement recording its outcome. */
-const afterWin = (t: string) => [claimSql(t, 'current'), recordOutcomeSql(t)].sort()
+/**
+ * What a connection holds after {@link claimRenewBeatLose}: four texts, not five, as the beat sends
+ * the renew's text, and the loss stops at the probe the win had already prepared.
+ */
+const hot = (t: string) => [probeSql(t), claimSql(t, 'current'), recordOutcomeSql(t), renewSql(t, 'current')].sort()
+/** What a connection holds after one won claim: the probe that found the lease free, the claim, its outcome record. */
+const afterWin = (t: string) => [probeSql(t), claimSql(t, 'current'), recordOutcomeSql(t)].sort()
 
 /** Resolves at the next keep-alive beat of `jobName` that renewed (bounded). */
 function nextBeat(jobName: string): Promise<void> {
@@ -109,7 +113,7 @@ async function claimRenewBeatLose(db: Queryable, t: string, opts: LeaseOptions =
 }
 
 describe('with pg and the default options, the hot statements are prepared', () => {
-  test('a Pool: after a claim, a renew, a beat and a loss, its connection holds the four statements', async () => {
+  test('a Pool: after a claim, a renew, a beat and a loss, its connection holds four statements: probe, claim, renew, record', async () => {
     const pool = await testPool({ max: 1 })
     try {
       await claimRenewBeatLose(pool, table)
@@ -149,6 +153,9 @@ describe('with pg and the default options, the hot statements are prepared', () 
       assert.deepEqual(report, { rounds: 100, single: 100, none: 0, violations: 0 })
       for (const c of clients) {
         const texts = await preparedTexts(c)
+        assert.ok(texts.includes(probeSql(raceTable)), 'each claimant sent the prepared probe')
+        // A probe that finds the lease held stops the claim, but every round starts with it expired:
+        // in 100 rounds each claimant found it free at least once.
         assert.ok(texts.includes(claimSql(raceTable, 'current')), 'each claimant sent the prepared claim')
         assert.ok(
           texts.every((text) => afterWin(raceTable).includes(text)),
@@ -268,8 +275,8 @@ describe('a refused prepared statement on a direct connection is retried as plai
         const held = nextJob()
         assert.equal((await withCronLease(client, held, HOUR, () => 1, { table })).ran, true)
         assert.deepEqual(await preparedTexts(client), afterWin(table))
-        // pg still believes the claim is prepared, so it sends only Bind and Execute: the server
-        // answers 26000 (prepared statement does not exist).
+        // pg still believes the probe, the first statement of either claim, is prepared, so it sends
+        // only Bind and Execute: the server answers 26000 (prepared statement does not exist).
         await client.query('DEALLOCATE ALL')
         const job = first === 'a winning claim' ? nextJob() : held
         const outcome = await withCronLease(client, job, HOUR, (ctx) => ctx.renew(), { table })

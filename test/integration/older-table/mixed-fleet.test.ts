@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type pg from 'pg'
 import { plainUpsertSql } from '../../../dev/peers.ts'
 import { expireLease, freshTable, testPool } from '../../../dev/postgres.ts'
@@ -52,6 +53,8 @@ function shuffled<T>(items: T[]): T[] {
   return items
 }
 
+type Winner = { kind: 'original' | 'upgraded'; holder: string }
+
 const holderOf = async (jobName: string) =>
   (await pool.query(`SELECT holder FROM ${quoteTable(table)} WHERE job_name = $1`, [jobName])).rows[0]?.holder
 
@@ -70,9 +73,12 @@ describe('a mixed fleet during a rolling upgrade shares one lease', () => {
         const holder = `upgraded-${i}`
         return (await upgradedClaim(jobName, holder)) ? [{ kind: 'upgraded' as const, holder }] : []
       })
-      // The order they are sent in is shuffled each round, so it favours no kind and no replica.
+      // The order they are sent in is shuffled each round, so it favours no kind and no replica, and
+      // each fires up to 10 ms late, as replicas' timers do: an upgraded claim reads before it writes,
+      // so in a dead heat the original package's one statement would always be first.
       const claimants = shuffled([...original, ...upgraded])
-      const winners = (await Promise.all(claimants.map((claim) => claim()))).flat()
+      const late = (claim: () => Promise<Winner[]>) => sleep(Math.random() * 10).then(claim)
+      const winners = (await Promise.all(claimants.map(late))).flat()
       assert.equal(winners.length, 1, `round ${round} had ${winners.length} winners`)
       const [winner] = winners
       assert.equal(await holderOf(jobName), winner!.holder, `round ${round}: the row names the winner`)

@@ -184,7 +184,7 @@ describe('what a process knows of a table is kept per handle', () => {
         await new Promise((resolve) => setTimeout(resolve, 5))
       }
       // One connection, so the handle that knows the upgraded table then meets the other one by
-      // the same name: that claim names a function the other schema lacks and fails, loudly, with
+      // the same name: that claim names a column the other schema's table lacks and fails, loudly, with
       // nothing run (a miss, never a guess); the next claim reads the shape again and runs.
       const moved = await testPool({
         connectionString: url,
@@ -198,7 +198,7 @@ describe('what a process knows of a table is kept per handle', () => {
         let ran = 0
         await assert.rejects(
           withCronLease(moved, 'job2', 1, () => ran++, opts(slot - MINUTE)),
-          (error: { code?: string }) => error.code === '42883',
+          (error: { code?: string }) => error.code === '42703',
         )
         assert.equal(ran, 0, 'the failed claim ran nothing')
         assert.equal((await withCronLease(moved, 'job2', 1, () => 1, opts(slot - MINUTE))).ran, true)

@@ -107,7 +107,8 @@ describe('a won tick records how it ended, fenced on its claim', () => {
     const jobName = nextJob()
     const db = counting(pool)
     await withCronLease(db, jobName, 5000, () => {}, { table, record: false })
-    assert.equal(db.texts.length, 1)
+    assert.equal(db.texts.length, 2, 'the probe and the claim, and nothing after them')
+    assert.match(db.texts[1]!, /^INSERT INTO /)
     assert.equal((await lease(jobName)).lastOutcome, null)
   })
 

@@ -337,7 +337,7 @@ describe('an example stopped while a tick is in flight ends its pool only after 
         await until(`a claim of ${name} waits on the lock`, async () => {
           const waiting = await pool.query(
             `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE application_name = $1 AND $2::int = ANY(pg_blocking_pids(pid)) AND query LIKE '%_claim"(%'`,
+             WHERE application_name = $1 AND $2::int = ANY(pg_blocking_pids(pid)) AND query LIKE 'INSERT INTO "cron_leases" AS lease%'`,
             [`example-${name}`, rows[0].pid],
           )
           return waiting.rows[0].n > 0
