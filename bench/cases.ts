@@ -296,10 +296,10 @@ export function singleCases(b: Bench): Case[] {
     withCronLease(pool, job, leaseMs, noop, { table, holder: HOLDER, prepare, record })
   const claimAt = (job: string, occurrence: Date) =>
     withCronLease(pool, job, HOUR, noop, { table: t.lose, holder: HOLDER, record: false, occurrence })
-  // A losing claim statement sent as a named statement straight through the pool, with the values
-  // the library sent with its own.
+  // The statement a losing claim sent (the probe: its one row is the loss), as a named statement
+  // straight through the pool, with the values the library sent with its own.
   const loseNamed = (name: string, text: string) => async () =>
-    expect((await pool.query({ name, text, values: b.sent.losingClaim.values })).rowCount === 0)
+    expect((await pool.query({ name, text, values: b.sent.losingClaim.values })).rowCount === 1)
   // Texts built once, as the library holds its own: a text rebuilt on every call costs the driver
   // a comparison of two long strings before it can reuse the statement.
   const selectHeldText = `SELECT 1 FROM ${quoteTable(t.lose)} WHERE job_name = $1::text AND lease_until > clock_timestamp()`
