@@ -62,7 +62,11 @@ describe('the SQL reads the database clock and nothing else', () => {
         ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null],
       ],
     )
-    assert.deepEqual(db.probes.map((c) => c.params), [['job', null]], 'the probe: the job, and no occurrence')
+    assert.deepEqual(
+      db.probes.map((c) => c.params),
+      [['job', null]],
+      'the probe: the job, and no occurrence',
+    )
     assert.equal(typeof db.calls[2]!.params[2], 'number', 'a duration, measured on a monotonic clock')
     const original = standIn(undefined, 'original')
     await withCronLease(original, 'job', 1000, (ctx) => ctx.renew(), { holder: 'h' })
