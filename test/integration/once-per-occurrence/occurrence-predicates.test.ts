@@ -1,20 +1,86 @@
 /**
- * Each rule of the claim function that keeps an occurrence from running twice, reached on its own:
- * the arbiter's re-check of the occurrence under the row lock, and the catch-up's. Both matter when
- * a lease is shorter than a wait: by the time a claimant that waited gets the row, the lease it
- * waited behind has run out, and only the occurrence still says the slot ran.
+ * Each rule of the claim that keeps an occurrence from running twice, or a loser from writing,
+ * reached on its own: the probe's two tests, the lock's occurrence test, the arbiter's re-check of
+ * the occurrence under the row lock, and the catch-up's. The last three matter when a lease is
+ * shorter than a wait: by the time a claimant that waited gets the row, the lease it waited behind
+ * has run out, and only the occurrence still says the slot ran.
  */
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
-import { freshTable, testPool } from '../../../dev/postgres.ts'
-import { catchUp, quoteTable, withCronLease } from '../../../src/index.ts'
+import { expireLease, freshTable, testPool } from '../../../dev/postgres.ts'
+import { catchUp, type Queryable, quoteTable, withCronLease } from '../../../src/index.ts'
 
 let pool: pg.Pool
 before(async () => {
   pool = await testPool({ max: 6 })
 })
 after(() => pool.end())
+
+/** A handle of its own over the pool that lists what it sends, the catalog read left out. */
+function listing(before: (text: string) => Promise<void> = async () => {}) {
+  const sent: string[] = []
+  const db: Queryable = {
+    async query(text: string, params?: unknown[]) {
+      if (!text.startsWith('SELECT to_regclass(')) sent.push(text)
+      await before(text)
+      return pool.query(text, params)
+    },
+  }
+  return { db, sent }
+}
+
+const xidMark = async () =>
+  BigInt((await pool.query('SELECT txid_snapshot_xmax(txid_current_snapshot())::text AS x')).rows[0].x)
+
+describe('the probe stops a loser at one read-only statement', () => {
+  test('a held lease, and with the lease expired, an occurrence already claimed or an earlier one: the probe alone', async () => {
+    const table = await freshTable(pool, 'probe_rules')
+    const slot = Math.floor(Date.now() / 60_000) * 60_000
+    const claim = (db: Queryable, at: number) =>
+      withCronLease(db, 'job', 60_000, () => {}, { table, occurrence: new Date(at), record: false })
+    assert.equal((await claim(pool, slot)).ran, true)
+    const cases: [string, number][] = [
+      ['the lease held', slot + 60_000],
+      ['that occurrence claimed', slot],
+      ['an earlier one', slot - 60_000],
+    ]
+    for (const [why, at] of cases) {
+      if (why !== 'the lease held') await expireLease(pool, table, 'job')
+      // A handle that has not won, so its claim starts with the probe.
+      const { db, sent } = listing()
+      assert.equal((await claim(db, at)).ran, false, why)
+      assert.equal(sent.length, 1, `${why}: one statement, got ${sent.map((t) => t.slice(0, 30)).join(' | ')}`)
+      assert.match(sent[0]!, /^SELECT true AS held FROM /, why)
+    }
+  })
+})
+
+describe('the claim locks no row whose occurrence was claimed after its probe', () => {
+  test('a racer claims the slot between the probe and the claim, and its lease runs out: the claim loses, with no transaction ID', {
+    timeout: 30_000,
+  }, async () => {
+    const table = await freshTable(pool, 'lock_rule')
+    const slot = Math.floor(Date.now() / 60_000) * 60_000
+    const opts = (at: number) => ({ table, occurrence: new Date(at), record: false })
+    assert.equal((await withCronLease(pool, 'job', 1, () => {}, opts(slot - 60_000))).ran, true)
+    await expireLease(pool, table, 'job')
+    let racerRan = 0
+    let mark: bigint | undefined
+    const { db } = listing(async (text) => {
+      if (!text.startsWith('INSERT INTO ')) return
+      // The probe found the slot free; now another replica claims it with a 1 ms lease, which ends.
+      assert.equal((await withCronLease(pool, 'job', 1, () => void racerRan++, opts(slot))).ran, true)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      mark = await xidMark()
+    })
+    let ran = 0
+    assert.equal((await withCronLease(db, 'job', 60_000, () => void ran++, opts(slot))).ran, false)
+    assert.deepEqual([racerRan, ran], [1, 0], 'the slot ran once')
+    assert.ok(mark !== undefined, 'the claim was sent after the probe')
+    assert.equal((await xidMark()) - mark, 0n, 'the losing claim took no transaction ID: it locked nothing')
+  })
+})
 
 describe('the arbiter re-checks the occurrence under the row lock', () => {
   test("two first claims of one slot, the second waiting on the first's insert until its 20 ms lease ran out: one run", {
