@@ -229,7 +229,7 @@ describe('the README describes the library as it is', () => {
         'lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ',
         /lease_until > clock_timestamp\(\) OR last_occurrence >= occurrence/,
       ],
-      ['WHEN slot.at > clock.at + $5::integer', /occurrence <= clock_timestamp\(\) \+ tolerance/],
+      ['WHEN slot.at > clock.at + $5::integer', /occurrence > clock_timestamp\(\) \+ tolerance/],
       ['FOR UPDATE SKIP LOCKED', /FOR UPDATE SKIP LOCKED/],
       ['ON CONFLICT (job_name) DO UPDATE', /ON CONFLICT \(job_name\) DO UPDATE/],
       ['WHERE lease.lease_until <= clock_timestamp()', /WHERE lease\.lease_until <= clock_timestamp\(\)/],
