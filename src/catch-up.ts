@@ -1,7 +1,7 @@
 /** Catching up, opt in: a fleet that was down when a job fell due runs it once when back. */
 import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
-import { claimError, NOT_RUN, runClaimed, runConfig, tableMissing } from './lease.js'
+import { claimError, NOT_RUN, runClaimed, runConfig, scheduleParams, tableMissing } from './lease.js'
 import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
@@ -57,16 +57,7 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   if (shape === 'original') warnShape(table, logger)
   if (shape !== 'current') return null
   const sentAt = monotonicMs()
-  const next = slot?.nextOccurrence ?? null
-  const params = [
-    config.jobName,
-    config.leaseMs,
-    holder,
-    withinMs,
-    next === null ? null : next - Date.now(),
-    next,
-    slot?.intervalMs ?? null,
-  ]
+  const params = [jobName, config.leaseMs, holder, withinMs, ...scheduleParams(slot, Date.now())]
   const claimed = runStatement(db, statementsOf(table, 'current').catchUp, params, prepare)
   const result = await claimed.catch((error: unknown) => Promise.reject(claimError(config, error)))
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')

@@ -135,20 +135,16 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
   return shape instanceof Promise ? shape.then((known) => send(config, slot, known)) : send(config, slot, shape)
 }
 
-/** The current shape's claim parameters (see claimSql); the next occurrence also goes as ms from now. */
+/** The current shape's claim parameters (see claimSql). */
 export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number): unknown[] {
   const { jobName, leaseMs, holder } = config
+  return [jobName, leaseMs, holder, slot?.occurrence ?? null, toleranceOf(config), ...scheduleParams(slot, nowMs)]
+}
+
+/** The claim's and the catch-up's last three: the next occurrence as ms from now and as itself, the interval. */
+export function scheduleParams(slot: Slot | null, nowMs: number): [number | null, number | null, number | null] {
   const next = slot?.nextOccurrence ?? null
-  return [
-    jobName,
-    leaseMs,
-    holder,
-    slot?.occurrence ?? null,
-    toleranceOf(config),
-    next === null ? null : next - nowMs,
-    next,
-    slot?.intervalMs ?? null,
-  ]
+  return [next === null ? null : next - nowMs, next, slot?.intervalMs ?? null]
 }
 
 // On the current shape the read-only probe goes first: most claims lose, and a loser it stops
@@ -178,13 +174,14 @@ function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, claim: 
   return runStatement(db, claim, params, prepare).then(
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
-      knowledgeOf(db, table).won = won
+      const known = knowledgeOf(db, table)
+      known.won = won
       if (!won) return lost(config, slot, shape)
       const receivedWallMs = Date.now()
       const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
       publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
       if (clockOffsetMs !== null) {
-        knowledgeOf(db, table).clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
+        known.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
         checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
       }
       if (shape === 'current' && slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
