@@ -149,24 +149,37 @@ export function scheduleParams(slot: Slot | null, nowMs: number): [number | null
 
 // On the current shape the read-only probe goes first: most claims lose, and a loser it stops
 // sends nothing more. The claim itself still decides: a probe that found the lease free can lose.
-// After a win the probe is left out, so a replica that keeps winning (a lone one) sends one statement.
+// Where the probe did not help (a win, or a dead heat lost in the claim), the next few claims go
+// without it: a lone replica sends one statement a tick, and so does a replica of a fleet whose
+// ticks fire together, where a probe that runs before the winner commits finds the lease free.
 function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined): Promise<Ticket | null> {
   const { db, table, jobName, logger, prepare } = config
   // A table not known to exist gets the original statement, whose refusal names the table.
   const shape = known ?? 'original'
   if (known === 'original') warnShape(table, logger)
   const statements = statementsOf(table, shape)
-  if (shape === 'original' || knowledgeOf(db, table).won) return sendClaim(config, slot, shape, statements.claim)
+  if (shape === 'original' || knowledgeOf(db, table).unprobed > 0) {
+    return sendClaim(config, slot, shape, statements.claim, false)
+  }
   return runStatement(db, statements.probe, [jobName, slot?.occurrence ?? null], prepare).then(
     (probed) =>
       readResult(probed, jobName, 'claimed').matched
         ? lost(config, slot, shape)
-        : sendClaim(config, slot, shape, statements.claim),
+        : sendClaim(config, slot, shape, statements.claim, true),
     (error: unknown) => Promise.reject(claimError(config, error)),
   )
 }
 
-function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, claim: Statement): Promise<Ticket | null> {
+/** Claims after a win or a dead heat that go without the probe (see `send`), measured in docs/performance.md. */
+const UNPROBED_CLAIMS = 3
+
+function sendClaim(
+  config: ClaimConfig,
+  slot: Slot | null,
+  shape: Shape,
+  claim: Statement,
+  probed: boolean,
+): Promise<Ticket | null> {
   const { db, table, jobName, leaseMs, holder, prepare } = config
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
@@ -175,7 +188,7 @@ function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, claim: 
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
       const known = knowledgeOf(db, table)
-      known.won = won
+      known.unprobed = won || probed ? UNPROBED_CLAIMS : Math.max(0, known.unprobed - 1)
       if (!won) return lost(config, slot, shape)
       const receivedWallMs = Date.now()
       const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null

@@ -71,8 +71,12 @@ export interface TableKnowledge {
   reading: Promise<Shape | undefined> | undefined
   /** This process's clock minus the database's, and when (monotonic ms). */
   clock: { offsetMs: number; at: number } | undefined
-  /** The last claim through this handle won: the next goes without the probe, as it likely wins too. */
-  won: boolean
+  /**
+   * How many more claims go without the probe. A claim the probe did not stop (a win, or a loss in
+   * a dead heat, where every probe ran before the winner committed) sets it to UNPROBED_CLAIMS;
+   * a loss without the probe takes one off, as a probe might have stopped it.
+   */
+  unprobed: number
 }
 
 export interface HandleState {
@@ -95,7 +99,7 @@ export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
   return (
     tables.get(table) ??
-    remember(tables, table, { shape: undefined, readAt: 0, reading: undefined, clock: undefined, won: false })
+    remember(tables, table, { shape: undefined, readAt: 0, reading: undefined, clock: undefined, unprobed: 0 })
   )
 }
 

@@ -226,7 +226,7 @@ describe('which claim each call sends', () => {
   })
 })
 
-describe('a win leaves the probe out of the next claim through that handle on that table', () => {
+describe('a win or a dead heat leaves the probe out of the next three claims through that handle on that table', () => {
   // A handle whose claim answers `reply` as set, noting how many probes each claim found sent before it.
   const replying = (held?: (probe: Call) => boolean) => {
     const state = { reply: WIN as unknown, probesBefore: [] as number[] }
@@ -243,7 +243,7 @@ describe('a win leaves the probe out of the next claim through that handle on th
   const run = (db: ReturnType<typeof standIn>, table: string) =>
     withCronLease(db, 'job', 1000, () => 1, { table, record: false, logger: quiet })
 
-  test('probe and claim; after the win the claim alone; after that claim lost, the probe again', async () => {
+  test('probe and claim; after the win the claim alone, until three claims without it lost; then the probe again', async () => {
     const { db, state } = replying()
     const table = freshTable()
     assert.equal((await run(db, table)).ran, true)
@@ -252,19 +252,46 @@ describe('a win leaves the probe out of the next claim through that handle on th
     assert.equal((await run(db, table)).ran, true)
     assert.equal(db.probes.length, 1, 'no probe after a win')
     state.reply = LOSS
-    assert.equal((await run(db, table)).ran, false)
-    assert.equal(db.probes.length, 1, 'still none: the claim that lost was the one after the win')
+    for (let i = 0; i < 3; i++) assert.equal((await run(db, table)).ran, false)
+    assert.equal(db.probes.length, 1, 'none for the three losses after the win')
     state.reply = WIN
     assert.equal((await run(db, table)).ran, true)
-    assert.equal(db.probes.length, 2, 'the loss brought the probe back')
-    assert.deepEqual(state.probesBefore, [1, 1, 1, 2])
+    assert.equal(db.probes.length, 2, 'three losses brought the probe back')
+    assert.deepEqual(state.probesBefore, [1, 1, 1, 1, 1, 2])
     await run(db, table)
     assert.equal(db.probes.length, 2, 'and that win left it out again')
     assert.deepEqual(
       db.calls.map((c) => [c.text, c.params.length]),
-      Array.from({ length: 5 }, () => [claimSql(table, 'current'), 8]),
+      Array.from({ length: 7 }, () => [claimSql(table, 'current'), 8]),
       'every call sent the claim itself, with or without the probe before it',
     )
+  })
+
+  test('a win between losses without the probe starts the three again', async () => {
+    const { db, state } = replying()
+    const table = freshTable()
+    await run(db, table)
+    const replies = [LOSS, LOSS, WIN, LOSS, LOSS, LOSS]
+    for (const reply of replies) {
+      state.reply = reply
+      await run(db, table)
+    }
+    assert.equal(db.probes.length, 1, 'the win after two losses kept the probe out for three more')
+    await run(db, table)
+    assert.equal(db.probes.length, 2, 'three losses in a row brought it back')
+  })
+
+  test('a dead heat (the probe found the lease free, the claim lost) leaves it out too', async () => {
+    const { db, state } = replying(() => false)
+    const table = freshTable()
+    state.reply = LOSS
+    assert.equal((await run(db, table)).ran, false)
+    assert.equal(db.probes.length, 1)
+    for (let i = 0; i < 3; i++) assert.equal((await run(db, table)).ran, false)
+    assert.equal(db.probes.length, 1, 'the next three claims went without it')
+    assert.equal(db.calls.length, 4, 'each sent the claim')
+    await run(db, table)
+    assert.equal(db.probes.length, 2, 'then the probe again')
   })
 
   test('a loss stopped at the probe keeps probing, and sends no claim', async () => {
