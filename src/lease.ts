@@ -9,7 +9,7 @@ import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE, type Shape } from './sql.js'
-import { clearWarning, firstWarning, knowledgeOf, type Statement, statementsOf } from './state.js'
+import { clearWarning, firstWarning, knowledgeOf, statementsOf } from './state.js'
 import { readFacts, shapeOf } from './table-facts.js'
 import { type ClaimConfig, firstRow, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
@@ -149,42 +149,29 @@ export function scheduleParams(slot: Slot | null, nowMs: number): [number | null
 
 // On the current shape the read-only probe goes first: most claims lose, and a loser it stops
 // sends nothing more. The claim itself still decides: a probe that found the lease free can lose.
-// Where the probe did not help (a win, or a dead heat lost in the claim), the next few claims go
-// without it: a lone replica sends one statement a tick, and so does a replica of a fleet whose
-// ticks fire together, where a probe that runs before the winner commits finds the lease free.
+// After a claim the probe did not stop (a win, or a dead heat: ticks that fire together all probe
+// before the winner commits), the next UNPROBED_CLAIMS go without it (docs/performance.md).
 function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined): Promise<Ticket | null> {
   const { db, table, jobName, logger, prepare } = config
   // A table not known to exist gets the original statement, whose refusal names the table.
   const shape = known ?? 'original'
   if (known === 'original') warnShape(table, logger)
-  const statements = statementsOf(table, shape)
-  if (shape === 'original' || knowledgeOf(db, table).unprobed > 0) {
-    return sendClaim(config, slot, shape, statements.claim, false)
-  }
-  return runStatement(db, statements.probe, [jobName, slot?.occurrence ?? null], prepare).then(
+  if (shape === 'original' || knowledgeOf(db, table).unprobed > 0) return sendClaim(config, slot, shape, false)
+  return runStatement(db, statementsOf(table, shape).probe, [jobName, slot?.occurrence ?? null], prepare).then(
     (probed) =>
-      readResult(probed, jobName, 'claimed').matched
-        ? lost(config, slot, shape)
-        : sendClaim(config, slot, shape, statements.claim, true),
+      readResult(probed, jobName, 'claimed').matched ? lost(config, slot, shape) : sendClaim(config, slot, shape, true),
     (error: unknown) => Promise.reject(claimError(config, error)),
   )
 }
 
-/** Claims after a win or a dead heat that go without the probe (see `send`), measured in docs/performance.md. */
 const UNPROBED_CLAIMS = 3
 
-function sendClaim(
-  config: ClaimConfig,
-  slot: Slot | null,
-  shape: Shape,
-  claim: Statement,
-  probed: boolean,
-): Promise<Ticket | null> {
+function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed: boolean): Promise<Ticket | null> {
   const { db, table, jobName, leaseMs, holder, prepare } = config
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
   const params = shape === 'current' ? claimParams(config, slot, sentWallMs) : [jobName, leaseMs, holder]
-  return runStatement(db, claim, params, prepare).then(
+  return runStatement(db, statementsOf(table, shape).claim, params, prepare).then(
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
       const known = knowledgeOf(db, table)
