@@ -156,7 +156,13 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
   // A table not known to exist gets the original statement, whose refusal names the table.
   const shape = known ?? 'original'
   if (known === 'original') warnShape(table, logger)
-  if (shape === 'original' || knowledgeOf(db, table).unprobed > 0) return sendClaim(config, slot, shape, false)
+  if (shape === 'original') return sendClaim(config, slot, shape, false)
+  const knowledge = knowledgeOf(db, table)
+  // Counted as sent: a burst of calls at once skips the probe three times, not once each.
+  if (knowledge.unprobed > 0) {
+    knowledge.unprobed--
+    return sendClaim(config, slot, shape, false)
+  }
   return runStatement(db, statementsOf(table, shape).probe, [jobName, slot?.occurrence ?? null], prepare).then(
     (probed) =>
       readResult(probed, jobName, 'claimed').matched ? lost(config, slot, shape) : sendClaim(config, slot, shape, true),
@@ -175,7 +181,7 @@ function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed:
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
       const known = knowledgeOf(db, table)
-      known.unprobed = won || probed ? UNPROBED_CLAIMS : Math.max(0, known.unprobed - 1)
+      if (won || probed) known.unprobed = UNPROBED_CLAIMS
       if (!won) return lost(config, slot, shape)
       const receivedWallMs = Date.now()
       const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
@@ -206,7 +212,10 @@ function lost(config: ClaimConfig, slot: Slot | null, shape: Shape): null | Prom
 /** A failed claim's error: a table changed under it is read again next claim, never guessed; a missing one is named. */
 export function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code
-  if (code === '42703') knowledgeOf(db, table).shape = undefined
+  const known = knowledgeOf(db, table)
+  // The probe goes first again: a handle that keeps failing (a standby) still loses quietly to a held lease.
+  known.unprobed = 0
+  if (code === '42703') known.shape = undefined
   const message = (error as { message?: unknown } | null)?.message
   // A 42P01 about another relation (a trigger's) is not this.
   if (code !== '42P01' || typeof message !== 'string' || !message.includes(`"${table}"`)) return error

@@ -72,9 +72,9 @@ export interface TableKnowledge {
   /** This process's clock minus the database's, and when (monotonic ms). */
   clock: { offsetMs: number; at: number } | undefined
   /**
-   * How many more claims go without the probe. A claim the probe did not stop (a win, or a loss in
-   * a dead heat, where every probe ran before the winner committed) sets it to UNPROBED_CLAIMS;
-   * a loss without the probe takes one off, as a probe might have stopped it.
+   * How many more claims go without the probe: a claim the probe did not stop (a win, or a loss in
+   * a dead heat, where every probe ran before the winner committed) sets it to UNPROBED_CLAIMS,
+   * each claim sent without it takes one off, and a failed claim sets it to 0.
    */
   unprobed: number
 }

@@ -294,6 +294,30 @@ describe('a win or a dead heat leaves the probe out of the next three claims thr
     assert.equal(db.probes.length, 2, 'then the probe again')
   })
 
+  test('a burst of calls at once after a win: three go without the probe, the others send it', async () => {
+    const { db } = replying()
+    const table = freshTable()
+    await run(db, table)
+    await Promise.all(Array.from({ length: 5 }, () => run(db, table)))
+    assert.equal(db.probes.length, 1 + 2, 'the three are counted as they are sent, not as they come back')
+  })
+
+  test('a failed claim brings the probe back (a handle on a standby still loses quietly to a held lease)', async () => {
+    let refuse = false
+    const db = standIn(() => {
+      if (refuse) throw Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' })
+      return WIN
+    })
+    const table = freshTable()
+    await run(db, table)
+    refuse = true
+    await assert.rejects(run(db, table), /read-only transaction/)
+    assert.equal(db.probes.length, 1, 'the claim after the win went alone')
+    refuse = false
+    await run(db, table)
+    assert.equal(db.probes.length, 2, 'the claim after the failure sent the probe first')
+  })
+
   test('a loss stopped at the probe keeps probing, and sends no claim', async () => {
     let held = true
     const { db } = replying(() => held)

@@ -275,8 +275,8 @@ describe('a refused prepared statement on a direct connection is retried as plai
         const held = nextJob()
         assert.equal((await withCronLease(client, held, HOUR, () => 1, { table })).ran, true)
         assert.deepEqual(await preparedTexts(client), afterWin(table))
-        // pg still believes the probe, the first statement of either claim, is prepared, so it sends
-        // only Bind and Execute: the server answers 26000 (prepared statement does not exist).
+        // pg still believes the claim, the first statement of either call after a win, is prepared,
+        // so it sends only Bind and Execute: the server answers 26000 (prepared statement does not exist).
         await client.query('DEALLOCATE ALL')
         const job = first === 'a winning claim' ? nextJob() : held
         const outcome = await withCronLease(client, job, HOUR, (ctx) => ctx.renew(), { table })
