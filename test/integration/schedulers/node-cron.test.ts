@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import cron, { type ScheduledTask } from 'node-cron'
 import type pg from 'pg'
 import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
-import { type LeaseCoordinator, leaseCoordinator } from '../../../src/index.ts'
+import { type LeaseCoordinator, leaseCoordinator, listLeases } from '../../../src/index.ts'
 import { tableFactsSql } from '../../../src/sql.ts'
 import { assertExactlyOnce, databaseMs, readRuns, recordRun, runsTable } from '../../helpers/occurrences.ts'
 
@@ -39,6 +39,9 @@ describe('node-cron 4 with leaseCoordinator: every occurrence runs exactly once'
     const leases = await freshTable(pool, 'cron_tasks')
     const runs = await runsTable(pool)
     const pools = await Promise.all(Array.from({ length: REPLICAS }, () => testPool({ max: 2 })))
+    // Each replica knows the table's shape before the first fire, as one that has been running
+    // does (see test/helpers/cron-replica.ts).
+    await Promise.all(pools.map((replicaPool) => listLeases(replicaPool, { table: leases })))
     const inFlight = new Set<Promise<unknown>>()
     const tasks = pools.map((replicaPool, i) =>
       cron.schedule(
