@@ -180,7 +180,7 @@ const held = await connectionsHeld(bench)
 // Kinds alternate round by round, so a noisy moment does not fall on one kind only.
 const fleetRounds: FleetResult[] = []
 for (let r = 0; r < profile.fleetRounds; r++) {
-  for (const kind of ['plain', 'lease', 'occurrence'] as FleetKind[]) {
+  for (const kind of ['plain', 'lease', 'occurrence', 'floor'] as FleetKind[]) {
     log(
       `fleet ${r + 1} of ${profile.fleetRounds}: ${profile.fleetJobs} jobs × ${profile.fleetReplicas} replicas, ${kind}`,
     )
@@ -189,7 +189,7 @@ for (let r = 0; r < profile.fleetRounds; r++) {
 }
 const best = (kind: FleetKind) =>
   fleetRounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
-const fleet = { lease: best('lease'), plain: best('plain'), occurrence: best('occurrence') }
+const fleet = { lease: best('lease'), plain: best('plain'), occurrence: best('occurrence'), floor: best('floor') }
 
 const { floor, rows } = buildRows(
   shown.map((c) => ({ c, stats: series.get(c.id)!.stats() })),
@@ -218,6 +218,7 @@ const results: Results = {
     ...fleet,
     ratio: fleet.lease.claimsPerSec / fleet.plain.claimsPerSec,
     occurrenceRatio: fleet.occurrence.claimsPerSec / fleet.plain.claimsPerSec,
+    floorRatio: fleet.floor.claimsPerSec / fleet.plain.claimsPerSec,
     rounds: fleetRounds,
   },
   targets: buildTargets(rows, fleet, bouncer, previous),

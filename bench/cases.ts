@@ -108,8 +108,11 @@ export interface Bench {
   /** Counts an operation whose outcome was not the one set up (a win where a loss was expected). */
   expect(ok: boolean): void
   readonly unexpected: number
-  /** The statements the library sent for a losing claim and for `ctx.renew()`, sent again by the cases that time them alone. */
-  sent: { losingClaim: SentStatement; renew: SentStatement }
+  /**
+   * The statements the library sent for a losing claim and for `ctx.renew()`, sent again by the
+   * cases that time them alone, and the probe and claim of a won claim on the floor round's table.
+   */
+  sent: { losingClaim: SentStatement; renew: SentStatement; floorProbe: SentStatement; floorClaim: SentStatement }
 }
 
 /** The occurrence the keyed cases name: long past, so never too early. */
@@ -130,6 +133,7 @@ const TABLE_ROLES = [
   'fleetLease',
   'fleetPlain',
   'fleetOccurrence',
+  'fleetFloor',
 ] as const
 type TableRole = (typeof TABLE_ROLES)[number]
 
@@ -264,7 +268,20 @@ async function sentStatements(
     { table: tables.renew },
   )
   if (renew === undefined) throw new Error('ctx.renew() sent no statement')
-  return { losingClaim, renew }
+  // A fresh handle's first claim, won: the catalog read, the probe, then the claim.
+  const winning = recordingPool(pool)
+  const won = await withCronLease(winning.db, 'floor', HOUR, noop, {
+    table: tables.fleetFloor,
+    holder: HOLDER,
+    record: false,
+  })
+  const [floorProbe, floorClaim, ...more] = winning.sent.filter((s) => !s.text.startsWith(TABLE_FACTS_TEXT))
+  if (!won.ran || floorProbe === undefined || floorClaim === undefined || more.length > 0) {
+    throw new Error(
+      `a fresh handle's won claim should send the probe, then the claim, but sent: ${texts(winning.sent)}`,
+    )
+  }
+  return { losingClaim, renew, floorProbe, floorClaim }
 }
 
 /** How the library's catalog read of a table's shape begins (src/table-facts.ts). */
@@ -584,10 +601,12 @@ export async function connectionsHeld(b: Bench): Promise<Record<string, number>>
 
 /**
  * The fleet's claimants: the library as users call it (default options: prepared), lease-only;
- * the library with every replica naming the same occurrence of each job; and the original
- * package's plain upsert as it sent it (plain text).
+ * the library with every replica naming the same occurrence of each job; the original package's
+ * plain upsert as it sent it (plain text); and the floor, which no rule of who sends what can
+ * beat: each job's winner, chosen in advance, sends the library's claim alone, and every other
+ * replica sends the library's probe alone (a diagnostic, not a way to claim).
  */
-export type FleetKind = 'lease' | 'plain' | 'occurrence'
+export type FleetKind = 'lease' | 'plain' | 'occurrence' | 'floor'
 
 /** One fleet round. */
 export interface FleetResult {
@@ -627,6 +646,7 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
     lease: b.tables.fleetLease,
     plain: b.tables.fleetPlain,
     occurrence: b.tables.fleetOccurrence,
+    floor: b.tables.fleetFloor,
   }[kind]
   const { fleetJobs: jobs, fleetReplicas: replicas } = profile
   await observer.query(`TRUNCATE ${quoteTable(table)}`)
@@ -640,13 +660,22 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
   const conns = await Promise.all(Array.from({ length: replicas }, () => b.connect()))
   const pids = await Promise.all(conns.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid))
   const backends = backendCpu(pids, b.server.dataDir)
-  const claim = async (c: pg.Client, job: string, holder: string): Promise<boolean> => {
+  const { floorProbe, floorClaim } = b.sent
+  const claim = async (c: pg.Client, job: string, holder: string, replica: number): Promise<boolean> => {
     // record: false: the round measures claims; a won tick's outcome record is one statement per
     // occurrence (not per replica), measured on its own among the single operations.
     if (kind === 'lease') return (await withCronLease(c, job, HOUR, noop, { table, holder, record: false })).ran
     if (kind === 'occurrence') {
       const occurrence = new Date(OCCURRENCE_MS)
       return (await withCronLease(c, job, HOUR, noop, { table, holder, record: false, occurrence })).ran
+    }
+    if (kind === 'floor') {
+      if (Number(job.slice('job-'.length)) % replicas !== replica) {
+        await c.query({ name: floorProbe.name, text: floorProbe.text, values: [job, ...floorProbe.values.slice(1)] })
+        return false
+      }
+      const values = [job, HOUR, holder, ...floorClaim.values.slice(3)]
+      return (await c.query({ name: floorClaim.name, text: floorClaim.text, values })).rowCount === 1
     }
     return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
   }
@@ -660,7 +689,7 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
     conns.map(async (c, r) => {
       for (let j = 0; j < jobs; j++) {
         const job = `job-${order === 'staggered' ? (j + Math.floor((r * jobs) / replicas)) % jobs : j}`
-        if (await claim(c, job, `replica-${r}`)) winners++
+        if (await claim(c, job, `replica-${r}`, r)) winners++
       }
     }),
   )

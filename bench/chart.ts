@@ -30,6 +30,7 @@ export interface ChartInput {
       walPerClaim: number
     }
     plain: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
+    floor?: { claimsPerSec: number }
     /** The library with every replica naming the same occurrence of each job, when it was measured. */
     occurrence?: { claimsPerSec: number; xidsPerClaim: number; walPerClaim: number }
     ratio: number
@@ -110,6 +111,13 @@ export function renderChart(input: ChartInput): string {
     fleetBars.push(['pg-cron-lease claim, naming an occurrence', input.fleet.occurrence.claimsPerSec, COLOURS.library!])
   }
   fleetBars.push(['plain upsert', input.fleet.plain.claimsPerSec, COLOURS.peer!])
+  if (input.fleet.floor) {
+    fleetBars.push([
+      'the floor: the winner known, each loser one probe',
+      input.fleet.floor.claimsPerSec,
+      COLOURS.floor!,
+    ])
+  }
   const fleetMax = Math.max(...fleetBars.map(([, value]) => value))
   fleetBars.forEach(([label, value, colour], i) => {
     const by = y + 6 + i * (BAR_H + GAP)

@@ -68,10 +68,14 @@ export interface Results {
     lease: FleetResult
     plain: FleetResult
     occurrence: FleetResult
+    /** The round no rule of who sends what can beat (see FleetKind); a diagnostic, no target. */
+    floor: FleetResult
     /** Claims per second, the library's (lease-only) over the plain upsert's. */
     ratio: number
     /** Claims per second, the library's naming occurrences over the plain upsert's. */
     occurrenceRatio: number
+    /** Claims per second, the floor's over the plain upsert's: as near as any claimant gets to the target. */
+    floorRatio: number
     /** Every round, in the order run. */
     rounds: FleetResult[]
   }
@@ -374,6 +378,7 @@ export function formatReport(results: Results): string {
     lease: 'the library',
     plain: 'plain upsert',
     occurrence: 'the library, naming an occurrence',
+    floor: 'the floor (a winner chosen in advance claims, each other replica probes)',
   }
   const cpu = (n: number | null) => (n === null ? '?' : fmt(n))
   for (const f of results.fleet.rounds) {
@@ -387,6 +392,12 @@ export function formatReport(results: Results): string {
     )
   }
   lines.push('fleet targets use each kind’s round with the most claims/s')
+  const { lease, occurrence, floor, plain } = results.fleet
+  const ofFloor = (f: FleetResult) => `${Math.round((100 * f.claimsPerSec) / floor.claimsPerSec)}%`
+  lines.push(
+    `the floor: ${fmt(results.fleet.floorRatio)}× the plain upsert's claims/s (${Math.round(floor.claimsPerSec)} vs ` +
+      `${Math.round(plain.claimsPerSec)}); the library reaches ${ofFloor(lease)} of it lease-only, ${ofFloor(occurrence)} naming occurrences`,
+  )
   lines.push(...formatComparison(results), '')
   for (const t of results.targets) {
     lines.push(`${t.pass === null ? 'N/A ' : t.pass ? 'PASS' : 'FAIL'}  ${t.name}: ${t.value}`)

@@ -121,10 +121,10 @@ describe('the benchmark runs and writes its results', () => {
       }
       assert.deepEqual(
         [...new Set(report.fleet.rounds.map((f: { kind: string }) => f.kind))].sort(),
-        ['lease', 'occurrence', 'plain'],
-        'the fleet rounds: the library lease-only and naming occurrences, and the plain upsert',
+        ['floor', 'lease', 'occurrence', 'plain'],
+        'the fleet rounds: the library lease-only and naming occurrences, the plain upsert, and the floor',
       )
-      for (const kind of ['lease', 'plain', 'occurrence']) {
+      for (const kind of ['lease', 'plain', 'occurrence', 'floor']) {
         const f = report.fleet[kind]
         assert.equal(f.winners, f.jobs, `the fleet: one winner per job (${kind})`)
         assert.ok(Number.isInteger(f.lockstepLosers) && f.lockstepLosers >= 0, `${kind}: lockstep losers counted`)
