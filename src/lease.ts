@@ -9,7 +9,7 @@ import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { DEFAULT_TABLE, type Shape } from './sql.js'
-import { clearWarning, firstWarning, knowledgeOf, statementsOf } from './state.js'
+import { clearWarning, firstWarning, knowledgeOf, statementsOf, type TableKnowledge } from './state.js'
 import { readFacts, shapeOf } from './table-facts.js'
 import { type ClaimConfig, firstRow, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
@@ -57,18 +57,12 @@ export function runConfig<T>(
   const { options, occurrence, nextOccurrence } = compileCall(entry, opts, lease.leaseMs)
   const everyMs = options.everyMs ?? lease.everyMs
   return {
+    ...options,
     db: queryable,
     jobName: job,
     leaseMs: lease.leaseMs,
     runTick: tick,
-    holder: options.holder,
-    table: options.table,
-    logger: options.logger,
-    keepAlive: options.keepAlive,
-    prepare: options.prepare,
-    record: options.record,
     everyMs,
-    clockToleranceMs: options.clockToleranceMs,
     options,
     slot: slotOf(occurrence, nextOccurrence, everyMs),
     nextOccurrence,
@@ -206,7 +200,7 @@ function lost(config: ClaimConfig, slot: Slot | null, shape: Shape): null | Prom
       ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
       : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
   )
-  return keyed ? checkEarly(config, slot.occurrence as number).then(() => null) : null
+  return keyed ? checkEarly(config, slot.occurrence as number) : null
 }
 
 /** A failed claim's error: a table changed under it is read again next claim, never guessed; a missing one is named. */
@@ -252,21 +246,26 @@ const CLOCK_CHECK_EVERY_MS = 60_000
 
 // Only a too-early loss needs saying (this replica's clock runs fast and never runs the job); the
 // offset is refreshed by won claims, else by a facts read at most once a minute per table.
-async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
-  const { db, table, jobName, logger } = config
-  const known = knowledgeOf(db, table)
-  const stale = known.clock === undefined || monotonicMs() - known.clock.at >= CLOCK_CHECK_EVERY_MS
-  // A failed read (null) leaves nothing to judge by.
-  if (stale && (await readFacts(config, known).catch(() => null)) === null) return
-  if (known.clock === undefined) return
-  const aheadMs = occurrence - (Date.now() - known.clock.offsetMs)
+function checkEarly(config: ClaimConfig, occurrence: number): null | Promise<null> {
+  const known = knowledgeOf(config.db, config.table)
+  const fresh = known.clock !== undefined && monotonicMs() - known.clock.at < CLOCK_CHECK_EVERY_MS
+  const judge = () => judgeEarly(config, occurrence, known.clock)
+  // A failed read leaves nothing to judge by.
+  return fresh ? judge() : readFacts(config, known).then(judge, () => null)
+}
+
+function judgeEarly(config: ClaimConfig, occurrence: number, clock: TableKnowledge['clock']): null {
+  const { table, jobName, logger } = config
+  if (clock === undefined) return null
+  const aheadMs = occurrence - (Date.now() - clock.offsetMs)
   const tolerance = toleranceOf(config)
-  if (!(aheadMs > tolerance)) return clearWarning(table, `early:${jobName}`)
-  if (!firstWarning(table, `early:${jobName}`)) return
-  warn(
-    logger,
-    `pg-cron-lease: '${escapeControls(jobName)}' did not run its occurrence ${new Date(occurrence).toISOString()}: it lies ` +
-      `about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
-      "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
-  )
+  if (!(aheadMs > tolerance)) clearWarning(table, `early:${jobName}`)
+  else if (firstWarning(table, `early:${jobName}`))
+    warn(
+      logger,
+      `pg-cron-lease: '${escapeControls(jobName)}' did not run its occurrence ${new Date(occurrence).toISOString()}: it ` +
+        `lies about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
+        "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
+    )
+  return null
 }

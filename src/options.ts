@@ -169,12 +169,21 @@ export function compileOptions(entry: EntryPoint, opts: unknown): Compiled {
   return compileCall(entry, opts).options
 }
 
+// Names in errors, built once: every tick compiles its bag.
+const NAMES = Object.fromEntries(Object.keys(OPTIONS).map((key) => [key, `opts.${key}`])) as Record<OptionName, string>
+
 /** {@link compileOptions}, plus the per-call options (an occurrence) checked for this call. */
 export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0): CallOptions {
   const bag = checkOptions(opts, KEYS[entry])
-  const checked: Record<string, unknown> = {}
-  for (const key of KEYS[entry])
-    checked[key] = (OPTIONS[key] as OptionRow<unknown>).check(bag[key], `opts.${key}`, { leaseMs })
-  const { occurrence = null, nextOccurrence = null, ...options } = checked
+  const context = { leaseMs }
+  const options: Record<string, unknown> = {}
+  let occurrence: unknown = null
+  let nextOccurrence: unknown = null
+  for (const key of KEYS[entry]) {
+    const value = (OPTIONS[key] as OptionRow<unknown>).check(bag[key], NAMES[key], context)
+    if (key === 'occurrence') occurrence = value
+    else if (key === 'nextOccurrence') nextOccurrence = value
+    else options[key] = value
+  }
   return { options: Object.freeze(options) as Compiled, occurrence, nextOccurrence } as CallOptions
 }
