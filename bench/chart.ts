@@ -162,7 +162,7 @@ export function renderChart(input: ChartInput): string {
   }
   y += 30
   const legend: Array<[string, string]> = [
-    ['floor', 'SELECT 1'],
+    ['floor', 'SELECT 1, the fleet floor'],
     ['library', 'pg-cron-lease'],
     ['peer', 'other patterns'],
     ['diagnostic', 'diagnostics (not what the library sends)'],
