@@ -203,4 +203,18 @@ describe('the benchmark runs and writes its results', () => {
       rmSync(dir, { recursive: true, force: true })
     }
   })
+
+  test('bench:shapes --quick runs every claim shape, each job won once a round', { timeout: 120_000 }, async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/shapes.ts', '--quick'], {
+      env: { ...process.env, DATABASE_URL: await testDatabaseUrl() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const { code, stdout, stderr } = await finished(child)
+    assert.equal(code, 0, stdout + stderr)
+    for (const line of ['the probe', 'guarded, occurrence', 'counted', 'the claim alone']) {
+      assert.match(stdout, new RegExp(`^ {2}${line} +\\d`, 'm'), `a row for ${line}`)
+    }
+    // A round that did not end with one winner a job throws, so the round's line is its proof.
+    assert.match(stdout, /^ {2}round 1: plain \d+ .*guarded function \d+ .*floor \d+/m)
+  })
 })
