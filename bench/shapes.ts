@@ -11,6 +11,11 @@
  *   the library's claim `INSERT`. A loser that comes alone never calls it; a dead heat's loser
  *   stops at the lock. A job's first row would need a second statement (no row, no call): every
  *   row exists here.
+ * - `packed function`: the guarded function with the claim's arguments after the guard's two
+ *   packed in one `text` parameter (fields joined by U+001F, empty for NULL), which a loser's
+ *   statement binds but never reads: each parameter a statement binds costs a loser, who reads
+ *   only the job and the occurrence. (A `text[]` parameter saves nothing: parsing it costs as
+ *   much as the parameters it replaces.)
  * - `counted function`: the same, but a count over the job's rows also calls the function for a
  *   missing row, so one statement covers a job's first claim too.
  * - `floor`: each job's winner chosen in advance sends the claim alone, every other replica the
@@ -77,6 +82,19 @@ END
 $claim$`
 }
 
+const packedFunction = (table: string) => `"${table}_claim_packed"`
+
+function packedFunctionSql(table: string): string {
+  const field = (n: number) => `nullif(split_part($3, chr(31), ${n}), '')`
+  return `CREATE FUNCTION ${packedFunction(table)}(text, bigint, text, OUT claim text[]) LANGUAGE plpgsql VOLATILE
+AS $claim$
+BEGIN
+  claim := ${claimFunction(table)}($1, ${field(1)}::integer, ${field(2)}, $2, ${field(3)}::integer,
+    ${field(4)}::float8, ${field(5)}::bigint, ${field(6)}::float8, false);
+END
+$claim$`
+}
+
 const free = `lease.lease_until <= clock_timestamp() AND NOT coalesce(lease.last_occurrence >= ${slotAt('$4::bigint')}, false)`
 const call = (table: string, missing: string) =>
   `${claimFunction(table)}($1::text, $2::integer, $3::text, $4::bigint, $5::integer, $6::float8, $7::bigint, $8::float8, ${missing})`
@@ -84,6 +102,12 @@ const call = (table: string, missing: string) =>
 // A row back for every job that has one: `claim` NULL when lost.
 function guardedSql(table: string): string {
   return `SELECT CASE WHEN ${free} THEN ${call(table, 'false')} END AS claim
+FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text`
+}
+
+function packedSql(table: string): string {
+  return `SELECT CASE WHEN ${free.replaceAll('$4::bigint', '$2::bigint')}
+  THEN ${packedFunction(table)}($1::text, $2::bigint, $3::text) END AS claim
 FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text`
 }
 
@@ -95,18 +119,20 @@ FROM (SELECT CASE WHEN count(*) = 0 OR bool_or(${free}) THEN ${call(table, 'coun
 WHERE claim IS NOT NULL`
 }
 
-type Kind = 'plain' | 'library' | 'guarded function' | 'counted function' | 'floor'
-const KINDS: Kind[] = ['plain', 'library', 'guarded function', 'counted function', 'floor']
+type Kind = 'plain' | 'library' | 'guarded function' | 'packed function' | 'counted function' | 'floor'
+const KINDS: Kind[] = ['plain', 'library', 'guarded function', 'packed function', 'counted function', 'floor']
 // Named per run and dropped after it, so a server given by DATABASE_URL keeps nothing.
 const tableOf = (kind: Kind) => `shapes_${process.pid}_${kind.replace(' ', '_')}`
 for (const kind of KINDS) {
   const table = tableOf(kind)
   cleanups.add(async () => {
+    await admin.query(`DROP FUNCTION IF EXISTS ${packedFunction(table)}`)
     await admin.query(`DROP FUNCTION IF EXISTS ${claimFunction(table)}`)
     await admin.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`)
   })
   await admin.query(createTableSql(table))
   await admin.query(claimFunctionSql(table))
+  await admin.query(packedFunctionSql(table))
 }
 
 const params = (job: string, holder: string, occurrence: number | null, leaseMs = HOUR) => [
@@ -119,6 +145,11 @@ const params = (job: string, holder: string, occurrence: number | null, leaseMs 
   null,
   null,
 ]
+// The guard's two parameters, then the rest of `params` packed as the claim function takes them.
+const packed = (job: string, holder: string, occurrence: number | null, leaseMs = HOUR) => {
+  const [, lease, , , every, ...rest] = params(job, holder, occurrence, leaseMs)
+  return [job, occurrence, [lease, holder, every, ...rest].map((v) => v ?? '').join('\u001f')]
+}
 const send = (c: pg.Client, name: string, text: string, values: unknown[] = []) => c.query({ name, text, values })
 
 /** One claimant's claim of `job` by `kind`; true when it won. */
@@ -133,6 +164,8 @@ function claimant(c: pg.Client, kind: Kind, replica: number): (job: string, inde
     if (kind === 'plain') return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
     if (kind === 'guarded function')
       return (await send(c, 'guarded', guardedSql(table), params(job, holder, null))).rows[0]?.claim != null
+    if (kind === 'packed function')
+      return (await send(c, 'packed', packedSql(table), packed(job, holder, null))).rows[0]?.claim != null
     if (kind === 'counted function')
       return (await send(c, 'counted', countedSql(table), params(job, holder, null))).rowCount === 1
     if (kind === 'floor') return index % REPLICAS === replica ? claim(job) : probe(job).then(() => false)
@@ -192,7 +225,7 @@ const c = await connect()
 cleanups.add(() => c.end())
 const held = tableOf('guarded function')
 const probed = tableOf('library')
-for (const table of [held, probed, tableOf('counted function')]) {
+for (const table of [held, probed, tableOf('packed function'), tableOf('counted function')]) {
   await admin.query(`INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder, claimed_at, last_occurrence)
     VALUES ('held', clock_timestamp() + interval '1 day', 'other', clock_timestamp(), to_timestamp(${OCCURRENCE_MS / 1000}))`)
 }
@@ -202,6 +235,9 @@ const losing = await interleaved({
   'the claim INSERT': () => send(c, 'claim', claimSql(probed, 'current'), params('held', 'me', null)),
   'guarded, lease-only': () => send(c, 'guarded', guardedSql(held), params('held', 'me', null)),
   'guarded, occurrence': () => send(c, 'guarded', guardedSql(held), params('held', 'me', OCCURRENCE_MS)),
+  'packed, lease-only': () => send(c, 'packed', packedSql(tableOf('packed function')), packed('held', 'me', null)),
+  'packed, occurrence': () =>
+    send(c, 'packed', packedSql(tableOf('packed function')), packed('held', 'me', OCCURRENCE_MS)),
   counted: () => send(c, 'counted', countedSql(tableOf('counted function')), params('held', 'me', null)),
 })
 print('a loser alone, one connection, p50 of per-call means:')
@@ -209,7 +245,7 @@ for (const [name, ms] of Object.entries(losing))
   print(`  ${name.padEnd(22)} ${(ms * 1000).toFixed(1)} µs  ${(ms / losing['SELECT 1']!).toFixed(2)}×`)
 
 // Winners: every lease 0 ms long, so each claim of the 50 jobs finds it expired.
-const winTables = { plain: tableOf('plain'), claim: probed, guarded: held }
+const winTables = { plain: tableOf('plain'), claim: probed, guarded: held, packed: tableOf('packed function') }
 for (const table of Object.values(winTables)) {
   await admin.query(`TRUNCATE ${quoteTable(table)}`)
   await admin.query(`INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder)
@@ -229,6 +265,11 @@ const winning = await interleaved({
   guarded: async (i) =>
     won(
       (await send(c, 'guarded-win', guardedSql(winTables.guarded), params(`win-${i % 50}`, 'me', null, 0))).rows[0]
+        ?.claim != null,
+    ),
+  packed: async (i) =>
+    won(
+      (await send(c, 'packed-win', packedSql(winTables.packed), packed(`win-${i % 50}`, 'me', null, 0))).rows[0]
         ?.claim != null,
     ),
 })

@@ -211,10 +211,10 @@ describe('the benchmark runs and writes its results', () => {
     })
     const { code, stdout, stderr } = await finished(child)
     assert.equal(code, 0, stdout + stderr)
-    for (const line of ['the probe', 'guarded, occurrence', 'counted', 'the claim alone']) {
+    for (const line of ['the probe', 'guarded, occurrence', 'packed, occurrence', 'counted', 'the claim alone']) {
       assert.match(stdout, new RegExp(`^ {2}${line} +\\d`, 'm'), `a row for ${line}`)
     }
     // A round that did not end with one winner a job throws, so the round's line is its proof.
-    assert.match(stdout, /^ {2}round 1: plain \d+ .*guarded function \d+ .*floor \d+/m)
+    assert.match(stdout, /^ {2}round 1: plain \d+ .*guarded function \d+ .*packed function \d+ .*floor \d+/m)
   })
 })
