@@ -26,7 +26,7 @@ import pg from 'pg'
 import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
 import { plainUpsertSql } from '../dev/peers.ts'
 import { claimSql, createTableSql, probeSql, quoteTable } from '../src/sql.ts'
-import { clockMs } from './measure.ts'
+import { clockMs, percentile } from './measure.ts'
 
 const { values } = parseArgs({
   options: {
@@ -152,6 +152,21 @@ const packed = (job: string, holder: string, occurrence: number | null, leaseMs 
 }
 const send = (c: pg.Client, name: string, text: string, values: unknown[] = []) => c.query({ name, text, values })
 
+// The two guarded shapes: one statement, a row with a non-NULL claim to the winner.
+const guardedShapes = {
+  'guarded function': { sql: guardedSql, args: params },
+  'packed function': { sql: packedSql, args: packed },
+}
+type GuardedKind = keyof typeof guardedShapes
+const claimOnce = async (
+  c: pg.Client,
+  kind: GuardedKind,
+  ...[job, holder, occurrence, leaseMs]: Parameters<typeof params>
+): Promise<boolean> => {
+  const { sql, args } = guardedShapes[kind]
+  return (await send(c, kind, sql(tableOf(kind)), args(job, holder, occurrence, leaseMs))).rows[0]?.claim != null
+}
+
 /** One claimant's claim of `job` by `kind`; true when it won. */
 function claimant(c: pg.Client, kind: Kind, replica: number): (job: string, index: number) => Promise<boolean> {
   const table = tableOf(kind)
@@ -162,10 +177,7 @@ function claimant(c: pg.Client, kind: Kind, replica: number): (job: string, inde
   const probe = async (job: string) => (await send(c, 'probe', probeSql(table), [job, null])).rowCount === 1
   return async (job, index) => {
     if (kind === 'plain') return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
-    if (kind === 'guarded function')
-      return (await send(c, 'guarded', guardedSql(table), params(job, holder, null))).rows[0]?.claim != null
-    if (kind === 'packed function')
-      return (await send(c, 'packed', packedSql(table), packed(job, holder, null))).rows[0]?.claim != null
+    if (kind === 'guarded function' || kind === 'packed function') return claimOnce(c, kind, job, holder, null)
     if (kind === 'counted function')
       return (await send(c, 'counted', countedSql(table), params(job, holder, null))).rowCount === 1
     if (kind === 'floor') return index % REPLICAS === replica ? claim(job) : probe(job).then(() => false)
@@ -204,8 +216,6 @@ async function fleetRound(kind: Kind): Promise<number> {
   return (JOBS * REPLICAS * 1000) / ms
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
-
 /** Per-call ms of each case, blocks of each interleaved, the median of the blocks. */
 async function interleaved(cases: Record<string, (i: number) => Promise<unknown>>): Promise<Record<string, number>> {
   const samples: Record<string, number[]> = {}
@@ -217,15 +227,23 @@ async function interleaved(cases: Record<string, (i: number) => Promise<unknown>
       samples[name] = [...(samples[name] ?? []), (clockMs() - start) / CALLS]
     }
   }
-  return Object.fromEntries(Object.entries(samples).map(([name, xs]) => [name, median(xs)]))
+  return Object.fromEntries(
+    Object.entries(samples).map(([name, xs]) => [
+      name,
+      percentile(
+        [...xs].sort((a, b) => a - b),
+        0.5,
+      ),
+    ]),
+  )
 }
 
 const print = (line: string) => process.stdout.write(`${line}\n`)
 const c = await connect()
 cleanups.add(() => c.end())
-const held = tableOf('guarded function')
 const probed = tableOf('library')
-for (const table of [held, probed, tableOf('packed function'), tableOf('counted function')]) {
+for (const kind of ['library', 'guarded function', 'packed function', 'counted function'] as const) {
+  const table = tableOf(kind)
   await admin.query(`INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder, claimed_at, last_occurrence)
     VALUES ('held', clock_timestamp() + interval '1 day', 'other', clock_timestamp(), to_timestamp(${OCCURRENCE_MS / 1000}))`)
 }
@@ -233,11 +251,10 @@ const losing = await interleaved({
   'SELECT 1': () => send(c, 's1', 'SELECT 1'),
   'the probe': () => send(c, 'probe', probeSql(probed), ['held', null]),
   'the claim INSERT': () => send(c, 'claim', claimSql(probed, 'current'), params('held', 'me', null)),
-  'guarded, lease-only': () => send(c, 'guarded', guardedSql(held), params('held', 'me', null)),
-  'guarded, occurrence': () => send(c, 'guarded', guardedSql(held), params('held', 'me', OCCURRENCE_MS)),
-  'packed, lease-only': () => send(c, 'packed', packedSql(tableOf('packed function')), packed('held', 'me', null)),
-  'packed, occurrence': () =>
-    send(c, 'packed', packedSql(tableOf('packed function')), packed('held', 'me', OCCURRENCE_MS)),
+  'guarded, lease-only': () => claimOnce(c, 'guarded function', 'held', 'me', null),
+  'guarded, occurrence': () => claimOnce(c, 'guarded function', 'held', 'me', OCCURRENCE_MS),
+  'packed, lease-only': () => claimOnce(c, 'packed function', 'held', 'me', null),
+  'packed, occurrence': () => claimOnce(c, 'packed function', 'held', 'me', OCCURRENCE_MS),
   counted: () => send(c, 'counted', countedSql(tableOf('counted function')), params('held', 'me', null)),
 })
 print('a loser alone, one connection, p50 of per-call means:')
@@ -245,8 +262,8 @@ for (const [name, ms] of Object.entries(losing))
   print(`  ${name.padEnd(22)} ${(ms * 1000).toFixed(1)} µs  ${(ms / losing['SELECT 1']!).toFixed(2)}×`)
 
 // Winners: every lease 0 ms long, so each claim of the 50 jobs finds it expired.
-const winTables = { plain: tableOf('plain'), claim: probed, guarded: held, packed: tableOf('packed function') }
-for (const table of Object.values(winTables)) {
+for (const kind of ['plain', 'library', 'guarded function', 'packed function'] as const) {
+  const table = tableOf(kind)
   await admin.query(`TRUNCATE ${quoteTable(table)}`)
   await admin.query(`INSERT INTO ${quoteTable(table)} (job_name, lease_until, holder)
     SELECT 'win-' || i, clock_timestamp() - interval '1 hour', 'setup' FROM generate_series(0, 49) AS i`)
@@ -256,22 +273,13 @@ const won = (ok: boolean) => {
 }
 const winning = await interleaved({
   'plain upsert': async (i) =>
-    won((await c.query(plainUpsertSql(winTables.plain), [`win-${i % 50}`, 0, 'me'])).rowCount === 1),
+    won((await c.query(plainUpsertSql(tableOf('plain')), [`win-${i % 50}`, 0, 'me'])).rowCount === 1),
   'the claim alone': async (i) =>
     won(
-      (await send(c, 'claim-win', claimSql(winTables.claim, 'current'), params(`win-${i % 50}`, 'me', null, 0)))
-        .rowCount === 1,
+      (await send(c, 'claim-win', claimSql(probed, 'current'), params(`win-${i % 50}`, 'me', null, 0))).rowCount === 1,
     ),
-  guarded: async (i) =>
-    won(
-      (await send(c, 'guarded-win', guardedSql(winTables.guarded), params(`win-${i % 50}`, 'me', null, 0))).rows[0]
-        ?.claim != null,
-    ),
-  packed: async (i) =>
-    won(
-      (await send(c, 'packed-win', packedSql(winTables.packed), packed(`win-${i % 50}`, 'me', null, 0))).rows[0]
-        ?.claim != null,
-    ),
+  guarded: async (i) => won(await claimOnce(c, 'guarded function', `win-${i % 50}`, 'me', null, 0)),
+  packed: async (i) => won(await claimOnce(c, 'packed function', `win-${i % 50}`, 'me', null, 0)),
 })
 print('a winner alone, one connection:')
 for (const [name, ms] of Object.entries(winning))
