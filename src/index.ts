@@ -9,7 +9,14 @@ export { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions, listL
 export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator } from './node-cron.js'
 export type { CatchUpWindow } from './options.js'
 export { forInterval, type IntervalLease, LEASE, leaseForInterval, MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
-export { CRON_LEASES_TABLE_SQL, createTableSql, DEFAULT_TABLE, quoteTable, upgradeTableSql } from './sql.js'
+export {
+  CRON_LEASES_TABLE_SQL,
+  createTableSql,
+  DEFAULT_TABLE,
+  historyTableOf,
+  quoteTable,
+  upgradeTableSql,
+} from './sql.js'
 export type {
   KeepAlive,
   LeaseContext,

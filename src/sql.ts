@@ -1,4 +1,5 @@
 /** Every SQL text. Timestamps are `clock_timestamp()`: `NOW()` is the transaction's start; replicas' clocks differ. */
+import { createHash } from 'node:crypto'
 import { formatValue } from './format-value.js'
 
 /** The table used when no `table` option is given. */
@@ -21,6 +22,28 @@ export function quoteTable(table: string): string {
     throw new TypeError(`pg-cron-lease: table must be ${TABLE_RULE}, got ${formatValue(table)}`)
   }
   return `"${table.replace('.', '"."')}"`
+}
+
+// Postgres cuts an identifier past 63 bytes (NAMEDATALEN - 1), so two long names could share one.
+const IDENTIFIER_BYTES = 63
+const HISTORY_SUFFIX = '_runs'
+
+/**
+ * The run history's table for a lease table: `name_runs` beside it, in the same schema. A name
+ * that would pass Postgres's 63 bytes is cut and given a hash of the whole, so it stays distinct.
+ *
+ * @example
+ * historyTableOf('jobs.leases') // 'jobs.leases_runs'
+ */
+export function historyTableOf(table: string): string {
+  quoteTable(table)
+  const dot = table.indexOf('.')
+  const schema = dot === -1 ? '' : table.slice(0, dot + 1)
+  const name = table.slice(dot + 1)
+  if (name.length + HISTORY_SUFFIX.length <= IDENTIFIER_BYTES) return `${schema}${name}${HISTORY_SUFFIX}`
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 8)
+  const kept = IDENTIFIER_BYTES - HISTORY_SUFFIX.length - hash.length - 1
+  return `${schema}${name.slice(0, kept)}_${hash}${HISTORY_SUFFIX}`
 }
 
 // The original package's shape: all a claim, renew and list need.

@@ -5,6 +5,7 @@ import {
   CRON_LEASES_TABLE_SQL,
   createTableSql,
   DEFAULT_TABLE,
+  historyTableOf,
   quoteTable,
   upgradeTableSql,
   withCronLease,
@@ -309,5 +310,19 @@ describe('the table', () => {
     }
     assert.throws(() => quoteTable('x; DROP TABLE y'), /got "x; DROP TABLE y"/)
     assert.throws(() => createTableSql('a.b.c'), TypeError)
+  })
+})
+
+describe('the history table is named beside its lease table', () => {
+  test('name_runs in the same schema, and a long name cut to 63 bytes with a hash of the whole', () => {
+    assert.equal(historyTableOf('cron_leases'), 'cron_leases_runs')
+    assert.equal(historyTableOf('jobs.leases'), 'jobs.leases_runs')
+    const long = `l${'x'.repeat(62)}`
+    const other = `l${'x'.repeat(61)}y`
+    assert.equal(historyTableOf(long).length, 63)
+    assert.ok(historyTableOf(long).endsWith('_runs'))
+    assert.notEqual(historyTableOf(long), historyTableOf(other))
+    assert.equal(historyTableOf(`s.${long}`), `s.${historyTableOf(long)}`)
+    assert.throws(() => historyTableOf('bad name'), /table must be/)
   })
 })
