@@ -4,6 +4,7 @@ import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './a
 import { check } from './check.js'
 import { type Connect, connectionTarget, withClient } from './connect.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
+import { history } from './history.js'
 import { painter } from './human.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
@@ -22,7 +23,16 @@ export interface CliIo {
 }
 
 /** Every command, in the order the main help lists them. */
-export const COMMANDS: Readonly<Record<string, Command>> = { sql, migrate, status, check, pause, resume, release }
+export const COMMANDS: Readonly<Record<string, Command>> = {
+  sql,
+  migrate,
+  status,
+  check,
+  history,
+  pause,
+  resume,
+  release,
+}
 
 const NAMES = Object.keys(COMMANDS)
 
