@@ -13,6 +13,8 @@ export interface ClaimConfig {
   readonly logger: LeaseLogger | undefined
   readonly prepare: boolean
   readonly clockToleranceMs?: number | undefined
+  /** Refused before the claim on a handle inside a transaction (checkKeepAliveHandle). */
+  readonly keepAlive?: KeepAlive | undefined
 }
 
 /** Everything one run of a tick needs, checked. */
