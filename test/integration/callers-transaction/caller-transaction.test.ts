@@ -14,6 +14,7 @@ import {
   catchUp,
   createTableSql,
   type LeaseContext,
+  leasedTick,
   listLeases,
   pauseJob,
   quoteTable,
@@ -176,6 +177,13 @@ for (const driver of DRIVERS)
             catchUp(client, 'job', 60_000, tick, { table, logger: quiet, keepAlive, withinMs: 3_600_000 }),
             refusal,
           )
+          const reported: unknown[] = []
+          const onError = (error: unknown) => {
+            reported.push(error)
+          }
+          await leasedTick(client, 'job', 60_000, tick, { table, logger: quiet, keepAlive, onError })()
+          assert.equal(reported.length, 1, 'leasedTick hands the refusal to onError')
+          refusal(reported[0])
         }, clients)
         assert.deepEqual(state, whole)
         assert.equal(ran, false, 'the tick did not run')
