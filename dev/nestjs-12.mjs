@@ -14,11 +14,8 @@ import { isMainThread } from 'node:worker_threads'
 const FIXTURE = new URL('../test/fixtures/nestjs-12/', import.meta.url)
 const NESTJS = /^@nestjs\/(common|core|schedule|terminus)(\/|$)/
 
-/** The NestJS major the fixture holds, checked before anything is redirected to it. */
-export const NESTJS_FIXTURE_MAJOR = 12
-
-/** Node's flags that give a child process the same NestJS: pass them before its entry file. */
-export const nestjs12Flags = () => ['--import', new URL(import.meta.url).pathname]
+// The NestJS major the fixture holds, checked before anything is redirected to it.
+const NESTJS_FIXTURE_MAJOR = 12
 
 if (isMainThread) {
   const manifest = new URL('node_modules/@nestjs/core/package.json', FIXTURE)

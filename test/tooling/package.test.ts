@@ -175,8 +175,8 @@ describe('the packed docs are complete and the tarball is lean', () => {
 })
 
 /**
- * The versions a fresh NestJS project installs beside the tarball: those package-lock.json pins,
- * where `npm ci` put each set (so an npm cache warmed by `npm ci` serves them).
+ * The versions a fresh NestJS project installs beside the tarball: those package-lock.json pins
+ * where `npm ci` put each set, so the versions tested are the suite's, and in the npm cache.
  */
 function lockedVersions(folder: string, names: string[]): Record<string, string> {
   const { packages } = JSON.parse(readFileSync(path.join(root, 'package-lock.json'), 'utf8'))
@@ -217,6 +217,19 @@ const APPLICATIONS = [
 ] as const
 const OCCURRENCES = 8
 
+/** One replica of the application in `project`, its JSON lines collected as they come. */
+function replica(project: string, entry: string, env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, [entry], { cwd: project, env })
+  const lines: Record<string, any>[] = []
+  let buffered = ''
+  child.stdout.on('data', (chunk) => {
+    const parts = (buffered + chunk).split('\n')
+    buffered = parts.pop()!
+    for (const line of parts) if (line.startsWith('{')) lines.push(JSON.parse(line))
+  })
+  return { child, lines, done: finished(child, { killAfterMs: 120_000 }) }
+}
+
 describe('the packed tarball in a fresh NestJS application: two replicas run each occurrence once', {
   concurrency: true,
 }, () => {
@@ -242,17 +255,7 @@ describe('the packed tarball in a fresh NestJS application: two replicas run eac
         `CREATE TABLE "${runs}" (holder text NOT NULL, occurrence timestamptz, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
       )
       const env = { ...process.env, DATABASE_URL: await testDatabaseUrl(), LEASE_TABLE: table, RUNS_TABLE: runs }
-      const replicas = ['replica-a', 'replica-b'].map((holder) => {
-        const child = spawn('node', [entry], { cwd: project, env: { ...env, HOLDER: holder } })
-        const lines: Record<string, any>[] = []
-        let buffered = ''
-        child.stdout.on('data', (chunk) => {
-          const parts = (buffered + chunk).split('\n')
-          buffered = parts.pop()!
-          for (const line of parts) if (line.startsWith('{')) lines.push(JSON.parse(line))
-        })
-        return { child, lines, done: finished(child, { killAfterMs: 120_000 }) }
-      })
+      const replicas = ['replica-a', 'replica-b'].map((holder) => replica(project, entry, { ...env, HOLDER: holder }))
       let from = 0
       const seen = (key: string) => replicas.map(({ lines }) => lines.find((line) => key in line)?.[key])
       try {
@@ -266,8 +269,8 @@ describe('the packed tarball in a fresh NestJS application: two replicas run eac
           assert.equal(ready.nestjs.split('.')[0], String(major), 'the NestJS the project installed')
           assert.ok(ready.loaded.endsWith(`/node_modules/pg-cron-lease/${built}`), ready.loaded)
         }
-        // Counted from the second fire after both are up: a replica's first claim reads the table's
-        // shape, and one slowed past a fifth of a second holds its 800 ms lease into the next slot.
+        // Counted from two seconds after both are up: a replica's first claim reads the table's shape,
+        // and one slowed past a fifth of a second holds its 800 ms lease into the next slot.
         from = Math.ceil(Date.now() / 1000) * 1000 + 2000
         await delay(from - Date.now() + OCCURRENCES * 1000 + 500)
       } finally {
