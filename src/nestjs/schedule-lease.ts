@@ -1,4 +1,7 @@
 /** What @nestjs/schedule declared for a method, and the lease that follows from it. */
+import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
+import type { CronPackageJob, LuxonLike } from '../scheduler-slot.js'
+
 /**
  * The metadata @nestjs/schedule's decorators set, by the keys' and the type's values: neither is
  * exported from its root, and from 12 on its `exports` map admits nothing else, so no `dist/` path
@@ -14,9 +17,6 @@ export const SCHEDULE_METADATA = Object.freeze({
 })
 /** `SchedulerType`'s values under the `type` key. */
 export const SCHEDULER_TYPES = Object.freeze({ cron: 1, timeout: 2, interval: 3 })
-
-import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
-import type { CronPackageJob, LuxonLike } from '../scheduler-slot.js'
 
 export type Schedule =
   | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: { cronTime: unknown; name?: string } }

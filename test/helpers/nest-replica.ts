@@ -3,10 +3,11 @@
  * leased @Cron that records each run with its occurrence. Run it with
  * `node --import tsx test/helpers/nest-replica.ts`.
  *
- * Environment: DATABASE_URL, LEASE_TABLE, RUNS_TABLE, HOLDER. Prints `{"ready":true,"nestjs":<major>}` once started,
- * and one `{"claim":…}` line per claim it sends (from the claim channel). A line `block <ms>` on
- * stdin blocks its event loop that long, then until the clock is 850 ms into a second (a lease of
- * the last slot has run out then, while the slot is taken), printing `{"blocked":…}`. It stops,
+ * Environment: DATABASE_URL, LEASE_TABLE, RUNS_TABLE, HOLDER. Prints
+ * `{"ready":true,"nestjs":<major>}` once started (the NestJS major it loaded), and one
+ * `{"claim":…}` line per claim it sends (from the claim channel). A line `block <ms>` on stdin
+ * blocks its event loop that long, then until the clock is 850 ms into a second (a lease of the
+ * last slot has run out then, while the slot is taken), printing `{"blocked":…}`. It stops,
  * app closed and pool ended, when its stdin closes.
  */
 import 'reflect-metadata'
