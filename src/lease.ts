@@ -2,7 +2,7 @@ import { publishClaim, traceTick } from './channels.js'
 import { checkClock, clockOffset, monotonicMs } from './clock.js'
 import { openContext } from './context.js'
 import { escapeControls } from './escape.js'
-import { migrateCommand, warn, warnShape } from './log.js'
+import { debug, migrateCommand, warn, warnShape } from './log.js'
 import { type Compiled, compileCall, type EntryPoint } from './options.js'
 import { recordOutcome, type Settled } from './outcome.js'
 import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
@@ -32,7 +32,7 @@ export function withCronLease<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  // A throw, from the arguments or from the caller's logger warning before the claim, rejects.
+  // A bad argument rejects: the call never throws.
   try {
     const config = runConfig<T>('withCronLease', db, jobName, leaseMs, runTick, opts)
     return runLease(config, config.slot)
@@ -195,7 +195,8 @@ function lost(config: ClaimConfig, slot: Slot | null, shape: Shape): null | Prom
   const { jobName, holder, logger } = config
   const keyed = shape === 'current' && slot?.occurrence != null
   publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
-  logger?.debug?.(
+  debug(
+    logger,
     keyed
       ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
       : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,

@@ -16,7 +16,8 @@ export interface Queryable {
 }
 
 /**
- * Where the library reports what it decided. Both methods are optional; `console` fits.
+ * Where the library reports what it decided. Every method is optional; `console` fits. A method that
+ * throws changes nothing about the run: a warning it could not take goes to `console.warn`.
  *
  * @example
  * withCronLease(pool, 'report', LEASE.HOURLY, run, { logger: console })
