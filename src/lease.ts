@@ -1,6 +1,7 @@
 import { publishClaim, traceTick } from './channels.js'
 import { checkClock, clockOffset, monotonicMs } from './clock.js'
 import { openContext } from './context.js'
+import { draining, openRun, type RunGroup, unlessStopped } from './drain.js'
 import { escapeControls } from './escape.js'
 import { debug, migrateCommand, warn, warnShape } from './log.js'
 import { type Compiled, compileCall, type EntryPoint } from './options.js'
@@ -85,15 +86,41 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
 }
 
 /** The one run path: claim, run, record; plain promise steps, as each `async` layer costs microtask turns per job. */
-export function runLease<T>(config: RunConfig<T>, slot: Slot | null = null): Promise<LeaseOutcome<T>> {
-  return claim(config, slot).then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket)))
+export function runLease<T>(
+  config: RunConfig<T>,
+  slot: Slot | null = null,
+  group?: RunGroup,
+): Promise<LeaseOutcome<T>> {
+  return runTracked(config, () => claim(config, slot), group)
+}
+
+/** A run in flight for drainLeases from its claim (`claimed`) to its record; not run, sending nothing, once draining. */
+export function runTracked<T>(
+  config: RunConfig<T>,
+  claimed: () => Promise<Ticket | null>,
+  group?: RunGroup,
+): Promise<LeaseOutcome<T>> {
+  const run = openRun(config.jobName, group)
+  if (run === null) return Promise.resolve(NOT_RUN)
+  let outcome: Promise<LeaseOutcome<T>>
+  try {
+    outcome = claimed().then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket, run.signal)))
+  } catch (error) {
+    outcome = Promise.reject(error)
+  }
+  outcome.then(run.end, run.end)
+  return outcome
 }
 
 /** What a claim or catch-up that did not win resolves to. */
 export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
 /** Runs the tick of a won claim (or catch-up) and records how it ended. */
-export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<LeaseOutcome<T>> {
+export async function runClaimed<T>(
+  config: RunConfig<T>,
+  ticket: Ticket,
+  stopped?: AbortSignal,
+): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
   if (keepAlive && claimToken === null) {
@@ -102,12 +129,13 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promi
         'its claim token from; the lease is held until it expires and the tick did not run',
     )
   }
-  const { ctx, close } = openContext(ticket, keepAlive)
+  const { ctx, close } = openContext(ticket, keepAlive, stopped)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
-      () => config.runTick(ctx),
+      // Stopped by a shutdown, the run is over: it rejects, and is recorded, with the shutdown's reason.
+      () => unlessStopped(stopped, () => config.runTick(ctx)),
       () => ({ jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
@@ -167,6 +195,8 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
 const UNPROBED_CLAIMS = 3
 
 function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed: boolean): Promise<Ticket | null> {
+  // A run that began before drainLeases sends no claim after it.
+  if (draining()) return Promise.resolve(null)
   const { db, table, jobName, leaseMs, holder, prepare } = config
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()

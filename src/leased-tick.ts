@@ -1,7 +1,7 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
 import { claimCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { NOT_RUN, runClaimed, runConfig, runLease } from './lease.js'
+import { NOT_RUN, runConfig, runLease, runTracked } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
@@ -89,9 +89,7 @@ export function leasedTick<T>(
   const caughtUp =
     window === undefined
       ? Promise.resolve(NOT_RUN)
-      : claimCatchUp(config, window, slot)
-          .then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket)))
-          .catch(report)
+      : runTracked(config, () => claimCatchUp(config, window, slot)).catch(report)
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
 

@@ -113,7 +113,10 @@ export interface LeaseContext {
   readonly occurrence: Date | null
   /** Occurrences that fell due since the previous run and will never run; 0 when unknown. */
   readonly missed: number
-  /** Aborts once this claim is known to have lost the lease (a failed renew or keep-alive beat). */
+  /**
+   * Aborts once this claim is known to have lost the lease (a failed renew or keep-alive beat), or
+   * once a shutdown stops the run (`drainLeases`), with an error saying which.
+   */
   readonly signal: AbortSignal
 }
 
