@@ -19,7 +19,8 @@ import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './va
 /**
  * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without
  * writing. A missed occurrence beats a duplicate: a claim error rejects and nothing runs, a tick
- * that throws rejects and keeps its lease. The lease is never released (see {@link LEASE}).
+ * that throws rejects and keeps its lease. The lease is never released (see {@link LEASE}). Once
+ * {@link drainLeases} was called, it resolves `{ ran: false }` with no query.
  *
  * @example
  * cron.schedule('0 * * * *', (run) =>
@@ -94,7 +95,7 @@ export function runLease<T>(
   return runTracked(config, () => claim(config, slot), group)
 }
 
-/** A run in flight for drainLeases from its claim (`claimed`) to its record; not run, sending nothing, once draining. */
+/** A run in flight for drainLeases from its claim (`claimed`) to its record; once draining, not run at all. */
 export function runTracked<T>(
   config: RunConfig<T>,
   claimed: () => Promise<Ticket | null>,

@@ -18,7 +18,7 @@ import { checkJobName, checkMs, checkQueryable, fail, readOrFail } from './valid
  * cron.setRunCoordinator(leaseCoordinator(pool))
  */
 export interface LeaseCoordinator {
-  /** Claims the lease named by the task in `key`; resolves true only on the replica that won. */
+  /** Claims the lease named by the task in `key`; true only on the winner; false, sending nothing, once draining. */
   shouldRun(key: string, ttlMs: number): Promise<boolean>
   /** Records the run's end (fenced; never rejects). It never releases the lease. */
   onComplete(key: string): Promise<void>
