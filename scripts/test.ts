@@ -62,7 +62,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/older-table/ddl.test.ts': 14,
   'test/integration/pause/pause-storm.test.ts': 11,
   'test/integration/older-table/occurrence-upgrade.test.ts': 9,
-  'test/integration/shutdown/drain-leases.test.ts': 6,
+  'test/integration/shutdown/drain-leases.test.ts': 8,
 }
 const weight = (file: string) => SECONDS[file] ?? 1
 

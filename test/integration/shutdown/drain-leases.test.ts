@@ -51,6 +51,8 @@ let slowSignal: AbortSignal | undefined
 let slowCall: Promise<unknown>
 let quickCall: Promise<unknown>
 let quickSettledBeforeDrain = false
+let claimingCall: Promise<unknown>
+let claimingSettledBeforeDrain = false
 const tickErrors: unknown[] = []
 
 before(async () => {
@@ -106,6 +108,18 @@ before(async () => {
   })
   await started.quick.promise
 
+  // A claim already sent, waiting on a row another transaction is inserting: it wins once that rolls back.
+  const blocker = await pool.connect()
+  await blocker.query('BEGIN')
+  await blocker.query(`INSERT INTO "${table}" (job_name, lease_until) VALUES ('drain:claiming', clock_timestamp())`)
+  claimingCall = withCronLease(pool, 'drain:claiming', 60_000, () => 'ran', { table })
+  void claimingCall.then(() => {
+    claimingSettledBeforeDrain = result === undefined
+  })
+  const waiting =
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT%'"
+  while ((await pool.query(waiting)).rows[0].n === 0) await delay(20)
+
   const startedAt = performance.now()
   drained = drainLeases({ timeoutMs: TIMEOUT_MS })
 
@@ -119,6 +133,8 @@ before(async () => {
   afterDrain.withCronLease = await withCronLease(counted, 'drain:new', 60_000, () => 'ran', { table })
   afterDrain.leasedTick = await leasedTick(counted, 'drain:new-tick', 60_000, () => 'ran', { table })()
   afterDrain.catchUp = await catchUp(counted, 'drain:new-catch-up', 60_000, () => 'ran', { table, withinMs: 60_000 })
+  await blocker.query('ROLLBACK')
+  blocker.release()
   afterDrain.shouldRun = await leaseCoordinator(counted, { table }).shouldRun(
     'drain:new-task:2026-12-01T09:00:00.000Z',
     30_000,
@@ -147,6 +163,12 @@ describe('drainLeases: no claim from the call on; waits for the runs in flight; 
     assert.deepEqual(await quickCall, { ran: true, result: 'done' })
     assert.equal(quickSettledBeforeDrain, true, 'drainLeases resolved after it')
     assert.equal((await rowOf('drain:quick'))?.lastOutcome, 'ok')
+  })
+
+  test('a claim sent before the call, won after it, runs its tick, and is waited for', async () => {
+    assert.deepEqual(await claimingCall, { ran: true, result: 'ran' })
+    assert.equal(claimingSettledBeforeDrain, true, 'drainLeases resolved after it')
+    assert.equal((await rowOf('drain:claiming'))?.lastOutcome, 'ok')
   })
 
   test('at timeoutMs a tick still running has ctx.signal aborted, saying the process is shutting down', async () => {
