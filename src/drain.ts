@@ -7,16 +7,16 @@ import { escapeControls } from './escape.js'
 import { compileOptions } from './options.js'
 import { RECORD_WAIT_MS } from './outcome.js'
 
-/** One run in flight: `signal` aborts when a shutdown stops it; `end()` once its outcome is recorded. */
+/** One run in flight: `signal()` aborts when a shutdown stops it; `end()` once its outcome is recorded. */
 export interface InFlight {
   readonly jobName: string
-  readonly signal: AbortSignal
+  signal(): AbortSignal
   end(): void
 }
 
 interface Tracked extends InFlight {
-  readonly stop: AbortController
-  readonly ended: Promise<void>
+  stop(reason: Error): void
+  ended(): Promise<void>
 }
 
 /** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
@@ -40,20 +40,39 @@ export function draining(): boolean {
 /** Starts a run in flight, in the process and in `group`; null once either drains, and nothing may be sent. */
 export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   if (PROCESS.closed || group?.closed) return null
-  const stop = new AbortController()
-  let resolve!: () => void
-  const ended = new Promise<void>((done) => {
-    resolve = done
-  })
+  // Made when first asked for: most runs lose their claim, and an AbortController (or a getter in
+  // this literal) costs microseconds; the claim path pays a few objects and two Set operations.
+  let controller: AbortController | undefined
+  let stopped: Error | undefined
+  let over = false
+  let waiting: Promise<void> | undefined
+  let wake: (() => void) | undefined
   const run: Tracked = {
     jobName,
-    signal: stop.signal,
-    stop,
-    ended,
+    signal() {
+      if (controller === undefined) {
+        controller = new AbortController()
+        if (stopped !== undefined) controller.abort(stopped)
+      }
+      return controller.signal
+    },
+    stop(reason) {
+      stopped ??= reason
+      controller?.abort(stopped)
+    },
+    ended() {
+      waiting ??= over
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+            wake = resolve
+          })
+      return waiting
+    },
     end() {
+      over = true
       PROCESS.runs.delete(run)
       group?.runs.delete(run)
-      resolve()
+      wake?.()
     },
   }
   PROCESS.runs.add(run)
@@ -95,7 +114,7 @@ export async function drainGroup(group: RunGroup, timeoutMs: number, waited: str
     await settledBy(left, deadline)
     left = [...group.runs]
   }
-  for (const run of left) run.stop.abort(shutdownError(run.jobName, waited))
+  for (const run of left) run.stop(shutdownError(run.jobName, waited))
   // A stopped tick records its error in at most RECORD_WAIT_MS; a claim stuck on the database is not
   // waited for longer (it runs nothing once it returns).
   if (left.length > 0) await settledBy(left, monotonicMs() + RECORD_WAIT_MS + 100)
@@ -122,7 +141,7 @@ function settledBy(runs: Tracked[], deadline: number): Promise<void> {
       timer = setTimeout(wait, Math.min(Math.ceil(ms), LONGEST_TIMER_MS))
     }
     wait()
-    void Promise.all(runs.map((run) => run.ended)).then(() => {
+    void Promise.all(runs.map((run) => run.ended())).then(() => {
       clearTimeout(timer)
       resolve()
     })

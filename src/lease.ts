@@ -105,7 +105,7 @@ export function runTracked<T>(
   if (run === null) return Promise.resolve(NOT_RUN)
   let outcome: Promise<LeaseOutcome<T>>
   try {
-    outcome = claimed().then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket, run.signal)))
+    outcome = claimed().then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket, run.signal())))
   } catch (error) {
     outcome = Promise.reject(error)
   }

@@ -136,7 +136,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const run: Run = { ticket, startedAt: monotonicMs(), open }
       running.set(key, run)
       // A shutdown cannot tell node-cron's task; the run is recorded as stopped, and onComplete finds nothing.
-      open.signal.addEventListener('abort', () => void complete(key, run, [open.signal.reason]), { once: true })
+      const stopped = open.signal()
+      stopped.addEventListener('abort', () => void complete(key, run, [stopped.reason]), { once: true })
       return true
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.
@@ -186,7 +187,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       catchingUp.set(jobName, run)
       try {
         // Stopped by a shutdown, the run is over (the task cannot be told): recorded with the reason.
-        await unlessStopped(open.signal, () => (task.execute as () => Promise<unknown>).call(task))
+        await unlessStopped(open.signal(), () => (task.execute as () => Promise<unknown>).call(task))
       } catch (error) {
         // execute() rejects when the task throws: the run failed, not the catch-up.
         run.failed ??= [error]
