@@ -65,6 +65,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/pause/pause-storm.test.ts': 11,
   'test/integration/run-history/history.test.ts': 13,
   'test/integration/older-table/occurrence-upgrade.test.ts': 9,
+  'test/integration/shutdown/drain-leases.test.ts': 8,
 }
 const weight = (file: string) => SECONDS[file] ?? 1
 

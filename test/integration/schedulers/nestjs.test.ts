@@ -68,10 +68,15 @@ class Jobs {
 }
 
 /** One application on its own pool, leasing on `table` as `holder`. */
-async function startApp(providers: (new (...args: never[]) => object)[], table: string, holder: string) {
+async function startApp(
+  providers: (new (...args: never[]) => object)[],
+  table: string,
+  holder: string,
+  options: { shutdownTimeoutMs?: number } = {},
+) {
   const db = await testPool({ max: 4 }, 2)
   @Module({
-    imports: [ScheduleModule.forRoot(), PgCronLeaseModule.forRoot({ db, table, holder })],
+    imports: [ScheduleModule.forRoot(), PgCronLeaseModule.forRoot({ db, table, holder, ...options })],
     providers: [...providers, { provide: PG_POOL, useValue: db }],
   })
   class AppModule {}
@@ -250,6 +255,51 @@ describe('shutdown waits for the tick in flight, then the pool ends cleanly', ()
     const { rows } = await pool.query(`SELECT last_outcome FROM "${table}" WHERE job_name = 'nest:slow'`)
     assert.equal(rows[0].last_outcome, 'ok')
     assert.equal((await pool.query(`SELECT count(*)::int AS n FROM "${runs}"`)).rows[0].n, 1)
+  })
+})
+
+describe('shutdown past shutdownTimeoutMs aborts the tick, as drainLeases does, and the pool still ends', () => {
+  let signal: AbortSignal | undefined
+  let started: () => void = () => {}
+
+  @Injectable()
+  class Stuck {
+    constructor(@Inject(PG_POOL) private readonly db: pg.Pool) {}
+
+    // The fence pattern: a pool client held in a transaction until the tick is told to stop.
+    @Interval('nest:stuck', 200)
+    @Leased({ leaseMs: 60_000 })
+    async tick(ctx: LeaseContext) {
+      signal = ctx.signal
+      const client = await this.db.connect()
+      try {
+        await client.query('BEGIN')
+        await ctx.fence(client)
+        started()
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve))
+        await client.query('ROLLBACK')
+      } finally {
+        client.release()
+      }
+    }
+  }
+
+  test('app.close() aborts ctx.signal at shutdownTimeoutMs; the run is recorded as an error; pool.end() resolves', {
+    timeout: 30_000,
+  }, async () => {
+    const table = await freshTable(pool, 'nest')
+    const tickStarted = new Promise<void>((resolve) => {
+      started = resolve
+    })
+    const { app, db } = await startApp([Stuck], table, 'stuck', { shutdownTimeoutMs: 500 })
+    await tickStarted
+    await app.close()
+    assert.equal(signal?.aborted, true, 'the tick was told')
+    assert.match((signal.reason as Error).message, /shutting down: .*'nest:stuck'.*shutdownTimeoutMs \(500 ms\)/)
+    await db.end()
+    const { rows } = await pool.query(`SELECT last_outcome, last_error FROM "${table}" WHERE job_name = 'nest:stuck'`)
+    assert.equal(rows[0].last_outcome, 'error')
+    assert.match(rows[0].last_error, /the process is shutting down/)
   })
 })
 
