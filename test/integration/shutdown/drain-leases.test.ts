@@ -18,6 +18,7 @@ import {
   leaseCoordinator,
   leasedTick,
   listLeases,
+  listRuns,
   type Queryable,
   withCronLease,
 } from '../../../src/index.ts'
@@ -191,6 +192,12 @@ describe('drainLeases: no claim from the call on; waits for the runs in flight; 
       const row = await rowOf(jobName)
       assert.equal(row?.lastOutcome, 'error', jobName)
       assert.match(row?.lastError ?? '', SHUTTING_DOWN, jobName)
+      // The run history has the run once, an error that says so.
+      const runs = await listRuns(pool, { table, jobName })
+      assert.equal(runs.length, 1, jobName)
+      assert.equal(runs[0]!.outcome, 'error', jobName)
+      assert.match(runs[0]!.error ?? '', SHUTTING_DOWN, jobName)
+      assert.notEqual(runs[0]!.finishedAt, null, jobName)
     }
   })
 
