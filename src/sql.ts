@@ -55,6 +55,21 @@ function every(parameter: string): string {
   return `nullif(coalesce(${parameter}::float8, lease.every_ms), 0)`
 }
 
+// A pause is planned, not a failure: the occurrences that fell due before it ended were skipped, not
+// missed. Once it ends (a resume keeps the end in paused_until, as a lapse does), the job is due at
+// its first occurrence at or after the end, or at the end itself with no interval, until a claim
+// stores a later due time. An open-ended pause moves nothing while it holds: its end is unknown.
+function pauseShift(due: string, interval: string): string {
+  const gap = `lease.paused_until - ${due}`
+  return `CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
+    THEN coalesce(ceil(extract(epoch FROM ${gap}) * 1000 / ${interval}) * ${interval} * interval '1 millisecond', ${gap})
+    ELSE interval '0' END`
+}
+
+function dueAfterPause(due: string, interval: string): string {
+  return `(${due} + ${pauseShift(due, interval)})`
+}
+
 // A dollar-quote tag the body (table names may contain `$`) cannot close early.
 function dollarQuoted(body: string, base: string): string {
   let tag = `$${base}$`
@@ -125,10 +140,13 @@ function doBlock(body: string): string {
 export function catchUpSql(table: string): string {
   const t = quoteTable(table)
   const ms = (expression: string) => `${expression} * interval '1 millisecond'`
-  const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every('$7')}), 0)`
+  // A pause's slots are skipped, not made up: the window starts at the due time after it.
+  const shift = pauseShift('lease.next_due_at', every('$7'))
+  const due = `(lease.next_due_at + ${shift})`
+  const skipped = `coalesce(floor(extract(epoch FROM clock.at - ${due}) * 1000 / ${every('$7')}), 0)`
   const steps = `coalesce(${ms(`${skipped} * ${every('$7')}`)}, interval '0')`
-  const dueAt = `(lease.next_due_at + ${steps})`
-  const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${steps})`
+  const dueAt = `(${due} + ${steps})`
+  const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${shift} + ${steps})`
   return `UPDATE ${t} AS lease
 SET lease_until = clock.at + ${ms('$2::integer')},
   holder = $3::text,
@@ -140,7 +158,7 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
-  AND CASE WHEN lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
+  AND CASE WHEN ${due} <= clock.at AND lease.claimed_at < lease.next_due_at
       AND lease.lease_until <= clock.at
       AND extract(epoch FROM clock.at - ${dueAt}) * 1000 <= $4::float8
       AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
@@ -193,7 +211,8 @@ export function claimSql(table: string, shape: Shape): string {
   if (shape === 'current') {
     // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
     // the even neighbour), so half an interval of latency or offset never adds one.
-    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - lease.next_due_at) * 1000 / ${every('$8')} + 0.5))::bigint`
+    // Counted from the due time after any pause, whose slots were skipped, not missed.
+    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - ${dueAfterPause('lease.next_due_at', every('$8'))}) * 1000 / ${every('$8')} + 0.5))::bigint`
     // $4 the occurrence (NULL: the lease alone), $5 how far ahead of the database clock it may lie,
     // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval.
     return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
@@ -282,8 +301,17 @@ export function listLeasesSql(table: string, shape: Shape): string {
   // Materialized, as a subquery could be rescanned; the space in its name keeps any table from shadowing it.
   const at = '"db clock".at'
   const column = (name: string, type: string) => (shape === 'current' ? `lease.${name}` : `NULL::${type}`)
-  const nextDue = column('next_due_at', 'timestamptz')
   const pausedUntil = column('paused_until', 'timestamptz')
+  const every = 'nullif(lease.every_ms, 0)'
+  // With no due time stored (a scheduler that never named one), the last claim plus the interval.
+  const base = `coalesce(lease.next_due_at, lease.claimed_at + ${every} * interval '1 millisecond')`
+  const current = shape === 'current'
+  const nextDue = current ? dueAfterPause('lease.next_due_at', every) : 'NULL::timestamptz'
+  const dueAt = current ? dueAfterPause(base, every) : 'NULL::timestamptz'
+  // The end of a pause that has passed, while it still sets the due time.
+  const resumedAt = current
+    ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > ${base} THEN ${isoText('lease.paused_until')} END`
+    : 'NULL::text'
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT lease.job_name,
   lease.holder,
@@ -294,7 +322,6 @@ SELECT lease.job_name,
     WHEN lease.lease_until > ${at} THEN ceil(extract(epoch FROM lease.lease_until - ${at}) * 1000)::float8
     ELSE 0::float8 END AS remaining_ms,
   ${isoText(at)} AS checked_at,
-  (extract(epoch FROM ${at} - lease.claimed_at) * 1000)::float8 AS since_claim_ms,
   ${column('last_outcome', 'text')} AS last_outcome,
   ${isoText(column('last_finished_at', 'timestamptz'))} AS last_finished_at,
   ${column('last_duration_ms', 'float8')} AS last_duration_ms,
@@ -302,17 +329,22 @@ SELECT lease.job_name,
   ${isoText(column('last_success_at', 'timestamptz'))} AS last_success_at,
   ${column('every_ms', 'float8')} AS every_ms,
   ${isoTextOrInfinity(pausedUntil)} AS paused_until,
-  ${shape === 'current' ? pauseHolds('lease', at) : 'false'} AS paused,
+  ${current ? pauseHolds('lease', at) : 'false'} AS paused,
+  ${resumedAt} AS resumed_at,
   ${isoText(column('last_occurrence', 'timestamptz'))} AS last_occurrence,
   ${isoText(nextDue)} AS next_due_at,
-  (extract(epoch FROM ${at} - ${nextDue}) * 1000)::float8 AS since_due_ms,
+  (extract(epoch FROM ${at} - ${dueAt}) * 1000)::float8 AS since_due_ms,
   coalesce(${column('missed_occurrences', 'bigint')}, 0)::float8 AS missed
 FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
 ORDER BY lease.job_name COLLATE "C"`
 }
 
 function adminReturning(shape: Shape): string {
-  const pausedUntil = shape === 'current' ? isoTextOrInfinity('lease.paused_until') : 'NULL::text'
+  // A pause that has ended is kept only for the due time (see resumeSql): the job is not paused.
+  const pausedUntil =
+    shape === 'current'
+      ? `CASE WHEN lease.paused_until > clock.at THEN ${isoTextOrInfinity('lease.paused_until')} END`
+      : 'NULL::text'
   return `RETURNING lease.job_name,
     ${isoTextOrInfinity('lease.lease_until')} AS lease_until,
     ${pausedUntil} AS paused_until,
@@ -358,13 +390,17 @@ SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS
 FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
 }
 
-/** Ends a job's pause; a claim's own lease (claim_until) runs to its end. Current shape only. */
+/**
+ * Ends a job's pause; a claim's own lease (claim_until) runs to its end. The end stays in
+ * paused_until, as a pause that lapses leaves it, so the slots it covered are not counted as
+ * missed (see dueAfterPause). Current shape only.
+ */
 export function resumeSql(table: string): string {
   return `WITH ${lockedClock(table)},
 before AS MATERIALIZED (SELECT ${pauseHolds('lease')} AS was_paused FROM locked AS lease, clock),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
-  SET paused_until = NULL,
+  SET paused_until = CASE WHEN lease.paused_until > clock.at THEN clock.at ELSE lease.paused_until END,
     lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, GREATEST(${claimEnd('lease')}, clock.at))
       ELSE lease.lease_until END
   FROM clock
