@@ -29,6 +29,9 @@ const row = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRo
 
 const instant = (value: unknown, name: string): number | null => (value == null ? null : parseInstant(value, name))
 
+/** How long pauseJob, resumeJob and releaseLease wait for the job's row lock by default, in ms. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 5000
+
 /** The table; its key order is the order checks run and errors are found in. */
 export const OPTIONS = {
   holder: row(CLAIMING, checkHolder),
@@ -74,6 +77,10 @@ export const OPTIONS = {
   // Checked by pauseJob itself: until and forMs exclude each other.
   until: row(['pauseJob'], (value): unknown => value),
   forMs: row(['pauseJob'], (value): unknown => value),
+  // Bounded by default: a crashed holder's open transaction would otherwise hold an admin call for ever.
+  lockTimeoutMs: row(['pauseJob', 'resumeJob', 'releaseLease'], (value, name) =>
+    value === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkMs(value, name),
+  ),
 } as const satisfies Record<string, OptionRow<unknown>>
 
 export type OptionName = keyof typeof OPTIONS

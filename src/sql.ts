@@ -358,17 +358,25 @@ function claimEnd(alias: string): string {
 }
 
 // The clock is read after the row lock, or a committing claim would be judged by an instant before it.
-function lockedClock(table: string, gate = 'true'): string {
-  return `locked AS MATERIALIZED (SELECT lease.* FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text AND ${gate} FOR UPDATE),
+// The lock waits at most `wait` ms: a crashed holder's open transaction (an idle fence) holds it
+// for ever. set_config(…, true) lasts to the end of the transaction, so the statement puts the
+// caller's setting back once it has the lock (restoreLockTimeout); a 55P03 rolls it back.
+function lockedClock(table: string, wait: string, gate = 'true'): string {
+  return `was AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
+waiting AS MATERIALIZED (SELECT set_config('lock_timeout', (${wait}::integer)::text, true) FROM was),
+locked AS MATERIALIZED (SELECT lease.* FROM ${quoteTable(table)} AS lease
+  WHERE lease.job_name = $1::text AND ${gate} AND EXISTS (SELECT FROM waiting) FOR UPDATE),
 clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM locked) AS after_lock)`
 }
 
-/** Pauses a job; a running tick's renews then fail. Current shape only. */
+const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM was), true) AS lock_timeout`
+
+/** Pauses a job; a running tick's renews then fail; `$4` the longest wait for the row lock, in ms. Current shape only. */
 export function pauseSql(table: string): string {
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
   const future = `($3::text IS NULL OR ${fromIsoText('$3')} > clock_timestamp())`
   // A pause ending after the last instant `new Date()` reads as ISO text is open-ended.
-  return `WITH ${lockedClock(table, future)},
+  return `WITH ${lockedClock(table, '$4', future)},
 pause AS MATERIALIZED (
   SELECT CASE
     WHEN $2::float8 IS NOT NULL THEN
@@ -386,17 +394,17 @@ changed AS (
   FROM clock, pause
   WHERE lease.job_name = $1::text AND pause.until > clock.at
   ${adminReturning('current')})
-SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS clock_at
+SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS clock_at, ${restoreLockTimeout}
 FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
 }
 
 /**
  * Ends a job's pause; a claim's own lease (claim_until) runs to its end. The end stays in
  * paused_until, as a pause that lapses leaves it, so the slots it covered are not counted as
- * missed (see dueAfterPause). Current shape only.
+ * missed (see dueAfterPause). `$2` the longest wait for the row lock, in ms. Current shape only.
  */
 export function resumeSql(table: string): string {
-  return `WITH ${lockedClock(table)},
+  return `WITH ${lockedClock(table, '$2')},
 before AS MATERIALIZED (SELECT ${pauseHolds('lease')} AS was_paused FROM locked AS lease, clock),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
@@ -406,11 +414,11 @@ changed AS (
   FROM clock
   WHERE lease.job_name = $1::text
   ${adminReturning('current')})
-SELECT changed.*, coalesce(before.was_paused, false) AS was_paused
+SELECT changed.*, coalesce(before.was_paused, false) AS was_paused, ${restoreLockTimeout}
 FROM clock LEFT JOIN changed ON true LEFT JOIN before ON true`
 }
 
-/** Ends a job's current lease now; a pause is not lifted, and claim_until ends too. */
+/** Ends a job's current lease now; a pause is not lifted, and claim_until ends too; `$2` as resumeSql's. */
 export function releaseSql(table: string, shape: Shape): string {
   const set =
     shape === 'current'
@@ -418,12 +426,36 @@ export function releaseSql(table: string, shape: Shape): string {
   ELSE LEAST(lease.lease_until, clock.at) END,
   claim_until = LEAST(lease.claim_until, clock.at)`
       : 'lease_until = LEAST(lease.lease_until, clock.at)'
-  return `WITH ${lockedClock(table)}
-UPDATE ${quoteTable(table)} AS lease
-SET ${set}
-FROM clock
-WHERE lease.job_name = $1::text
-${adminReturning(shape).replace(/^ {2}/gm, '')}`
+  return `WITH ${lockedClock(table, '$2')},
+changed AS (
+  UPDATE ${quoteTable(table)} AS lease
+  SET ${set}
+  FROM clock
+  WHERE lease.job_name = $1::text
+  ${adminReturning(shape)})
+SELECT changed.*, ${restoreLockTimeout}
+FROM clock LEFT JOIN changed ON true`
+}
+
+/**
+ * Who holds a job's row lock, read after an admin statement's wait ran out (pg_locks lists no row
+ * locks): the transaction whose xid is the row's xmax; else, as a locker under a savepoint (a
+ * fence) leaves its subtransaction's xid there, every open transaction as old as that xid holding
+ * a lock on the table. Several lockers share a multixact, which is not resolved.
+ */
+export function rowLockHoldersSql(table: string): string {
+  const t = quoteTable(table)
+  return `WITH lease AS MATERIALIZED (SELECT lease.xmax FROM ${t} AS lease WHERE lease.job_name = $1::text),
+other AS MATERIALIZED (SELECT activity.pid, activity.application_name, activity.backend_xid
+  FROM pg_stat_activity AS activity WHERE activity.pid <> pg_backend_pid() AND activity.backend_xid IS NOT NULL),
+exact AS MATERIALIZED (SELECT other.pid, other.application_name FROM other, lease WHERE other.backend_xid = lease.xmax)
+SELECT pid, application_name FROM exact
+UNION
+SELECT other.pid, other.application_name FROM other, lease
+WHERE NOT EXISTS (SELECT FROM exact) AND age(other.backend_xid) >= age(lease.xmax)
+  AND EXISTS (SELECT FROM pg_locks AS held WHERE held.pid = other.pid AND held.locktype = 'relation'
+    AND held.relation = '${t}'::regclass)
+ORDER BY pid`
 }
 
 /** The table's shape and the database clock, read-only and lockless (safe in a transaction). */
