@@ -41,13 +41,7 @@ export const OPTIONS = {
   prepare: row(CLAIMING, checkFlag),
   record: row(CLAIMING, checkFlag),
   everyMs: row(RUNS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
-  clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
-    if (value == null) return undefined
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_LEASE_MS) {
-      fail(name, `a whole number of milliseconds from 0 to ${MAX_LEASE_MS}`, value)
-    }
-    return value
-  }),
+  clockToleranceMs: row(CLAIMS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_LEASE_MS, 0))),
   catchUp: row(['leasedTick', 'leaseCoordinator'], (value, name): CatchUpWindow | undefined => {
     if (value === undefined) return undefined
     if (value === null) fail(name, 'an object such as { withinMs: 3_600_000 }', value)
