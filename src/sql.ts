@@ -272,6 +272,17 @@ WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until 
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
+/** Why a renew matched no row, read only then: whose claim the row holds, and whether a pause or a lease holds it. */
+export function lostLeaseSql(table: string, shape: Shape): string {
+  const current = shape === 'current'
+  return `SELECT lease.claimed_at = ${fromIsoText('$2')} AS same_claim,
+  ${current ? pauseHolds('lease', 'clock_timestamp()') : 'false'} AS paused,
+  ${current ? isoTextOrInfinity('lease.paused_until') : 'NULL::text'} AS paused_until,
+  lease.lease_until > clock_timestamp() AS held
+FROM ${quoteTable(table)} AS lease
+WHERE lease.job_name = $1::text`
+}
+
 /** The fence: `FOR KEY SHARE` blocks only a claim's `FOR UPDATE`, not renews or beats; no row: it was replaced. */
 export function fenceSql(table: string): string {
   return `SELECT true AS fenced FROM ${quoteTable(table)} AS lease
