@@ -50,7 +50,9 @@ export interface JobState {
 
 /**
  * Pauses a job on every replica: the pause holds its lease until it ends. A running tick is not
- * stopped, but its next renew fails; its own lease is kept. `false` when the job has no row.
+ * stopped, but its next renew fails; its own lease is kept. The occurrences that fall due while
+ * paused are skipped, neither overdue nor missed; those already missed are counted now. `false`
+ * when the job has no row.
  * Needs the current shape (`pg-cron-lease migrate`).
  *
  * @example

@@ -382,8 +382,14 @@ clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM
 
 const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM was), true) AS lock_timeout`
 
-/** Pauses a job; a running tick's renews then fail; `$4` the longest wait for the row lock, in ms. Current shape only. */
+/**
+ * Pauses a job; a running tick's renews then fail; `$4` the longest wait for the row lock, in ms.
+ * A new pause first settles what was missed before it began (settle): the occurrences already due
+ * and unclaimed are counted as missed now, and the job is next due at its first occurrence after
+ * now, so that only those falling due while it is paused are skipped. Current shape only.
+ */
 export function pauseSql(table: string): string {
+  const every = 'nullif(lease.every_ms, 0)'
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
   const future = `($3::text IS NULL OR ${fromIsoText('$3')} > clock_timestamp())`
   // A pause ending after the last instant `new Date()` reads as ISO text is open-ended.
@@ -397,12 +403,24 @@ pause AS MATERIALIZED (
     WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
     ELSE 'infinity'::timestamptz END AS until
   FROM clock),
+settle AS MATERIALIZED (
+  SELECT due.missed, due.at + due.steps - lease.next_due_at AS shift
+  FROM locked AS lease CROSS JOIN clock CROSS JOIN LATERAL (
+    SELECT at, coalesce(floor(extract(epoch FROM clock.at - at) * 1000 / ${every}) + 1, 1)::bigint AS missed,
+      coalesce((floor(extract(epoch FROM clock.at - at) * 1000 / ${every}) + 1) * ${every} * interval '1 millisecond',
+        clock.at - at) AS steps
+    FROM (SELECT ${dueAfterPause('lease.next_due_at', every)} AS at) AS due) AS due
+  WHERE NOT ${pauseHolds('lease')} AND due.at <= clock.at),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
   SET claim_until = ${claimEnd('lease')},
     lease_until = GREATEST(${claimEnd('lease')}, pause.until),
-    paused_until = pause.until
-  FROM clock, pause
+    paused_until = pause.until,
+    next_due_at = lease.next_due_at + coalesce(settle.shift, interval '0'),
+    next_occurrence = lease.next_occurrence + coalesce(settle.shift, interval '0'),
+    missed_occurrences = CASE WHEN settle.missed IS NULL THEN lease.missed_occurrences
+      ELSE coalesce(lease.missed_occurrences, 0) + settle.missed END
+  FROM clock CROSS JOIN pause LEFT JOIN settle ON true
   WHERE lease.job_name = $1::text AND pause.until > clock.at
   ${adminReturning('current')})
 SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS clock_at, ${restoreLockTimeout}

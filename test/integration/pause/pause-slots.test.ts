@@ -176,3 +176,40 @@ describe('a pause, seen while it holds and with no interval known', () => {
     assert.equal(outcome.ran, false, '09:00 and 10:00 were skipped by the pause, not missed')
   })
 })
+
+describe('what a pause does not forgive', () => {
+  test('occurrences already missed when a pause begins are counted then: paused at 09:30, the 09:00 is missed, the 10:00 is not', async () => {
+    const job = nextJob()
+    await claimHour(job)
+    await elapse(job, 90 * MIN)
+    assert.equal((await leaseOf(job)).missed, 0, 'not counted yet: nobody has claimed since')
+    await pauseJob(pool, job, { table, forMs: 50 * MIN })
+    const paused = await leaseOf(job)
+    assert.equal(paused.missed, 1, 'the pause counts 09:00, which fell due before it')
+    await elapse(job, 90 * MIN)
+    const after = await leaseOf(job)
+    assert.equal(after.overdue, false, 'at 11:00, 10:00 fell due while paused')
+    assert.deepEqual(await claimHour(job), { ran: true, missed: 0 })
+    assert.equal((await leaseOf(job)).missed, 1, 'the 09:00, and only it')
+  })
+
+  test('a second pause counts the occurrences between the two: paused to 10:20, then again at 12:30, 11:00 and 12:00 are missed', async () => {
+    const job = await pausedUntil1020('for')
+    await elapse(job, 130 * MIN)
+    await pauseJob(pool, job, { table, forMs: 60 * MIN })
+    assert.equal((await leaseOf(job)).missed, 2)
+    await elapse(job, 90 * MIN)
+    assert.deepEqual(await claimHour(job), { ran: true, missed: 0 }, 'at 14:00, 13:00 fell due while paused')
+    assert.equal((await leaseOf(job)).missed, 2)
+  })
+
+  test('a pause that replaces a pause in force counts nothing', async () => {
+    const job = nextJob()
+    await claimHour(job)
+    await elapse(job, 30 * MIN)
+    await pauseJob(pool, job, { table, forMs: 110 * MIN })
+    await elapse(job, 60 * MIN)
+    await pauseJob(pool, job, { table, forMs: 50 * MIN })
+    assert.equal((await leaseOf(job)).missed, 0, '09:00 fell due while the first pause held')
+  })
+})
