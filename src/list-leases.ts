@@ -54,7 +54,7 @@ export interface LeaseInfo {
    * occurrence at or after the pause's end (the end itself with no interval known).
    */
   nextDueAt: string | null
-  /** The occurrences that fell due unclaimed, counted so far by the claims after them (0 if none, or unknown). */
+  /** The occurrences that fell due unclaimed, counted so far by the claims (or a pause) after them (0 if none, or unknown). */
   missed: number
   /** A pause (`pauseJob`, `pg-cron-lease pause`) holds the job at `checkedAt`: nobody can claim it. */
   paused: boolean
