@@ -112,6 +112,8 @@ for (const how of ['for', 'resume'] as const) {
       const lease = await leaseOf(job)
       assert.equal(lease.missed, 0)
       assert.equal(lease.resumedAt, null, 'the claim stored a due time after the pause')
+      const metrics = await cli('status', '--format', 'prometheus')
+      assert.match(metrics.stdout, new RegExp(`^pg_cron_lease_missed_occurrences_total\\{job_name="${job}"\\} 0$`, 'm'))
     })
 
     test('occurrences after the end that nobody claims are still missed: the 13:00 winner counts 11:00 and 12:00', async () => {
