@@ -2,6 +2,7 @@
 import { publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
+import { whyLost } from './lost-lease.js'
 import { runStatement, transactionStatus, underSavepoint } from './query.js'
 import { readResult } from './result.js'
 import { fenceSql } from './sql.js'
@@ -118,7 +119,7 @@ export function openContext(
     const result = await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare)
     const { matched: renewed } = readResult(result, jobName, 'renewed')
     publishRenew(() => ({ jobName, holder, renewed, ms }))
-    if (!renewed) lose('it expired or another claim replaced it')
+    if (!renewed) lose(await whyLost(ticket, monotonicMs() < expiresAt))
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
     return renewed
   }

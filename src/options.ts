@@ -39,6 +39,9 @@ const row = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRo
 
 const instant = (value: unknown, name: string): number | null => (value == null ? null : parseInstant(value, name))
 
+/** How long pauseJob, resumeJob and releaseLease wait for the job's row lock by default, in ms. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 5000
+
 /** The table; its key order is the order checks run and errors are found in. */
 export const OPTIONS = {
   holder: row(CLAIMING, checkHolder),
@@ -49,13 +52,7 @@ export const OPTIONS = {
   record: row(CLAIMING, checkFlag),
   history: row(CLAIMING, checkHistory),
   everyMs: row(RUNS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
-  clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
-    if (value == null) return undefined
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_LEASE_MS) {
-      fail(name, `a whole number of milliseconds from 0 to ${MAX_LEASE_MS}`, value)
-    }
-    return value
-  }),
+  clockToleranceMs: row(CLAIMS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_LEASE_MS, 0))),
   catchUp: row(['leasedTick', 'leaseCoordinator'], (value, name): CatchUpWindow | undefined => {
     if (value === undefined) return undefined
     if (value === null) fail(name, 'an object such as { withinMs: 3_600_000 }', value)
@@ -104,6 +101,10 @@ export const OPTIONS = {
     if (value == null) return 10_000
     return value === 0 ? 0 : checkMs(value, name, Number.MAX_SAFE_INTEGER)
   }),
+  // Bounded by default: a crashed holder's open transaction would otherwise hold an admin call for ever.
+  lockTimeoutMs: row(['pauseJob', 'resumeJob', 'releaseLease'], (value, name) =>
+    value === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkMs(value, name),
+  ),
 } as const satisfies Record<string, OptionRow<unknown>>
 
 export type OptionName = keyof typeof OPTIONS

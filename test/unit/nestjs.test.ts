@@ -38,9 +38,10 @@ async function start(...providers: (new () => object)[]) {
 
 describe('@Leased() checks its options when the class is defined', () => {
   for (const [options, pattern] of [
-    [{ leaseMs: 0 }, /leaseMs must be a whole number of ms from 1 to 2147483647, got 0/],
-    [{ leaseMs: 1.5 }, /leaseMs must be a whole number/],
-    [{ leaseMs: '800' }, /leaseMs must be a whole number of ms .*, got '800'/],
+    [{ leaseMs: 0 }, /leaseMs must be a number of ms from 1 to 2147483647 after rounding to whole ms, got 0/],
+    [{ leaseMs: 0.4 }, /leaseMs must be a number of ms from 1 to 2147483647 after rounding/],
+    [{ leaseMs: 2147483647.5 }, /leaseMs must be a number of ms from 1 to 2147483647 after rounding/],
+    [{ leaseMs: '800' }, /leaseMs must be a number of ms .*, got '800'/],
     [{ catchUp: { withinMs: -1 } }, /catchUp must be \{ withinMs \} with a positive number of ms/],
     [{ catchUp: 60_000 }, /catchUp must be \{ withinMs \}/],
     [{ leasMs: 800 }, /@Leased\(\) has no option "leasMs" \(it takes leaseMs, catchUp\)/],
