@@ -5,14 +5,23 @@
 import os from 'node:os'
 import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
-import type { KeepAlive, LeaseLogger } from './types.js'
-import { checkFunction, checkMs, checkOptions, checkOverdueFactor, checkTable, fail, readOrFail } from './validate.js'
+import type { KeepAlive, LeaseLogger, Queryable } from './types.js'
+import {
+  checkCount,
+  checkFunction,
+  checkMs,
+  checkOptions,
+  checkOverdueFactor,
+  checkTable,
+  fail,
+  readOrFail,
+} from './validate.js'
 
 const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const CLAIMING = [...CLAIMS, 'catchUp'] as const
-const ALL = [...CLAIMING, 'listLeases', 'pauseJob', 'resumeJob', 'releaseLease'] as const
+const ALL = [...CLAIMING, 'listLeases', 'pauseJob', 'resumeJob', 'releaseLease', 'runDoctor'] as const
 
 /** The public functions that take an option bag. */
 export type EntryPoint = (typeof ALL)[number]
@@ -38,7 +47,7 @@ export const OPTIONS = {
   prepare: row(CLAIMING, checkFlag),
   record: row(CLAIMING, checkFlag),
   everyMs: row(RUNS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
-  clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
+  clockToleranceMs: row([...CLAIMS, 'runDoctor'], (value, name): number | undefined => {
     if (value == null) return undefined
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_LEASE_MS) {
       fail(name, `a whole number of milliseconds from 0 to ${MAX_LEASE_MS}`, value)
@@ -74,7 +83,26 @@ export const OPTIONS = {
   // Checked by pauseJob itself: until and forMs exclude each other.
   until: row(['pauseJob'], (value): unknown => value),
   forMs: row(['pauseJob'], (value): unknown => value),
+  // runDoctor's race: false skips it (a role that may not write); else how many connections race.
+  race: row(['runDoctor'], (value, name): number | false =>
+    value === false ? false : value === undefined ? DOCTOR_RACE : checkCount(value, name, 2, 100),
+  ),
+  rounds: row(['runDoctor'], (value, name) => (value === undefined ? DOCTOR_ROUNDS : checkCount(value, name, 1, 1000))),
+  connect: row(['runDoctor'], (value, name) =>
+    value === undefined ? undefined : checkFunction<() => Promise<Queryable>>(value, name),
+  ),
+  signal: row(['runDoctor'], (value, name): AbortSignal | undefined => {
+    if (value !== undefined && !(value instanceof AbortSignal)) fail(name, 'an AbortSignal', value)
+    return value as AbortSignal | undefined
+  }),
+  onProgress: row(['runDoctor'], (value, name) =>
+    value === undefined ? undefined : checkFunction<(message: string) => void>(value, name),
+  ),
 } as const satisfies Record<string, OptionRow<unknown>>
+
+/** How many connections runDoctor's race opens, and how many rounds they race, unless told. */
+export const DOCTOR_RACE = 10
+export const DOCTOR_ROUNDS = 20
 
 export type OptionName = keyof typeof OPTIONS
 

@@ -8,7 +8,7 @@ import type { Queryable, QueryResultLike } from './types.js'
 const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])
 
 // Only `pg` handles take `query({ name, text, values })`.
-function isPg(db: object): boolean {
+export function isPg(db: object): boolean {
   const d = db as { connectionParameters?: unknown; Client?: unknown; options?: unknown }
   const client = typeof d.connectionParameters === 'object' && d.connectionParameters !== null
   const pool = typeof d.Client === 'function' && typeof d.options === 'object' && 'totalCount' in d

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
+import { DOCTOR_RACE, DOCTOR_ROUNDS, OPTIONS as LIBRARY_OPTIONS } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
@@ -49,6 +50,9 @@ export const OPTIONS = {
     arg: '<iso>',
     help: 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
   },
+  race: { type: 'string', arg: '<n>', help: `How many connections race (default ${DOCTOR_RACE}, 2 to 100)` },
+  rounds: { type: 'string', arg: '<n>', help: `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)` },
+  'no-race': { type: 'boolean', help: 'Skip the race, for a role that may not write' },
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
@@ -68,6 +72,9 @@ export interface Values {
   job?: string
   forMs?: number
   until?: string
+  /** doctor's race: how many connections, or false for --no-race; left out for the default. */
+  race?: number | false
+  rounds?: number
 }
 
 export interface Accepts {
@@ -83,6 +90,8 @@ export interface Target {
 
 export interface Context {
   out(text: string): void
+  /** What a command is doing, to stderr, so stdout stays parseable. */
+  note(text: string): void
   paint: Paint
   /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
@@ -124,7 +133,11 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
-type Given = Partial<Record<Exclude<OptionName, 'json' | 'job'>, string>> & { json?: boolean; job?: string[] }
+type Given = Partial<Record<Exclude<OptionName, 'json' | 'job' | 'no-race'>, string>> & {
+  json?: boolean
+  'no-race'?: boolean
+  job?: string[]
+}
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */
 export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
@@ -163,6 +176,15 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   if (forText !== undefined && until !== undefined) {
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
+  if (values['no-race'] && (values.race !== undefined || values.rounds !== undefined)) {
+    throw misuse(
+      `--no-race cannot go with --${values.race !== undefined ? 'race' : 'rounds'}: there is no race to size`,
+      name,
+    )
+  }
+  if (values['no-race']) result.race = false
+  if (values.race !== undefined) result.race = count(values.race, '--race', 'race')
+  if (values.rounds !== undefined) result.rounds = count(values.rounds, '--rounds', 'rounds')
   if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
   if (until !== undefined) result.until = valid(() => parseUntil(until, '--until'))
   return result
@@ -203,6 +225,12 @@ function format(text: string | undefined, json: boolean): Format {
     throw usage(`--json is --format json, so it cannot go with --format ${text}`)
   }
   return json ? 'json' : (text ?? 'text')
+}
+
+// Digits only, then the library's own check: Number() would also take '', ' 2', '0x10' and '1e3'.
+function count(text: string, flagName: string, option: 'race' | 'rounds'): number {
+  const value = /^\d+$/.test(text) ? Number(text) : text
+  return valid(() => LIBRARY_OPTIONS[option].check(value, flagName, { leaseMs: 0 }) as number)
 }
 
 function overdueFactor(text: string | undefined): number {

@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
 import { type Connect, connectionTarget, withClient } from './connect.js'
+import { doctor } from './doctor.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { painter } from './human.js'
 import { pause, release, resume } from './job-actions.js'
@@ -22,7 +23,16 @@ export interface CliIo {
 }
 
 /** Every command, in the order the main help lists them. */
-export const COMMANDS: Readonly<Record<string, Command>> = { sql, migrate, status, check, pause, resume, release }
+export const COMMANDS: Readonly<Record<string, Command>> = {
+  sql,
+  migrate,
+  status,
+  check,
+  doctor,
+  pause,
+  resume,
+  release,
+}
 
 const NAMES = Object.keys(COMMANDS)
 
@@ -46,6 +56,7 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
     const values = parseOptions(name, command, rest)
     return await command.run(values, {
       out: print,
+      note: (text) => io.stderr.write(text),
       paint: painter(io.stdout, io.env),
       connect(work) {
         const target = connectionTarget(values.url, io.env)
@@ -94,7 +105,7 @@ function mainHelp(): string {
       ['-v, --version', 'Print the version'],
     ]),
     '',
-    'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job.',
+    'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job, or doctor a failure.',
     'An option may be given once; only --job repeats. NO_COLOR turns colours off.',
     '',
   ].join('\n')
