@@ -311,7 +311,8 @@ async function clockCheck(db: Queryable, toleranceMs: number): Promise<Verdict> 
 export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: number): Verdict {
   const doubt = Math.ceil(roundTripMs / 2) + 1
   const way = offsetMs > 0 ? 'ahead of' : 'behind'
-  const summary = `this host's clock is ${Math.abs(offsetMs)} ms ${way} the database's (± ${doubt} ms)`
+  const off = offsetMs === 0 ? 'reads the same as' : `is ${Math.abs(offsetMs)} ms ${way}`
+  const summary = `this host's clock ${off} the database's (± ${doubt} ms)`
   const detail = `offset ${offsetMs} ms over the shortest of ${CLOCK_SAMPLES} round trips (${roundTripMs} ms); tolerance ${toleranceMs} ms`
   if (Math.abs(offsetMs) - doubt <= toleranceMs) return pass(summary, detail)
   const affects =
@@ -375,8 +376,13 @@ export function judgePooler(pids: number[], shared: number[], markLost: boolean,
   if (pids.length === 1 && shared.length === 0 && !markLost) {
     return pass('no transaction pooling: each connection keeps its own backend and its session state', detail)
   }
+  const signs = [
+    pids.length > 1 && `reached ${pids.length} backends`,
+    shared.length > 0 && 'shared a backend with another connection',
+    markLost && 'lost its session state',
+  ].filter(Boolean)
   return warn(
-    'transaction pooling: consecutive transactions on one connection reach different backends, or lose session state',
+    `transaction pooling: one connection's transactions ${signs.join(', ')}`,
     detail,
     "the library works through it: prepared statements fall back to unnamed ones, and a caller's transaction (a fence) must stay on one backend, so keep it within BEGIN … COMMIT on one client (docs/drivers.md#prepared-statements-and-pgbouncer)",
   )

@@ -105,7 +105,8 @@ function mainHelp(): string {
       ['-v, --version', 'Print the version'],
     ]),
     '',
-    'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job, or doctor a failure.',
+    'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job.',
+    'doctor exits 3 too, when one of its checks fails.',
     'An option may be given once; only --job repeats. NO_COLOR turns colours off.',
     '',
   ].join('\n')
