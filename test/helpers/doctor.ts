@@ -1,0 +1,58 @@
+/**
+ * Running `pg-cron-lease doctor` in-process against a real database, and a lease table as
+ * `migrate` leaves it, for the doctor's tests (test/integration/doctor/).
+ */
+import { main } from '../../src/cli/main.ts'
+import { createTableSql, historyTableOf, quoteTable } from '../../src/index.ts'
+import type { Queryable } from '../../src/types.ts'
+
+export interface DoctorRun {
+  code: number
+  stdout: string
+  stderr: string
+  ms: number
+}
+
+/** `main(['doctor', ...args])` with the real `pg` connection, stdout and stderr captured. */
+export async function doctorCli(args: string[]): Promise<DoctorRun> {
+  const run = { code: -1, stdout: '', stderr: '', ms: 0 }
+  const started = performance.now()
+  run.code = await main(['doctor', ...args], {
+    stdout: { write: (text: string) => (run.stdout += text) },
+    stderr: { write: (text: string) => (run.stderr += text) },
+    env: {},
+  })
+  run.ms = performance.now() - started
+  return run
+}
+
+/** Each check's line of the text output: its mark, id and the rest, by id. */
+export function lines(stdout: string): Map<string, { mark: string; text: string }> {
+  const found = new Map<string, { mark: string; text: string }>()
+  for (const line of stdout.trimEnd().split('\n').slice(0, -1)) {
+    const match = /^([✓!✗]) ([a-z]+): (.+)$/.exec(line)
+    if (match === null) throw new Error(`not a check line: ${JSON.stringify(line)}`)
+    found.set(match[2]!, { mark: match[1]!, text: match[3]! })
+  }
+  return found
+}
+
+/**
+ * A lease table and its history table. Until `migrate` creates the history table, a table of that
+ * name stands in for it (the doctor reads only that it exists, the privileges on it, and its
+ * `job_name`), so a healthy server passes every check.
+ */
+export async function leaseTableWithHistory(db: Queryable, table: string): Promise<string> {
+  await db.query(createTableSql(table), [])
+  await db.query(`CREATE TABLE IF NOT EXISTS ${quoteTable(historyTableOf(table))} (job_name text)`, [])
+  return table
+}
+
+/** The rows of the doctor's own jobs left in `table`. */
+export async function doctorRows(db: Queryable, table: string): Promise<number> {
+  const { rows } = await db.query(
+    `SELECT count(*)::int AS n FROM ${quoteTable(table)} WHERE job_name LIKE 'pg-cron-lease:doctor:%'`,
+    [],
+  )
+  return Number((rows?.[0] as { n?: number } | undefined)?.n)
+}
