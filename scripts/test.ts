@@ -58,10 +58,12 @@ const SECONDS: Record<string, number> = {
   'test/integration/one-winner/fuzz.test.ts': 22,
   'test/tooling/demo.test.ts': 21,
   'test/integration/once-per-occurrence/occurrence-soak.test.ts': 14,
+  'test/integration/doctor/stacks.test.ts': 14,
   'test/integration/lease/keep-alive.test.ts': 14,
   'test/integration/older-table/ddl.test.ts': 14,
   'test/integration/pause/pause-storm.test.ts': 11,
   'test/integration/older-table/occurrence-upgrade.test.ts': 9,
+  'test/integration/doctor/doctor.test.ts': 6,
 }
 const weight = (file: string) => SECONDS[file] ?? 1
 
