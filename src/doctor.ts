@@ -149,7 +149,10 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
     const blocked = raceBlocked(checks, privileges.canDelete, open === null, table)
     if (blocked !== null) add('race', blocked)
     else {
-      const n = options.race
+      // A pool lends no more clients than its max; asking for more would wait forever.
+      const lent =
+        options.connect === undefined ? Number((db as { options?: { max?: unknown } }).options?.max) : Number.NaN
+      const n = lent >= 2 ? Math.min(options.race, lent) : options.race
       say(`racing ${n} connections for ${options.rounds} rounds on a job of the doctor's own`)
       add(
         'race',

@@ -132,6 +132,18 @@ describe('a healthy server: every check passes, exit 0', () => {
       await pool.end()
     }
   })
+
+  test('a Pool of max 4 races with its 4 clients, rather than wait for clients it cannot lend', async () => {
+    const table = await leaseTableWithHistory(admin, fresh('doctor_small_pool'))
+    const pool = await testPool({ max: 4 })
+    try {
+      const race = (await runDoctor(pool, { table, rounds: 5 })).find((c) => c.id === 'race')!
+      assert.equal(race.status, 'pass')
+      assert.match(race.summary, /^5 rounds of 4 connections, exactly one winner each/)
+    } finally {
+      await pool.end()
+    }
+  })
 })
 
 describe('each fault, on a server that has it', () => {
