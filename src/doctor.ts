@@ -24,7 +24,7 @@ import {
 } from './sql.js'
 import { handleState } from './state.js'
 import type { Queryable } from './types.js'
-import { checkQueryable } from './validate.js'
+import { checkQueryable, fail as refuse } from './validate.js'
 
 /** Every check, in the order it runs; the ids are stable (docs/operations.md#doctor). */
 export const DOCTOR_CHECKS = [
@@ -110,6 +110,15 @@ const fail = (summary: string, detail: string, fix: string): Verdict => ({ statu
 export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<DoctorCheck[]> {
   checkQueryable(db)
   const options = compileOptions('runDoctor', opts)
+  // Its statements and the race's claims would run in the caller's transaction, and could abort it.
+  const status = (db as { getTransactionStatus?: () => unknown }).getTransactionStatus?.()
+  if (status === 'T' || status === 'E') {
+    refuse(
+      'db',
+      'a Pool or a client outside a transaction (runDoctor commits claims of its own)',
+      'a client in a transaction',
+    )
+  }
   const { table, signal } = options
   const say = (message: string) => options.onProgress?.(message)
   const history = historyTableOf(table)
@@ -126,8 +135,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   say(`reading the shape of ${table} and of ${history}`)
   const facts = await one(db, tableFactsSql(), tableFactsParams(table))
   const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
-  const tableVerdict = judgeTable(table, history, facts, historyExists)
-  add('table', tableVerdict)
+  add('table', judgeTable(table, history, facts, historyExists))
   const granted = await rows(db, privilegesSql(), [quoteTable(table), quoteTable(history)])
   const privileges = judgePrivileges(table, history, String(server.role), facts.exists === true, granted)
   add('privileges', privileges.verdict)

@@ -133,6 +133,22 @@ describe('a healthy server: every check passes, exit 0', () => {
     }
   })
 
+  test('a client inside a transaction is refused before any statement, and its transaction goes on', async () => {
+    const client = await admin.connect()
+    try {
+      await client.query('BEGIN')
+      await assert.rejects(runDoctor(client), {
+        name: 'TypeError',
+        message: /db must be a Pool or a client outside a transaction/,
+      })
+      assert.equal(client.getTransactionStatus(), 'T')
+      assert.deepEqual((await client.query('SELECT 1 AS one')).rows, [{ one: 1 }])
+    } finally {
+      await client.query('ROLLBACK')
+      client.release()
+    }
+  })
+
   test('a Pool of max 4 races with its 4 clients, rather than wait for clients it cannot lend', async () => {
     const table = await leaseTableWithHistory(admin, fresh('doctor_small_pool'))
     const pool = await testPool({ max: 4 })
