@@ -10,7 +10,6 @@ import { migrateCommand } from './log.js'
 import { compileOptions } from './options.js'
 import { isPg, runStatement } from './query.js'
 import {
-  CURRENT_COLUMN_NAMES,
   databaseClockSql,
   deleteJobSql,
   historyTableOf,
@@ -134,6 +133,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
 
   say(`reading the shape of ${table} and of ${history}`)
   const facts = await one(db, tableFactsSql(), tableFactsParams(table))
+  // `history` in the facts also needs the lease table's column for it; this is the table alone.
   const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
   add('table', judgeTable(table, history, facts, historyExists))
   const granted = await rows(db, privilegesSql(), [quoteTable(table), quoteTable(history)])
@@ -239,7 +239,7 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
     )
   }
   const columns = Number(facts.columns)
-  const detail = `${columns} columns; the current shape has ${4 + CURRENT_COLUMN_NAMES.length}; history table ${history} ${historyExists ? 'present' : 'missing'}`
+  const detail = `${columns} columns, ${facts.current === true ? 'the current shape' : 'an older shape'}; history table ${history} ${historyExists ? 'present' : 'missing'}, ${facts.history === true ? 'in use' : 'not in use'}`
   if (facts.current !== true) {
     const what = columns === 4 ? 'the original 4-column shape' : `${columns} columns, not the current shape`
     return fail(
@@ -248,11 +248,14 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
       `${upgrade} to upgrade it; replicas pick it up within a minute (docs/migrations.md#upgrading-an-older-table)`,
     )
   }
-  if (!historyExists) {
+  if (facts.history !== true) {
+    const what = historyExists
+      ? `lacks the column its history table ${history} needs`
+      : `its history table ${history} is missing`
     return warn(
-      `${table} has the current shape, but its history table ${history} is missing: no run history is kept`,
+      `${table} has the current shape, but ${what}: no run history is kept`,
       detail,
-      `${upgrade} to create it (docs/migrations.md#the-table)`,
+      `${upgrade} to ${historyExists ? 'add it' : 'create it'} (docs/migrations.md#the-table)`,
     )
   }
   return pass(`${table} has the current shape, and its history table ${history} is present`, detail)

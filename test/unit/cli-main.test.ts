@@ -525,7 +525,7 @@ describe('status and check hand --grace to listLeases as overdueGraceMs', () => 
           query: async (text: string) => {
             if (text === tableFactsSql()) {
               facts++
-              return { rows: [{ exists: true, columns: 18, current: true, checked_at: CHECKED }] }
+              return { rows: [{ exists: true, columns: 18, current: true, history: true, checked_at: CHECKED }] }
             }
             run.queries++
             return { rows: [row] }

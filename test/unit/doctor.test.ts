@@ -39,7 +39,7 @@ const server = {
   lock_timeout: '0',
   idle_in_transaction_session_timeout: '0',
 }
-const current = { exists: true, columns: 18, current: true }
+const current = { exists: true, columns: 19, current: true, history: true }
 const all = ['SELECT', 'INSERT', 'UPDATE', 'DELETE']
 const grants = (kind: string, granted: string[]) =>
   all.map((privilege) => ({ kind, privilege, granted: granted.includes(privilege) }))
@@ -67,10 +67,13 @@ describe('each verdict, from what was read', () => {
     assert.equal(original.status, 'fail')
     assert.match(original.summary, /original 4-column shape/)
     assert.match(original.fix ?? '', /`pg-cron-lease migrate`/)
-    const noHistory = judgeTable('cron_leases', 'cron_leases_runs', current, false)
+    const noHistory = judgeTable('cron_leases', 'cron_leases_runs', { ...current, history: false }, false)
     assert.equal(noHistory.status, 'warn')
     assert.match(noHistory.summary, /cron_leases_runs is missing/)
     assert.match(noHistory.fix ?? '', /pg-cron-lease migrate/)
+    const unused = judgeTable('cron_leases', 'cron_leases_runs', { ...current, history: false }, true)
+    assert.equal(unused.status, 'warn')
+    assert.match(unused.summary, /lacks the column its history table cron_leases_runs needs/)
     assert.equal(judgeTable('cron_leases', 'cron_leases_runs', current, true).status, 'pass')
   })
 
@@ -156,7 +159,7 @@ test('every fix links to a heading that exists in docs/', () => {
     judgeWritable({ ...server, read_only: 'on' }),
     judgeTable('t', 't_runs', { exists: false }, false),
     judgeTable('t', 't_runs', { exists: true, columns: 4, current: false }, false),
-    judgeTable('t', 't_runs', current, false),
+    judgeTable('t', 't_runs', { ...current, history: false }, false),
     judgePrivileges('t', 't_runs', 'app', false, []).verdict,
     judgePrivileges('t', 't_runs', 'app', true, []).verdict,
     judgeClock(600_000, 1, 5000),

@@ -483,6 +483,7 @@ describe('check reads the real rows: exit 0 when every job is healthy and 3 when
 describe('doctor, end to end: exit 0 with warnings only, 3 with a failure, 1 when unreachable, 2 for usage', () => {
   test('the shipped bin: a table without its history warns (exit 0), a missing table fails (exit 3), progress on stderr only', async () => {
     const table = await freshTable(pool, 'cli_doctor')
+    await pool.query(`DROP TABLE "${table}_runs"`)
     const warned = await cli(['doctor', '--table', table, '--race', '2', '--rounds', '3'])
     assert.equal(warned.code, 0, warned.stdout + warned.stderr)
     assert.match(

@@ -33,7 +33,6 @@ before(async () => {
   const url = await testDatabaseUrl()
   const replicas = startReplicaSet(requestedMajor() ?? 18, 'async').then(async (started) => {
     await queryOnce(started.primary.adminUrl, createTableSql(TABLE))
-    await queryOnce(started.primary.adminUrl, `CREATE TABLE ${quoteTable(historyTableOf(TABLE))} (job_name text)`)
     await queryOnce(
       started.primary.adminUrl,
       `GRANT SELECT, INSERT, UPDATE, DELETE ON ${quoteTable(TABLE)}, ${quoteTable(historyTableOf(TABLE))} TO app`,
