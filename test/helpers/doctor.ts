@@ -3,7 +3,7 @@
  * `migrate` leaves it, for the doctor's tests (test/integration/doctor/).
  */
 import { main } from '../../src/cli/main.ts'
-import { createTableSql, quoteTable } from '../../src/index.ts'
+import { createTableSql, historyTableOf, quoteTable } from '../../src/index.ts'
 import type { Queryable } from '../../src/types.ts'
 
 export interface DoctorRun {
@@ -43,11 +43,14 @@ export async function leaseTableWithHistory(db: Queryable, table: string): Promi
   return table
 }
 
-/** The rows of the doctor's own jobs left in `table`. */
-export async function doctorRows(db: Queryable, table: string): Promise<number> {
-  const { rows } = await db.query(
-    `SELECT count(*)::int AS n FROM ${quoteTable(table)} WHERE job_name LIKE 'pg-cron-lease:doctor:%'`,
-    [],
-  )
-  return Number((rows?.[0] as { n?: number } | undefined)?.n)
+/** The rows of the doctor's own jobs left in `table` or in its history table (when it has one). */
+export async function doctorRows(db: Queryable, table: string, which: 'both' | 'history' = 'both'): Promise<number> {
+  let n = 0
+  for (const t of which === 'both' ? [table, historyTableOf(table)] : [historyTableOf(table)]) {
+    const found = await db.query('SELECT to_regclass($1::text) IS NOT NULL AS found', [quoteTable(t)])
+    if ((found.rows?.[0] as { found?: boolean } | undefined)?.found !== true) continue
+    const sql = `SELECT count(*)::int AS n FROM ${quoteTable(t)} WHERE job_name LIKE 'pg-cron-lease:doctor:%'`
+    n += Number(((await db.query(sql, [])).rows?.[0] as { n?: number } | undefined)?.n)
+  }
+  return n
 }
