@@ -318,7 +318,8 @@ async function clockCheck(db: Queryable, toleranceMs: number): Promise<Verdict> 
     // The shortest round trip leaves the least doubt about when the database read its clock.
     if (offsetMs !== null && (best === undefined || roundTripMs < best.roundTripMs)) best = { offsetMs, roundTripMs }
   }
-  if (best === undefined) return warn('the database clock could not be read', '', 'see docs/operations.md#doctor')
+  if (best === undefined)
+    return warn('the database clock could not be read', '', 'run doctor again (docs/operations.md#doctor)')
   return judgeClock(best.offsetMs, best.roundTripMs, toleranceMs)
 }
 
