@@ -235,7 +235,7 @@ describe('each fault, on a server that has it', () => {
     assert.equal(code, 0, stdout + stderr)
     const clock = lines(stdout).get('clock')!
     assert.equal(clock.mark, '!')
-    assert.match(clock.text, /this host's clock is 6\d{5} ms ahead of the database's .*"too early".*NTP/)
+    assert.match(clock.text, /this host's clock is (599|600)\d{3} ms ahead of the database's .*"too early".*NTP/)
     assert.equal(lines(stdout).get('race')!.mark, '✓', 'the lease alone decides, whatever the host clock')
   })
 })
