@@ -58,7 +58,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/one-winner/fuzz.test.ts': 22,
   'test/tooling/demo.test.ts': 21,
   'test/integration/once-per-occurrence/occurrence-soak.test.ts': 14,
-  'test/integration/doctor/stacks.test.ts': 14,
+  'test/integration/doctor/stacks.test.ts': 18,
   'test/integration/lease/keep-alive.test.ts': 14,
   'test/integration/older-table/ddl.test.ts': 14,
   'test/integration/pause/pause-storm.test.ts': 11,

@@ -3,6 +3,7 @@
  * application runs, and the guarantee itself proved there by a live race on a job of its own.
  */
 import { randomBytes } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { releaseLease } from './admin.js'
 import { clockOffset } from './clock.js'
 import { withCronLease } from './lease.js'
@@ -87,6 +88,8 @@ const CLOCK_TOLERANCE_MS = 5000
 const CLOCK_SAMPLES = 5
 const LATENCY_SAMPLES = 20
 const RACE_LEASE_MS = 60_000
+// Far longer than a SELECT takes on a loaded server, however busy.
+const BLOCKED_MS = 3000
 
 type Row = Record<string, unknown>
 type Verdict = Omit<DoctorCheck, 'id'>
@@ -357,16 +360,24 @@ async function sessionCheck(db: Queryable, open: Open | null): Promise<{ pooler:
     const conn = a?.db ?? db
     const mark = randomBytes(6).toString('hex')
     const statement = { text: sessionProbeSql(), name: `pg_cron_lease_doctor_${mark}` }
-    const seen = { pids: new Set<number>(), others: new Set<number>(), markLost: false }
+    const seen = { pids: new Set<number>(), others: new Set<number>(), markLost: false, waited: false }
     await one(conn, markSessionSql(), [mark])
-    for (let i = 0; i < 3; i++) {
+    // Three tries, as a pooler may hand B another idle backend; one wait is proof enough.
+    for (let i = 0; i < 3 && !seen.waited; i++) {
       const first = (await runStatement(conn, statement, [], true)).rows?.[0] as Row
       if (b !== null) {
         await b.db.query('BEGIN', [])
         seen.others.add(Number((await one(b.db, sessionProbeSql(), [])).pid))
       }
-      const second = (await runStatement(conn, statement, [], true)).rows?.[0] as Row
+      const sent = runStatement(conn, statement, [], true)
+      // A pooler with one server connection makes A wait for B's transaction, which no server does.
+      const settled = sent.then(
+        () => false,
+        () => false,
+      )
+      if (b !== null && (await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })]))) seen.waited = true
       if (b !== null) await b.db.query('COMMIT', [])
+      const second = (await sent).rows?.[0] as Row
       for (const row of [first, second]) {
         seen.pids.add(Number(row?.pid))
         if (row?.mark !== mark) seen.markLost = true
@@ -374,7 +385,13 @@ async function sessionCheck(db: Queryable, open: Open | null): Promise<{ pooler:
     }
     const shared = [...seen.pids].filter((pid) => seen.others.has(pid))
     return {
-      pooler: judgePooler([...seen.pids], shared, seen.markLost, b !== null),
+      pooler: judgePooler({
+        pids: [...seen.pids],
+        shared,
+        markLost: seen.markLost,
+        waited: seen.waited,
+        two: b !== null,
+      }),
       prepared: judgePrepared(isPg(conn), handleState(conn).unprepared),
     }
   } finally {
@@ -382,19 +399,28 @@ async function sessionCheck(db: Queryable, open: Open | null): Promise<{ pooler:
   }
 }
 
-export function judgePooler(pids: number[], shared: number[], markLost: boolean, twoConnections: boolean): Verdict {
+/** What the session check saw: `shared`, backends another connection had too; `waited`, A waited for B's transaction. */
+interface Sessions {
+  pids: number[]
+  shared: number[]
+  markLost: boolean
+  waited: boolean
+  two: boolean
+}
+
+export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): Verdict {
   const detail =
     `backends seen by one connection: ${pids.join(', ')}; session state ${markLost ? 'lost' : 'kept'}` +
-    (twoConnections
-      ? `; backends also serving another connection: ${shared.join(', ') || 'none'}`
-      : '; one connection only')
-  if (pids.length === 1 && shared.length === 0 && !markLost) {
+    (two ? `; backends also serving another connection: ${shared.join(', ') || 'none'}` : '; one connection only') +
+    (waited ? `; it waited over ${BLOCKED_MS} ms for another connection's transaction` : '')
+  if (pids.length === 1 && shared.length === 0 && !markLost && !waited) {
     return pass('no transaction pooling: each connection keeps its own backend and its session state', detail)
   }
   const signs = [
     pids.length > 1 && `reached ${pids.length} backends`,
     shared.length > 0 && 'shared a backend with another connection',
     markLost && 'lost its session state',
+    waited && "waited for another connection's transaction",
   ].filter(Boolean)
   return warn(
     `transaction pooling: one connection's transactions ${signs.join(', ')}`,

@@ -106,10 +106,12 @@ describe('each verdict, from what was read', () => {
   })
 
   test('the pooler warns on a second backend, a backend shared, or session state lost', () => {
-    assert.equal(judgePooler([7], [], false, true).status, 'pass')
-    assert.equal(judgePooler([7, 8], [], false, true).status, 'warn')
-    assert.equal(judgePooler([7], [7], false, true).status, 'warn')
-    assert.equal(judgePooler([7], [], true, true).status, 'warn')
+    const alone = { pids: [7], shared: [], markLost: false, waited: false, two: true }
+    assert.equal(judgePooler(alone).status, 'pass')
+    assert.match(judgePooler({ ...alone, pids: [7, 8] }).summary, /reached 2 backends/)
+    assert.match(judgePooler({ ...alone, shared: [7] }).summary, /shared a backend with another connection/)
+    assert.match(judgePooler({ ...alone, markLost: true }).summary, /lost its session state/)
+    assert.match(judgePooler({ ...alone, waited: true }).summary, /waited for another connection's transaction/)
     assert.equal(judgePrepared(true, true).status, 'warn')
     assert.equal(judgePrepared(true, false).status, 'pass')
     assert.equal(judgePrepared(false, false).status, 'pass')
@@ -163,7 +165,7 @@ test('every fix links to a heading that exists in docs/', () => {
     judgePrivileges('t', 't_runs', 'app', false, []).verdict,
     judgePrivileges('t', 't_runs', 'app', true, []).verdict,
     judgeClock(600_000, 1, 5000),
-    judgePooler([1, 2], [], true, true),
+    judgePooler({ pids: [1, 2], shared: [], markLost: true, waited: false, two: true }),
     judgePrepared(true, true),
     judgeDurability({ ...server, synchronous_commit: 'off' }),
     judgeDurability({ ...server, standbys: 2 }),

@@ -26,6 +26,8 @@ const TABLE = 'cron_leases'
 
 let admin: pg.Pool
 let bouncer: PgBouncer | undefined
+/** The same with a single server connection: a connection's statement waits for another's transaction. */
+let narrow: PgBouncer | undefined
 let set: ReplicaSet
 
 before(async () => {
@@ -41,18 +43,21 @@ before(async () => {
     return started
   })
   const bouncing = missing === null ? startPgBouncer(url) : Promise.resolve(undefined)
-  const [s, b] = await Promise.allSettled([replicas, bouncing])
+  const narrowing = missing === null ? startPgBouncer(url, 1) : Promise.resolve(undefined)
+  const [s, b, n] = await Promise.allSettled([replicas, bouncing, narrowing])
   if (s.status === 'fulfilled') set = s.value
   if (b.status === 'fulfilled') bouncer = b.value
-  if (s.status === 'rejected' || b.status === 'rejected') {
-    await Promise.allSettled([set?.stop(), bouncer?.stop()])
-    throw s.status === 'rejected' ? s.reason : (b as PromiseRejectedResult).reason
+  if (n.status === 'fulfilled') narrow = n.value
+  const failed = [s, b, n].find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined
+  if (failed !== undefined) {
+    await Promise.allSettled([set?.stop(), bouncer?.stop(), narrow?.stop()])
+    throw failed.reason
   }
 })
 
 after(async () => {
   await admin?.end()
-  await Promise.allSettled([bouncer?.stop(), set?.stop()])
+  await Promise.allSettled([bouncer?.stop(), narrow?.stop(), set?.stop()])
 })
 
 describe('behind PgBouncer in transaction mode', { skip: missing ?? false }, () => {
@@ -81,6 +86,17 @@ describe('behind PgBouncer in transaction mode', { skip: missing ?? false }, () 
     assert.match(found.get('prepared')!.text, /refused here: the library falls back to unnamed ones/)
     assert.match(found.get('race')!.text, /^20 rounds of 10 connections, exactly one winner each/)
     assert.match(run.stdout, /\n10 checks: 8 passed, 2 warnings, 0 failures\n$/)
+    assert.equal(await doctorRows(admin, table), 0)
+  })
+
+  test('with one server connection, the pooler check does not wait forever on itself: it warns, and the race passes', async () => {
+    const table = await leaseTableWithHistory(admin, `doctor_narrow_${process.pid}`)
+    const run = await doctorCli(['--url', narrow!.url, '--table', table, '--rounds', '5'])
+    assert.equal(run.code, 0, run.stdout + run.stderr)
+    const found = lines(run.stdout)
+    assert.equal(found.get('pooler')!.mark, '!')
+    assert.match(found.get('pooler')!.text, /waited for another connection's transaction/)
+    assert.equal(found.get('race')!.mark, '✓')
     assert.equal(await doctorRows(admin, table), 0)
   })
 })
