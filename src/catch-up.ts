@@ -1,6 +1,7 @@
 /** Catching up, opt in: a fleet that was down when a job fell due runs it once when back. */
 import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
+import { checkKeepAliveHandle } from './context.js'
 import { claimError, NOT_RUN, runClaimed, runConfig, scheduleParams, tableMissing } from './lease.js'
 import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
@@ -55,6 +56,7 @@ export async function catchUp<T>(
 export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: Slot | null): Promise<Ticket | null> {
   const { db, table, jobName, holder, logger, prepare } = config
   const shape = await shapeOf(config)
+  checkKeepAliveHandle(config)
   // No table is a miss to report, as a claim reports it; the original shape keeps no due time.
   if (shape === undefined) throw tableMissing(table)
   if (shape === 'original') warnShape(table, logger)

@@ -2,11 +2,11 @@
 import { publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
-import { runStatement, underSavepoint } from './query.js'
+import { runStatement, transactionStatus, underSavepoint } from './query.js'
 import { readResult } from './result.js'
 import { fenceSql } from './sql.js'
 import { statementsOf } from './state.js'
-import type { Ticket } from './ticket.js'
+import type { ClaimConfig, Ticket } from './ticket.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
@@ -26,6 +26,28 @@ function checkTransactionClient(client: unknown): Queryable {
     )
   }
   return checked
+}
+
+/**
+ * Keep-alive is refused on a handle inside a transaction, before the claim: each beat there would run
+ * under a savepoint, a subtransaction, and past 64 in one transaction every snapshot on the cluster
+ * reads pg_subtrans. Called once the handle has sent a statement, so a pg before 8.21 has told.
+ */
+export function checkKeepAliveHandle({ db, jobName, keepAlive }: ClaimConfig): void {
+  if (keepAlive === undefined) return
+  const status = transactionStatus(db)
+  if (status !== 'T' && status !== 'E' && status !== '?') return
+  const got =
+    status === '?'
+      ? 'a pg client whose transaction state cannot be read (pg-native before pg 8.21)'
+      : `a handle inside a transaction (its transaction status is '${status}')`
+  throw new TypeError(
+    `pg-cron-lease: opts.keepAlive cannot keep the lease for '${jobName}' alive through ${got}: each beat there ` +
+      'would run under a savepoint, a subtransaction of its own, and past 64 in one transaction every snapshot on ' +
+      'the cluster, standbys included, reads pg_subtrans; pass the pool (the claim and its beats then run outside ' +
+      'your transaction), or leave keepAlive out and call ctx.renew() from the tick; nothing was claimed and the ' +
+      'tick did not run',
+  )
 }
 
 // Why ctx.renew or ctx.fence cannot be sent: the tick has settled, or there is no claim token.

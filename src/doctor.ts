@@ -9,7 +9,7 @@ import { clockOffset } from './clock.js'
 import { withCronLease } from './lease.js'
 import { migrateCommand } from './log.js'
 import { compileOptions } from './options.js'
-import { isPg, runStatement } from './query.js'
+import { runStatement, transactionStatus } from './query.js'
 import {
   databaseClockSql,
   deleteJobSql,
@@ -113,7 +113,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   checkQueryable(db)
   const options = compileOptions('runDoctor', opts)
   // Its statements and the race's claims would run in the caller's transaction, and could abort it.
-  const status = (db as { getTransactionStatus?: () => unknown }).getTransactionStatus?.()
+  const status = transactionStatus(db)
   if (status === 'T' || status === 'E') {
     refuse(
       'db',
@@ -392,7 +392,7 @@ async function sessionCheck(db: Queryable, open: Open | null): Promise<{ pooler:
         waited: seen.waited,
         two: b !== null,
       }),
-      prepared: judgePrepared(isPg(conn), handleState(conn).unprepared),
+      prepared: judgePrepared(handleState(conn).sending?.named === true, handleState(conn).unprepared),
     }
   } finally {
     await Promise.allSettled([a?.close(), b?.close()])

@@ -1,6 +1,6 @@
 import { publishClaim, traceTick } from './channels.js'
 import { checkClock, clockOffset, monotonicMs } from './clock.js'
-import { openContext } from './context.js'
+import { checkKeepAliveHandle, openContext } from './context.js'
 import { escapeControls } from './escape.js'
 import { migrateCommand, warn, warnShape } from './log.js'
 import { type Compiled, compileCall, type EntryPoint } from './options.js'
@@ -147,6 +147,7 @@ export function scheduleParams(slot: Slot | null, nowMs: number): [number | null
 // before the winner commits), the next UNPROBED_CLAIMS go without it (docs/performance.md).
 function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined): Promise<Ticket | null> {
   const { db, table, jobName, logger, prepare } = config
+  checkKeepAliveHandle(config)
   // A table not known to exist gets the original statement, whose refusal names the table.
   const shape = known ?? 'original'
   if (known === 'original') warnShape(table, logger)

@@ -577,6 +577,15 @@ ORDER BY run.claimed_at DESC, run.job_name COLLATE "C"
 LIMIT $3::integer`
 }
 
+/**
+ * The server connection a handle's statements run on, for a handle that is not itself one (an
+ * adapter): savepoints queue by it (src/query.ts). A pid is reused across servers, so the server's
+ * start goes with it; as epoch seconds, which no session setting changes.
+ */
+export function connectionSql(): string {
+  return `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
+}
+
 /** Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it. */
 export function savepointSql(name: string): string {
   return `SAVEPOINT ${name}`

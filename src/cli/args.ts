@@ -44,6 +44,7 @@ export const OPTIONS = {
     arg: '<name>',
     help: 'Check only this job; repeat for more. A job with no row is unhealthy',
   },
+  limit: { type: 'string', arg: '<n>', help: 'At most this many, a whole number from 1 to 10000' },
   for: { type: 'string', arg: '<duration>', help: 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m' },
   until: {
     type: 'string',
@@ -72,6 +73,8 @@ export interface Values {
   job?: string
   forMs?: number
   until?: string
+  /** --limit, checked. */
+  limit?: number
   /** doctor's race: how many connections, or false for --no-race; left out for the default. */
   race?: number | false
   rounds?: number
@@ -186,6 +189,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   if (values.race !== undefined) result.race = count(values.race, '--race', 'race')
   if (values.rounds !== undefined) result.rounds = count(values.rounds, '--rounds', 'rounds')
   if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
+  if (values.limit !== undefined) result.limit = limit(values.limit)
   if (until !== undefined) result.until = valid(() => parseUntil(until, '--until'))
   return result
 }
@@ -231,6 +235,14 @@ function format(text: string | undefined, json: boolean): Format {
 function count(text: string, flagName: string, option: 'race' | 'rounds'): number {
   const value = /^\d+$/.test(text) ? Number(text) : text
   return valid(() => LIBRARY_OPTIONS[option].check(value, flagName, { leaseMs: 0 }) as number)
+}
+
+// Plain digits only, as for --overdue-factor.
+function limit(text: string): number {
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN
+  if (!(value >= 1 && value <= 10_000))
+    throw usage(`--limit must be a whole number from 1 to 10000, got ${JSON.stringify(text)}`)
+  return value
 }
 
 function overdueFactor(text: string | undefined): number {

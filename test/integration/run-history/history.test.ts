@@ -7,7 +7,8 @@ import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
-import { expireLease, freshTable, testPool } from '../../../dev/postgres.ts'
+import { expireLease, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
+import { main } from '../../../src/cli/main.ts'
 import {
   catchUp,
   createTableSql,
@@ -402,6 +403,49 @@ describe('tables without the history keep working', () => {
     await pool.query(createTableSql(name))
     const { rows } = await pool.query('SELECT to_regclass($1) IS NOT NULL AS made', [quoteTable(historyTableOf(name))])
     assert.equal(rows[0].made, true)
+  })
+})
+
+describe('pg-cron-lease history', () => {
+  async function run(argv: string[]) {
+    let stdout = ''
+    let stderr = ''
+    const code = await main(argv, {
+      stdout: { write: (t: string) => (stdout += t) },
+      stderr: { write: (t: string) => (stderr += t) },
+      env: { DATABASE_URL: await testDatabaseUrl() },
+    })
+    return { code, stdout, stderr }
+  }
+
+  test('a table a person reads, with the missed occurrences as a line between runs; --format json is listRuns', async () => {
+    const name = nextJob()
+    const base = Math.floor(Date.now() / 1000) * 1000 - 60_000
+    for (const i of [0, 1, 4]) {
+      const occurrence = new Date(base + i * 1000)
+      const tick = () => (i === 1 ? Promise.reject(new TypeError('no\x1b[31m colour')) : i)
+      await withCronLease(pool, name, 1, tick, { table, holder: `h${i}`, occurrence, everyMs: 1000 }).catch(() => {})
+    }
+    const text = await run(['history', '--table', table, '--job', name])
+    assert.equal(text.code, 0, text.stderr)
+    const lines = text.stdout.split('\n')
+    assert.match(lines[2]!, /^STARTED +OCCURRENCE +HOLDER +TOOK +OUTCOME$/)
+    assert.match(lines[3]!, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z +\S+ \S+ +h4 +.+ +ok$/)
+    assert.equal(lines[4], '  … 2 occurrences missed')
+    assert.match(
+      lines[5]!,
+      / h1 .* error: TypeError: no \[31m colour$/,
+      'the error, its control characters made spaces',
+    )
+    assert.match(lines[6]!, / h0 .* ok$/)
+    const json = await run(['history', '--table', table, '--job', name, '--format', 'json', '--limit', '2'])
+    assert.equal(json.code, 0, json.stderr)
+    assert.deepEqual(JSON.parse(json.stdout), await listRuns(pool, { table, jobName: name, limit: 2 }))
+    const every = await run(['history', '--table', table])
+    assert.match(every.stdout, /^Runs in history_\w+, newest first/)
+    assert.match(every.stdout, /\nJOB +STARTED/)
+    assert.equal((await run(['history', '--table', table, '--limit', '0'])).code, 2)
+    assert.equal((await run(['history', '--table', table, '--format', 'prometheus'])).code, 2)
   })
 })
 

@@ -20,6 +20,7 @@ import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { type LeaseContext, withCronLease } from '../../../src/index.ts'
 import { Leased, PgCronLeaseHealthIndicator, PgCronLeaseModule } from '../../../src/nestjs/index.ts'
 import { finished } from '../../helpers/child.ts'
+import { NESTJS_FLAGS, NESTJS_MAJOR } from '../../helpers/nestjs-major.ts'
 
 let pool: pg.Pool
 before(async () => {
@@ -146,7 +147,7 @@ describe('a replica whose event loop is blocked past a whole interval', () => {
   test('fires late for a slot the other replica ran, and does not run it again', { timeout: 60_000 }, async () => {
     const table = await freshTable(pool, 'nest')
     runs = await runsTable()
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/nest-replica.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', ...NESTJS_FLAGS, 'test/helpers/nest-replica.ts'], {
       env: {
         ...process.env,
         DATABASE_URL: await testDatabaseUrl(),
@@ -179,6 +180,8 @@ describe('a replica whose event loop is blocked past a whole interval', () => {
       }
     }
     await until('the child is ready', () => lines.some((l) => 'ready' in l))
+    const ready = lines.find((l) => 'ready' in l) as unknown as { nestjs: number }
+    assert.equal(ready.nestjs, NESTJS_MAJOR, 'the replica runs the NestJS this suite runs')
     const onTime = await startApp([OnTime], table, 'on-time')
     try {
       await delay(3000)
