@@ -60,6 +60,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/one-winner/fuzz.test.ts': 22,
   'test/tooling/demo.test.ts': 21,
   'test/integration/once-per-occurrence/occurrence-soak.test.ts': 14,
+  'test/integration/doctor/stacks.test.ts': 18,
   'test/integration/lease/keep-alive.test.ts': 14,
   'test/integration/older-table/ddl.test.ts': 14,
   'test/integration/pause/admin-lock-timeout.test.ts': 13,
@@ -67,6 +68,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/run-history/history.test.ts': 13,
   'test/integration/older-table/occurrence-upgrade.test.ts': 9,
   'test/integration/shutdown/drain-leases.test.ts': 8,
+  'test/integration/doctor/doctor.test.ts': 6,
 }
 const weight = (file: string) => SECONDS[file] ?? 1
 

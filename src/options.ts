@@ -5,8 +5,9 @@
 import os from 'node:os'
 import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
-import type { HistoryOptions, KeepAlive, LeaseLogger } from './types.js'
+import type { HistoryOptions, KeepAlive, LeaseLogger, Queryable } from './types.js'
 import {
+  checkCount,
   checkFunction,
   checkJobName,
   checkMs,
@@ -21,7 +22,7 @@ const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const CLAIMING = [...CLAIMS, 'catchUp'] as const
-const TABLED = [...CLAIMING, 'listLeases', 'listRuns', 'pauseJob', 'resumeJob', 'releaseLease'] as const
+const TABLED = [...CLAIMING, 'listLeases', 'listRuns', 'pauseJob', 'resumeJob', 'releaseLease', 'runDoctor'] as const
 const ALL = [...TABLED, 'drainLeases'] as const
 
 /** The public functions that take an option bag. */
@@ -52,7 +53,9 @@ export const OPTIONS = {
   record: row(CLAIMING, checkFlag),
   history: row(CLAIMING, checkHistory),
   everyMs: row(RUNS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
-  clockToleranceMs: row(CLAIMS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_LEASE_MS, 0))),
+  clockToleranceMs: row([...CLAIMS, 'runDoctor'], (value, name) =>
+    value == null ? undefined : checkMs(value, name, MAX_LEASE_MS, 0),
+  ),
   catchUp: row(['leasedTick', 'leaseCoordinator'], (value, name): CatchUpWindow | undefined => {
     if (value === undefined) return undefined
     if (value === null) fail(name, 'an object such as { withinMs: 3_600_000 }', value)
@@ -105,7 +108,26 @@ export const OPTIONS = {
   lockTimeoutMs: row(['pauseJob', 'resumeJob', 'releaseLease'], (value, name) =>
     value === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkMs(value, name),
   ),
+  // runDoctor's race: false skips it (a role that may not write); else how many connections race.
+  race: row(['runDoctor'], (value, name): number | false =>
+    value === false ? false : value === undefined ? DOCTOR_RACE : checkCount(value, name, 2, 100),
+  ),
+  rounds: row(['runDoctor'], (value, name) => (value === undefined ? DOCTOR_ROUNDS : checkCount(value, name, 1, 1000))),
+  connect: row(['runDoctor'], (value, name) =>
+    value === undefined ? undefined : checkFunction<() => Promise<Queryable>>(value, name),
+  ),
+  signal: row(['runDoctor'], (value, name): AbortSignal | undefined => {
+    if (value !== undefined && !(value instanceof AbortSignal)) fail(name, 'an AbortSignal', value)
+    return value as AbortSignal | undefined
+  }),
+  onProgress: row(['runDoctor'], (value, name) =>
+    value === undefined ? undefined : checkFunction<(message: string) => void>(value, name),
+  ),
 } as const satisfies Record<string, OptionRow<unknown>>
+
+/** How many connections runDoctor's race opens, and how many rounds they race, unless told. */
+export const DOCTOR_RACE = 10
+export const DOCTOR_ROUNDS = 20
 
 export type OptionName = keyof typeof OPTIONS
 

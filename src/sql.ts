@@ -697,3 +697,52 @@ export function releaseSavepointSql(name: string): string {
 export function rollbackToSavepointSql(name: string): string {
   return `ROLLBACK TO SAVEPOINT ${name}`
 }
+
+/**
+ * What `doctor` reads of the server and the session, in one read-only statement. The standbys
+ * counted are those streaming from this server; without one, no failover can lose a commit here.
+ */
+export function serverFactsSql(): string {
+  return `SELECT current_setting('server_version_num')::int AS version_num, current_user AS role,
+  current_setting('server_version') AS version,
+  pg_is_in_recovery() AS in_recovery,
+  current_setting('transaction_read_only') AS read_only,
+  current_setting('synchronous_commit') AS synchronous_commit,
+  current_setting('synchronous_standby_names') AS synchronous_standby_names,
+  (SELECT count(*) FROM pg_stat_replication)::int AS standbys,
+  current_setting('statement_timeout') AS statement_timeout,
+  current_setting('lock_timeout') AS lock_timeout,
+  current_setting('idle_in_transaction_session_timeout') AS idle_in_transaction_session_timeout`
+}
+
+/**
+ * The connecting role's privileges on the lease table (`$1`) and its history table (`$2`), a row
+ * for each privilege of each table that exists. Claims need no DELETE on the lease table; only
+ * the doctor's race does, to remove its own row.
+ */
+export function privilegesSql(): string {
+  return `SELECT relation.kind, privilege, has_table_privilege(relation.oid, privilege) AS granted
+FROM (VALUES ('lease', to_regclass($1::text)), ('history', to_regclass($2::text))) AS relation (kind, oid)
+  CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege
+WHERE relation.oid IS NOT NULL`
+}
+
+/** The database clock alone, for the offset estimate over several round trips. */
+export function databaseClockSql(): string {
+  return `SELECT ${isoText('clock_timestamp()')} AS at`
+}
+
+/** The backend serving this statement, and a mark set earlier in its session (NULL if it has none). */
+export function sessionProbeSql(): string {
+  return `SELECT pg_backend_pid() AS pid, current_setting('pg_cron_lease.doctor', true) AS mark`
+}
+
+/** Marks the session (not the transaction): a pooler that moves the connection loses the mark. */
+export function markSessionSql(): string {
+  return `SELECT set_config('pg_cron_lease.doctor', $1::text, false) AS mark`
+}
+
+/** Deletes every row of one job (`$1`): the race of `doctor`, named so it touches no other. */
+export function deleteJobSql(table: string): string {
+  return `DELETE FROM ${quoteTable(table)} WHERE job_name = $1::text`
+}

@@ -57,6 +57,14 @@ export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 
   return ms
 }
 
+/** A whole number from `min` to `max`. */
+export function checkCount(value: unknown, name: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    fail(name, `a whole number from ${min} to ${max}`, value)
+  }
+  return value
+}
+
 export function checkFunction<F>(value: unknown, name: string): F {
   if (typeof value !== 'function') fail(name, 'a function', value)
   return value as F

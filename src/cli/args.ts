@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
-import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
+import { DEFAULT_LOCK_TIMEOUT_MS, DOCTOR_RACE, DOCTOR_ROUNDS, OPTIONS as LIBRARY_OPTIONS } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
@@ -56,6 +56,9 @@ export const OPTIONS = {
     arg: '<duration>',
     help: `How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
   },
+  race: { type: 'string', arg: '<n>', help: `How many connections race (default ${DOCTOR_RACE}, 2 to 100)` },
+  rounds: { type: 'string', arg: '<n>', help: `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)` },
+  'no-race': { type: 'boolean', help: 'Skip the race, for a role that may not write' },
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
@@ -79,6 +82,9 @@ export interface Values {
   limit?: number
   /** --lock-timeout in ms; left out for the library's default. */
   lockTimeoutMs?: number
+  /** doctor's race: how many connections, or false for --no-race; left out for the default. */
+  race?: number | false
+  rounds?: number
 }
 
 export interface Accepts {
@@ -94,6 +100,8 @@ export interface Target {
 
 export interface Context {
   out(text: string): void
+  /** What a command is doing, to stderr, so stdout stays parseable. */
+  note(text: string): void
   paint: Paint
   /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
@@ -135,7 +143,11 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
-type Given = Partial<Record<Exclude<OptionName, 'json' | 'job'>, string>> & { json?: boolean; job?: string[] }
+type Given = Partial<Record<Exclude<OptionName, 'json' | 'job' | 'no-race'>, string>> & {
+  json?: boolean
+  'no-race'?: boolean
+  job?: string[]
+}
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */
 export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
@@ -175,6 +187,15 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   if (forText !== undefined && until !== undefined) {
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
+  if (values['no-race'] && (values.race !== undefined || values.rounds !== undefined)) {
+    throw misuse(
+      `--no-race cannot go with --${values.race !== undefined ? 'race' : 'rounds'}: there is no race to size`,
+      name,
+    )
+  }
+  if (values['no-race']) result.race = false
+  if (values.race !== undefined) result.race = count(values.race, '--race', 'race')
+  if (values.rounds !== undefined) result.rounds = count(values.rounds, '--rounds', 'rounds')
   if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
   if (values.limit !== undefined) result.limit = limit(values.limit)
   if (until !== undefined) result.until = valid(() => parseUntil(until, '--until'))
@@ -216,6 +237,12 @@ function format(text: string | undefined, json: boolean): Format {
     throw usage(`--json is --format json, so it cannot go with --format ${text}`)
   }
   return json ? 'json' : (text ?? 'text')
+}
+
+// Digits only, then the library's own check: Number() would also take '', ' 2', '0x10' and '1e3'.
+function count(text: string, flagName: string, option: 'race' | 'rounds'): number {
+  const value = /^\d+$/.test(text) ? Number(text) : text
+  return valid(() => LIBRARY_OPTIONS[option].check(value, flagName, { leaseMs: 0 }) as number)
 }
 
 // Plain digits only, as for --overdue-factor.

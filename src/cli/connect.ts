@@ -74,7 +74,8 @@ function pgMissing(error: unknown): never {
   throw error
 }
 
-export const withClient: Connect = async (target, doing, work) => {
+/** One more client to `target`, connected; rejects with the driver's error. The caller ends it. */
+export async function openClient(target: Target): Promise<pg.Client> {
   const { Client } = (await import('pg').catch(pgMissing)).default
   const client = new Client({
     connectionString: target.url,
@@ -84,9 +85,19 @@ export const withClient: Connect = async (target, doing, work) => {
   // A connection lost mid-query rejects that query; without a listener the same event would
   // also crash the process with a stack trace.
   client.on('error', () => {})
+  try {
+    await client.connect()
+  } catch (error) {
+    await client.end().catch(() => {})
+    throw error
+  }
+  return client
+}
+
+export const withClient: Connect = async (target, doing, work) => {
   const failed = (error: unknown) => new Exit(explain(error, target, doing), EXIT.FAILED)
-  await client.connect().catch((error) => {
-    throw failed(error)
+  const client = await openClient(target).catch((error) => {
+    throw error instanceof Exit ? error : failed(error)
   })
   try {
     return await work(client)

@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
 import { type Connect, connectionTarget, withClient } from './connect.js'
+import { doctor } from './doctor.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { history } from './history.js'
 import { painter } from './human.js'
@@ -29,6 +30,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   status,
   check,
   history,
+  doctor,
   pause,
   resume,
   release,
@@ -56,6 +58,7 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
     const values = parseOptions(name, command, rest)
     return await command.run(values, {
       out: print,
+      note: (text) => io.stderr.write(text),
       paint: painter(io.stdout, io.env),
       connect(work) {
         const target = connectionTarget(values.url, io.env)
@@ -105,6 +108,7 @@ function mainHelp(): string {
     ]),
     '',
     'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job.',
+    'doctor exits 3 too, when one of its checks fails.',
     'An option may be given once; only --job repeats. NO_COLOR turns colours off.',
     '',
   ].join('\n')

@@ -4,6 +4,7 @@
  * cannot be declared and rejected, or accepted and undeclared.
  */
 import type {
+  DoctorOptions,
   DrainOptions,
   JobOptions,
   LeaseCoordinatorOptions,
@@ -24,6 +25,7 @@ export const pauseKeys: Exactly<OptionsOf<'pauseJob'>, keyof PauseOptions> = tru
 export const resumeKeys: Exactly<OptionsOf<'resumeJob'>, keyof JobOptions> = true
 export const releaseKeys: Exactly<OptionsOf<'releaseLease'>, keyof JobOptions> = true
 export const drainKeys: Exactly<OptionsOf<'drainLeases'>, keyof DrainOptions> = true
+export const doctorKeys: Exactly<OptionsOf<'runDoctor'>, keyof DoctorOptions> = true
 
 // Every entry point's options are picked from LeaseOptions: the same key means the same thing.
 export const tickExtendsLease: LeasedTickOptions extends LeaseOptions ? true : false = true
@@ -32,6 +34,9 @@ export const coordinatorPicks: Omit<LeaseCoordinatorOptions, 'leaseMs'> extends 
 export const listPicks: Omit<ListLeasesOptions, 'overdueFactor'> extends Partial<LeaseOptions> ? true : false = true
 export const jobPicks: JobOptions extends Pick<LeaseOptions, 'table'> ? true : false = true
 export const pausePicks: PauseOptions extends JobOptions ? true : false = true
+export const doctorPicks: Pick<DoctorOptions, 'table' | 'clockToleranceMs'> extends Partial<LeaseOptions>
+  ? true
+  : false = true
 
 // @ts-expect-error: a key list that misses an option does not compile
 export const incomplete: Exactly<'holder' | 'table', keyof LeaseOptions> = true

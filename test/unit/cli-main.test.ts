@@ -379,6 +379,59 @@ describe('usage errors exit 2 with one line that says what to do, before any con
   })
 })
 
+describe('doctor: its flags are checked before any connection', () => {
+  test('--race, --rounds and --no-race: whole numbers in range, and --no-race alone; --format text or json', async () => {
+    assertUsage(await cli(['doctor', '--race', '1']), /--race must be a whole number from 2 to 100, got 1$/m)
+    assertUsage(await cli(['doctor', '--race', '101']), /--race must be a whole number from 2 to 100, got 101/)
+    assertUsage(await cli(['doctor', '--race', '1e1']), /--race must be a whole number from 2 to 100, got "1e1"/)
+    assertUsage(await cli(['doctor', '--rounds', '0']), /--rounds must be a whole number from 1 to 1000, got 0/)
+    assertUsage(await cli(['doctor', '--rounds', ' 5']), /--rounds must be a whole number/)
+    assertUsage(await cli(['doctor', '--no-race', '--race', '5']), /--no-race cannot go with --race/)
+    assertUsage(await cli(['doctor', '--rounds', '5', '--no-race']), /--no-race cannot go with --rounds/)
+    assertUsage(await cli(['doctor', '--no-race=yes']), /--no-race takes no value/)
+    assertUsage(await cli(['doctor', '--format', 'prometheus']), /doctor prints --format text or json, not prometheus/)
+    assertUsage(await cli(['doctor', '--race', '3', '--race', '4']), /--race is given more than once/)
+    assertUsage(await cli(['doctor', '--job', 'x']), /unknown option --job for doctor/)
+    assertUsage(await cli(['status', '--race', '3']), /unknown option --race for status/)
+  })
+
+  test('doctor --help names its flags, its checks and its exit codes', async () => {
+    const help = await cli(['doctor', '--help'])
+    assert.equal(help.code, 0)
+    assert.match(
+      help.stdout,
+      /^Usage: pg-cron-lease doctor \[--table <name>\] \[--url <url>\] \[--format <format>\] \[--race <n>\] \[--rounds <n>\] \[--no-race\]$/m,
+    )
+    for (const id of [
+      'connection',
+      'writable',
+      'table',
+      'privileges',
+      'clock',
+      'pooler',
+      'prepared',
+      'durability',
+      'timeouts',
+      'race',
+    ]) {
+      assert.match(help.stdout, new RegExp(`\\b${id}\\b`), `help names the ${id} check`)
+    }
+    assert.match(
+      help.stdout,
+      /Exit codes: 0 no check failed \(warnings allowed\), 1 .*, 2 usage error, 3 a check failed\./,
+    )
+  })
+
+  test('doctor connects to --url, as every command does, and a database it cannot reach is exit 1', async () => {
+    const run = await cli(['doctor', '--url', 'postgres://u:pw@db.example:6543/app'])
+    assertFails(run, 1, /cannot connect to db\.example:6543\/app/)
+    assert.deepEqual(
+      run.connects.map((t) => t.label),
+      ['db.example:6543/app'],
+    )
+  })
+})
+
 describe('sql prints the DDL without a database', () => {
   test('the default table and a schema-qualified one, byte for byte what createTableSql returns', async () => {
     assert.deepEqual(await cli(['sql'], { DATABASE_URL: undefined }), {

@@ -485,6 +485,36 @@ describe('check reads the real rows: exit 0 when every job is healthy and 3 when
   })
 })
 
+describe('doctor, end to end: exit 0 with warnings only, 3 with a failure, 1 when unreachable, 2 for usage', () => {
+  test('the shipped bin: a table without its history warns (exit 0), a missing table fails (exit 3), progress on stderr only', async () => {
+    const table = await freshTable(pool, 'cli_doctor')
+    await pool.query(`DROP TABLE "${table}_runs"`)
+    const warned = await cli(['doctor', '--table', table, '--race', '2', '--rounds', '3'])
+    assert.equal(warned.code, 0, warned.stdout + warned.stderr)
+    assert.match(
+      warned.stdout,
+      new RegExp(`^! table: ${table} has the current shape, but its history table ${table}_runs is missing`, 'm'),
+    )
+    assert.match(warned.stdout, /\n10 checks: 9 passed, 1 warnings, 0 failures\n$/)
+    assert.match(warned.stderr, /^pg-cron-lease doctor: racing 2 connections for 3 rounds/m)
+    const failed = await cli(['doctor', '--table', 'no_such_doctor_leases', '--format', 'json'])
+    assert.equal(failed.code, 3)
+    assert.equal(failed.stderr, '')
+    const checks = JSON.parse(failed.stdout) as { id: string; status: string; fix: string | null }[]
+    assert.deepEqual(
+      checks.filter((c) => c.status === 'fail').map((c) => c.id),
+      ['table', 'race'],
+    )
+    assert.match(checks[2]!.fix ?? '', /pg-cron-lease migrate --table no_such_doctor_leases/)
+  })
+
+  test('an unreachable database is one line and exit 1; a bad flag is exit 2 before connecting', async () => {
+    const port = await freePort()
+    assertFails(await cli(['doctor', '--url', `postgres://a:s3cret@127.0.0.1:${port}/x`]), 1, /connection refused/)
+    assertFails(await cli(['doctor', '--race', '1']), 2, /--race must be a whole number from 2 to 100, got 1/)
+  })
+})
+
 describe('a job whose next due time passed unclaimed, on real rows', () => {
   test('check exits 3 and says since when it is due, apart from a job overdue by its interval; --grace moves the line', async () => {
     const { table, missedAtClaim } = await occurrenceJobs()

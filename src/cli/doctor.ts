@@ -1,0 +1,72 @@
+/** `pg-cron-lease doctor`: runDoctor's checks against --url and --table, as lines for people or as JSON. */
+import { type DoctorCheck, runDoctor } from '../doctor.js'
+import { escapeControls } from '../escape.js'
+import { BIN, type Command, DATABASE_EXIT } from './args.js'
+import { openClient } from './connect.js'
+import { EXIT, Exit, type ExitCode, usage } from './exit.js'
+import { jsonText, type Paint } from './human.js'
+
+export const doctor: Command = {
+  summary: 'Check everything the guarantee depends on here, and prove it with a live race',
+  options: ['table', 'url', 'format', 'race', 'rounds', 'no-race'],
+  optionHelp: { format: 'text (default) or json (one object per check)' },
+  details:
+    'Checks, against the URL and table the application uses: connection (the server version),\n' +
+    'writable (not a standby, not read-only), table (its shape, its history table), privileges,\n' +
+    "clock (this host's against the database's), pooler (transaction pooling), prepared (named\n" +
+    'statements), durability (synchronous_commit, a synchronous standby), timeouts, and race: --race\n' +
+    'connections claim a job named pg-cron-lease:doctor:<random> for --rounds rounds, and every round\n' +
+    'must have exactly one winner; then every row of that job is deleted, even on Ctrl-C, and no\n' +
+    'other row is touched. Each check prints one line, ✓, ! (a warning) or ✗ (a failure), with what\n' +
+    'to do for ! and ✗; a summary line ends the text. What it is doing goes to stderr.\n' +
+    '--format json prints an array of { id, status, summary, detail, fix }, status pass, warn or fail.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} doctor --url postgres://app@db.internal:5432/app\n` +
+    `  ${BIN} doctor --no-race --url postgres://monitor@db.internal:5432/app\n` +
+    `  ${BIN} doctor --format json | jq -r '.[] | select(.status != "pass") | .fix'`,
+  exitCodes: `0 no check failed (warnings allowed), ${DATABASE_EXIT}, 2 usage error, 3 a check failed`,
+  async run(values, context) {
+    if (values.format === 'prometheus') throw usage('doctor prints --format text or json, not prometheus')
+    const text = values.format === 'text'
+    const checks = await context.connect(async (client, target) => {
+      // Ctrl-C stops the race at the next round; runDoctor deletes its rows before it rejects.
+      // A second Ctrl-C meets no handler and ends the process at once.
+      const interrupt = new AbortController()
+      const stop = () =>
+        interrupt.abort(new Exit('interrupted: the race stopped, and its rows were deleted', EXIT.FAILED))
+      process.once('SIGINT', stop)
+      try {
+        return await runDoctor(client, {
+          table: values.table,
+          ...(values.race !== undefined && { race: values.race }),
+          ...(values.rounds !== undefined && { rounds: values.rounds }),
+          connect: () => openClient(target),
+          signal: interrupt.signal,
+          onProgress: (message) => text && context.note(`${BIN} doctor: ${message}…\n`),
+        })
+      } finally {
+        process.off('SIGINT', stop)
+      }
+    })
+    context.out(text ? renderDoctor(checks, context.paint) : jsonText(checks))
+    return doctorExitCode(checks)
+  },
+}
+
+const MARKS = { pass: '✓', warn: '!', fail: '✗' } as const
+
+/** One line per check (`✓ id: what was found`, and for ! and ✗ `; fix: what to do`), then the counts. */
+export function renderDoctor(checks: DoctorCheck[], paint: Paint): string {
+  const colour = { pass: paint.green, warn: paint.yellow, fail: paint.red }
+  const lines = checks.map((c) => {
+    const fix = c.fix === null ? '' : `; fix: ${escapeControls(c.fix)}`
+    return `${colour[c.status](MARKS[c.status])} ${c.id}: ${escapeControls(c.summary)}${fix}`
+  })
+  const n = (status: DoctorCheck['status']) => checks.filter((c) => c.status === status).length
+  const summary = `${checks.length} checks: ${n('pass')} passed, ${n('warn')} warnings, ${n('fail')} failures`
+  return `${[...lines, summary].join('\n')}\n`
+}
+
+export function doctorExitCode(checks: DoctorCheck[]): ExitCode {
+  return checks.some((c) => c.status === 'fail') ? EXIT.UNHEALTHY : EXIT.OK
+}
