@@ -39,6 +39,7 @@ const files =
  */
 const PARALLEL = 3
 const PICK = fileURLToPath(new URL('../dev/test-server-pick.ts', import.meta.url))
+const DEPRECATIONS = fileURLToPath(new URL('../dev/deprecations.ts', import.meta.url))
 
 // Seconds each of the slowest files took in a run of the whole suite on 2 cores, two at a time:
 // started first, so that no long file is left running alone at the end. A file not listed counts as
@@ -111,6 +112,8 @@ try {
         'tsx',
         '--import',
         PICK,
+        '--import',
+        DEPRECATIONS,
         '--test',
         `--test-concurrency=${parallel}`,
         ...BOUNDS,

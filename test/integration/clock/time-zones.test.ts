@@ -32,12 +32,16 @@ before(async () => {
 })
 after(() => admin.end())
 
-/** A pool whose every connection first runs `settings`, as connection options or a role would. */
+/** A pool whose every connection starts with `settings`, given as connection options (`-c name=value`). */
 async function poolWith(settings: string[]): Promise<pg.Pool> {
-  const pool = new pg.Pool({ connectionString: await testDatabaseUrl(), max: 3 })
-  pool.on('connect', (client) => {
-    for (const sql of settings) client.query(sql)
-  })
+  // In the startup packet, not as queries on connect, which pg would queue behind the pool's first query.
+  const parsed = settings.map((sql) => /^SET (\w+) = '(.*)'$/.exec(sql) ?? assert.fail(`a SET statement: ${sql}`))
+  const options = parsed.map(([, name, value]) => `-c ${name}=${value!.replace(/[\\ ]/g, '\\$&')}`).join(' ')
+  const pool = new pg.Pool({ connectionString: await testDatabaseUrl(), max: 3, options })
+  for (const [, name, value] of parsed) {
+    const { rows } = await pool.query('SELECT current_setting($1) AS value', [name])
+    assert.equal(rows[0].value, value, `the session's ${name}`)
+  }
   return pool
 }
 
