@@ -6,13 +6,22 @@ import os from 'node:os'
 import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
 import type { KeepAlive, LeaseLogger } from './types.js'
-import { checkFunction, checkMs, checkOptions, checkOverdueFactor, checkTable, fail, readOrFail } from './validate.js'
+import {
+  checkFunction,
+  checkMs,
+  checkOptions,
+  checkOverdueFactor,
+  checkQueryable,
+  checkTable,
+  fail,
+  readOrFail,
+} from './validate.js'
 
 const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const CLAIMING = [...CLAIMS, 'catchUp'] as const
-const ALL = [...CLAIMING, 'listLeases', 'pauseJob', 'resumeJob', 'releaseLease'] as const
+const ALL = [...CLAIMING, 'listLeases', 'pauseJob', 'resumeJob', 'releaseLease', 'createDashboard'] as const
 
 /** The public functions that take an option bag. */
 export type EntryPoint = (typeof ALL)[number]
@@ -74,6 +83,19 @@ export const OPTIONS = {
   // Checked by pauseJob itself: until and forMs exclude each other.
   until: row(['pauseJob'], (value): unknown => value),
   forMs: row(['pauseJob'], (value): unknown => value),
+  // The dashboard's: checked by createDashboard, which needs them all at once.
+  db: row(['createDashboard'], (value, name) => checkQueryable(value, name)),
+  basePath: row(['createDashboard'], checkBasePath),
+  token: row(['createDashboard'], (value, name) => {
+    if (value === undefined) return undefined
+    if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
+    return value
+  }),
+  allowActions: row(['createDashboard'], (value, name) => {
+    if (value === undefined) return false
+    if (typeof value !== 'boolean') fail(name, 'true or false', value)
+    return value
+  }),
 } as const satisfies Record<string, OptionRow<unknown>>
 
 export type OptionName = keyof typeof OPTIONS
@@ -123,6 +145,15 @@ function checkFlag(value: unknown, name: string): boolean {
   if (value === undefined) return true
   if (typeof value !== 'boolean') fail(name, 'true or false', value)
   return value
+}
+
+/** A path prefix such as `/cron`, kept without its trailing slash: `/` is ''. */
+export function checkBasePath(value: unknown, name: string): string {
+  if (value === undefined) return ''
+  if (typeof value !== 'string' || !/^\/[^?#\s\\]*$/.test(value) || value.includes('//')) {
+    fail(name, "a path that starts with '/', such as '/cron', without ?, #, spaces or '//'", value)
+  }
+  return value.replace(/\/$/, '')
 }
 
 /**

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
+import { checkBasePath } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
@@ -49,6 +50,23 @@ export const OPTIONS = {
     arg: '<iso>',
     help: 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
   },
+  host: {
+    type: 'string',
+    arg: '<host>',
+    help: 'The address to listen on (default 127.0.0.1); beyond loopback, a token is required',
+  },
+  port: { type: 'string', arg: '<port>', help: 'The port to listen on, 0 for any free one (default 8080)' },
+  'base-path': {
+    type: 'string',
+    arg: '<path>',
+    help: 'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
+  },
+  'allow-actions': { type: 'boolean', help: 'Show pause, resume and release buttons and accept them; needs a token' },
+  'token-file': {
+    type: 'string',
+    arg: '<file>',
+    help: 'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
+  },
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
@@ -68,6 +86,12 @@ export interface Values {
   job?: string
   forMs?: number
   until?: string
+  /** The dashboard's --host, --port, --base-path, --allow-actions and --token-file. */
+  host: string
+  port: number
+  basePath: string
+  allowActions: boolean
+  tokenFile?: string
 }
 
 export interface Accepts {
@@ -84,6 +108,10 @@ export interface Target {
 export interface Context {
   out(text: string): void
   paint: Paint
+  /** The environment the command runs in (the dashboard's token). */
+  env: Readonly<Record<string, string | undefined>>
+  /** A pool on --url or DATABASE_URL, for a command that serves until stopped; the caller ends it. */
+  pool(): Promise<pg.Pool>
   /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
@@ -124,7 +152,11 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
-type Given = Partial<Record<Exclude<OptionName, 'json' | 'job'>, string>> & { json?: boolean; job?: string[] }
+type Given = Partial<Record<Exclude<OptionName, 'json' | 'job' | 'allow-actions'>, string>> & {
+  json?: boolean
+  job?: string[]
+  'allow-actions'?: boolean
+}
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */
 export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
@@ -148,6 +180,12 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     format: format(values.format, values.json === true),
     overdueFactor: overdueFactor(values['overdue-factor']),
     jobs: (values.job ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
+    host: values.host ?? '127.0.0.1',
+    port: port(values.port),
+    basePath:
+      values['base-path'] === undefined ? '/' : valid(() => checkBasePath(values['base-path'], '--base-path')) || '/',
+    allowActions: values['allow-actions'] === true,
+    ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
     ...(values.url !== undefined && { url: values.url }),
     ...(grace !== undefined && { graceMs: valid(() => parseDuration(grace, '--grace')) }),
   }
@@ -203,6 +241,14 @@ function format(text: string | undefined, json: boolean): Format {
     throw usage(`--json is --format json, so it cannot go with --format ${text}`)
   }
   return json ? 'json' : (text ?? 'text')
+}
+
+function port(text: string | undefined): number {
+  if (text === undefined) return 8080
+  if (!/^\d{1,5}$/.test(text) || Number(text) > 65535) {
+    throw usage(`--port must be a whole number from 0 to 65535, got ${JSON.stringify(text)}`)
+  }
+  return Number(text)
 }
 
 function overdueFactor(text: string | undefined): number {

@@ -2,7 +2,8 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
-import { type Connect, connectionTarget, withClient } from './connect.js'
+import { type Connect, connectionTarget, openPool, withClient } from './connect.js'
+import { dashboard } from './dashboard.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { painter } from './human.js'
 import { pause, release, resume } from './job-actions.js'
@@ -22,7 +23,16 @@ export interface CliIo {
 }
 
 /** Every command, in the order the main help lists them. */
-export const COMMANDS: Readonly<Record<string, Command>> = { sql, migrate, status, check, pause, resume, release }
+export const COMMANDS: Readonly<Record<string, Command>> = {
+  sql,
+  migrate,
+  status,
+  check,
+  pause,
+  resume,
+  release,
+  dashboard,
+}
 
 const NAMES = Object.keys(COMMANDS)
 
@@ -47,6 +57,8 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
     return await command.run(values, {
       out: print,
       paint: painter(io.stdout, io.env),
+      env: io.env,
+      pool: () => openPool(connectionTarget(values.url, io.env)),
       connect(work) {
         const target = connectionTarget(values.url, io.env)
         const doing = { command: name, table: values.table }
