@@ -26,7 +26,7 @@ export function gate(token: string): Gate {
   // the bearer token away.
   const session = createHmac('sha256', token).update('pg-cron-lease dashboard session').digest('hex')
   const sessionDigest = digest(session)
-  const bearerOf = (req: IncomingMessage) => /^Bearer +(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1]
+  const bearerOf = (req: IncomingMessage) => /^Bearer +(.*\S)\s*$/i.exec(req.headers.authorization ?? '')?.[1]
   const cookieOf = (req: IncomingMessage) =>
     (req.headers.cookie ?? '')
       .split(';')
