@@ -4,7 +4,7 @@
  * each with a server of its own, and stops them afterwards. The output is TAP, ending with a list
  * of the failing tests (dev/test-summary.ts) and then the runner's counts.
  *
- *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration|tooling] [files...]
+ *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration|tooling|browser] [files...]
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
@@ -12,7 +12,8 @@ import os, { availableParallelism } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { startTestServer } from '../dev/postgres.ts'
+import { CI, startTestServer } from '../dev/postgres.ts'
+import { chromiumPath, HOW_TO_GET_ONE } from '../test/helpers/browser.ts'
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -21,8 +22,13 @@ const { values, positionals } = parseArgs({
 if (values.pg) process.env.PG_TEST_VERSION = values.pg
 
 // unit: the stand-in pool; integration: real Postgres, a folder per guarantee; tooling: the
-// repository's own tools (bench, demo, docs, package).
-const suites = values.only ? [values.only] : ['unit', 'integration', 'tooling']
+// repository's own tools (bench, demo, docs, package); browser: the dashboard in a real Chromium.
+// Without a browser the last is left out, said in one line; under CI=true it runs, and fails.
+const browserMissing = chromiumPath() === undefined && !CI
+const suites = values.only ? [values.only] : ['unit', 'integration', 'tooling', ...(browserMissing ? [] : ['browser'])]
+if (browserMissing && values.only === undefined && positionals.length === 0) {
+  console.log(`# browser tests skipped: no Chromium on this machine; ${HOW_TO_GET_ONE}`)
+}
 const files =
   positionals.length > 0
     ? positionals
@@ -45,6 +51,7 @@ const PICK = fileURLToPath(new URL('../dev/test-server-pick.ts', import.meta.url
 // one second.
 const SECONDS: Record<string, number> = {
   'test/integration/schedulers/examples.test.ts': 68,
+  'test/browser/dashboard.test.ts': 45,
   'test/integration/cli/cli.test.ts': 40,
   'test/integration/faults/failover.test.ts': 36,
   'test/integration/schedulers/nestjs.test.ts': 36,

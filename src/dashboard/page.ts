@@ -15,7 +15,9 @@ export function secure(res: ServerResponse): void {
   res.setHeader('Content-Security-Policy', CSP)
   res.setHeader('X-Content-Type-Options', 'nosniff')
   res.setHeader('X-Frame-Options', 'DENY')
-  res.setHeader('Referrer-Policy', 'no-referrer')
+  // same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with a form's
+  // POST, and the Origin check needs the real one.
+  res.setHeader('Referrer-Policy', 'same-origin')
   res.setHeader('Cache-Control', 'no-store')
 }
 
@@ -37,7 +39,7 @@ export function escapeHtml(text: string): string {
 // one copy serves both the ESM and the CJS build, and the page needs nothing from another origin.
 let assets: Record<string, { type: string; body: Buffer }> | undefined
 
-/** `app.js` or `app.css`, or undefined for any other name. */
+/** `app.js`, `app.css` or `favicon.svg`, or undefined for any other name. */
 export function asset(name: string): { type: string; body: Buffer } | undefined {
   assets ??= {
     'app.js': {
@@ -45,6 +47,7 @@ export function asset(name: string): { type: string; body: Buffer } | undefined 
       body: readFileSync(new URL('./assets/app.js', import.meta.url)),
     },
     'app.css': { type: 'text/css; charset=utf-8', body: readFileSync(new URL('./assets/app.css', import.meta.url)) },
+    'favicon.svg': { type: 'image/svg+xml', body: readFileSync(new URL('./assets/favicon.svg', import.meta.url)) },
   }
   return Object.hasOwn(assets, name) ? assets[name] : undefined
 }
@@ -62,6 +65,7 @@ export function shell(table: string, actions: boolean, signedIn: boolean): strin
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
 <title>pg-cron-lease: ${escapeHtml(table)}</title>
+<link rel="icon" href="favicon.svg">
 <link rel="stylesheet" href="app.css">
 <script src="app.js" defer></script>
 </head>
@@ -88,6 +92,7 @@ export function loginPage(table: string, failed: boolean): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
 <title>Sign in: pg-cron-lease</title>
+<link rel="icon" href="favicon.svg">
 <link rel="stylesheet" href="app.css">
 </head>
 <body>

@@ -15,7 +15,15 @@
   let skewMs = 0
   let lastGood = null
   let timer = 0
-  const view = { filter: '', sort: 'jobName', descending: false, shown: PAGE_ROWS, leases: [], runs: [] }
+  const view = {
+    filter: '',
+    sort: 'jobName',
+    descending: false,
+    shown: PAGE_ROWS,
+    leases: [],
+    runs: [],
+    runsError: null,
+  }
 
   // Control, format (bidi overrides, zero-width) and separator characters, and the backslash, as
   // escapes: a hostile name reads as what it is, and cannot reorder or hide the text around it.
@@ -153,10 +161,13 @@
     clearTimeout(timer)
     try {
       const path = jobName === null ? null : `api/jobs/${encodeURIComponent(jobName)}/runs?limit=${STRIP}`
-      const [leases, runs] = await Promise.all([getJson('api/jobs'), path === null ? [] : getJson(path)])
+      // A history that cannot be read is said on the job's page; only the jobs decide staleness.
+      const history = path === null ? Promise.resolve([]) : getJson(path).catch((error) => ({ error }))
+      const [leases, runs] = await Promise.all([getJson('api/jobs'), history])
       if (leases.length > 0) skewMs = Date.parse(leases[0].checkedAt) - Date.now()
       view.leases = leases
-      view.runs = runs
+      view.runs = Array.isArray(runs) ? runs : []
+      view.runsError = Array.isArray(runs) ? null : runs.error.message
       lastGood = Date.now() + skewMs
       stale.hidden = true
       render()
