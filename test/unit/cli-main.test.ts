@@ -182,7 +182,7 @@ describe('usage errors exit 2 with one line that says what to do, before any con
     for (const [args, message] of [
       [
         ['frob'],
-        /unknown command "frob": expected sql, migrate, status, check, pause, resume, release; see pg-cron-lease --help/,
+        /unknown command "frob": expected sql, migrate, status, check, pause, resume, release, dashboard; see pg-cron-lease --help/,
       ],
       [['help', 'frob'], /unknown command "frob"/],
       [['--frob'], /expected a command .* before --frob/],
