@@ -68,6 +68,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/lease/keep-alive.test.ts': 14,
   'test/integration/older-table/ddl.test.ts': 14,
   'test/integration/pause/pause-storm.test.ts': 11,
+  'test/integration/run-history/history.test.ts': 13,
   'test/integration/older-table/occurrence-upgrade.test.ts': 9,
 }
 const weight = (file: string) => SECONDS[file] ?? 1

@@ -20,8 +20,24 @@ BEGIN
       next_due_at        TIMESTAMPTZ,
       next_occurrence    TIMESTAMPTZ,
       last_missed        BIGINT,
-      missed_occurrences BIGINT
+      missed_occurrences BIGINT,
+      unrecorded_claims  JSONB
     );
+    IF to_regclass('"cron_leases_runs"') IS NULL THEN
+      CREATE TABLE IF NOT EXISTS "cron_leases_runs" (
+        job_name    TEXT NOT NULL,
+        claimed_at  TIMESTAMPTZ NOT NULL,
+        occurrence  TIMESTAMPTZ,
+        holder      TEXT,
+        finished_at TIMESTAMPTZ,
+        duration_ms DOUBLE PRECISION,
+        outcome     TEXT NOT NULL,
+        error       TEXT,
+        missed      BIGINT NOT NULL DEFAULT 0,
+        catch_up    BOOLEAN NOT NULL DEFAULT false,
+        PRIMARY KEY (job_name, claimed_at)
+      );
+    END IF;
   END IF;
 EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
   NULL; -- another session created it at the same moment

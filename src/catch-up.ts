@@ -7,7 +7,7 @@ import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { statementsOf } from './state.js'
+import { knowledgeOf, statementsOf } from './state.js'
 import { shapeOf } from './table-facts.js'
 import { type ClaimConfig, firstRow, type Slot, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
@@ -19,7 +19,10 @@ import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './type
  * const opts: CatchUpOptions = { withinMs: 6 * 3_600_000, everyMs: 3_600_000 }
  */
 export interface CatchUpOptions
-  extends Pick<LeaseOptions, 'holder' | 'table' | 'logger' | 'keepAlive' | 'prepare' | 'record' | 'everyMs'>,
+  extends Pick<
+      LeaseOptions,
+      'holder' | 'table' | 'logger' | 'keepAlive' | 'prepare' | 'record' | 'history' | 'everyMs'
+    >,
     CatchUpWindow {
   /** When this replica's scheduler fires next; left out, one interval after the occurrence made up for. */
   nextOccurrence?: Date | string | null
@@ -58,9 +61,10 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   if (shape !== 'current') return null
   const sentAt = monotonicMs()
   const params = [jobName, config.leaseMs, holder, withinMs, ...scheduleParams(slot, Date.now())]
-  const claimed = runStatement(db, statementsOf(table, 'current').catchUp, params, prepare)
+  const { catchUp } = statementsOf(table, 'current', knowledgeOf(db, table).history)
+  const claimed = runStatement(db, catchUp, params, prepare)
   const result = await claimed.catch((error: unknown) => Promise.reject(claimError(config, error)))
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-  return won ? wonTicket(config, claimToken, sentAt, 'current', firstRow(result), slot) : null
+  return won ? wonTicket(config, claimToken, sentAt, 'current', firstRow(result), slot, true) : null
 }

@@ -171,10 +171,10 @@ function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed:
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
   const params = shape === 'current' ? claimParams(config, slot, sentWallMs) : [jobName, leaseMs, holder]
-  return runStatement(db, statementsOf(table, shape).claim, params, prepare).then(
+  const known = knowledgeOf(db, table)
+  return runStatement(db, statementsOf(table, shape, known.history).claim, params, prepare).then(
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
-      const known = knowledgeOf(db, table)
       if (won || probed) known.unprobed = UNPROBED_CLAIMS
       if (!won) return lost(config, slot, shape)
       const receivedWallMs = Date.now()
@@ -185,7 +185,7 @@ function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed:
         checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
       }
       if (shape === 'current' && slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
-      return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot)
+      return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot, false)
     },
     (error: unknown) => Promise.reject(claimError(config, error)),
   )

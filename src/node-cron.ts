@@ -50,7 +50,7 @@ interface WatchedTask {
  * const opts: LeaseCoordinatorOptions = { leaseMs: (task) => (task === 'report' ? LEASE.HOURLY : LEASE.EVERY_MINUTE) }
  */
 export interface LeaseCoordinatorOptions
-  extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record' | 'clockToleranceMs'> {
+  extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record' | 'history' | 'clockToleranceMs'> {
   /**
    * Make up for a missed occurrence of each watched task, as `catchUp` does, by `task.execute()`.
    * Claims for `leaseMs`, else 30 s (a coordinator cannot read `distributedLease`). Default: off.

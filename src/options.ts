@@ -5,9 +5,10 @@
 import os from 'node:os'
 import { MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 import { parseInstant } from './time-input.js'
-import type { KeepAlive, LeaseLogger } from './types.js'
+import type { HistoryOptions, KeepAlive, LeaseLogger } from './types.js'
 import {
   checkFunction,
+  checkJobName,
   checkMs,
   checkOptions,
   checkOverdueFactor,
@@ -21,7 +22,7 @@ const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const CLAIMING = [...CLAIMS, 'catchUp'] as const
-const ALL = [...CLAIMING, 'listLeases', 'pauseJob', 'resumeJob', 'releaseLease', 'createDashboard'] as const
+const ALL = [...CLAIMING, 'listLeases', 'listRuns', 'pauseJob', 'resumeJob', 'releaseLease', 'createDashboard'] as const
 
 /** The public functions that take an option bag. */
 export type EntryPoint = (typeof ALL)[number]
@@ -46,6 +47,7 @@ export const OPTIONS = {
   keepAlive: row(RUNS, checkKeepAlive),
   prepare: row(CLAIMING, checkFlag),
   record: row(CLAIMING, checkFlag),
+  history: row(CLAIMING, checkHistory),
   everyMs: row(RUNS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
   clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
     if (value == null) return undefined
@@ -77,6 +79,20 @@ export const OPTIONS = {
     return checkMs(value, name)
   }),
   overdueFactor: row(['listLeases'], checkOverdueFactor),
+  jobName: row(['listRuns'], (value, name) => (value === undefined ? undefined : checkJobName(value, name))),
+  limit: row(['listRuns'], (value, name) => {
+    if (value === undefined) return 100
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_HISTORY_KEEP) {
+      fail(name, `a whole number from 1 to ${MAX_HISTORY_KEEP}`, value)
+    }
+    return value
+  }),
+  // Kept as UTC text, so a run's own claimedAt (microseconds) pages exactly.
+  before: row(['listRuns'], (value, name): string | undefined => {
+    if (value === undefined) return undefined
+    const ms = parseInstant(value, name)
+    return typeof value === 'string' && UTC_MICROS.test(value) ? value : new Date(ms).toISOString()
+  }),
   overdueGraceMs: row(['listLeases'], (value, name) =>
     value === undefined ? undefined : checkMs(value, name, Number.MAX_SAFE_INTEGER),
   ),
@@ -99,6 +115,8 @@ export const OPTIONS = {
 } as const satisfies Record<string, OptionRow<unknown>>
 
 export type OptionName = keyof typeof OPTIONS
+
+const UTC_MICROS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$/
 
 // Read once: os.hostname() is a system call, and the claim path runs on every tick.
 let defaultHolder: string | undefined
@@ -145,6 +163,31 @@ function checkFlag(value: unknown, name: string): boolean {
   if (value === undefined) return true
   if (typeof value !== 'boolean') fail(name, 'true or false', value)
   return value
+}
+
+/** What a `history` option compiles to: both counts. */
+export type HistoryKeep = Readonly<Required<HistoryOptions>>
+
+/** How many runs the history keeps per job when `history` is left out or `true`. */
+export const DEFAULT_HISTORY: HistoryKeep = Object.freeze({ keep: 100, keepFailed: 20 })
+
+/** The most either count may be: the trim reads this many of the job's rows on every write. */
+export const MAX_HISTORY_KEEP = 10_000
+
+// `false` turns the history off for the job; `true` or left out keeps the defaults.
+function checkHistory(value: unknown, name: string): HistoryKeep | false {
+  if (value === undefined || value === true) return DEFAULT_HISTORY
+  if (value === false) return false
+  if (value === null) fail(name, 'true, false or an object such as { keep: 100, keepFailed: 20 }', value)
+  const { keep, keepFailed } = checkOptions(value, ['keep', 'keepFailed'], name)
+  const count = (n: unknown, key: 'keep' | 'keepFailed', least: number) => {
+    if (n === undefined) return DEFAULT_HISTORY[key]
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < least || n > MAX_HISTORY_KEEP) {
+      fail(`${name}.${key}`, `a whole number from ${least} to ${MAX_HISTORY_KEEP}`, n)
+    }
+    return n
+  }
+  return Object.freeze({ keep: count(keep, 'keep', 1), keepFailed: count(keepFailed, 'keepFailed', 0) })
 }
 
 /** A path prefix such as `/cron`, kept without its trailing slash: `/` is ''. */

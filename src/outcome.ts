@@ -1,7 +1,9 @@
-/** Recording how a won tick ended in the lease row, for `listLeases`, `status` and `check`. */
-import { warn } from './log.js'
+/** Recording how a won tick ended: in the lease row, for `listLeases`, `status` and `check`, and in the run history. */
+import { migrateCommand, warn } from './log.js'
+import { DEFAULT_HISTORY } from './options.js'
 import { runStatement } from './query.js'
-import { statementsOf } from './state.js'
+import { historyTableOf } from './sql.js'
+import { firstWarning, knowledgeOf, statementsOf } from './state.js'
 import type { Ticket } from './ticket.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */
@@ -35,9 +37,13 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   if (claimToken === null || ticket.shape !== 'current') return
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
-  const { record } = statementsOf(table, 'current')
+  const { history } = knowledgeOf(db, table)
+  const { record } = statementsOf(table, 'current', history)
+  const keep = ticket.config.history
+  if (!history && keep !== false && firstWarning(table, 'history')) warnNoHistory(ticket)
+  const run = history ? runParams(ticket) : []
   const send = (text: string | null) =>
-    runStatement(db, record, [jobName, claimToken, durationMs, outcome, text, everyMs ?? null], prepare)
+    runStatement(db, record, [jobName, claimToken, durationMs, outcome, text, everyMs ?? null, ...run], prepare)
   try {
     await send(errorText)
   } catch (error) {
@@ -55,6 +61,29 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
     }
     warn(logger, `pg-cron-lease: could not record the outcome of '${jobName}' in ${table}: ${firstLine(error)}`)
   }
+}
+
+// The history's parameters of the record (see recordOutcomeSql): who ran what, and how many runs to keep.
+function runParams({ config, occurrence, missed, catchUp }: Ticket): unknown[] {
+  const keep = config.history === undefined ? DEFAULT_HISTORY : config.history
+  const occurrenceText = occurrence === null ? null : occurrence.toISOString()
+  return [
+    config.holder,
+    occurrenceText,
+    missed,
+    catchUp,
+    keep === false ? 0 : keep.keep,
+    keep === false ? 0 : keep.keepFailed,
+  ]
+}
+
+function warnNoHistory({ config }: Ticket): void {
+  warn(
+    config.logger,
+    `pg-cron-lease: ${config.table} has no run history table (${historyTableOf(config.table)}), so runs are not kept; ` +
+      `claims, outcomes and pauses work as before; run \`${migrateCommand(config.table)}\` (or upgradeTableSql()) to add it: ` +
+      'replicas see it within a minute, with no restart',
+  )
 }
 
 /** `Name: first line` as one clean line: controls as spaces, lone surrogates as U+FFFD, at most 500 units. */

@@ -26,7 +26,17 @@ export function quoteTable(table: string): string {
 
 // Postgres cuts an identifier past 63 bytes (NAMEDATALEN - 1), so two long names could share one.
 const IDENTIFIER_BYTES = 63
-const HISTORY_SUFFIX = '_runs'
+
+// `name` + `suffix`, in the schema of `table`; a name that would not fit is cut and given a hash of the whole.
+function besideTable(table: string, suffix: string): string {
+  quoteTable(table)
+  const dot = table.indexOf('.')
+  const schema = dot === -1 ? '' : table.slice(0, dot + 1)
+  const name = table.slice(dot + 1)
+  if (name.length + suffix.length <= IDENTIFIER_BYTES) return `${schema}${name}${suffix}`
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 8)
+  return `${schema}${name.slice(0, IDENTIFIER_BYTES - suffix.length - hash.length - 1)}_${hash}${suffix}`
+}
 
 /**
  * The run history's table for a lease table: `name_runs` beside it, in the same schema. A name
@@ -36,14 +46,7 @@ const HISTORY_SUFFIX = '_runs'
  * historyTableOf('jobs.leases') // 'jobs.leases_runs'
  */
 export function historyTableOf(table: string): string {
-  quoteTable(table)
-  const dot = table.indexOf('.')
-  const schema = dot === -1 ? '' : table.slice(0, dot + 1)
-  const name = table.slice(dot + 1)
-  if (name.length + HISTORY_SUFFIX.length <= IDENTIFIER_BYTES) return `${schema}${name}${HISTORY_SUFFIX}`
-  const hash = createHash('sha256').update(name).digest('hex').slice(0, 8)
-  const kept = IDENTIFIER_BYTES - HISTORY_SUFFIX.length - hash.length - 1
-  return `${schema}${name.slice(0, kept)}_${hash}${HISTORY_SUFFIX}`
+  return besideTable(table, '_runs')
 }
 
 // The original package's shape: all a claim, renew and list need.
@@ -73,6 +76,27 @@ const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
 /** Every column a table of the current shape has. */
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
+// What the run history adds to the lease row: the claims replaced before their outcome was
+// recorded (their replica died mid-tick), as the claim that replaced each found it (see claimSql).
+// Not one of CURRENT_COLUMNS: a table upgraded before the history keeps its shape, and its claims.
+const UNRECORDED = 'unrecorded_claims'
+
+/** How many runs that died in a row the lease row keeps until a recorded run moves them to the history. */
+export const UNRECORDED_KEPT = 20
+
+// One row per run, keyed by its claim token; started_at is claimed_at, as the tick starts on the claim.
+const RUN_COLUMNS = `  job_name    TEXT NOT NULL,
+  claimed_at  TIMESTAMPTZ NOT NULL,
+  occurrence  TIMESTAMPTZ,
+  holder      TEXT,
+  finished_at TIMESTAMPTZ,
+  duration_ms DOUBLE PRECISION,
+  outcome     TEXT NOT NULL,
+  error       TEXT,
+  missed      BIGINT NOT NULL DEFAULT 0,
+  catch_up    BOOLEAN NOT NULL DEFAULT false,
+  PRIMARY KEY (job_name, claimed_at)`
+
 // The interval, declared else observed; NULL for 0, which would divide by zero.
 function every(parameter: string): string {
   return `nullif(coalesce(${parameter}::float8, lease.every_ms), 0)`
@@ -85,6 +109,17 @@ function dollarQuoted(body: string, base: string): string {
   return `${tag}\n${body}${tag}`
 }
 
+// The history table, when missing; a racing creator is caught as in createTableSql.
+function createHistory(table: string): string {
+  const h = quoteTable(historyTableOf(table))
+  return `IF to_regclass('${h}') IS NULL THEN
+  CREATE TABLE IF NOT EXISTS ${h} (
+${RUN_COLUMNS.replace(/^/gm, '  ')}
+  );
+END IF;
+`
+}
+
 /**
  * The DDL that creates a lease table, safe for every replica on every start:
  * racing creators are caught and ignored, and an existing table needs no `CREATE` privilege.
@@ -94,16 +129,19 @@ function dollarQuoted(body: string, base: string): string {
  */
 export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const columns = [LEASE_COLUMNS, ...CURRENT_COLUMNS.map(([name, type]) => `  ${name.padEnd(18)} ${type}`)]
+  const columns = [
+    LEASE_COLUMNS,
+    ...[...CURRENT_COLUMNS, [UNRECORDED, 'JSONB']].map(([name, type]) => `  ${name!.padEnd(18)} ${type}`),
+  ]
+  // The history only with a new lease table: for an existing one, this runs on every start and
+  // must need no CREATE privilege (the history then comes with `pg-cron-lease migrate`).
   return doBlock(`BEGIN
   IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (
 ${columns.join(',\n').replace(/^/gm, '    ')}
     );
-  END IF;
-EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
-  NULL; -- another session created it at the same moment
-END;
+${createHistory(table).replace(/^(?=.)/gm, '    ')}  END IF;
+${RACED}END;
 `)
 }
 
@@ -115,17 +153,23 @@ END;
  */
 export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const names = CURRENT_COLUMNS.map(([name]) => `'${name}'`).join(', ')
-  const adds = CURRENT_COLUMNS.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
+  const added: readonly (readonly [string, string])[] = [...CURRENT_COLUMNS, [UNRECORDED, 'JSONB']]
+  const names = added.map(([name]) => `'${name}'`).join(', ')
+  const adds = added.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
   return doBlock(`BEGIN
   IF (SELECT count(*) FROM pg_attribute
-      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${names})) < ${CURRENT_COLUMNS.length} THEN
+      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${names})) < ${added.length} THEN
     ALTER TABLE ${t}
 ${adds.join(',\n')};
   END IF;
-END;
+${createHistory(table).replace(/^(?=.)/gm, '  ')}${RACED}END;
 `)
 }
+
+// Creators racing on one name: the one that lost is caught, as the other session made the table.
+const RACED = `EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
+  NULL; -- another session created it at the same moment
+`
 
 /**
  * The DDL for the default `cron_leases` table, as in `sql/cron_leases.sql`.
@@ -145,7 +189,7 @@ function doBlock(body: string): string {
  * Compared in ms, as the clock minus it could leave timestamp range. The lock sits last inside a
  * CASE: an AND may evaluate it first and cost a loser a transaction ID.
  */
-export function catchUpSql(table: string): string {
+export function catchUpSql(table: string, history = false): string {
   const t = quoteTable(table)
   const ms = (expression: string) => `${expression} * interval '1 millisecond'`
   const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every('$7')}), 0)`
@@ -160,7 +204,7 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   next_due_at = coalesce(clock.at + ${ms('$5::float8')}, ${dueAt} + ${ms(every('$7'))}),
   next_occurrence = coalesce(${fromMs('$6::bigint')}, ${slot} + ${ms(every('$7'))}),
   last_missed = ${skipped}::bigint,
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${history ? `,\n  ${keepUnrecorded()}` : ''}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
   AND CASE WHEN lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
@@ -210,8 +254,18 @@ WHERE lease.job_name = $1::text
   AND (lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ${fromMs('$2::bigint')})`
 }
 
+// A winner that replaces a claim whose outcome was never recorded (its replica died mid-tick, or
+// it ran with record: false) keeps it in the row, for the next recorded run to move to the history.
+function keepUnrecorded(): string {
+  const died = `jsonb_build_object('claimed_at', ${isoText('lease.claimed_at')}, 'holder', lease.holder,
+      'occurrence', ${isoText('lease.last_occurrence')}, 'missed', lease.last_missed)`
+  return `${UNRECORDED} = CASE WHEN lease.claimed_at IS DISTINCT FROM lease.last_started_at
+    THEN jsonb_path_query_array(coalesce(lease.${UNRECORDED}, '[]') || ${died}, '$[last - ${UNRECORDED_KEPT - 1} to last]')
+    ELSE lease.${UNRECORDED} END`
+}
+
 /** The claim: the claim token to the single winner, no row to losers, who write nothing. */
-export function claimSql(table: string, shape: Shape): string {
+export function claimSql(table: string, shape: Shape, history = false): string {
   const t = quoteTable(table)
   if (shape === 'current') {
     // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
@@ -237,7 +291,7 @@ SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
   next_due_at = EXCLUDED.next_due_at,
   next_occurrence = EXCLUDED.next_occurrence,
   last_missed = ${missed},
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${history ? `,\n  ${keepUnrecorded()}` : ''}
 WHERE lease.lease_until <= clock_timestamp()
   AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
 RETURNING ${isoText('lease.claimed_at')} AS claimed_at, lease.last_missed AS missed`
@@ -283,9 +337,12 @@ WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
 FOR KEY SHARE`
 }
 
-/** Records how a won tick ended, fenced on its claim; current shape only. */
-export function recordOutcomeSql(table: string): string {
-  return `UPDATE ${quoteTable(table)} AS lease
+/**
+ * Records how a won tick ended, fenced on its claim; current shape only. With the history
+ * (`history`), the same statement writes the run's row and trims the job's rows (see historySql).
+ */
+export function recordOutcomeSql(table: string, history = false): string {
+  const update = `UPDATE ${quoteTable(table)} AS lease
 SET every_ms = coalesce($6::float8,
     CASE WHEN lease.last_started_at < lease.claimed_at
       THEN (extract(epoch FROM lease.claimed_at - lease.last_started_at) * 1000)::float8 END,
@@ -295,9 +352,62 @@ SET every_ms = coalesce($6::float8,
   last_duration_ms = $3::float8,
   last_outcome = $4::text,
   last_error = $5::text,
-  last_success_at = CASE WHEN $4::text = 'ok' THEN clock.at ELSE lease.last_success_at END
-FROM (SELECT clock_timestamp() AS at) AS clock
+  last_success_at = CASE WHEN $4::text = 'ok' THEN clock.at ELSE lease.last_success_at END${
+    history
+      ? `,
+  ${UNRECORDED} = NULL`
+      : ''
+  }
+FROM ${history ? '"db clock" AS clock' : '(SELECT clock_timestamp() AS at) AS clock'}
 WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
+  return history ? historySql(table, update) : update
+}
+
+// The history's part of the record. $7 the holder, $8 the occurrence (ISO text), $9 the missed
+// count, $10 whether it was a catch-up, $11 and $12 how many runs, and runs not ok, to keep (0: none).
+// Every CTE reads one snapshot, so the trim does not see the rows this statement writes: each cut
+// is moved up by the rows written.
+function historySql(table: string, update: string): string {
+  const t = quoteTable(table)
+  const h = quoteTable(historyTableOf(table))
+  const newest = (where: string, keep: string, written: string) =>
+    `(SELECT kept.claimed_at FROM ${h} AS kept WHERE kept.job_name = $1::text${where}
+    ORDER BY kept.claimed_at DESC OFFSET greatest(${keep} - (SELECT count(*) FROM "runs written"${written}), 0) LIMIT 1)`
+  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
+"run claims" AS MATERIALIZED (
+  SELECT lease.${UNRECORDED} AS unrecorded FROM ${t} AS lease
+  WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}),
+"run recorded" AS (
+${update.replace(/^/gm, '  ')}
+  RETURNING true AS fenced),
+-- Moved to the history only by the run the lease row still names: any other is no longer its claim.
+"runs died" AS (
+  SELECT ${fromIsoText("run->>'claimed_at'")} AS claimed_at, ${fromIsoText("run->>'occurrence'")} AS occurrence,
+    run->>'holder' AS holder, coalesce((run->>'missed')::bigint, 0) AS missed
+  FROM "run claims" AS before, "run recorded", jsonb_array_elements(coalesce(before.unrecorded, '[]')) AS run),
+"runs written" AS (
+  INSERT INTO ${h} AS run (job_name, claimed_at, occurrence, holder, finished_at, duration_ms, outcome, error, missed, catch_up)
+  SELECT $1::text, ${fromIsoText('$2')}, ${fromIsoText('$8')}, $7::text, clock.at, $3::float8, coalesce($4::text, 'unknown'),
+    $5::text, $9::bigint, $10::boolean
+  FROM "db clock" AS clock
+  WHERE $11::integer > 0
+  UNION ALL
+  SELECT $1::text, died.claimed_at, died.occurrence, died.holder, NULL, NULL, 'unfinished', NULL, died.missed, false
+  FROM "runs died" AS died
+  WHERE $11::integer > 0
+  -- A run its successor took for dead, ending after all, is recorded as it ended.
+  ON CONFLICT (job_name, claimed_at) DO UPDATE
+  SET finished_at = EXCLUDED.finished_at, duration_ms = EXCLUDED.duration_ms, outcome = EXCLUDED.outcome,
+    error = EXCLUDED.error
+  WHERE run.outcome = 'unfinished' AND EXCLUDED.outcome <> 'unfinished'
+  RETURNING run.outcome <> 'ok' AS failed),
+"runs cut" AS (
+  SELECT ${newest('', '$11::integer', '')} AS every_run,
+    ${newest(" AND kept.outcome <> 'ok'", '$12::integer', ' WHERE failed')} AS failed_run)
+DELETE FROM ${h} AS run
+USING "runs cut" AS cut
+WHERE $11::integer > 0 AND run.job_name = $1::text AND run.claimed_at <= cut.every_run
+  AND (run.outcome = 'ok' OR run.claimed_at <= cut.failed_run)`
 }
 
 /** Every lease, in byte order, judged by one clock read. */
@@ -413,18 +523,58 @@ WHERE lease.job_name = $1::text
 ${adminReturning(shape).replace(/^ {2}/gm, '')}`
 }
 
-/** The table's shape and the database clock, read-only and lockless (safe in a transaction). */
+/** The table's shape, whether it has the run history, and the database clock; read-only and lockless (safe in a transaction). */
 export function tableFactsSql(): string {
   return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND NOT attisdropped
     AND attname = ANY ($2::text[]))::int = cardinality($2::text[]) AS current,
+  to_regclass($3::text) IS NOT NULL AND EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1::text)
+    AND NOT attisdropped AND attname = '${UNRECORDED}') AS history,
   ${isoText('clock_timestamp()')} AS checked_at`
 }
 
 /** The parameters of {@link tableFactsSql} for `table`. */
 export function tableFactsParams(table: string): unknown[] {
-  return [quoteTable(table), CURRENT_COLUMN_NAMES]
+  return [quoteTable(table), CURRENT_COLUMN_NAMES, quoteTable(historyTableOf(table))]
+}
+
+/**
+ * The runs of every job (`$1` null) or one, newest first, before `$2` (ISO text; null: all), at
+ * most `$3`. A run that died is read from the lease row until a recorded run moves it: each claim
+ * the row keeps, and its own claim once that claim's lease has ended unrecorded.
+ */
+export function listRunsSql(table: string): string {
+  const t = quoteTable(table)
+  const h = quoteTable(historyTableOf(table))
+  const unlisted = (claimedAt: string) =>
+    `NOT EXISTS (SELECT FROM ${h} AS listed WHERE listed.job_name = lease.job_name AND listed.claimed_at = ${claimedAt})`
+  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
+"all runs" AS (
+  SELECT run.job_name, run.claimed_at, run.occurrence, run.holder, run.finished_at, run.duration_ms, run.outcome,
+    run.error, run.missed, run.catch_up
+  FROM ${h} AS run
+  UNION ALL
+  SELECT died.job_name, died.claimed_at, died.occurrence, died.holder, NULL, NULL, 'unfinished', NULL, died.missed, false
+  FROM (SELECT lease.job_name, ${fromIsoText("run->>'claimed_at'")} AS claimed_at,
+      ${fromIsoText("run->>'occurrence'")} AS occurrence, run->>'holder' AS holder,
+      coalesce((run->>'missed')::bigint, 0) AS missed
+    FROM ${t} AS lease CROSS JOIN jsonb_array_elements(coalesce(lease.${UNRECORDED}, '[]')) AS run) AS died
+  WHERE NOT EXISTS (SELECT FROM ${h} AS listed WHERE listed.job_name = died.job_name AND listed.claimed_at = died.claimed_at)
+  UNION ALL
+  SELECT lease.job_name, lease.claimed_at, lease.last_occurrence, lease.holder, NULL, NULL, 'unfinished', NULL,
+    coalesce(lease.last_missed, 0), false
+  FROM ${t} AS lease CROSS JOIN "db clock" AS clock
+  WHERE lease.claimed_at IS DISTINCT FROM lease.last_started_at AND ${claimEnd('lease')} <= clock.at
+    AND ${unlisted('lease.claimed_at')})
+SELECT run.job_name, ${isoText('run.claimed_at')} AS claimed_at, ${isoText('run.occurrence')} AS occurrence, run.holder,
+  ${isoText('run.finished_at')} AS finished_at, run.duration_ms, run.outcome, run.error, run.missed::float8 AS missed,
+  run.catch_up
+FROM "all runs" AS run
+WHERE ($1::text IS NULL OR run.job_name = $1::text)
+  AND ($2::text IS NULL OR run.claimed_at < ${fromIsoText('$2')})
+ORDER BY run.claimed_at DESC, run.job_name COLLATE "C"
+LIMIT $3::integer`
 }
 
 /** Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it. */

@@ -9,7 +9,7 @@ import { catchUpSql, claimSql, probeSql, recordOutcomeSql, renewSql, type Shape,
 /** A statement's text and its prepared name, one per text, so a connection never runs another text under it. */
 export type Statement = { readonly text: string; readonly name: string }
 
-/** The hot statements of one table of one shape; `probe`, `catchUp` and `record` are the current shape's. */
+/** The hot statements of one table of one shape, with the run history or without; `probe`, `catchUp` and `record` are the current shape's. */
 export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record']: Statement }
 
 /** How many tables are remembered at once, per handle and process-wide. */
@@ -23,16 +23,16 @@ export const TABLE_FACTS: Statement = statement(tableFactsSql())
 const built = new Map<string, Statements>()
 
 /** The statements for `table` of `shape`, built on first use. */
-export function statementsOf(table: string, shape: Shape): Statements {
-  const key = `${shape}:${table}`
+export function statementsOf(table: string, shape: Shape, history = false): Statements {
+  const key = `${shape}:${history}:${table}`
   return (
     built.get(key) ??
     remember(built, key, {
       probe: statement(probeSql(table)),
-      claim: statement(claimSql(table, shape)),
-      catchUp: statement(catchUpSql(table)),
+      claim: statement(claimSql(table, shape, history)),
+      catchUp: statement(catchUpSql(table, history)),
       renew: statement(renewSql(table, shape)),
-      record: statement(recordOutcomeSql(table)),
+      record: statement(recordOutcomeSql(table, history)),
     })
   )
 }
@@ -66,6 +66,8 @@ export function clearWarning(table: string, about: string): void {
 /** What one handle knows of one table. */
 export interface TableKnowledge {
   shape: Shape | undefined
+  /** The table has its run history (historyTableOf), so claims keep the runs that died, and records write runs. */
+  history: boolean
   readAt: number
   /** A read in flight: racing first claims send one catalog statement. */
   reading: Promise<Shape | undefined> | undefined
@@ -99,7 +101,14 @@ export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
   return (
     tables.get(table) ??
-    remember(tables, table, { shape: undefined, readAt: 0, reading: undefined, clock: undefined, unprobed: 0 })
+    remember(tables, table, {
+      shape: undefined,
+      history: false,
+      readAt: 0,
+      reading: undefined,
+      clock: undefined,
+      unprobed: 0,
+    })
   )
 }
 

@@ -1,6 +1,7 @@
 /**
  * A table's shape comes from one read-only, lockless catalog statement per handle and table, read
- * again at most once a minute until current, so an upgrade is picked up without a restart.
+ * again at most once a minute until current with its run history, so an upgrade is picked up
+ * without a restart.
  */
 import { clockOffset, monotonicMs } from './clock.js'
 import { runStatement } from './query.js'
@@ -16,8 +17,8 @@ type Asking = Pick<ClaimConfig, 'db' | 'table'>
 /** The table's shape: at once when known (the hot path awaits nothing); undefined: no such table. */
 export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | undefined> {
   const known = knowledgeOf(asking.db, asking.table)
-  if (known.shape === 'current') return known.shape
-  if (known.shape === 'original' && monotonicMs() - known.readAt < SHAPE_READ.everyMs) return known.shape
+  if (known.shape === 'current' && known.history) return known.shape
+  if (known.shape !== undefined && monotonicMs() - known.readAt < SHAPE_READ.everyMs) return known.shape
   return readFacts(asking, known)
 }
 
@@ -31,6 +32,7 @@ export function readFacts({ db, table }: Asking, known = knowledgeOf(db, table))
       known.reading = undefined
       const row = firstRow(result)
       known.shape = row?.exists !== true ? undefined : row.current === true ? 'current' : 'original'
+      known.history = known.shape === 'current' && row?.history === true
       known.readAt = monotonicMs()
       const offsetMs = typeof row?.checked_at === 'string' ? clockOffset(row.checked_at, sentWallMs, Date.now()) : null
       if (offsetMs !== null) known.clock = { offsetMs, at: known.readAt }

@@ -1,4 +1,5 @@
 /** The records every step of a run passes along (config, slot, ticket); a won claim's reply becomes a ticket. */
+import type { HistoryKeep } from './options.js'
 import type { Shape } from './sql.js'
 import { MAX_MS } from './time-input.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, Queryable } from './types.js'
@@ -13,6 +14,8 @@ export interface ClaimConfig {
   readonly logger: LeaseLogger | undefined
   readonly prepare: boolean
   readonly clockToleranceMs?: number | undefined
+  /** How many of the job's runs the history keeps; false: none (the record still runs). */
+  readonly history?: HistoryKeep | false | undefined
 }
 
 /** Everything one run of a tick needs, checked. */
@@ -50,6 +53,8 @@ export interface Ticket {
   readonly missed: number
   /** The interval to record; null lets the table observe it. */
   readonly intervalMs: number | null
+  /** Won by catchUp: the history says so. */
+  readonly catchUp: boolean
 }
 
 /** The ticket of a won claim or catch-up, from its reply's row and the slot it named. */
@@ -60,6 +65,7 @@ export function wonTicket(
   shape: Shape,
   row: Record<string, unknown> | undefined,
   slot: Slot | null,
+  catchUp: boolean,
 ): Ticket {
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
   const intervalMs = Number(row?.interval_ms)
@@ -71,6 +77,7 @@ export function wonTicket(
     occurrence: occurrence !== null && Number.isFinite(occurrence) ? new Date(occurrence) : null,
     missed: countOf(row?.missed),
     intervalMs: Number.isFinite(intervalMs) && intervalMs > 0 ? intervalMs : (slot?.intervalMs ?? null),
+    catchUp,
   }
 }
 

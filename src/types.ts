@@ -44,6 +44,19 @@ export interface KeepAlive {
 }
 
 /**
+ * The `history` option: how many of a job's runs its history keeps, counted when each is written.
+ *
+ * @example
+ * withCronLease(pool, 'report', LEASE.HOURLY, run, { history: { keep: 500, keepFailed: 50 } })
+ */
+export interface HistoryOptions {
+  /** The job's last runs kept, whatever their outcome. Default: 100. */
+  keep?: number
+  /** Besides those, the job's last runs that were not `ok` (error or unfinished), however old. Default: 20. */
+  keepFailed?: number
+}
+
+/**
  * Options for {@link withCronLease}, which every entry point picks from. An unknown key is rejected;
  * every call checks the bag it is given, so a bag changed between calls is checked again.
  *
@@ -63,6 +76,11 @@ export interface LeaseOptions {
   prepare?: boolean
   /** Record how each won tick ended in its row (needs `pg-cron-lease migrate`, else one warning). Default: `true`. */
   record?: boolean
+  /**
+   * Keep each recorded run in the run history (`listRuns`, `pg-cron-lease history`): its last
+   * `keep` runs and, besides, its last `keepFailed` not `ok`; `false`: none. Default: `{ keep: 100, keepFailed: 20 }`.
+   */
+  history?: boolean | HistoryOptions
   /** Fixed interval in ms (max {@link MAX_INTERVAL_MS}): sets the next due time, counts misses. Default: observed. */
   everyMs?: number | null
   /** How far ahead of the database clock an occurrence may lie and still run, in ms. Default: 10% of the lease. */

@@ -44,6 +44,7 @@ export const OPTIONS = {
     arg: '<name>',
     help: 'Check only this job; repeat for more. A job with no row is unhealthy',
   },
+  limit: { type: 'string', arg: '<n>', help: 'At most this many, a whole number from 1 to 10000' },
   for: { type: 'string', arg: '<duration>', help: 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m' },
   until: {
     type: 'string',
@@ -92,6 +93,8 @@ export interface Values {
   basePath: string
   allowActions: boolean
   tokenFile?: string
+  /** --limit, checked. */
+  limit?: number
 }
 
 export interface Accepts {
@@ -202,6 +205,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
   if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
+  if (values.limit !== undefined) result.limit = limit(values.limit)
   if (until !== undefined) result.until = valid(() => parseUntil(until, '--until'))
   return result
 }
@@ -241,6 +245,14 @@ function format(text: string | undefined, json: boolean): Format {
     throw usage(`--json is --format json, so it cannot go with --format ${text}`)
   }
   return json ? 'json' : (text ?? 'text')
+}
+
+// Plain digits only, as for --overdue-factor.
+function limit(text: string): number {
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN
+  if (!(value >= 1 && value <= 10_000))
+    throw usage(`--limit must be a whole number from 1 to 10000, got ${JSON.stringify(text)}`)
+  return value
 }
 
 function port(text: string | undefined): number {

@@ -5,6 +5,7 @@ import { check } from './check.js'
 import { type Connect, connectionTarget, openPool, withClient } from './connect.js'
 import { dashboard } from './dashboard.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
+import { history } from './history.js'
 import { painter } from './human.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
@@ -28,6 +29,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   migrate,
   status,
   check,
+  history,
   pause,
   resume,
   release,

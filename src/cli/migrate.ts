@@ -1,6 +1,6 @@
 /** The lease table's DDL: `sql` prints it without a database or `pg`; `migrate` creates or upgrades the table. */
 import type pg from 'pg'
-import { createTableSql, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
+import { createTableSql, historyTableOf, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT } from './exit.js'
 import type { Paint } from './human.js'
@@ -25,8 +25,9 @@ export const migrate: Command = {
   options: ['table', 'url'],
   details:
     'Creates the table if it does not exist, then adds the columns for outcomes, pauses and\n' +
-    'occurrence keys if they are missing (what upgradeTableSql() does); a table that is up to date is left\n' +
-    'as it is, and needs no CREATE or ALTER privilege. Many replicas may run it at the same time.\n' +
+    'occurrence keys, and the run history table beside it (<table>_runs), if they are missing (what\n' +
+    'upgradeTableSql() does); a table that is up to date is left as it is, and needs no CREATE or\n' +
+    'ALTER privilege. Many replicas may run it at the same time.\n' +
     'The schema of a schema.name table must already exist.\n\n' +
     'Examples:\n' +
     `  ${BIN} migrate --url postgres://app@db.internal:5432/app\n` +
@@ -34,11 +35,17 @@ export const migrate: Command = {
   exitCodes: `0 created, upgraded or already up to date, ${DATABASE_EXIT}, 2 usage error`,
   async run({ table }, context) {
     const migration = await context.connect(async (client, target) => {
-      const before = await columnsOf(client, table)
+      const before = await factsOf(client, table)
       await client.query(createTableSql(table))
       await client.query(upgradeTableSql(table))
-      const after = (await columnsOf(client, table)) ?? 0
-      return { table, where: target.label, before, after }
+      const after = await factsOf(client, table)
+      return {
+        table,
+        where: target.label,
+        before: before?.columns ?? null,
+        after: after?.columns ?? 0,
+        history: before?.history !== true,
+      }
     })
     context.out(describeMigration(migration, context.paint))
     return EXIT.OK
@@ -51,19 +58,27 @@ export interface Migration {
   where: string
   before: number | null
   after: number
+  /** Whether the run history table was made. */
+  history: boolean
 }
 
 /** The line migrate prints: created, upgraded (with how many columns it added) or up to date. */
-export function describeMigration({ table, where, before, after }: Migration, paint: Paint): string {
-  if (before === null) return `${paint.green('Created')} table ${table} in ${where}.\n`
-  if (after > before) {
+export function describeMigration({ table, where, before, after, history }: Migration, paint: Paint): string {
+  const runs = `its run history ${historyTableOf(table)}`
+  if (before === null) return `${paint.green('Created')} table ${table} and ${runs} in ${where}.\n`
+  if (after > before || history) {
     const added = after - before
-    return `${paint.green('Upgraded')} table ${table} in ${where}: added ${added} ${added === 1 ? 'column' : 'columns'} for outcomes, pauses and occurrence keys.\n`
+    const columns =
+      added > 0
+        ? `added ${added} ${added === 1 ? 'column' : 'columns'} for outcomes, pauses, occurrence keys and the history`
+        : ''
+    const made = history ? `created ${runs}` : ''
+    return `${paint.green('Upgraded')} table ${table} in ${where}: ${[columns, made].filter(Boolean).join(', and ')}.\n`
   }
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }
 
-async function columnsOf(client: pg.Client, table: string): Promise<number | null> {
+async function factsOf(client: pg.Client, table: string): Promise<{ columns: number; history: boolean } | null> {
   const { rows } = await client.query(tableFactsSql(), tableFactsParams(table))
-  return rows[0].exists ? rows[0].columns : null
+  return rows[0].exists ? { columns: rows[0].columns, history: rows[0].history === true } : null
 }

@@ -5,13 +5,13 @@ import { checkJobs } from '../cli/check.js'
 import { jsonText } from '../cli/human.js'
 import { renderPrometheus, renderStatusJson } from '../cli/status.js'
 import { listLeases } from '../list-leases.js'
+import { listRuns } from '../list-runs.js'
 import { compileOptions } from '../options.js'
 import { tableFactsParams, tableFactsSql } from '../sql.js'
 import type { LeaseOptions, Queryable } from '../types.js'
 import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { type Gate, gate } from './auth.js'
 import { asset, loginPage, secure, send, shell } from './page.js'
-import { readRuns } from './runs.js'
 
 /**
  * Options for {@link createDashboard}.
@@ -153,10 +153,11 @@ async function read(site: Site, path: string, name: string, query: URLSearchPara
   if (path !== '/api/jobs' && path !== '/metrics' && path !== '/healthz') {
     const limit = query.get('limit')
     const before = query.get('before')
-    const runs = await readRuns(db, {
+    const runs = await listRuns(db, {
       table,
       jobName: name,
-      ...(limit !== null && { limit: /^\d+$/.test(limit) ? Number(limit) : limit }),
+      // A malformed value goes on as text, for listRuns' own TypeError (a 400) to name.
+      ...(limit !== null && { limit: (/^\d+$/.test(limit) ? Number(limit) : limit) as number }),
       ...(before !== null && { before }),
     })
     return { status: 200, type: JSON_TYPE, body: jsonText(runs) }
@@ -180,7 +181,8 @@ async function reply(res: ServerResponse, path: string, work: () => Promise<Repl
     answer = await work()
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error)
-    const status = error instanceof TypeError && /must be/.test(message) ? 400 : 503
+    const status =
+      error instanceof TypeError && /must be/.test(message) ? 400 : /has no run history/.test(message) ? 404 : 503
     const body = path === '/healthz' ? { healthy: false, error: message } : { error: message }
     return send(
       res,

@@ -1,16 +1,17 @@
 /** The module's options, their tokens, and the one step that turns them into the config. */
 import { inspect } from 'node:util'
 import { Logger, type LoggerService } from '@nestjs/common'
+import { compileOptions } from '../options.js'
 import { createTableSql, quoteTable, upgradeTableSql } from '../sql.js'
 import type { LeaseLogger, LeaseOptions, Queryable } from '../types.js'
 
 /**
- * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder` and `record` are every leased method's defaults.
+ * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder`, `record` and `history` are every leased method's defaults.
  *
  * @example
  * const opts: PgCronLeaseModuleOptions = { db: pool, migrate: true, holder: process.env.HOSTNAME }
  */
-export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | 'holder' | 'record'> {
+export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'> {
   /** The database: a `pg.Pool`, or any `Queryable` the core accepts. The module never ends it. */
   db: Queryable
   /** Where claim errors, tick errors and warnings go. Default: Nest's `new Logger('PgCronLease')`. */
@@ -52,8 +53,8 @@ export function checkKeys(owner: string, options: object, keys: readonly string[
 export async function resolveConfig(options: unknown) {
   const owner = 'PgCronLeaseModule'
   if (typeof options !== 'object' || options === null) badOption(owner, 'options', 'be an object', options)
-  checkKeys(owner, options, ['db', 'table', 'holder', 'logger', 'record', 'migrate', 'shutdownTimeoutMs'])
-  const { db, table, holder, record, logger, migrate, shutdownTimeoutMs } = options as PgCronLeaseModuleOptions
+  checkKeys(owner, options, ['db', 'table', 'holder', 'logger', 'record', 'history', 'migrate', 'shutdownTimeoutMs'])
+  const { db, table, holder, record, history, logger, migrate, shutdownTimeoutMs } = options as PgCronLeaseModuleOptions
   if (typeof (db as Queryable | undefined)?.query !== 'function') {
     badOption(owner, 'db', 'have a query(text, params) method', db)
   }
@@ -78,12 +79,16 @@ export async function resolveConfig(options: unknown) {
       nestLogger.error(`${jobName}: ${text}`, error instanceof Error ? error.stack : undefined)
     },
   }
-  const defaults = Object.entries({ table, holder, record }).filter(([, value]) => value !== undefined)
+  // Checked as every claim checks it, so a bad one stops the start, not each fire.
+  if (history !== undefined) compileOptions('withCronLease', { history })
+  const defaults = Object.entries({ table, holder, record, history }).filter(([, value]) => value !== undefined)
   return Object.freeze({
     db,
     logger: nestLogger,
     leaseLogger,
-    defaults: Object.freeze(Object.fromEntries(defaults) as Pick<LeaseOptions, 'table' | 'holder' | 'record'>),
+    defaults: Object.freeze(
+      Object.fromEntries(defaults) as Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'>,
+    ),
     shutdownTimeoutMs: shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
   })
 }

@@ -7,7 +7,8 @@ export const WIN = { rowCount: 1, rows: [{ claimed_at: TOKEN }] }
 export const LOSS = { rowCount: 0, rows: [] }
 
 /** Whether a call is the statement that records a won tick's outcome, sent after it settles. */
-export const isRecord = (call: Call): boolean => /^UPDATE \S+ AS lease\nSET every_ms/.test(call.text)
+export const isRecord = (call: Call): boolean =>
+  /^(?:WITH "db clock"[\s\S]*)?UPDATE \S+ AS lease\n *SET every_ms/.test(call.text)
 
 export interface Call {
   text: string
@@ -48,6 +49,7 @@ export function standIn(
           exists: shape !== 'missing',
           columns,
           current: shape === 'current',
+          history: shape === 'current',
           checked_at: new Date().toISOString(),
         }
         return Promise.resolve({ rowCount: 1, rows: [row] })

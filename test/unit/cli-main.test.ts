@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import type { Target } from '../../src/cli/args.ts'
 import { Exit } from '../../src/cli/exit.ts'
-import { type CliIo, main } from '../../src/cli/main.ts'
+import { type CliIo, COMMANDS, main } from '../../src/cli/main.ts'
 import { createTableSql, tableFactsSql } from '../../src/sql.ts'
 
 const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
@@ -182,7 +182,7 @@ describe('usage errors exit 2 with one line that says what to do, before any con
     for (const [args, message] of [
       [
         ['frob'],
-        /unknown command "frob": expected sql, migrate, status, check, pause, resume, release, dashboard; see pg-cron-lease --help/,
+        new RegExp(`unknown command "frob": expected ${Object.keys(COMMANDS).join(', ')}; see pg-cron-lease --help`),
       ],
       [['help', 'frob'], /unknown command "frob"/],
       [['--frob'], /expected a command .* before --frob/],
@@ -472,7 +472,7 @@ describe('status and check hand --grace to listLeases as overdueGraceMs', () => 
           query: async (text: string) => {
             if (text === tableFactsSql()) {
               facts++
-              return { rows: [{ exists: true, columns: 18, current: true, checked_at: CHECKED }] }
+              return { rows: [{ exists: true, columns: 18, current: true, history: true, checked_at: CHECKED }] }
             }
             run.queries++
             return { rows: [row] }

@@ -893,29 +893,33 @@ describe("no output reads this machine's clock: ages are differences of database
 
 describe('migrate says what it did', () => {
   const paint: Paint = PLAIN
-  test('created, upgraded with the number of columns it added, or up to date', () => {
+  test('created, upgraded with the number of columns it added and the history it made, or up to date', () => {
     const where = '127.0.0.1:5432/app'
     const table = 'cron_leases'
     assert.equal(
-      describeMigration({ table, where, before: null, after: 18 }, paint),
-      `Created table cron_leases in ${where}.\n`,
+      describeMigration({ table, where, before: null, after: 19, history: true }, paint),
+      `Created table cron_leases and its run history cron_leases_runs in ${where}.\n`,
     )
     assert.equal(
-      describeMigration({ table, where, before: 4, after: 18 }, paint),
-      `Upgraded table cron_leases in ${where}: added 14 columns for outcomes, pauses and occurrence keys.\n`,
+      describeMigration({ table, where, before: 4, after: 19, history: true }, paint),
+      `Upgraded table cron_leases in ${where}: added 15 columns for outcomes, pauses, occurrence keys and the history, and created its run history cron_leases_runs.\n`,
     )
     assert.equal(
-      describeMigration({ table, where, before: 17, after: 18 }, paint),
-      `Upgraded table cron_leases in ${where}: added 1 column for outcomes, pauses and occurrence keys.\n`,
+      describeMigration({ table, where, before: 18, after: 19, history: true }, paint),
+      `Upgraded table cron_leases in ${where}: added 1 column for outcomes, pauses, occurrence keys and the history, and created its run history cron_leases_runs.\n`,
     )
     assert.equal(
-      describeMigration({ table, where, before: 18, after: 18 }, paint),
+      describeMigration({ table, where, before: 19, after: 19, history: true }, paint),
+      `Upgraded table cron_leases in ${where}: created its run history cron_leases_runs.\n`,
+    )
+    assert.equal(
+      describeMigration({ table, where, before: 19, after: 19, history: false }, paint),
       `Table cron_leases already exists in ${where} and is up to date; nothing to do.\n`,
     )
     const green = painter({ isTTY: true }, {})
-    assert.match(describeMigration({ table: 't', where, before: null, after: 18 }, green), sgr('32'))
-    assert.match(describeMigration({ table: 't', where, before: 4, after: 18 }, green), sgr('32'))
+    assert.match(describeMigration({ table: 't', where, before: null, after: 19, history: true }, green), sgr('32'))
+    assert.match(describeMigration({ table: 't', where, before: 4, after: 19, history: true }, green), sgr('32'))
     // Green marks a change made; a table already up to date had none.
-    assert.doesNotMatch(describeMigration({ table: 't', where, before: 18, after: 18 }, green), sgr())
+    assert.doesNotMatch(describeMigration({ table: 't', where, before: 19, after: 19, history: false }, green), sgr())
   })
 })

@@ -100,6 +100,9 @@ const keepAliveLike = fc.oneof(
   anything,
 )
 
+/** Counts near the edges of what the history keeps. */
+const countLike = fc.oneof(fc.integer({ min: -1, max: 10_001 }), fc.constantFrom(0.5, 1.5, Number.NaN, null), anything)
+
 /** Instants near the edges of what an occurrence may be, as Dates and as ISO text. */
 const EDGE_MS = [-1, 0, 1, Date.now(), MAX_INSTANT_MS, MAX_INSTANT_MS + 1]
 const instantLike = fc.oneof(
@@ -119,6 +122,14 @@ const optsLike = fc.oneof(
       keepAlive: keepAliveLike,
       prepare: fc.oneof(fc.boolean(), anything),
       record: fc.oneof(fc.boolean(), anything),
+      history: fc.oneof(
+        fc.boolean(),
+        fc.record({ keep: countLike, keepFailed: countLike }, { requiredKeys: [] }),
+        fc
+          .tuple(fc.record({ keep: countLike }), withExtraKeys(['keep', 'keepFailed']))
+          .map(([a, b]) => Object.assign(b, a)),
+        anything,
+      ),
       everyMs: fc.oneof(
         msLike,
         fc.constantFrom(MAX_INTERVAL_MS, MAX_INTERVAL_MS + 0.49, MAX_INTERVAL_MS + 0.5, Number.MAX_SAFE_INTEGER, null),
@@ -217,9 +228,21 @@ function problems(args: {
   if (isNone(opts)) return found
   if (!isObjectBag(opts)) return [...found, 'opts']
   for (const key of Object.keys(opts)) if (!OPTION_KEYS.includes(key)) found.push(`opts.${key}`)
-  const { holder, table, logger, keepAlive, prepare, record, everyMs, clockToleranceMs } = opts
+  const { holder, table, logger, keepAlive, prepare, record, history, everyMs, clockToleranceMs } = opts
   for (const [key, value] of Object.entries({ prepare, record })) {
     if (value !== undefined && typeof value !== 'boolean') found.push(`opts.${key}`)
+  }
+  // true, false, or { keep: 1 to 10,000, keepFailed: 0 to 10,000 }, each whole.
+  if (history !== undefined && typeof history !== 'boolean') {
+    if (!isObjectBag(history)) found.push('opts.history')
+    else {
+      for (const key of Object.keys(history))
+        if (key !== 'keep' && key !== 'keepFailed') found.push(`opts.history.${key}`)
+      const count = (value: unknown, least: number) =>
+        value === undefined || (Number.isInteger(value) && (value as number) >= least && (value as number) <= 10_000)
+      if (!count(history.keep, 1)) found.push('opts.history.keep')
+      if (!count(history.keepFailed, 0)) found.push('opts.history.keepFailed')
+    }
   }
   // null means none, as the README says, for the interval and the tolerance.
   if (!isNone(everyMs) && !isMs(everyMs, MAX_INTERVAL_MS)) found.push('opts.everyMs')
@@ -367,7 +390,7 @@ describe('fuzzed arguments: a TypeError before any query, or the probe and one c
           // one, NULL: the lease decides alone), the tolerance is the option or 10% of the lease, and
           // the interval the declared one or the gap to the next occurrence.
           const params = pool.calls[0]!.params
-          assert.equal(pool.calls[0]!.text, claimSql(table, 'current'))
+          assert.equal(pool.calls[0]!.text, claimSql(table, 'current', true))
           assert.equal(params.length, 8)
           const next = instantOf(opts.nextOccurrence) ?? null
           const gap = declaredGap(opts)
@@ -418,7 +441,7 @@ describe('options are compiled on every call, each option read once a call', () 
     for (let i = 0; i < 5; i++) await withCronLease(db, 'job', 1000, () => 1, opts)
     assert.equal(reads, 5, "the logger's method was read once per call")
     assert.equal(db.calls.filter((call) => !isRecord(call)).length, 5)
-    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'current'))
+    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'current', true))
   })
 
   test('a bag changed after its first use is read and checked again', async () => {
@@ -427,7 +450,7 @@ describe('options are compiled on every call, each option read once a call', () 
     await withCronLease(db, 'job', 1000, () => 1, opts)
     opts.table = 'b'
     await withCronLease(db, 'job', 1000, () => 1, opts)
-    assert.equal(db.calls.filter((call) => !isRecord(call))[1]!.text, claimSql('b', 'current'))
+    assert.equal(db.calls.filter((call) => !isRecord(call))[1]!.text, claimSql('b', 'current', true))
     opts.holder = 42
     await assert.rejects(
       withCronLease(db, 'job', 1000, () => 1, opts),
@@ -454,7 +477,7 @@ describe('options are compiled on every call, each option read once a call', () 
     await withCronLease(db, 'job', 1000, () => 1, { table: 'b' })
     assert.deepEqual(
       db.calls.filter((call) => !isRecord(call)).map((call) => call.text),
-      [claimSql('a', 'current'), claimSql('b', 'current')],
+      [claimSql('a', 'current', true), claimSql('b', 'current', true)],
     )
   })
 
@@ -475,6 +498,7 @@ describe('options are compiled on every call, each option read once a call', () 
       'keepAlive',
       'prepare',
       'record',
+      'history',
       'everyMs',
       'clockToleranceMs',
       'occurrence',

@@ -96,7 +96,7 @@ describe('which claim each call sends', () => {
     await withCronLease(db, 'job', 1000, () => 1, { table })
     assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', null] }])
     const [claim] = claims(db.calls)
-    assert.equal(claim!.text, claimSql(table, 'current'))
+    assert.equal(claim!.text, claimSql(table, 'current', true))
     assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null])
   })
 
@@ -120,7 +120,7 @@ describe('which claim each call sends', () => {
     await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
     assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', OCCURRENCE_MS] }])
     const [claim, record] = db.calls
-    assert.equal(claim!.text, claimSql(table, 'current'))
+    assert.equal(claim!.text, claimSql(table, 'current', true))
     assert.equal(claim!.params.length, 8)
     const [job, lease, holder, occurrence, tolerance, nextInMs, next, intervalMs] = claim!.params as number[]
     assert.deepEqual(
@@ -218,7 +218,7 @@ describe('which claim each call sends', () => {
       await withCronLease(db, 'job', 1000, () => 1, opts)
     }
     assert.equal(reads, 5, 'the bag is read on every call')
-    const sent = claims(db.calls).filter((c) => c.text === claimSql(opts.table, 'current'))
+    const sent = claims(db.calls).filter((c) => c.text === claimSql(opts.table, 'current', true))
     assert.deepEqual(
       sent.map((c) => c.params[3]),
       [0, 1, 2, 3, 4].map((i) => OCCURRENCE_MS + i * 60_000),
@@ -262,7 +262,7 @@ describe('a win or a dead heat leaves the probe out of the next three claims thr
     assert.equal(db.probes.length, 2, 'and that win left it out again')
     assert.deepEqual(
       db.calls.map((c) => [c.text, c.params.length]),
-      Array.from({ length: 7 }, () => [claimSql(table, 'current'), 8]),
+      Array.from({ length: 7 }, () => [claimSql(table, 'current', true), 8]),
       'every call sent the claim itself, with or without the probe before it',
     )
   })
@@ -493,7 +493,7 @@ describe("leasedTick's catch-up can be waited for", () => {
     })
     assert.deepEqual(await caught.caughtUp, { ran: true, result: 7 })
     const [claim] = claims(current.calls)
-    assert.equal(claim!.text, catchUpSql(table))
+    assert.equal(claim!.text, catchUpSql(table, true))
     assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, 5000, null, null, 60_000])
     assert.deepEqual(current.probes, [])
     // Only a catch-up's reply names its occurrence and an interval (the table's, none being declared):

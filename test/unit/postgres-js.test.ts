@@ -24,7 +24,7 @@ function fakeSql(answer: () => unknown, held = false) {
     unsafe(text: string, params?: unknown[], options?: unknown) {
       if (text === tableFactsSql()) {
         facts.push({ text, params, options })
-        const row = { exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }
+        const row = { exists: true, columns: 18, current: true, history: true, checked_at: new Date().toISOString() }
         return Promise.resolve(rowList([row], 1)) as Promise<any>
       }
       if (isProbe({ text, params: params ?? [] })) {
@@ -105,10 +105,10 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
       [[probeSql('cron_leases'), ['job', null]]],
     )
     assert.equal(sql.calls.length, 1)
-    assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'current'))
+    assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'current', true))
     assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null])
     assert.equal(sql.facts.length, 1)
-    assert.deepEqual(sql.facts[0]!.params, ['"cron_leases"', CURRENT_COLUMN_NAMES])
+    assert.deepEqual(sql.facts[0]!.params, ['"cron_leases"', CURRENT_COLUMN_NAMES, '"cron_leases_runs"'])
     assert.ok(Array.isArray((sql.facts[0]!.params as unknown[])[1]), 'the column names go as one array parameter')
   })
 
@@ -133,7 +133,10 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
   })
 
   test('an unsafe written with two parameters still fits, and is called with this as the sql', async () => {
-    const facts = rowList([{ exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }], 1)
+    const facts = rowList(
+      [{ exists: true, columns: 18, current: true, history: true, checked_at: new Date().toISOString() }],
+      1,
+    )
     const sql = {
       answer: rowList([], 0),
       unsafe(this: { answer: unknown }, text: string, _params?: unknown[]) {

@@ -14,7 +14,10 @@ type Sent = { named: string; text: string } | { plain: string }
 
 /** What a table of the current shape answers to the read of its facts. */
 function factsRow() {
-  return { rowCount: 1, rows: [{ exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }] }
+  return {
+    rowCount: 1,
+    rows: [{ exists: true, columns: 18, current: true, history: true, checked_at: new Date().toISOString() }],
+  }
 }
 
 /**
@@ -54,7 +57,7 @@ function pgLike(
 }
 
 const PROBE = probeSql('leases')
-const CLAIM = claimSql('leases', 'current')
+const CLAIM = claimSql('leases', 'current', true)
 const claim = (db: Queryable) => withCronLease(db, 'job', 1000, () => 'ran', { table: 'leases', record: false })
 
 describe('a refusal of the prepared form is retried once as plain text', () => {
@@ -83,7 +86,7 @@ describe('a refusal of the prepared form is retried once as plain text', () => {
       await withCronLease(db, 'job', 1000, () => 'ran', { table: 'other', record: false })
       assert.deepEqual(
         sent.slice(5),
-        [{ plain: tableFactsSql() }, { plain: probeSql('other') }, { plain: claimSql('other', 'current') }],
+        [{ plain: tableFactsSql() }, { plain: probeSql('other') }, { plain: claimSql('other', 'current', true) }],
         'a probe is plain from the start too',
       )
     })
@@ -171,7 +174,7 @@ describe('which pg handles get the prepared form', () => {
     // The second claim on 'leases' follows a win there, so it goes without the probe.
     assert.deepEqual(
       named.map((s) => s.text),
-      [PROBE, CLAIM, CLAIM, probeSql('other'), claimSql('other', 'current')],
+      [PROBE, CLAIM, CLAIM, probeSql('other'), claimSql('other', 'current', true)],
     )
     const [probe, a, b, otherProbe, c] = named
     assert.equal(a!.named, b!.named)

@@ -28,12 +28,12 @@ import { standIn, TOKEN } from '../helpers/stand-in.ts'
 
 const statements = {
   probe: probeSql('cron_leases'),
-  'current claim': claimSql('cron_leases', 'current'),
-  'catch-up': catchUpSql('cron_leases'),
+  'current claim': claimSql('cron_leases', 'current', true),
+  'catch-up': catchUpSql('cron_leases', true),
   'original claim': claimSql('cron_leases', 'original'),
   'current renew': renewSql('cron_leases', 'current'),
   'original renew': renewSql('cron_leases', 'original'),
-  record: recordOutcomeSql('cron_leases'),
+  record: recordOutcomeSql('cron_leases', true),
   facts: tableFactsSql(),
 }
 
@@ -60,7 +60,7 @@ describe('the SQL reads the database clock and nothing else', () => {
       [
         ['job', 1000, 'h', null, 100, null, null, null],
         ['job', 1000, TOKEN, false],
-        ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null],
+        ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null, 'h', null, 0, false, 100, 20],
       ],
     )
     assert.deepEqual(
@@ -86,15 +86,17 @@ describe("the table's facts are one read-only catalog statement", () => {
   test('it reads existence, the column count, the current shape and the database clock, and locks nothing', () => {
     const text = tableFactsSql()
     assert.match(text, /^SELECT to_regclass\(\$1::text\) IS NOT NULL AS exists,\n/)
-    for (const column of ['columns', 'current', 'checked_at']) assert.match(text, new RegExp(`AS ${column}\\b`), column)
+    for (const column of ['columns', 'current', 'history', 'checked_at'])
+      assert.match(text, new RegExp(`AS ${column}\\b`), column)
     assert.match(text, /attname = ANY \(\$2::text\[\]\)\)::int = cardinality\(\$2::text\[\]\) AS current/)
     assert.doesNotMatch(text, /\b(INSERT|UPDATE|DELETE|FOR UPDATE|FOR SHARE|FOR KEY SHARE|LOCK)\b/)
   })
 
-  test('its parameters: the quoted table and every current column', () => {
-    const [table, columns] = tableFactsParams('jobs.leases') as [string, string[]]
+  test('its parameters: the quoted table, every current column, and the quoted history table', () => {
+    const [table, columns, history] = tableFactsParams('jobs.leases') as [string, string[], string]
     assert.equal(table, '"jobs"."leases"')
     assert.deepEqual(columns, CURRENT_COLUMN_NAMES)
+    assert.equal(history, '"jobs"."leases_runs"')
     assert.throws(() => tableFactsParams('a; DROP TABLE b'), TypeError)
   })
 })
@@ -194,7 +196,11 @@ ON CONFLICT (job_name) DO UPDATE`),
         seen.push(args)
         return Promise.resolve(
           args[0] === tableFactsSql()
-            ? { rows: [{ exists: true, columns: 18, current: true, checked_at: new Date().toISOString() }] }
+            ? {
+                rows: [
+                  { exists: true, columns: 18, current: true, history: true, checked_at: new Date().toISOString() },
+                ],
+              }
             : { rowCount: 0, rows: [] },
         )
       },
@@ -206,7 +212,7 @@ ON CONFLICT (job_name) DO UPDATE`),
       assert.ok(Array.isArray(args[1]))
     }
     assert.equal(seen[1]?.[0], probeSql('cron_leases'))
-    assert.equal(seen[2]?.[0], claimSql('cron_leases', 'current'))
+    assert.equal(seen[2]?.[0], claimSql('cron_leases', 'current', true))
   })
 })
 
@@ -266,6 +272,7 @@ describe('the table', () => {
       'next_occurrence',
       'last_missed',
       'missed_occurrences',
+      'unrecorded_claims',
     ]) {
       assert.match(CRON_LEASES_TABLE_SQL, new RegExp(`\\n      ${column} +[A-Z ]+,?\\n`), column)
       assert.match(upgradeTableSql(), new RegExp(`ADD COLUMN IF NOT EXISTS ${column} `), column)

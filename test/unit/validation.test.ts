@@ -183,7 +183,7 @@ describe('null options, an empty or null holder and a null logger mean the defau
         ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null],
       ],
     )
-    assert.ok(db.calls.filter((c) => !isRecord(c)).every((c) => c.text === claimSql('cron_leases', 'current')))
+    assert.ok(db.calls.filter((c) => !isRecord(c)).every((c) => c.text === claimSql('cron_leases', 'current', true)))
     assert.deepEqual(
       db.probes.map((c) => c.params),
       [

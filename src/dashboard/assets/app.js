@@ -126,10 +126,13 @@
       ),
     )
   const outcomeOf = (o) =>
-    ({ ok: ['✔', 'ok'], error: ['✖', 'error'], unfinished: ['…', 'unfinished'], missed: ['○', 'missed'] })[o] ?? [
-      '?',
-      String(o ?? 'unknown'),
-    ]
+    ({
+      ok: ['✔', 'ok'],
+      error: ['✖', 'error'],
+      unfinished: ['…', 'unfinished'],
+      missed: ['○', 'missed'],
+      unknown: ['?', 'unknown'],
+    })[o] ?? ['?', String(o ?? 'unknown')]
   const outcomeCell = (o) => {
     if (o === null) return el('span', { class: 'none', text: '–' })
     const [symbol, words] = outcomeOf(o)

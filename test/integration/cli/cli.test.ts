@@ -299,11 +299,11 @@ describe('exit codes, end to end', () => {
 describe('migrate creates the table, upgrades an older one, and running it again changes nothing', () => {
   test('first run creates, second run says it exists; both exit 0 and claims then work', async () => {
     const table = `cli_migrate_${process.pid}`
-    await pool.query(`DROP TABLE IF EXISTS "${table}"`)
+    await pool.query(`DROP TABLE IF EXISTS "${table}", "${table}_runs"`)
     const target = `${new URL(url).hostname}:${new URL(url).port}/${new URL(url).pathname.slice(1)}`
     assert.deepEqual(await cli(['migrate', '--table', table]), {
       code: 0,
-      stdout: `Created table ${table} in ${target}.\n`,
+      stdout: `Created table ${table} and its run history ${table}_runs in ${target}.\n`,
       stderr: '',
     })
     assert.deepEqual(await cli(['migrate', '--table', table]), {
@@ -313,7 +313,7 @@ describe('migrate creates the table, upgrades an older one, and running it again
     })
     const { ran } = await withCronLease(pool, 'after-migrate', 60_000, () => {}, { table })
     assert.equal(ran, true)
-    await pool.query(`DROP TABLE "${table}"`)
+    await pool.query(`DROP TABLE "${table}", "${table}_runs"`)
   })
 
   test('a table of the original shape is upgraded with the columns it lacks, then is up to date; claims record outcomes', async () => {
@@ -329,7 +329,7 @@ describe('migrate creates the table, upgrades an older one, and running it again
     assert.equal(await columns(), 4)
     assert.deepEqual(await cli(['migrate', '--table', table]), {
       code: 0,
-      stdout: `Upgraded table ${table} in ${target}: added ${full - 4} columns for outcomes, pauses and occurrence keys.\n`,
+      stdout: `Upgraded table ${table} in ${target}: added ${full - 4} columns for outcomes, pauses, occurrence keys and the history, and created its run history ${table}_runs.\n`,
       stderr: '',
     })
     assert.equal(await columns(), full, 'every column of createTableSql')

@@ -110,7 +110,12 @@ describe("fromPostgresJs prepares exactly when the postgres.js instance's prepar
         assert.deepEqual(
           await preparedHere(one),
           expected
-            ? [probeSql(table), claimSql(table, 'current'), recordOutcomeSql(table), renewSql(table, 'current')].sort()
+            ? [
+                probeSql(table),
+                claimSql(table, 'current', true),
+                recordOutcomeSql(table, true),
+                renewSql(table, 'current'),
+              ].sort()
             : [],
         )
       } finally {

@@ -62,9 +62,10 @@ async function preparedTexts(db: pg.Pool | pg.Client): Promise<string[]> {
  * What a connection holds after {@link claimRenewBeatLose}: four texts, not five, as the beat sends
  * the renew's text, and the loss stops at the probe the win had already prepared.
  */
-const hot = (t: string) => [probeSql(t), claimSql(t, 'current'), recordOutcomeSql(t), renewSql(t, 'current')].sort()
+const hot = (t: string) =>
+  [probeSql(t), claimSql(t, 'current', true), recordOutcomeSql(t, true), renewSql(t, 'current')].sort()
 /** What a connection holds after one won claim: the probe that found the lease free, the claim, its outcome record. */
-const afterWin = (t: string) => [probeSql(t), claimSql(t, 'current'), recordOutcomeSql(t)].sort()
+const afterWin = (t: string) => [probeSql(t), claimSql(t, 'current', true), recordOutcomeSql(t, true)].sort()
 
 /** Resolves at the next keep-alive beat of `jobName` that renewed (bounded). */
 function nextBeat(jobName: string): Promise<void> {
@@ -156,7 +157,7 @@ describe('with pg and the default options, the hot statements are prepared', () 
         assert.ok(texts.includes(probeSql(raceTable)), 'each claimant sent the prepared probe')
         // A probe that finds the lease held stops the claim, but every round starts with it expired:
         // in 100 rounds each claimant found it free at least once.
-        assert.ok(texts.includes(claimSql(raceTable, 'current')), 'each claimant sent the prepared claim')
+        assert.ok(texts.includes(claimSql(raceTable, 'current', true)), 'each claimant sent the prepared claim')
         assert.ok(
           texts.every((text) => afterWin(raceTable).includes(text)),
           'and, having won, the outcome record',

@@ -1,0 +1,82 @@
+/** `pg-cron-lease history`: the run history, newest first, with the missed occurrences between runs. */
+import { escapeControls } from '../escape.js'
+import { listRuns, type RunInfo } from '../list-runs.js'
+import { BIN, type Command, DATABASE_EXIT } from './args.js'
+import { EXIT, usage } from './exit.js'
+import { duration, jsonText, type Paint } from './human.js'
+
+/** How many runs `history` prints when no --limit is given: a screen. */
+export const HISTORY_LIMIT = 20
+
+export const history: Command = {
+  summary: 'Show the last runs of every job, or of one: when, where, how long, and how each ended',
+  options: ['table', 'url', 'job', 'limit', 'format', 'json'],
+  optionHelp: {
+    job: 'Only the runs of this job',
+    format: 'text (default) or json (the entries listRuns() returns)',
+    json: 'The same as --format json',
+  },
+  details:
+    'Prints the run history, newest first: per run, when it started (its claim, by the database\n' +
+    'clock), the occurrence it ran for ("-" for a claim by the lease alone), its holder, how long\n' +
+    'it took and how it ended: ok, error (with the first line of the error), or unfinished (no\n' +
+    'outcome was ever recorded: its replica died or was killed mid-tick; shown once its lease ended).\n' +
+    'Occurrences that fell due with no claim show as a line of their own below the run after them.\n' +
+    `At most --limit runs (default ${HISTORY_LIMIT}, at most 10000). Needs the history table that\n` +
+    `${BIN} migrate adds.\n\n` +
+    '--format json prints the array listRuns() returns: jobName, occurrence, holder, claimedAt,\n' +
+    'startedAt, finishedAt, durationMs, outcome, error, missed, catchUp.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} history --job billing:hourly\n` +
+    `  ${BIN} history --limit 200 --json | jq -r '.[] | select(.outcome != "ok") | .startedAt'`,
+  exitCodes: `0 printed, ${DATABASE_EXIT}, 2 usage error`,
+  async run(values, context) {
+    if (values.format === 'prometheus') throw usage('history prints text or json, not prometheus')
+    if (values.jobs.length > 1) throw usage(`history shows one job, or every job: give --job once`)
+    const jobName = values.jobs[0]
+    const runs = await context.connect((client) =>
+      listRuns(client, { table: values.table, jobName, limit: values.limit ?? HISTORY_LIMIT }),
+    )
+    context.out(values.format === 'json' ? jsonText(runs) : renderHistory(runs, values.table, jobName, context.paint))
+    return EXIT.OK
+  },
+}
+
+/** The runs as a table for people; every job's name in its own column unless one job was asked for. */
+export function renderHistory(runs: RunInfo[], table: string, jobName: string | undefined, paint: Paint): string {
+  const whose = jobName === undefined ? '' : ` of ${escapeControls(jobName)}`
+  if (runs.length === 0) return `No runs${whose} in the history of ${table} yet.\n`
+  const outcomeColour = { ok: paint.green, error: paint.red, unfinished: paint.red, unknown: paint.yellow }
+  const header = [...(jobName === undefined ? ['JOB'] : []), 'STARTED', 'OCCURRENCE', 'HOLDER', 'TOOK', 'OUTCOME']
+  const rows = runs.map((run) => [
+    ...(jobName === undefined ? [escapeControls(run.jobName)] : []),
+    readable(run.startedAt),
+    run.occurrence === null ? '-' : readable(run.occurrence),
+    run.holder === null ? '-' : escapeControls(run.holder),
+    run.durationMs === null ? '-' : duration(run.durationMs),
+    `${run.outcome}${run.catchUp ? ' (catch-up)' : ''}${run.error === null ? '' : `: ${escapeControls(run.error)}`}`,
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('   ')
+      .trimEnd()
+  const lines = [paint.bold(line(header))]
+  runs.forEach((run, i) => {
+    const text = line(rows[i]!)
+    const last = text.lastIndexOf(rows[i]!.at(-1)!)
+    lines.push(`${text.slice(0, last)}${outcomeColour[run.outcome](text.slice(last))}`)
+    // The occurrences missed fell due before this run: below it, newest first.
+    if (run.missed > 0) {
+      const missed = `${run.missed} occurrence${run.missed === 1 ? '' : 's'} missed`
+      lines.push(paint.yellow(`  … ${missed}${jobName === undefined ? ` (${escapeControls(run.jobName)})` : ''}`))
+    }
+  })
+  return `Runs${whose} in ${table}, newest first (database clock):\n\n${lines.join('\n')}\n`
+}
+
+// `2026-12-04 09:00:00.123Z`: the database's UTC text, shorter, to the millisecond.
+function readable(iso: string): string {
+  return iso.replace('T', ' ').replace(/(\.\d{3})\d*Z$/, '$1Z')
+}
