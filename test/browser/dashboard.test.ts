@@ -5,15 +5,18 @@
  * the stale banner and its recovery, and 10,000 jobs.
  */
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import http from 'node:http'
 import net, { type AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import pg from 'pg'
 import type { Browser, Page } from 'playwright-core'
-import { freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
+import { expireLease, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { createDashboard, type DashboardOptions } from '../../src/dashboard/index.ts'
 import { listLeases, pauseJob, quoteTable, withCronLease } from '../../src/index.ts'
+import { listRuns } from '../../src/list-runs.ts'
 import { launchBrowser } from '../helpers/browser.ts'
+import { finished } from '../helpers/child.ts'
 
 const TOKEN = 'browser-test-token'
 const HOSTILE = '<img src=x onerror="window.__pwned=1">'
@@ -41,7 +44,64 @@ before(async () => {
   await pauseJob(pool, 'cleanup', { table })
   await withCronLease(pool, HOSTILE, 60_000, () => {}, { table, holder: HOSTILE })
   await withCronLease(pool, BIDI, 60_000, () => {}, { table, holder: 'web\u202E1' })
+  await nightlyHistory()
 })
+
+const NIGHTLY = 'nightly:report'
+const MINUTE = 60_000
+
+/**
+ * Real runs of one job, one a minute by its occurrences: two ok, two occurrences missed, an error,
+ * a run whose replica is killed mid-tick, an ok run, two more missed, and an ok run.
+ */
+async function nightlyHistory() {
+  const base = Math.floor(Date.now() / MINUTE) * MINUTE - 10 * MINUTE
+  const at = (k: number) => ({
+    table,
+    holder: 'web-4',
+    occurrence: new Date(base + k * MINUTE),
+    nextOccurrence: new Date(base + (k + 1) * MINUTE),
+    everyMs: MINUTE,
+  })
+  for (const k of [0, 1, 4]) {
+    await expireLease(pool, table, NIGHTLY)
+    await withCronLease(
+      pool,
+      NIGHTLY,
+      1000,
+      () => {
+        if (k === 4) throw new Error('report server down')
+      },
+      at(k),
+    ).catch(() => {})
+  }
+  await expireLease(pool, table, NIGHTLY)
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', new URL('../helpers/dying-replica.ts', import.meta.url).pathname],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: await testDatabaseUrl(),
+        DYING_TABLE: table,
+        DYING_JOB: NIGHTLY,
+        DYING_OCCURRENCE: new Date(base + 5 * MINUTE).toISOString(),
+        DYING_LEASE_MS: '60000',
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  )
+  const exit = finished(child, { killAfterMs: 30_000 })
+  await new Promise<void>((resolve) =>
+    child.stdout.on('data', (chunk) => String(chunk).includes('ticking') && resolve()),
+  )
+  child.kill('SIGKILL')
+  await exit
+  for (const k of [6, 9]) {
+    await expireLease(pool, table, NIGHTLY)
+    await withCronLease(pool, NIGHTLY, 1000, () => {}, at(k))
+  }
+}
 after(async () => {
   for (const close of closers.reverse()) await close()
   await browser?.close()
@@ -121,6 +181,27 @@ describe('the jobs page shows what the table holds', () => {
     await page.locator('#zone').click()
     assert.match(await rowOf(page, 'report:hourly').locator('time').first().textContent().then(text), /UTC/)
     assert.notEqual(await rowOf(page, 'report:hourly').locator('time').first().textContent().then(text), local)
+  })
+})
+
+describe("a job's page shows its history", () => {
+  test('the occurrence strip holds the last runs and the misses between them, oldest first; the chart and the runs match', async () => {
+    const runs = await listRuns(pool, { table, jobName: NIGHTLY })
+    const expected = [...runs].reverse().flatMap((r) => [...Array(r.missed).fill('missed'), r.outcome])
+    assert.deepEqual(expected, ['ok', 'ok', 'missed', 'missed', 'error', 'unfinished', 'ok', 'missed', 'missed', 'ok'])
+    const page = await open(`${await serve()}/?job=${encodeURIComponent(NIGHTLY)}`)
+    await page.locator('#strip').waitFor()
+    const cells = await page
+      .locator('#strip li')
+      .evaluateAll((items) => items.map((i) => i.getAttribute('data-outcome')))
+    assert.deepEqual(cells, expected)
+    assert.equal(await page.locator('#chart rect').count(), runs.filter((r) => r.durationMs !== null).length)
+    const rows = page.locator('#runs tbody tr')
+    assert.equal(await rows.count(), runs.length)
+    assert.match(await rows.nth(0).textContent().then(text), /ok/, 'newest first')
+    assert.match(await rows.nth(2).textContent().then(text), /unfinished/)
+    assert.match(await rows.nth(3).textContent().then(text), /report server down/)
+    assert.match(await page.locator('#jobs, .facts').first().textContent().then(text), /web-4/)
   })
 })
 

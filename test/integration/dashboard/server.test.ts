@@ -16,7 +16,7 @@ import type pg from 'pg'
 import { freePort, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { renderPrometheus } from '../../../src/cli/status.ts'
 import { createDashboard, type DashboardOptions } from '../../../src/dashboard/index.ts'
-import { listLeases, withCronLease } from '../../../src/index.ts'
+import { listLeases, listRuns, withCronLease } from '../../../src/index.ts'
 import { finished } from '../../helpers/child.ts'
 import { parseExposition } from '../../helpers/prometheus.ts'
 
@@ -184,6 +184,20 @@ describe('machine endpoints', () => {
     const stable = (t: string) =>
       t.replace(/_age_seconds\{([^}]*)\} \S+/g, '_age_seconds{$1}').replace(/next_due_in_seconds\{([^}]*)\} \S+/g, '')
     assert.equal(stable(text), stable(renderPrometheus(await listLeases(pool, { table }))))
+  })
+
+  test('/api/jobs/:name/runs is listRuns for the job, newest first, with its field names', async () => {
+    const base = await serve()
+    const reply = await fetch(`${base}/api/jobs/report%3Ahourly/runs?limit=5`)
+    assert.equal(reply.status, 200)
+    const runs = (await reply.json()) as Record<string, unknown>[]
+    assert.deepEqual(
+      runs,
+      JSON.parse(JSON.stringify(await listRuns(pool, { table, jobName: 'report:hourly', limit: 5 }))),
+    )
+    assert.ok(runs.length >= 1)
+    assert.deepEqual(Object.keys(runs[0]!).sort(), Object.keys((await listRuns(pool, { table, limit: 1 }))[0]!).sort())
+    assert.equal((await fetch(`${base}/api/jobs/report%3Ahourly/runs?limit=zero`)).status, 400)
   })
 
   test('/healthz is 200 while check would pass and 503 once a job fails', async () => {
