@@ -130,7 +130,8 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     res.setHeader('WWW-Authenticate', 'Bearer realm="pg-cron-lease dashboard"')
     return fail(res, 401, 'this dashboard needs its token: send Authorization: Bearer <token>, or sign in at its page')
   }
-  const name = job === null ? '' : decodeURIComponent(job[1]!)
+  const name = job === null ? '' : decoded(job[1]!)
+  if (name === undefined) return fail(res, 400, 'the job name in the path is not valid percent-encoded UTF-8')
   if (method === 'POST' && action !== undefined) {
     if (!sameOrigin(req, guard!, true)) return fail(res, 403, 'the Origin of this request is not the dashboard')
     const changed = await act(() => ACTIONS[action](site.db, name, { table, ...actionOptions(action, req) }))
@@ -229,6 +230,14 @@ function sameOrigin(req: IncomingMessage, guard: Gate, strict: boolean): boolean
     return new URL(origin).host === host
   } catch {
     return false
+  }
+}
+
+function decoded(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return undefined
   }
 }
 

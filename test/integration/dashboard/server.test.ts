@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import express from 'express'
 import type pg from 'pg'
 import { freePort, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { renderPrometheus } from '../../../src/cli/status.ts'
@@ -252,15 +253,16 @@ describe('base path', () => {
     assert.equal(bare.headers.get('location'), 'cron/')
   })
 
-  test("under Express's mount (req.url stripped, req.originalUrl kept) the same", async () => {
-    const handler = createDashboard({ db: pool, table })
-    const base = await serve({}, (req, res) => {
-      const original = req.url ?? '/'
-      if (!original.startsWith('/cron')) return void res.writeHead(404).end()
-      Object.assign(req, { originalUrl: original, url: original.slice('/cron'.length) || '/' })
-      handler(req, res, () => res.writeHead(418).end())
-    })
+  test("under Express's app.use('/cron', handler): the same, and an unknown path goes on to next()", async () => {
+    const app = express()
+    app.use('/cron', createDashboard({ db: pool, table }))
+    app.use((_req, res) => void res.status(418).end())
+    const base = await serve({}, app)
     assert.equal((await fetch(`${base}/cron/api/jobs`)).status, 200)
+    const page = await fetch(`${base}/cron/`)
+    assert.equal(page.status, 200)
+    assert.match(await page.text(), /<script src="app\.js" defer>/)
+    assert.equal((await fetch(`${base}/cron/app.js`)).status, 200)
     assert.equal((await fetch(`${base}/cron`, { redirect: 'manual' })).headers.get('location'), 'cron/')
     assert.equal((await fetch(`${base}/cron/elsewhere`)).status, 418, 'an unknown path goes to next()')
   })

@@ -432,7 +432,11 @@ describe('pg-cron-lease history', () => {
     assert.match(lines[2]!, /^STARTED +OCCURRENCE +HOLDER +TOOK +OUTCOME$/)
     assert.match(lines[3]!, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z +\S+ \S+ +h4 +.+ +ok$/)
     assert.equal(lines[4], '  … 2 occurrences missed')
-    assert.match(lines[5]!, / h1 .* error: TypeError: no \[31m colour$/, 'the error, its control characters made spaces')
+    assert.match(
+      lines[5]!,
+      / h1 .* error: TypeError: no \[31m colour$/,
+      'the error, its control characters made spaces',
+    )
     assert.match(lines[6]!, / h0 .* ok$/)
     const json = await run(['history', '--table', table, '--job', name, '--format', 'json', '--limit', '2'])
     assert.equal(json.code, 0, json.stderr)
