@@ -15,6 +15,7 @@ import { after, before, describe, test } from 'node:test'
 import express from 'express'
 import type pg from 'pg'
 import { freePort, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
+import { main } from '../../../src/cli/main.ts'
 import { renderPrometheus } from '../../../src/cli/status.ts'
 import { createDashboard, type DashboardOptions } from '../../../src/dashboard/index.ts'
 import { listLeases, listRuns, withCronLease } from '../../../src/index.ts'
@@ -284,6 +285,21 @@ describe('the dashboard command', () => {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
+
+  test('bad flags are usage errors (exit 2) before any connection', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--port', '99999'], /--port must be a whole number from 0 to 65535, got "99999"/],
+      [['--base-path', 'cron'], /--base-path must be a path that starts with '\/'/],
+      [['--token-file', '/nonexistent/token'], /cannot read --token-file "\/nonexistent\/token"/],
+      [['--token', 'secret'], /unknown option --token for dashboard/],
+    ]
+    for (const [args, message] of cases) {
+      let err = ''
+      const io = { stdout: { write: () => true }, stderr: { write: (t: string) => (err += t) }, env: {} }
+      assert.equal(await main(['dashboard', '--url', 'postgres://u@127.0.0.1:1/x', ...args], io), 2, args.join(' '))
+      assert.match(err, message)
+    }
+  })
 
   test('beyond loopback without a token it refuses to start, saying why', async () => {
     const env = { PG_CRON_LEASE_DASHBOARD_TOKEN: '' }
