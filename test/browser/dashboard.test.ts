@@ -250,19 +250,33 @@ describe('read-only and actions', () => {
     await page.locator('h2').waitFor()
     await page.locator('.facts').waitFor()
     assert.equal(await page.locator('main button').count(), 0)
+    const list = await open(`${await serve()}/`)
+    await list.locator('#jobs').waitFor()
+    assert.equal(await list.locator('[data-action]').count(), 0)
   })
 
   test('with actions: the pause button pauses the job in the database, and Resume resumes it', async () => {
     const base = await serve({ token: TOKEN, allowActions: true })
     const page = await open(`${base}/?job=report%3Ahourly`, { extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } })
-    await page.locator('#pause').click()
-    await page.locator('#resume').waitFor()
     const paused = async () => (await listLeases(pool, { table })).find((l) => l.jobName === 'report:hourly')?.paused
+    await page.getByRole('button', { name: 'Pause report:hourly' }).click()
+    await page.getByRole('button', { name: 'Resume report:hourly' }).waitFor()
     assert.equal(await paused(), true)
     assert.match(await page.locator('main .states').first().textContent().then(text), /paused until resumed/)
-    await page.locator('#resume').click()
-    await page.locator('#pause').waitFor()
+    await page.getByRole('button', { name: 'Resume report:hourly' }).click()
+    await page.getByRole('button', { name: 'Pause report:hourly' }).waitFor()
     assert.equal(await paused(), false)
+  })
+
+  test('with actions: each row of the jobs page has the buttons too', async () => {
+    const base = await serve({ token: TOKEN, allowActions: true })
+    const page = await open(`${base}/`, { extraHTTPHeaders: { authorization: `Bearer ${TOKEN}` } })
+    await rowOf(page, 'billing:daily').getByRole('button', { name: 'Pause' }).click()
+    await rowOf(page, 'billing:daily').getByRole('button', { name: 'Resume' }).waitFor()
+    assert.equal((await listLeases(pool, { table })).find((l) => l.jobName === 'billing:daily')?.paused, true)
+    await rowOf(page, 'billing:daily').getByRole('button', { name: 'Resume' }).click()
+    await rowOf(page, 'billing:daily').getByRole('button', { name: 'Pause' }).waitFor()
+    assert.equal((await listLeases(pool, { table })).find((l) => l.jobName === 'billing:daily')?.paused, false)
   })
 })
 

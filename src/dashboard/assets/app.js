@@ -271,6 +271,7 @@
           ),
           el('td', {}, when(l.nextDueAt)),
           el('td', { class: `number${l.missed > 0 ? ' missed' : ''}`, text: String(l.missed) }),
+          actions ? el('td', {}, buttons(l)) : null,
         ),
       )
     const more =
@@ -300,7 +301,12 @@
       ),
       view.leases.length === 0
         ? el('p', { text: 'No jobs yet: a job appears after its first claim.' })
-        : el('table', { id: 'jobs' }, el('thead', {}, el('tr', {}, header)), el('tbody', {}, rows)),
+        : el(
+            'table',
+            { id: 'jobs' },
+            el('thead', {}, el('tr', {}, header, actions ? el('th', { scope: 'col', text: 'Actions' }) : null)),
+            el('tbody', {}, rows),
+          ),
       more,
     )
   }
@@ -315,7 +321,7 @@
       return el('section', {}, parts)
     }
     parts.push(el('p', {}, stateCell(lease)))
-    if (actions) parts.push(buttons(lease))
+    if (actions) parts.push(el('p', {}, buttons(lease)))
     parts.push(
       el(
         'dl',
@@ -340,27 +346,37 @@
   }
   const fact = (term, value) => [el('dt', { text: term }), el('dd', {}, value)]
 
+  // Shown only when the server allows actions; it refuses them (403) otherwise anyway.
   function buttons(lease) {
     const post = (what) => async () => {
       try {
-        await fetch(`api/jobs/${encodeURIComponent(lease.jobName)}/${what}`, {
+        const reply = await fetch(`api/jobs/${encodeURIComponent(lease.jobName)}/${what}`, {
           method: 'POST',
           credentials: 'same-origin',
-        }).then(async (r) => {
-          if (!r.ok) throw new Error((await r.json().catch(() => null))?.error ?? `HTTP ${r.status}`)
         })
+        if (!reply.ok) throw new Error((await reply.json().catch(() => null))?.error ?? `HTTP ${reply.status}`)
         await refresh()
       } catch (error) {
-        markStale(error)
+        stale.hidden = false
+        stale.textContent = `Could not ${what} ${visible(lease.jobName)}: ${visible(error.message)}`
       }
     }
+    const button = (what, label, title) =>
+      el('button', {
+        type: 'button',
+        'data-action': what,
+        'aria-label': `${label} ${visible(lease.jobName)}`,
+        title,
+        text: label,
+        onclick: post(what),
+      })
     return el(
-      'div',
+      'span',
       { class: 'actions' },
       lease.paused
-        ? el('button', { type: 'button', id: 'resume', text: 'Resume', onclick: post('resume') })
-        : el('button', { type: 'button', id: 'pause', text: 'Pause until resumed', onclick: post('pause') }),
-      el('button', { type: 'button', id: 'release', text: 'Release lease', onclick: post('release') }),
+        ? button('resume', 'Resume', 'End the pause: the next claim runs the job')
+        : button('pause', 'Pause', 'Pause on every replica until resumed'),
+      button('release', 'Release', 'End the current lease now, for a holder that crashed'),
     )
   }
 
