@@ -14,7 +14,7 @@ export default defineConfig([
     clean: true,
     // import.meta.url in the CJS build, where the dashboard finds its assets.
     shims: true,
-    copy: [{ from: 'src/dashboard/assets', to: 'dist' }],
+    copy: [{ from: 'src/dashboard/assets' }],
   },
   {
     // The pg-cron-lease bin: ESM only (it uses top-level await) and no types. tsdown cleans dist/
@@ -25,5 +25,7 @@ export default defineConfig([
     platform: 'node',
     target: 'node20',
     clean: false,
+    // The dashboard command serves these beside the bin, in a build of the bin alone too (the CLI tests).
+    copy: [{ from: 'src/dashboard/assets' }],
   },
 ])

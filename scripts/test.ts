@@ -52,7 +52,7 @@ const PICK = fileURLToPath(new URL('../dev/test-server-pick.ts', import.meta.url
 const SECONDS: Record<string, number> = {
   'test/integration/schedulers/examples.test.ts': 68,
   'test/browser/dashboard.test.ts': 45,
-  'test/integration/dashboard/server.test.ts': 9,
+  'test/integration/dashboard/server.test.ts': 12,
   'test/integration/cli/cli.test.ts': 40,
   'test/integration/faults/failover.test.ts': 36,
   'test/integration/schedulers/nestjs.test.ts': 36,

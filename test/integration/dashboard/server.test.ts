@@ -6,14 +6,16 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import express from 'express'
 import type pg from 'pg'
+import { build, type UserConfig } from 'tsdown'
 import { freePort, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { main } from '../../../src/cli/main.ts'
 import { renderPrometheus } from '../../../src/cli/status.ts'
@@ -22,6 +24,7 @@ import { listLeases, listRuns, withCronLease } from '../../../src/index.ts'
 import { finished } from '../../helpers/child.ts'
 import { parseExposition } from '../../helpers/prometheus.ts'
 
+const ROOT = fileURLToPath(new URL('../../..', import.meta.url))
 const TOKEN = 'correct horse battery staple'
 let pool: pg.Pool
 let table: string
@@ -279,9 +282,21 @@ describe('createDashboard refuses bad options before serving', () => {
   })
 })
 
-describe('the dashboard command', () => {
+describe('the dashboard command, as the package ships it', () => {
+  // The bin built from tsdown.config.ts into a directory laid out like an installed package, so
+  // what runs is dist/cli.mjs with the assets the build copies beside it.
+  let installed: string
+  before(async () => {
+    const config = (await import('../../../tsdown.config.ts')).default as UserConfig[]
+    const entry = config.find((c) => typeof c.entry === 'object' && 'cli' in (c.entry as object))!
+    installed = mkdtempSync(path.join(os.tmpdir(), 'pgcl-dash-bin-'))
+    await build({ ...entry, config: false, cwd: ROOT, outDir: path.join(installed, 'dist'), logLevel: 'error' })
+    copyFileSync(path.join(ROOT, 'package.json'), path.join(installed, 'package.json'))
+    symlinkSync(path.join(ROOT, 'node_modules'), path.join(installed, 'node_modules'), 'dir')
+  })
+  after(() => rmSync(installed, { recursive: true, force: true }))
   const cli = (args: string[], env: Record<string, string> = {}) =>
-    spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'dashboard', ...args], {
+    spawn(process.execPath, [path.join(installed, 'dist/cli.mjs'), 'dashboard', ...args], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
@@ -341,6 +356,9 @@ describe('the dashboard command', () => {
     assert.equal(url, `http://127.0.0.1:${port}/cron/`)
     assert.equal((await fetch(`${url}api/jobs`)).status, 401)
     assert.equal((await fetch(`${url}api/jobs`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200)
+    const script = await fetch(`${url}app.js`)
+    assert.equal(script.status, 200, 'the page script ships beside the bin')
+    assert.match(await script.text(), /textContent/)
     child.kill('SIGTERM')
     const { code, stdout, stderr } = await done
     assert.equal(code, 0, stderr)
