@@ -102,6 +102,16 @@ describe('read-only by default', () => {
   })
 })
 
+describe('the page script never parses data as HTML', () => {
+  test('app.js builds the DOM with createElement and textContent only', async () => {
+    const source = await (await fetch(`${await serve()}/app.js`)).text()
+    assert.match(source, /createElement/)
+    for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'eval(', 'new Function']) {
+      assert.ok(!source.includes(sink), `app.js uses ${sink}`)
+    }
+  })
+})
+
 describe('with a token, every page and endpoint needs it', () => {
   test('without it: 401 and no data, on the page and on every endpoint', async () => {
     const base = await serve({ token: TOKEN })
