@@ -1,8 +1,8 @@
 /**
  * `npm run docs:screenshots`: the dashboard's pictures in docs/, from the demo's data. Runs the
- * demo's lease mode with `--dashboard`, then photographs the jobs page in light mode and the
- * demo job's page in dark mode with headless Chromium (test/helpers/browser.ts finds it), and
- * stops the demo, which removes its database.
+ * demo's lease mode with `--dashboard`, then photographs the demo job's page (its lease, occurrence
+ * strip, durations and runs) in light and in dark mode with headless Chromium
+ * (test/helpers/browser.ts finds it), and stops the demo, which removes its database.
  *
  *   npm run docs:screenshots
  */
@@ -28,12 +28,12 @@ const url = await new Promise<string>((resolve, reject) => {
 const browser = await launchBrowser()
 try {
   for (const [colorScheme, path, file] of [
-    ['light', '', 'docs/dashboard-light.png'],
+    ['light', '?job=demo%3Alease', 'docs/dashboard-light.png'],
     ['dark', '?job=demo%3Alease', 'docs/dashboard-dark.png'],
   ] as const) {
     const page = await browser.newPage({ colorScheme, viewport: { width: 1200, height: 760 }, timezoneId: 'UTC' })
     await page.goto(`${url}${path}`)
-    await page.locator(path === '' ? '#jobs' : '.facts').waitFor()
+    await page.locator('#strip').waitFor()
     await page.screenshot({ path: file, fullPage: false })
     console.log(`wrote ${file}`)
     await page.close()
