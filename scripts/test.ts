@@ -53,9 +53,11 @@ const SECONDS: Record<string, number> = {
   'test/integration/schedulers/examples.test.ts': 68,
   'test/browser/dashboard.test.ts': 45,
   'test/integration/dashboard/server.test.ts': 12,
+  'test/tooling/package.test.ts': 45,
   'test/integration/cli/cli.test.ts': 40,
   'test/integration/faults/failover.test.ts': 36,
   'test/integration/schedulers/nestjs.test.ts': 36,
+  'test/integration/schedulers/nestjs-12.test.ts': 36,
   'test/integration/once-per-occurrence/late-fires.test.ts': 32,
   'test/tooling/bench.test.ts': 29,
   'test/integration/schedulers/node-cron.test.ts': 28,
@@ -68,9 +70,11 @@ const SECONDS: Record<string, number> = {
   'test/integration/once-per-occurrence/occurrence-soak.test.ts': 14,
   'test/integration/lease/keep-alive.test.ts': 14,
   'test/integration/older-table/ddl.test.ts': 14,
+  'test/integration/pause/admin-lock-timeout.test.ts': 13,
   'test/integration/pause/pause-storm.test.ts': 11,
   'test/integration/run-history/history.test.ts': 13,
   'test/integration/older-table/occurrence-upgrade.test.ts': 9,
+  'test/integration/shutdown/drain-leases.test.ts': 8,
 }
 const weight = (file: string) => SECONDS[file] ?? 1
 

@@ -1,21 +1,28 @@
 /** Acting on one job's row without a deploy: pause, resume, or end a crashed holder's lease. */
+import { escapeControls } from './escape.js'
 import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
 import { compileOptions, type EntryPoint } from './options.js'
 import { runStatement } from './query.js'
-import { pauseSql, releaseSql, resumeSql, type Shape } from './sql.js'
+import { pauseSql, releaseSql, resumeSql, rowLockHoldersSql, type Shape } from './sql.js'
 import { readFacts } from './table-facts.js'
 import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
 /**
- * Options for {@link resumeJob} and {@link releaseLease}.
+ * Options for {@link pauseJob}, {@link resumeJob} and {@link releaseLease}.
  *
  * @example
- * const opts: JobOptions = { table: 'jobs.leases' }
+ * const opts: JobOptions = { table: 'jobs.leases', lockTimeoutMs: 10_000 }
  */
-export interface JobOptions extends Pick<LeaseOptions, 'table'> {}
+export interface JobOptions extends Pick<LeaseOptions, 'table'> {
+  /**
+   * How long to wait for the job's row lock, in ms, before rejecting with an error that names the
+   * job and what holds the lock (a crashed holder's open transaction). Default: 5000.
+   */
+  lockTimeoutMs?: number
+}
 
 /**
  * Options for {@link pauseJob}: a length or an end; neither pauses until {@link resumeJob}.
@@ -43,7 +50,9 @@ export interface JobState {
 
 /**
  * Pauses a job on every replica: the pause holds its lease until it ends. A running tick is not
- * stopped, but its next renew fails; its own lease is kept. `false` when the job has no row.
+ * stopped, but its next renew fails; its own lease is kept. The occurrences that fall due while
+ * paused are skipped, neither overdue nor missed; those already missed are counted now. `false`
+ * when the job has no row.
  * Needs the current shape (`pg-cron-lease migrate`).
  *
  * @example
@@ -75,14 +84,14 @@ export async function releaseLease(db: Queryable, jobName: string, opts?: JobOpt
 
 // pause, resume and release resolve the job's state after the change (null: no row), for the CLI.
 export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
-  const { table, until: end, forMs: length } = opening(db, jobName, 'pauseJob', opts)
+  const { table, until: end, forMs: length, lockTimeoutMs } = opening(db, jobName, 'pauseJob', opts)
   if (end !== undefined && length !== undefined) {
     fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', end)
   }
   const forMs = length === undefined ? null : checkMs(length, 'opts.forMs', Number.MAX_SAFE_INTEGER)
   const until = end === undefined ? null : parseUntil(end, 'opts.until')
   await requireShape(db, table, 'pausing')
-  const row = await changeJob(db, pauseSql(table), [jobName, forMs, until], jobName)
+  const row = await changeJob(db, pauseSql(table), [forMs, until], { table, jobName, doing: 'pause', lockTimeoutMs })
   // Judged by the database clock; the statement wrote nothing when the end had passed.
   if (row?.in_future === false) {
     fail(
@@ -95,17 +104,17 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
 }
 
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
-  const { table } = opening(db, jobName, 'resumeJob', opts)
+  const { table, lockTimeoutMs } = opening(db, jobName, 'resumeJob', opts)
   await requireShape(db, table, 'resuming')
-  const row = await changeJob(db, resumeSql(table), [jobName], jobName)
+  const row = await changeJob(db, resumeSql(table), [], { table, jobName, doing: 'resume', lockTimeoutMs })
   return row === null || row.job_name === null ? null : { ...jobState(row), wasPaused: row.was_paused === true }
 }
 
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
-  const { table } = opening(db, jobName, 'releaseLease', opts)
+  const { table, lockTimeoutMs } = opening(db, jobName, 'releaseLease', opts)
   const shape = await requireShape(db, table, undefined)
-  const row = await changeJob(db, releaseSql(table, shape), [jobName], jobName)
-  return row === null ? null : jobState(row)
+  const row = await changeJob(db, releaseSql(table, shape), [], { table, jobName, doing: 'release', lockTimeoutMs })
+  return row === null || row.job_name === null ? null : jobState(row)
 }
 
 function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOptions | undefined) {
@@ -141,8 +150,25 @@ function jobState(row: Record<string, unknown>): JobState {
   }
 }
 
-async function changeJob(db: Queryable, text: string, params: unknown[], jobName: string) {
-  const result = await runStatement(db, text, params, false)
+/** The `code` of the error a change rejects with when the job's row stayed locked past `lockTimeoutMs`. */
+export const ROW_LOCKED = 'PG_CRON_LEASE_ROW_LOCKED'
+
+interface Change {
+  table: string
+  jobName: string
+  doing: 'pause' | 'resume' | 'release'
+  lockTimeoutMs: number
+}
+
+// Each admin statement takes the job as $1 and the longest wait for its row lock last.
+async function changeJob(db: Queryable, text: string, params: unknown[], change: Change) {
+  const { jobName, lockTimeoutMs } = change
+  const result = await runStatement(db, text, [jobName, ...params, lockTimeoutMs], false).catch(
+    async (error: unknown) => {
+      if ((error as { code?: unknown } | null)?.code !== '55P03') throw error
+      throw await rowLocked(db, change, error)
+    },
+  )
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
   if (!Array.isArray(rows) || rows.length > 1) {
     throw new TypeError(
@@ -150,4 +176,27 @@ async function changeJob(db: Queryable, text: string, params: unknown[], jobName
     )
   }
   return (rows[0] as Record<string, unknown> | undefined) ?? null
+}
+
+// Read after the wait ran out, as nothing can be asked of a statement while it waits.
+async function rowLocked(db: Queryable, { table, jobName, doing, lockTimeoutMs }: Change, cause: unknown) {
+  const found = await runStatement(db, rowLockHoldersSql(table), [jobName], false).then(
+    (result) => (result as { rows?: { pid?: unknown; application_name?: unknown }[] }).rows ?? [],
+    () => [],
+  )
+  const holders = found
+    .filter((h) => typeof h.pid === 'number')
+    .map(
+      (h) =>
+        `pid ${h.pid}${typeof h.application_name === 'string' ? ` (application_name ${formatValue(h.application_name)})` : ''}`,
+    )
+  const by =
+    holders.length > 0
+      ? `${holders.join(', ')}, a transaction still open`
+      : 'another transaction (its pid cannot be read: it may have ended since, hold it with others, or be hidden from this role)'
+  const end = holders.length > 0 ? `pg_terminate_backend(${found[0]!.pid})` : 'pg_terminate_backend(pid)'
+  const message =
+    `pg-cron-lease: cannot ${doing} '${escapeControls(jobName)}': its row in ${table} stayed locked for ${lockTimeoutMs} ms (opts.lockTimeoutMs) by ${by}; ` +
+    `nothing was changed. End that transaction (for a crashed holder, ${end}), or wait longer with a larger opts.lockTimeoutMs`
+  return Object.assign(new Error(message, { cause }), { code: ROW_LOCKED })
 }

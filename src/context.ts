@@ -2,11 +2,12 @@
 import { publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
-import { runStatement, underSavepoint } from './query.js'
+import { whyLost } from './lost-lease.js'
+import { runStatement, transactionStatus, underSavepoint } from './query.js'
 import { readResult } from './result.js'
 import { fenceSql } from './sql.js'
 import { statementsOf } from './state.js'
-import type { Ticket } from './ticket.js'
+import type { ClaimConfig, Ticket } from './ticket.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
@@ -28,6 +29,28 @@ function checkTransactionClient(client: unknown): Queryable {
   return checked
 }
 
+/**
+ * Keep-alive is refused on a handle inside a transaction, before the claim: each beat there would run
+ * under a savepoint, a subtransaction, and past 64 in one transaction every snapshot on the cluster
+ * reads pg_subtrans. Called once the handle has sent a statement, so a pg before 8.21 has told.
+ */
+export function checkKeepAliveHandle({ db, jobName, keepAlive }: ClaimConfig): void {
+  if (keepAlive === undefined) return
+  const status = transactionStatus(db)
+  if (status !== 'T' && status !== 'E' && status !== '?') return
+  const got =
+    status === '?'
+      ? 'a pg client whose transaction state cannot be read (pg-native before pg 8.21)'
+      : `a handle inside a transaction (its transaction status is '${status}')`
+  throw new TypeError(
+    `pg-cron-lease: opts.keepAlive cannot keep the lease for '${jobName}' alive through ${got}: each beat there ` +
+      'would run under a savepoint, a subtransaction of its own, and past 64 in one transaction every snapshot on ' +
+      'the cluster, standbys included, reads pg_subtrans; pass the pool (the claim and its beats then run outside ' +
+      'your transaction), or leave keepAlive out and call ctx.renew() from the tick; nothing was claimed and the ' +
+      'tick did not run',
+  )
+}
+
 // Why ctx.renew or ctx.fence cannot be sent: the tick has settled, or there is no claim token.
 function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Error {
   const head = `pg-cron-lease: cannot ${call === 'renew' ? 'renew' : 'fence on'} the lease for '${jobName}': `
@@ -37,8 +60,15 @@ function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Er
   )
 }
 
-/** The context handed to the tick for a won claim, and `close()` to call once the tick has settled. */
-export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: LeaseContext; close(): void } {
+/**
+ * The context handed to the tick for a won claim, and `close()` to call once the tick has settled;
+ * `stopped` (a shutdown's) aborts `ctx.signal` with its reason.
+ */
+export function openContext(
+  ticket: Ticket,
+  keepAlive?: KeepAlive,
+  stopped?: AbortSignal,
+): { ctx: LeaseContext; close(): void } {
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
   const { claimToken } = ticket
   const { renew } = statementsOf(table, ticket.shape)
@@ -54,6 +84,9 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
   // Once aborted, abort() does nothing: the first reason stands.
   const lose = (why: string) =>
     controller.abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
+  const stop = () => controller.abort(stopped?.reason)
+  if (stopped?.aborted) stop()
+  else stopped?.addEventListener('abort', stop, { once: true })
 
   // One fenced statement at a time: with none overlapping, the last reply is from the last
   // statement the database ran, so each reply alone can say where the lease ends.
@@ -86,7 +119,7 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     const result = await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare)
     const { matched: renewed } = readResult(result, jobName, 'renewed')
     publishRenew(() => ({ jobName, holder, renewed, ms }))
-    if (!renewed) lose('it expired or another claim replaced it')
+    if (!renewed) lose(await whyLost(ticket, monotonicMs() < expiresAt))
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
     return renewed
   }
@@ -149,6 +182,7 @@ export function openContext(ticket: Ticket, keepAlive?: KeepAlive): { ctx: Lease
     ctx,
     close() {
       closed = true
+      stopped?.removeEventListener('abort', stop)
       clearTimeout(beatTimer)
       clearTimeout(deadlineTimer)
     },

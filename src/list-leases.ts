@@ -41,18 +41,31 @@ export interface LeaseInfo {
   lastSuccessAt: string | null
   /** The job's interval in ms: declared, else given by its scheduler, else observed; `null` while unknown. */
   everyMs: number | null
-  /** Not paused, and past its due time by more than the grace (see {@link ListLeasesOptions}). */
+  /**
+   * Not paused, and past its due time by more than the grace (see {@link ListLeasesOptions}): the
+   * due time is `nextDueAt`, else the last claim plus `everyMs`, and after a pause the first
+   * occurrence at or after its end.
+   */
   overdue: boolean
   /** The scheduled time of the latest occurrence claimed, as the scheduler named it; `null` if none. */
   lastOccurrence: string | null
-  /** When the job is next due, database clock; `null` while unknown. */
+  /**
+   * When the job is next due, database clock; `null` while unknown. After a pause, its first
+   * occurrence at or after the pause's end (the end itself with no interval known).
+   */
   nextDueAt: string | null
-  /** The occurrences that fell due unclaimed, counted so far by the claims after them (0 if none, or unknown). */
+  /** The occurrences that fell due unclaimed, counted so far by the claims (or a pause) after them (0 if none, or unknown). */
   missed: number
   /** A pause (`pauseJob`, `pg-cron-lease pause`) holds the job at `checkedAt`: nobody can claim it. */
   paused: boolean
   /** When the pause ends, database clock (`'infinity'` when open-ended); `null` when not paused. */
   pausedUntil: string | null
+  /**
+   * When the job's last pause ended, by resume or by running out, while that end still sets its
+   * due time (no claim since has stored a later one); `null` otherwise. The occurrences the pause
+   * covered are neither overdue nor missed.
+   */
+  resumedAt: string | null
 }
 
 /**
@@ -128,8 +141,7 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
   if (lastOutcome !== null && lastOutcome !== 'ok' && lastOutcome !== 'error') bad('last_outcome')
   const everyMs = numberOrNull('every_ms')
   const paused = flag('paused')
-  const sinceDueMs = numberOrNull('since_due_ms')
-  const lateMs = sinceDueMs ?? (everyMs === null ? null : number('since_claim_ms') - everyMs)
+  const lateMs = numberOrNull('since_due_ms')
   return {
     jobName: text('job_name'),
     holder: textOrNull('holder'),
@@ -148,6 +160,7 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     overdue: !paused && lateMs !== null && lateMs > overdueGrace(everyMs, graceMs, overdueFactor),
     paused,
     pausedUntil: paused ? text('paused_until') : null,
+    resumedAt: paused ? null : textOrNull('resumed_at'),
     lastOccurrence: textOrNull('last_occurrence'),
     nextDueAt: textOrNull('next_due_at'),
     missed: number('missed'),

@@ -22,7 +22,16 @@ const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const CLAIMING = [...CLAIMS, 'catchUp'] as const
-const ALL = [...CLAIMING, 'listLeases', 'listRuns', 'pauseJob', 'resumeJob', 'releaseLease', 'createDashboard'] as const
+const TABLED = [
+  ...CLAIMING,
+  'listLeases',
+  'listRuns',
+  'pauseJob',
+  'resumeJob',
+  'releaseLease',
+  'createDashboard',
+] as const
+const ALL = [...TABLED, 'drainLeases'] as const
 
 /** The public functions that take an option bag. */
 export type EntryPoint = (typeof ALL)[number]
@@ -39,23 +48,20 @@ const row = <V, const E extends readonly EntryPoint[]>(entry: E, check: OptionRo
 
 const instant = (value: unknown, name: string): number | null => (value == null ? null : parseInstant(value, name))
 
+/** How long pauseJob, resumeJob and releaseLease wait for the job's row lock by default, in ms. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 5000
+
 /** The table; its key order is the order checks run and errors are found in. */
 export const OPTIONS = {
   holder: row(CLAIMING, checkHolder),
-  table: row(ALL, checkTable),
+  table: row(TABLED, checkTable),
   logger: row(CLAIMING, checkLogger),
   keepAlive: row(RUNS, checkKeepAlive),
   prepare: row(CLAIMING, checkFlag),
   record: row(CLAIMING, checkFlag),
   history: row(CLAIMING, checkHistory),
   everyMs: row(RUNS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
-  clockToleranceMs: row(CLAIMS, (value, name): number | undefined => {
-    if (value == null) return undefined
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_LEASE_MS) {
-      fail(name, `a whole number of milliseconds from 0 to ${MAX_LEASE_MS}`, value)
-    }
-    return value
-  }),
+  clockToleranceMs: row(CLAIMS, (value, name) => (value == null ? undefined : checkMs(value, name, MAX_LEASE_MS, 0))),
   catchUp: row(['leasedTick', 'leaseCoordinator'], (value, name): CatchUpWindow | undefined => {
     if (value === undefined) return undefined
     if (value === null) fail(name, 'an object such as { withinMs: 3_600_000 }', value)
@@ -99,6 +105,15 @@ export const OPTIONS = {
   // Checked by pauseJob itself: until and forMs exclude each other.
   until: row(['pauseJob'], (value): unknown => value),
   forMs: row(['pauseJob'], (value): unknown => value),
+  // 0 stops every run in flight at once. The default is 10 s, a third of Kubernetes' default grace.
+  timeoutMs: row(['drainLeases'], (value, name): number => {
+    if (value == null) return 10_000
+    return value === 0 ? 0 : checkMs(value, name, Number.MAX_SAFE_INTEGER)
+  }),
+  // Bounded by default: a crashed holder's open transaction would otherwise hold an admin call for ever.
+  lockTimeoutMs: row(['pauseJob', 'resumeJob', 'releaseLease'], (value, name) =>
+    value === undefined ? DEFAULT_LOCK_TIMEOUT_MS : checkMs(value, name),
+  ),
   // The dashboard's: checked by createDashboard, which needs them all at once.
   db: row(['createDashboard'], (value, name) => checkQueryable(value, name)),
   basePath: row(['createDashboard'], checkBasePath),

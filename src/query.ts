@@ -1,19 +1,14 @@
-/** Sending a statement: with `pg` the hot statements go as named prepared statements. */
-import { releaseSavepointSql, rollbackToSavepointSql, savepointSql } from './sql.js'
-import { handleState, type Statement } from './state.js'
+/**
+ * Sending a statement: with `pg` the hot statements go as named prepared statements; in a caller's
+ * transaction each goes under a savepoint, one at a time per connection.
+ */
+import { connectionSql, releaseSavepointSql, rollbackToSavepointSql, savepointSql } from './sql.js'
+import { type HandleState, handleState, type Sending, type Statement } from './state.js'
 import type { Queryable, QueryResultLike } from './types.js'
 
 // Refusals by a pooler that does not track prepared statements (PgBouncer < 1.21), or of a stale
 // cached plan: all raised before the statement runs, so resending it plain cannot run it twice.
 const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])
-
-// Only `pg` handles take `query({ name, text, values })`.
-function isPg(db: object): boolean {
-  const d = db as { connectionParameters?: unknown; Client?: unknown; options?: unknown }
-  const client = typeof d.connectionParameters === 'object' && d.connectionParameters !== null
-  const pool = typeof d.Client === 'function' && typeof d.options === 'object' && 'totalCount' in d
-  return client || pool
-}
 
 /** Runs one statement: prepared where possible, under a savepoint in a caller's transaction. */
 export function runStatement(
@@ -24,60 +19,171 @@ export function runStatement(
 ): Promise<QueryResultLike> {
   // Not async, as it runs on every claim; a driver that throws still gives a rejection.
   try {
+    const state = handleState(db)
+    const sending = state.sending ?? sendingOf(db, state)
+    // 'I' idle, 'T' in a transaction, 'E' failed; a Pool, or a handle that cannot tell, counts as idle.
+    const status = sending.status === null ? 'I' : sending.status()
+    const named = prepare && sending.named
+    if (status === 'I') return outside(db, state, statement, params, named)
     const text = typeof statement === 'string' ? statement : statement.text
-    const client = db as { getTransactionStatus?: () => unknown }
-    // 'I' idle, 'T' in a transaction, 'E' failed; a Pool (or an old `pg`) counts as idle.
-    const status = typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : 'I'
     if (status === 'T') return underSavepoint(db, text, params)
-    if (status !== 'I' || !prepare || typeof statement === 'string' || handleState(db).unprepared || !isPg(db)) {
-      return Promise.resolve(db.query(text, params))
-    }
-    const named = db as unknown as {
-      query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
-    }
-    return named.query({ name: statement.name, text, values: params }).then(undefined, (error: unknown) => {
-      if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error
-      // The pooler in front of this handle will not start keeping prepared statements.
-      handleState(db).unprepared = true
-      return db.query(text, params)
-    })
+    // Not known yet: the savepoint tells, as Postgres refuses one outside a transaction (25P01).
+    if (status === '?') return underSavepoint(db, text, params, () => outside(db, state, statement, params, named))
+    // A failed transaction refuses this as it does any statement; null: a client not connected yet.
+    return Promise.resolve(db.query(text, params))
   } catch (error) {
     return Promise.reject(error)
   }
 }
 
-// A savepoint per statement: two calls in flight on one client must not touch each other's.
-let savepoints = 0
-
-// Under a savepoint a failure cannot abort the caller's transaction. Plain text, never prepared;
-// the savepoint and statement are queued in one step, so no caller query runs between them.
-export function underSavepoint(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
-  // One at a time per client: a RELEASE also releases later savepoints, failing their own RELEASE.
-  const turn = (inFlight.get(db) ?? Promise.resolve()).then(() => savepointed(db, text, params))
-  inFlight.set(db, turn.then(ignore, ignore))
-  return turn
+/** A handle's transaction state, as pg names it ('?': not known yet); null when it cannot tell. */
+export function transactionStatus(db: Queryable): unknown {
+  const state = handleState(db)
+  return (state.sending ?? sendingOf(db, state)).status?.() ?? null
 }
 
-const inFlight = new WeakMap<object, Promise<void>>()
+// Decided once per handle; only `pg` handles take `query({ name, text, values })`.
+function sendingOf(db: Queryable, state: HandleState): Sending {
+  const d = db as {
+    connectionParameters?: unknown
+    Client?: unknown
+    options?: unknown
+    connection?: unknown
+    getTransactionStatus?: unknown
+  }
+  const client = typeof d.connectionParameters === 'object' && d.connectionParameters !== null
+  const pool = typeof d.Client === 'function' && typeof d.options === 'object' && 'totalCount' in d
+  const reports = typeof d.getTransactionStatus === 'function'
+  const status = reports
+    ? () => (db as unknown as { getTransactionStatus(): unknown }).getTransactionStatus()
+    : client
+      ? watchStatus(d.connection)
+      : null
+  state.sending = { named: client || pool, client, status }
+  return state.sending
+}
+
+// A pg client before 8.21 keeps no transaction state, but its connection emits every ReadyForQuery,
+// which carries it: watched from the first statement on, and not known until a reply comes. A
+// client with no such connection (pg-native) is never known, so each statement asks by a savepoint.
+function watchStatus(connection: unknown): () => unknown {
+  type Emitter = { on?: (event: string, listener: (message: { status?: unknown } | undefined) => void) => unknown }
+  const emitter = connection as Emitter | null | undefined
+  if (typeof emitter?.on !== 'function') return () => '?'
+  let status: unknown = '?'
+  emitter.on('readyForQuery', (message) => {
+    status = message?.status ?? '?'
+  })
+  return () => status
+}
+
+// Outside a transaction: prepared on a pg handle, unless the pooler in front of it refused once.
+function outside(
+  db: Queryable,
+  state: HandleState,
+  statement: Statement | string,
+  params: unknown[],
+  named: boolean,
+): Promise<QueryResultLike> {
+  if (!named || typeof statement === 'string' || state.unprepared) {
+    return Promise.resolve(db.query(typeof statement === 'string' ? statement : statement.text, params))
+  }
+  const pg = db as unknown as {
+    query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
+  }
+  return pg.query({ name: statement.name, text: statement.text, values: params }).then(undefined, (error: unknown) => {
+    if (!NOT_PREPARED.has(codeOf(error) as string)) throw error
+    // The pooler in front of this handle will not start keeping prepared statements.
+    state.unprepared = true
+    return db.query(statement.text, params)
+  })
+}
+
+/**
+ * Runs a statement under a savepoint, so its failure cannot abort the caller's transaction: plain
+ * text, never prepared. `noTransaction` runs instead when Postgres refuses the savepoint as no
+ * transaction is open (25P01); without it, that refusal rejects.
+ */
+export function underSavepoint(
+  db: Queryable,
+  text: string,
+  params: unknown[],
+  noTransaction?: () => Promise<QueryResultLike>,
+): Promise<QueryResultLike> {
+  const send = () => savepointed(db, text, params, noTransaction)
+  const connection = connectionOf(db)
+  return connection instanceof Promise ? connection.then((key) => inTurn(key, send)) : inTurn(connection, send)
+}
+
+// One savepoint name is enough: on a connection, nothing else of the library's is in flight while
+// one is open (inTurn), so a RELEASE can only ever release its own.
+const SAVEPOINT = 'pg_cron_lease'
+
+// Each step is sent once the one before it has settled: `pg` 8.23 warns when its query queue is
+// used, and `pg` 9 removes it.
+async function savepointed(
+  db: Queryable,
+  text: string,
+  params: unknown[],
+  noTransaction: (() => Promise<QueryResultLike>) | undefined,
+): Promise<QueryResultLike> {
+  try {
+    await db.query(savepointSql(SAVEPOINT), [])
+  } catch (error) {
+    if (noTransaction !== undefined && codeOf(error) === '25P01') return noTransaction()
+    throw error
+  }
+  let result: QueryResultLike
+  try {
+    result = await db.query(text, params)
+  } catch (error) {
+    try {
+      await db.query(rollbackToSavepointSql(SAVEPOINT), [])
+      await db.query(releaseSavepointSql(SAVEPOINT), [])
+    } catch {
+      // The statement's own error is the one to report; a connection that failed fails the next too.
+    }
+    throw error
+  }
+  await db.query(releaseSavepointSql(SAVEPOINT), [])
+  return result
+}
+
+// Per connection, the tail of its queue of savepointed statements; none once it has drained.
+const queues = new Map<unknown, Promise<void>>()
 
 const ignore = () => {}
 
-function savepointed(db: Queryable, text: string, params: unknown[]): Promise<QueryResultLike> {
-  savepoints = (savepoints % 1_000_000_000) + 1
-  const name = `pg_cron_lease_${savepoints}`
-  const opened = Promise.resolve(db.query(savepointSql(name), []))
-  // Read on the failure path only; never an unhandled rejection.
-  opened.catch(ignore)
-  return Promise.resolve(db.query(text, params)).then(
-    // A savepoint refused (no transaction open, 25P01) fails the call, and nothing is released.
-    (result) => opened.then(() => db.query(releaseSavepointSql(name), [])).then(() => result),
-    (error: unknown) => {
-      const fail = () => Promise.reject(error)
-      const undo = () => {
-        Promise.resolve(db.query(rollbackToSavepointSql(name), [])).catch(ignore)
-        return db.query(releaseSavepointSql(name), [])
-      }
-      return opened.then(undo).then(fail, fail)
-    },
-  )
+function inTurn<T>(connection: unknown, send: () => Promise<T>): Promise<T> {
+  const turn = (queues.get(connection) ?? Promise.resolve()).then(send)
+  const tail = turn.then(ignore, ignore)
+  queues.set(connection, tail)
+  void tail.then(() => {
+    if (queues.get(connection) === tail) queues.delete(connection)
+  })
+  return turn
+}
+
+// A pg client is its connection. Any other handle is asked which connection it is on, once per
+// object: two adapters made over one transaction (fromKnex(trx) per call) are two objects on one
+// connection, and their savepoints must queue as one.
+function connectionOf(db: Queryable): unknown {
+  const state = handleState(db)
+  if ((state.sending ?? sendingOf(db, state)).client) return db
+  if (state.connection === undefined) {
+    const asked = Promise.resolve(db.query(connectionSql(), [])).then((result) => {
+      const id = (result as { rows?: Array<{ connection?: unknown }> } | null)?.rows?.[0]?.connection
+      // A driver that returns no rows can only be queued by its object.
+      return typeof id === 'string' ? id : db
+    })
+    state.connection = asked
+    asked.catch(() => {
+      if (state.connection === asked) state.connection = undefined
+    })
+  }
+  return state.connection
+}
+
+function codeOf(error: unknown): unknown {
+  return (error as { code?: unknown } | null)?.code
 }

@@ -102,6 +102,21 @@ function every(parameter: string): string {
   return `nullif(coalesce(${parameter}::float8, lease.every_ms), 0)`
 }
 
+// A pause is planned, not a failure: the occurrences that fell due before it ended were skipped, not
+// missed. Once it ends (a resume keeps the end in paused_until, as a lapse does), the job is due at
+// its first occurrence at or after the end, or at the end itself with no interval, until a claim
+// stores a later due time. An open-ended pause moves nothing while it holds: its end is unknown.
+function pauseShift(due: string, interval: string): string {
+  const gap = `lease.paused_until - ${due}`
+  return `CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
+    THEN coalesce(ceil(extract(epoch FROM ${gap}) * 1000 / ${interval}) * ${interval} * interval '1 millisecond', ${gap})
+    ELSE interval '0' END`
+}
+
+function dueAfterPause(due: string, interval: string): string {
+  return `(${due} + ${pauseShift(due, interval)})`
+}
+
 // A dollar-quote tag the body (table names may contain `$`) cannot close early.
 function dollarQuoted(body: string, base: string): string {
   let tag = `$${base}$`
@@ -192,10 +207,13 @@ function doBlock(body: string): string {
 export function catchUpSql(table: string, history = false): string {
   const t = quoteTable(table)
   const ms = (expression: string) => `${expression} * interval '1 millisecond'`
-  const skipped = `coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every('$7')}), 0)`
+  // A pause's slots are skipped, not made up: the window starts at the due time after it.
+  const shift = pauseShift('lease.next_due_at', every('$7'))
+  const due = `(lease.next_due_at + ${shift})`
+  const skipped = `coalesce(floor(extract(epoch FROM clock.at - ${due}) * 1000 / ${every('$7')}), 0)`
   const steps = `coalesce(${ms(`${skipped} * ${every('$7')}`)}, interval '0')`
-  const dueAt = `(lease.next_due_at + ${steps})`
-  const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${steps})`
+  const dueAt = `(${due} + ${steps})`
+  const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${shift} + ${steps})`
   return `UPDATE ${t} AS lease
 SET lease_until = clock.at + ${ms('$2::integer')},
   holder = $3::text,
@@ -207,7 +225,7 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${history ? `,\n  ${keepUnrecorded()}` : ''}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
-  AND CASE WHEN lease.next_due_at <= clock.at AND lease.claimed_at < lease.next_due_at
+  AND CASE WHEN ${due} <= clock.at AND lease.claimed_at < lease.next_due_at
       AND lease.lease_until <= clock.at
       AND extract(epoch FROM clock.at - ${dueAt}) * 1000 <= $4::float8
       AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
@@ -270,7 +288,8 @@ export function claimSql(table: string, shape: Shape, history = false): string {
   if (shape === 'current') {
     // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
     // the even neighbour), so half an interval of latency or offset never adds one.
-    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - lease.next_due_at) * 1000 / ${every('$8')} + 0.5))::bigint`
+    // Counted from the due time after any pause, whose slots were skipped, not missed.
+    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - ${dueAfterPause('lease.next_due_at', every('$8'))}) * 1000 / ${every('$8')} + 0.5))::bigint`
     // $4 the occurrence (NULL: the lease alone), $5 how far ahead of the database clock it may lie,
     // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval.
     return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
@@ -328,6 +347,17 @@ SET lease_until = CASE WHEN $4::boolean
   ELSE clock_timestamp() + $2::integer * interval '1 millisecond' END
 WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until > clock_timestamp()${paused}
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
+}
+
+/** Why a renew matched no row, read only then: whose claim the row holds, and whether a pause or a lease holds it. */
+export function lostLeaseSql(table: string, shape: Shape): string {
+  const current = shape === 'current'
+  return `SELECT lease.claimed_at = ${fromIsoText('$2')} AS same_claim,
+  ${current ? pauseHolds('lease', 'clock_timestamp()') : 'false'} AS paused,
+  ${current ? isoTextOrInfinity('lease.paused_until') : 'NULL::text'} AS paused_until,
+  lease.lease_until > clock_timestamp() AS held
+FROM ${quoteTable(table)} AS lease
+WHERE lease.job_name = $1::text`
 }
 
 /** The fence: `FOR KEY SHARE` blocks only a claim's `FOR UPDATE`, not renews or beats; no row: it was replaced. */
@@ -415,8 +445,17 @@ export function listLeasesSql(table: string, shape: Shape): string {
   // Materialized, as a subquery could be rescanned; the space in its name keeps any table from shadowing it.
   const at = '"db clock".at'
   const column = (name: string, type: string) => (shape === 'current' ? `lease.${name}` : `NULL::${type}`)
-  const nextDue = column('next_due_at', 'timestamptz')
   const pausedUntil = column('paused_until', 'timestamptz')
+  const every = 'nullif(lease.every_ms, 0)'
+  // With no due time stored (a scheduler that never named one), the last claim plus the interval.
+  const base = `coalesce(lease.next_due_at, lease.claimed_at + ${every} * interval '1 millisecond')`
+  const current = shape === 'current'
+  const nextDue = current ? dueAfterPause('lease.next_due_at', every) : 'NULL::timestamptz'
+  const dueAt = current ? dueAfterPause(base, every) : 'NULL::timestamptz'
+  // The end of a pause that has passed, while it still sets the due time.
+  const resumedAt = current
+    ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > ${base} THEN ${isoText('lease.paused_until')} END`
+    : 'NULL::text'
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT lease.job_name,
   lease.holder,
@@ -427,7 +466,6 @@ SELECT lease.job_name,
     WHEN lease.lease_until > ${at} THEN ceil(extract(epoch FROM lease.lease_until - ${at}) * 1000)::float8
     ELSE 0::float8 END AS remaining_ms,
   ${isoText(at)} AS checked_at,
-  (extract(epoch FROM ${at} - lease.claimed_at) * 1000)::float8 AS since_claim_ms,
   ${column('last_outcome', 'text')} AS last_outcome,
   ${isoText(column('last_finished_at', 'timestamptz'))} AS last_finished_at,
   ${column('last_duration_ms', 'float8')} AS last_duration_ms,
@@ -435,17 +473,22 @@ SELECT lease.job_name,
   ${isoText(column('last_success_at', 'timestamptz'))} AS last_success_at,
   ${column('every_ms', 'float8')} AS every_ms,
   ${isoTextOrInfinity(pausedUntil)} AS paused_until,
-  ${shape === 'current' ? pauseHolds('lease', at) : 'false'} AS paused,
+  ${current ? pauseHolds('lease', at) : 'false'} AS paused,
+  ${resumedAt} AS resumed_at,
   ${isoText(column('last_occurrence', 'timestamptz'))} AS last_occurrence,
   ${isoText(nextDue)} AS next_due_at,
-  (extract(epoch FROM ${at} - ${nextDue}) * 1000)::float8 AS since_due_ms,
+  (extract(epoch FROM ${at} - ${dueAt}) * 1000)::float8 AS since_due_ms,
   coalesce(${column('missed_occurrences', 'bigint')}, 0)::float8 AS missed
 FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
 ORDER BY lease.job_name COLLATE "C"`
 }
 
 function adminReturning(shape: Shape): string {
-  const pausedUntil = shape === 'current' ? isoTextOrInfinity('lease.paused_until') : 'NULL::text'
+  // A pause that has ended is kept only for the due time (see resumeSql): the job is not paused.
+  const pausedUntil =
+    shape === 'current'
+      ? `CASE WHEN lease.paused_until > clock.at THEN ${isoTextOrInfinity('lease.paused_until')} END`
+      : 'NULL::text'
   return `RETURNING lease.job_name,
     ${isoTextOrInfinity('lease.lease_until')} AS lease_until,
     ${pausedUntil} AS paused_until,
@@ -459,17 +502,31 @@ function claimEnd(alias: string): string {
 }
 
 // The clock is read after the row lock, or a committing claim would be judged by an instant before it.
-function lockedClock(table: string, gate = 'true'): string {
-  return `locked AS MATERIALIZED (SELECT lease.* FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text AND ${gate} FOR UPDATE),
+// The lock waits at most `wait` ms: a crashed holder's open transaction (an idle fence) holds it
+// for ever. set_config(…, true) lasts to the end of the transaction, so the statement puts the
+// caller's setting back once it has the lock (restoreLockTimeout); a 55P03 rolls it back.
+function lockedClock(table: string, wait: string, gate = 'true'): string {
+  return `was AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
+waiting AS MATERIALIZED (SELECT set_config('lock_timeout', (${wait}::integer)::text, true) FROM was),
+locked AS MATERIALIZED (SELECT lease.* FROM ${quoteTable(table)} AS lease
+  WHERE lease.job_name = $1::text AND ${gate} AND EXISTS (SELECT FROM waiting) FOR UPDATE),
 clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM locked) AS after_lock)`
 }
 
-/** Pauses a job; a running tick's renews then fail. Current shape only. */
+const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM was), true) AS lock_timeout`
+
+/**
+ * Pauses a job; a running tick's renews then fail; `$4` the longest wait for the row lock, in ms.
+ * A new pause first settles what was missed before it began (settle): the occurrences already due
+ * and unclaimed are counted as missed now, and the job is next due at its first occurrence after
+ * now, so that only those falling due while it is paused are skipped. Current shape only.
+ */
 export function pauseSql(table: string): string {
+  const every = 'nullif(lease.every_ms, 0)'
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
   const future = `($3::text IS NULL OR ${fromIsoText('$3')} > clock_timestamp())`
   // A pause ending after the last instant `new Date()` reads as ISO text is open-ended.
-  return `WITH ${lockedClock(table, future)},
+  return `WITH ${lockedClock(table, '$4', future)},
 pause AS MATERIALIZED (
   SELECT CASE
     WHEN $2::float8 IS NOT NULL THEN
@@ -479,35 +536,51 @@ pause AS MATERIALIZED (
     WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
     ELSE 'infinity'::timestamptz END AS until
   FROM clock),
+settle AS MATERIALIZED (
+  SELECT due.missed, due.at + due.steps - lease.next_due_at AS shift
+  FROM locked AS lease CROSS JOIN clock CROSS JOIN LATERAL (
+    SELECT at, coalesce(floor(extract(epoch FROM clock.at - at) * 1000 / ${every}) + 1, 1)::bigint AS missed,
+      coalesce((floor(extract(epoch FROM clock.at - at) * 1000 / ${every}) + 1) * ${every} * interval '1 millisecond',
+        clock.at - at) AS steps
+    FROM (SELECT ${dueAfterPause('lease.next_due_at', every)} AS at) AS due) AS due
+  WHERE NOT ${pauseHolds('lease')} AND due.at <= clock.at),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
   SET claim_until = ${claimEnd('lease')},
     lease_until = GREATEST(${claimEnd('lease')}, pause.until),
-    paused_until = pause.until
-  FROM clock, pause
+    paused_until = pause.until,
+    next_due_at = lease.next_due_at + coalesce(settle.shift, interval '0'),
+    next_occurrence = lease.next_occurrence + coalesce(settle.shift, interval '0'),
+    missed_occurrences = CASE WHEN settle.missed IS NULL THEN lease.missed_occurrences
+      ELSE coalesce(lease.missed_occurrences, 0) + settle.missed END
+  FROM clock CROSS JOIN pause LEFT JOIN settle ON true
   WHERE lease.job_name = $1::text AND pause.until > clock.at
   ${adminReturning('current')})
-SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS clock_at
+SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS clock_at, ${restoreLockTimeout}
 FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
 }
 
-/** Ends a job's pause; a claim's own lease (claim_until) runs to its end. Current shape only. */
+/**
+ * Ends a job's pause; a claim's own lease (claim_until) runs to its end. The end stays in
+ * paused_until, as a pause that lapses leaves it, so the slots it covered are not counted as
+ * missed (see dueAfterPause). `$2` the longest wait for the row lock, in ms. Current shape only.
+ */
 export function resumeSql(table: string): string {
-  return `WITH ${lockedClock(table)},
+  return `WITH ${lockedClock(table, '$2')},
 before AS MATERIALIZED (SELECT ${pauseHolds('lease')} AS was_paused FROM locked AS lease, clock),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
-  SET paused_until = NULL,
+  SET paused_until = CASE WHEN lease.paused_until > clock.at THEN clock.at ELSE lease.paused_until END,
     lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, GREATEST(${claimEnd('lease')}, clock.at))
       ELSE lease.lease_until END
   FROM clock
   WHERE lease.job_name = $1::text
   ${adminReturning('current')})
-SELECT changed.*, coalesce(before.was_paused, false) AS was_paused
+SELECT changed.*, coalesce(before.was_paused, false) AS was_paused, ${restoreLockTimeout}
 FROM clock LEFT JOIN changed ON true LEFT JOIN before ON true`
 }
 
-/** Ends a job's current lease now; a pause is not lifted, and claim_until ends too. */
+/** Ends a job's current lease now; a pause is not lifted, and claim_until ends too; `$2` as resumeSql's. */
 export function releaseSql(table: string, shape: Shape): string {
   const set =
     shape === 'current'
@@ -515,12 +588,36 @@ export function releaseSql(table: string, shape: Shape): string {
   ELSE LEAST(lease.lease_until, clock.at) END,
   claim_until = LEAST(lease.claim_until, clock.at)`
       : 'lease_until = LEAST(lease.lease_until, clock.at)'
-  return `WITH ${lockedClock(table)}
-UPDATE ${quoteTable(table)} AS lease
-SET ${set}
-FROM clock
-WHERE lease.job_name = $1::text
-${adminReturning(shape).replace(/^ {2}/gm, '')}`
+  return `WITH ${lockedClock(table, '$2')},
+changed AS (
+  UPDATE ${quoteTable(table)} AS lease
+  SET ${set}
+  FROM clock
+  WHERE lease.job_name = $1::text
+  ${adminReturning(shape)})
+SELECT changed.*, ${restoreLockTimeout}
+FROM clock LEFT JOIN changed ON true`
+}
+
+/**
+ * Who holds a job's row lock, read after an admin statement's wait ran out (pg_locks lists no row
+ * locks): the transaction whose xid is the row's xmax; else, as a locker under a savepoint (a
+ * fence) leaves its subtransaction's xid there, every open transaction as old as that xid holding
+ * a lock on the table. Several lockers share a multixact, which is not resolved.
+ */
+export function rowLockHoldersSql(table: string): string {
+  const t = quoteTable(table)
+  return `WITH lease AS MATERIALIZED (SELECT lease.xmax FROM ${t} AS lease WHERE lease.job_name = $1::text),
+other AS MATERIALIZED (SELECT activity.pid, activity.application_name, activity.backend_xid
+  FROM pg_stat_activity AS activity WHERE activity.pid <> pg_backend_pid() AND activity.backend_xid IS NOT NULL),
+exact AS MATERIALIZED (SELECT other.pid, other.application_name FROM other, lease WHERE other.backend_xid = lease.xmax)
+SELECT pid, application_name FROM exact
+UNION
+SELECT other.pid, other.application_name FROM other, lease
+WHERE NOT EXISTS (SELECT FROM exact) AND age(other.backend_xid) >= age(lease.xmax)
+  AND EXISTS (SELECT FROM pg_locks AS held WHERE held.pid = other.pid AND held.locktype = 'relation'
+    AND held.relation = '${t}'::regclass)
+ORDER BY pid`
 }
 
 /** The table's shape, whether it has the run history, and the database clock; read-only and lockless (safe in a transaction). */
@@ -575,6 +672,15 @@ WHERE ($1::text IS NULL OR run.job_name = $1::text)
   AND ($2::text IS NULL OR run.claimed_at < ${fromIsoText('$2')})
 ORDER BY run.claimed_at DESC, run.job_name COLLATE "C"
 LIMIT $3::integer`
+}
+
+/**
+ * The server connection a handle's statements run on, for a handle that is not itself one (an
+ * adapter): savepoints queue by it (src/query.ts). A pid is reused across servers, so the server's
+ * start goes with it; as epoch seconds, which no session setting changes.
+ */
+export function connectionSql(): string {
+  return `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
 }
 
 /** Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it. */

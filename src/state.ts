@@ -81,9 +81,22 @@ export interface TableKnowledge {
   unprobed: number
 }
 
+/** How statements go through one handle, decided once (src/query.ts). */
+export interface Sending {
+  /** A `pg` Pool or client: takes `query({ name, text, values })`. */
+  readonly named: boolean
+  /** A `pg` client: it is the connection its statements run on. */
+  readonly client: boolean
+  /** Reads 'I', 'T' or 'E' as pg names them ('?' not known yet); null for a handle that cannot tell. */
+  readonly status: (() => unknown) | null
+}
+
 export interface HandleState {
   readonly tables: Map<string, TableKnowledge>
   unprepared: boolean
+  sending: Sending | undefined
+  /** Which server connection an adapter is on, asked once (src/query.ts); a pg client is its own. */
+  connection: Promise<unknown> | undefined
 }
 
 const handles = new WeakMap<object, HandleState>()
@@ -91,7 +104,7 @@ const handles = new WeakMap<object, HandleState>()
 export function handleState(db: object): HandleState {
   let state = handles.get(db)
   if (state === undefined) {
-    state = { tables: new Map(), unprepared: false }
+    state = { tables: new Map(), unprepared: false, sending: undefined, connection: undefined }
     handles.set(db, state)
   }
   return state

@@ -44,11 +44,15 @@ export function checkJobName(jobName: unknown, name = 'jobName'): string {
   return jobName
 }
 
-/** Rounds to whole milliseconds, the unit the statements use. */
-export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS): number {
+/**
+ * The one rule for every length in ms, option or argument: a finite number, rounded to the nearest
+ * whole ms (the unit the statements use; a half rounds up), then held to its range. A fraction is
+ * no mistake (`interval * 0.8`), so it is rounded rather than refused.
+ */
+export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 1): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) fail(name, 'a finite number of milliseconds', value)
   const ms = Math.round(value)
-  if (ms < 1) fail(name, 'at least 1 ms (after rounding)', value)
+  if (ms < min) fail(name, `at least ${min} ms (after rounding)`, value)
   if (ms > max) fail(name, `at most ${max} ms`, value)
   return ms
 }

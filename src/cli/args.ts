@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
-import { checkBasePath } from '../options.js'
+import { checkBasePath, DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
@@ -68,6 +68,11 @@ export const OPTIONS = {
     arg: '<file>',
     help: 'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
   },
+  'lock-timeout': {
+    type: 'string',
+    arg: '<duration>',
+    help: `How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
+  },
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
@@ -95,6 +100,8 @@ export interface Values {
   tokenFile?: string
   /** --limit, checked. */
   limit?: number
+  /** --lock-timeout in ms; left out for the library's default. */
+  lockTimeoutMs?: number
 }
 
 export interface Accepts {
@@ -177,7 +184,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   }
   refuseRepeats(name, parsed.tokens!)
   const values = parsed.values as Given
-  const { grace, for: forText, until } = values
+  const { grace, for: forText, until, 'lock-timeout': lockTimeout } = values
   const result: Values = {
     table: valid(() => checkTable(values.table, '--table')),
     format: format(values.format, values.json === true),
@@ -191,6 +198,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
     ...(values.url !== undefined && { url: values.url }),
     ...(grace !== undefined && { graceMs: valid(() => parseDuration(grace, '--grace')) }),
+    ...(lockTimeout !== undefined && { lockTimeoutMs: valid(() => parseDuration(lockTimeout, '--lock-timeout')) }),
   }
   const { positionals } = parsed
   if (accepts.job) {

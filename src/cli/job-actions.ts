@@ -1,10 +1,11 @@
 /** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
 import * as admin from '../admin.js'
 import { escapeControls } from '../escape.js'
+import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { BIN, type Command } from './args.js'
 import { untilText } from './check.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
-import { msBetween } from './human.js'
+import { duration, msBetween } from './human.js'
 
 type JobAction = 'pause' | 'resume' | 'release'
 
@@ -48,17 +49,19 @@ export const release: Command = jobCommand(
 function jobCommand(action: JobAction, summary: string, details: string): Command {
   return {
     summary,
-    options: action === 'pause' ? ['for', 'until', 'table', 'url'] : ['table', 'url'],
+    options: action === 'pause' ? ['for', 'until', 'table', 'url', 'lock-timeout'] : ['table', 'url', 'lock-timeout'],
     job: true,
     details:
       'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
-      `${details}\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
-    exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo) or the database cannot be reached, 2 usage error`,
-    async run({ table, job, forMs, until }, context) {
+      `${details}\n\nIt waits for the row lock at most --lock-timeout (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)}); a transaction holding\n` +
+      'it longer (a crashed holder, idle in a fence) ends the command with one line naming its pid and\n' +
+      `application_name, and exit 1.\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
+    exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo), its row stayed locked past --lock-timeout, or the database cannot be reached, 2 usage error`,
+    async run({ table, job, forMs, until, lockTimeoutMs }, context) {
       const state = await context.connect(async (client, target) => {
-        const opts = action === 'pause' ? { table, forMs, until } : { table }
+        const opts = action === 'pause' ? { table, forMs, until, lockTimeoutMs } : { table, lockTimeoutMs }
         const state = await CHANGES[action](client, job!, opts).catch((error) => {
-          throw asUsage(error) ?? error
+          throw asUsage(error) ?? asLocked(error) ?? error
         })
         if (state !== null) return state
         throw new Exit(
@@ -77,9 +80,10 @@ const FLAGS: Record<string, string> = {
   'opts.until': '--until',
   'opts.forMs': '--for',
   'opts.table': '--table',
+  'opts.lockTimeoutMs': '--lock-timeout',
   jobName: '<job>',
 }
-const ARGUMENT = /\b(?:opts\.(?:until|forMs|table)|jobName)\b/g
+const ARGUMENT = /\b(?:opts\.(?:until|forMs|table|lockTimeoutMs)|jobName)\b/g
 
 // A value quoted in a message (a job name, the text given) is data, not the argument's name.
 const QUOTED = /("(?:[^"\\]|\\.)*"|'[^']*')/
@@ -95,6 +99,17 @@ export function asUsage(error: unknown): Exit | undefined {
   // Unchanged: it names no argument of this command.
   if (message === said) return undefined
   return usage(/nothing was changed/.test(message) ? message : `${message}; nothing was changed`)
+}
+
+/** The library's error for a row that stayed locked, as the one line of an exit 1 naming --lock-timeout. */
+function asLocked(error: unknown): Exit | undefined {
+  if ((error as { code?: unknown } | null)?.code !== admin.ROW_LOCKED) return undefined
+  return new Exit(
+    oneLine(error)
+      .replace(/^pg-cron-lease: /, '')
+      .replaceAll('opts.lockTimeoutMs', '--lock-timeout'),
+    EXIT.FAILED,
+  )
 }
 
 /** What a change did, on one line; without `wasPaused`, a resume claims neither way. */

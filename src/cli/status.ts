@@ -2,7 +2,7 @@
 import { escapeControls } from '../escape.js'
 import { type LeaseInfo, listLeases } from '../list-leases.js'
 import { BIN, type Command, DATABASE_EXIT, type Format } from './args.js'
-import { leaseQuery } from './check.js'
+import { leaseQuery, untilText } from './check.js'
 import { EXIT } from './exit.js'
 import { ago, duration, jsonText, msBetween, type Paint, span } from './human.js'
 
@@ -17,13 +17,15 @@ export const status: Command = {
     'occurrences fell due unclaimed so far (MISSED), and STATE: FAILING (its last run failed),\n' +
     'OVERDUE (later than its due time, the stored one or its last claim plus its interval, by more\n' +
     'than the grace: --grace, else (--overdue-factor − 1) × the interval, at most a minute each;\n' +
-    'never while paused) or PAUSED. Ages\n' +
+    'never while paused) or PAUSED. A pause is planned: the occurrences it skips are neither overdue\n' +
+    'nor missed, and once it ends the job is next due at its first occurrence after the end; under\n' +
+    'Pauses: each such job is listed, "paused until …" or "resumed at …". Ages\n' +
     "are differences of two database timestamps read in one statement; this machine's clock plays\n" +
     'no part. Job names, holders and errors are printed with control characters and backslashes\n' +
     'escaped (\\n, \\x1b, \\\\).\n\n' +
     '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
     'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastFinishedAt,\n' +
-    'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil,\n' +
+    'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil, resumedAt,\n' +
     'lastOccurrence, nextDueAt, missed. Timestamps are ISO-8601 UTC text with microseconds; under an\n' +
     'open-ended pause leaseUntil and pausedUntil are "infinity" and remainingMs is null (JSON has no\n' +
     'Infinity).\n\n' +
@@ -89,6 +91,10 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
   const failures = leases
     .filter((l) => l.lastOutcome === 'error')
     .map((l) => `${escapeControls(l.jobName)}: ${escapeControls(l.lastError ?? 'no error text recorded')}`)
+  // Why a job whose due time passed in a pause is not overdue.
+  const pauses = leases
+    .filter((l) => l.paused || l.resumedAt !== null)
+    .map((l) => `${escapeControls(l.jobName)}: ${pauseNote(l)}`)
   const summary =
     `${leases.length} job${leases.length === 1 ? '' : 's'}, ${leases.filter((l) => l.held).length} held` +
     count(failures.length, 'failing') +
@@ -99,9 +105,16 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
     '',
     line(header.map((h) => ({ text: h, paint: paint.bold }))),
     ...rows.map(line),
+    ...(pauses.length > 0 ? ['', 'Pauses:', ...pauses.map((p) => `  ${p}`)] : []),
     ...(failures.length > 0 ? ['', 'Last errors:', ...failures.map((f) => `  ${f}`)] : []),
     '',
   ].join('\n')
+}
+
+function pauseNote(l: LeaseInfo): string {
+  if (l.paused) return `paused ${untilText(l.pausedUntil)}: not overdue while paused`
+  const next = l.nextDueAt === null ? '' : `; next due ${l.nextDueAt}`
+  return `resumed at ${l.resumedAt}: the occurrences the pause skipped are neither overdue nor missed${next}`
 }
 
 function expires(l: LeaseInfo, paint: Paint): Cell {

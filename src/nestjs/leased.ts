@@ -15,7 +15,7 @@ const LEASED_METADATA = 'pg-cron-lease:leased'
  * const opts: LeasedOptions = { leaseMs: 45_000, catchUp: { withinMs: 6 * 3_600_000 } }
  */
 export interface LeasedOptions {
-  /** The lease, in whole ms (1 to `MAX_LEASE_MS`). Default: from the schedule (docs/nestjs.md#the-decorator). */
+  /** The lease in ms, rounded to whole ms (1 to `MAX_LEASE_MS`). Default: from the schedule (docs/nestjs.md#the-decorator). */
   leaseMs?: number
   /** Run a missed occurrence once at start, if due unclaimed within `withinMs` (`catchUp`). Default: off. */
   catchUp?: { withinMs: number }
@@ -42,8 +42,10 @@ function checkLeasedOptions(options: unknown): LeasedOptions {
   }
   checkKeys(owner, options, ['leaseMs', 'catchUp'])
   const { leaseMs, catchUp } = options as LeasedOptions
-  if (leaseMs !== undefined && !(Number.isInteger(leaseMs) && leaseMs >= 1 && leaseMs <= MAX_LEASE_MS)) {
-    badOption(owner, 'leaseMs', `be a whole number of ms from 1 to ${MAX_LEASE_MS}`, leaseMs, 1)
+  // The library's rule for every length in ms (checkMs): rounded to whole ms, then held to its range.
+  const rounded = typeof leaseMs === 'number' && Number.isFinite(leaseMs) ? Math.round(leaseMs) : Number.NaN
+  if (leaseMs !== undefined && !(rounded >= 1 && rounded <= MAX_LEASE_MS)) {
+    badOption(owner, 'leaseMs', `be a number of ms from 1 to ${MAX_LEASE_MS} after rounding to whole ms`, leaseMs, 1)
   }
   const withinMs = (catchUp as { withinMs?: unknown } | null | undefined)?.withinMs
   if (catchUp !== undefined && !(typeof withinMs === 'number' && Number.isFinite(withinMs) && withinMs > 0)) {

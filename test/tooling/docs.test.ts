@@ -295,7 +295,8 @@ describe('the migrations guide shows the table as the library creates it', () =>
   /** The column names of the table `createTableSql` creates, in order. */
   const tableColumns = () => {
     const ddl = createTableSql('cron_leases')
-    const body = ddl.slice(ddl.indexOf('(') + 1, ddl.lastIndexOf(');'))
+    // The lease table's own block: the history table follows it.
+    const body = ddl.slice(ddl.indexOf('(') + 1, ddl.indexOf(');'))
     return [...body.matchAll(/^\s+([a-z_]+)\s+[A-Z]/gm)].map((m) => m[1]!)
   }
   const migrations = docs.get('docs/migrations.md')!
@@ -541,3 +542,29 @@ function typeCheck(files: Map<string, string>): readonly ts.Diagnostic[] {
     .getPreEmitDiagnostics(program)
     .filter((d) => d.file === undefined || own.has(path.normalize(d.file.fileName)))
 }
+
+describe("CONTRIBUTING.md's tests by guarantee name code that exists", () => {
+  /** Every source file under src/, read once. */
+  const source = () =>
+    (readdirSync(path.join(root, 'src'), { recursive: true }) as string[])
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => readFileSync(path.join(root, 'src', f), 'utf8'))
+      .join('\n')
+
+  test('each function it says keeps a guarantee is defined in src/ (ctx.x: a property of the context)', () => {
+    const doc = docs.get('CONTRIBUTING.md')!
+    const start = doc.lines.indexOf('### Tests by guarantee')
+    assert.ok(start >= 0, 'CONTRIBUTING.md has ### Tests by guarantee')
+    const end = doc.lines.findIndex((line, i) => i > start && line.startsWith('#'))
+    const section = doc.lines.slice(start, end).join('\n')
+    const src = source()
+    const names = [...section.matchAll(/`((?:ctx\.)?[a-z][A-Za-z]+)(?:\([^`]*\))?`/g)].map((m) => m[1]!)
+    assert.ok(names.length >= 10, `${names.length} names found`)
+    const missing = names.filter((name) =>
+      name.startsWith('ctx.')
+        ? !new RegExp(`\\b${name.slice(4)}: `).test(src)
+        : !new RegExp(`\\b(?:function|const) ${name}\\b`).test(src),
+    )
+    assert.deepEqual(missing, [])
+  })
+})

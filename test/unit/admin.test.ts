@@ -17,8 +17,10 @@ describe('pauseJob, resumeJob and releaseLease validate before the database is t
       [(db) => resumeJob(db, 7 as never), /jobName must be a non-empty string, got 7/],
       [
         (db) => releaseLease(db, 'job', { tabel: 'x' } as never),
-        /opts\.tabel must be one of the known options \(table\)/,
+        /opts\.tabel must be one of the known options \(table, lockTimeoutMs\)/,
       ],
+      [(db) => releaseLease(db, 'job', { lockTimeoutMs: 0 }), /opts\.lockTimeoutMs must be at least 1 ms/],
+      [(db) => resumeJob(db, 'job', { lockTimeoutMs: '5s' as never }), /opts\.lockTimeoutMs must be a finite number/],
       [(db) => pauseJob(db, 'job', { forMs: 0 }), /opts\.forMs must be at least 1 ms/],
       [
         (db) => pauseJob(db, 'job', { until: 'tomorrow' }),
@@ -56,12 +58,12 @@ describe('pauseJob, resumeJob and releaseLease validate before the database is t
     const db = table()
     assert.equal(await pauseJob(db, 'job', { until: '2099-12-01T08:00:00+02:00', table: 'jobs.leases' }), true)
     const sent = () => db.calls
-    assert.deepEqual(sent()[0]!.params, ['job', null, '2099-12-01T06:00:00.000Z'])
+    assert.deepEqual(sent()[0]!.params, ['job', null, '2099-12-01T06:00:00.000Z', 5000], 'the lock wait last, 5 s')
     assert.match(sent()[0]!.text, /\n {2}UPDATE "jobs"\."leases" AS lease\n/)
-    await pauseJob(db, 'job', { forMs: 1500.4 })
-    assert.deepEqual(sent()[1]!.params, ['job', 1500, null])
+    await pauseJob(db, 'job', { forMs: 1500.4, lockTimeoutMs: 250 })
+    assert.deepEqual(sent()[1]!.params, ['job', 1500, null, 250])
     await pauseJob(db, 'job')
-    assert.deepEqual(sent()[2]!.params, ['job', null, null])
+    assert.deepEqual(sent()[2]!.params, ['job', null, null, 5000])
     const none = table({ rows: [] })
     assert.equal(await resumeJob(none, 'job'), false)
     assert.equal(await releaseLease(none, 'job'), false)
@@ -104,7 +106,7 @@ describe('pauseJob and resumeJob need the current shape; releaseLease works on e
       'original',
     )
     assert.equal(await releaseLease(db, 'job'), true)
-    assert.deepEqual(db.calls, [{ text: releaseSql('cron_leases', 'original'), params: ['job'] }])
+    assert.deepEqual(db.calls, [{ text: releaseSql('cron_leases', 'original'), params: ['job', 5000] }])
     assert.doesNotMatch(
       db.calls[0]!.text,
       /lease\.paused_until|claim_until/,

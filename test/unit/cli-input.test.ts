@@ -289,3 +289,27 @@ describe('a change names the job with its control characters escaped', () => {
     assert.doesNotMatch(line, /\p{Cc}/u)
   })
 })
+
+describe('--lock-timeout on pause, resume and release', () => {
+  test('a duration in ms, left out for the library default; a bad one names the flag; other commands refuse it', async () => {
+    const { COMMANDS } = await import('../../src/cli/main.ts')
+    for (const name of ['pause', 'resume', 'release']) {
+      const command = COMMANDS[name]!
+      assert.equal(parseOptions(name, command, ['j', '--lock-timeout', '1m30s']).lockTimeoutMs, 90_000, name)
+      assert.equal(parseOptions(name, command, ['j']).lockTimeoutMs, undefined, name)
+      usageError(() => parseOptions(name, command, ['j', '--lock-timeout', '5']), /^--lock-timeout must be a duration/)
+    }
+    usageError(
+      () => parseOptions('status', COMMANDS.status!, ['--lock-timeout', '5s']),
+      /unknown option --lock-timeout/,
+    )
+  })
+
+  test('a library error about lockTimeoutMs is a usage error naming --lock-timeout', () => {
+    const exit = asUsage(
+      new TypeError('pg-cron-lease: opts.lockTimeoutMs must be at most 2147483647 ms, got 2592000000'),
+    )
+    assert.ok(exit instanceof Exit)
+    assert.match(exit.message, /^--lock-timeout must be at most 2147483647 ms/)
+  })
+})

@@ -206,8 +206,9 @@ function isObjectBag(value: unknown): value is Record<string, unknown> {
 }
 
 /** Whole milliseconds after rounding half up, between 1 and `max`. */
-function isMs(value: unknown, max = MAX_LEASE_MS): value is number {
-  return typeof value === 'number' && value >= 0.5 && value < max + 0.5
+/** The one rule for a length in ms: a number that rounds to a whole ms from `min` to `max`. */
+function isMs(value: unknown, max = MAX_LEASE_MS, min = 1): value is number {
+  return typeof value === 'number' && value >= min - 0.5 && value < max + 0.5
 }
 
 /** The names of every argument that breaks a documented rule (empty when the call is valid). */
@@ -246,16 +247,7 @@ function problems(args: {
   }
   // null means none, as the README says, for the interval and the tolerance.
   if (!isNone(everyMs) && !isMs(everyMs, MAX_INTERVAL_MS)) found.push('opts.everyMs')
-  if (
-    !isNone(clockToleranceMs) &&
-    !(
-      Number.isInteger(clockToleranceMs) &&
-      (clockToleranceMs as number) >= 0 &&
-      (clockToleranceMs as number) <= MAX_LEASE_MS
-    )
-  ) {
-    found.push('opts.clockToleranceMs')
-  }
+  if (!isNone(clockToleranceMs) && !isMs(clockToleranceMs, MAX_LEASE_MS, 0)) found.push('opts.clockToleranceMs')
   for (const key of ['occurrence', 'nextOccurrence']) {
     if (instantOf(opts[key]) === undefined) found.push(`opts.${key}`)
   }
@@ -396,7 +388,7 @@ describe('fuzzed arguments: a TypeError before any query, or the probe and one c
           const gap = declaredGap(opts)
           const tolerance = isNone(opts.clockToleranceMs)
             ? Math.floor(Math.round(args.leaseMs as number) / 10)
-            : opts.clockToleranceMs
+            : Math.round(opts.clockToleranceMs as number)
           assert.deepEqual([params[3], params[4], params[7]], [occurrence, tolerance, gap])
           if (next !== null) assert.equal(params[6], next)
           else if (typeof opts.everyMs !== 'number') assert.deepEqual([params[5], params[6]], [null, null])

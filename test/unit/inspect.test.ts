@@ -13,7 +13,6 @@ const ROW = {
   held: true,
   remaining_ms: 1500,
   checked_at: '2026-11-29T22:12:59.928993Z',
-  since_claim_ms: 48500,
   last_outcome: null,
   last_finished_at: null,
   last_duration_ms: null,
@@ -22,6 +21,7 @@ const ROW = {
   every_ms: null,
   paused_until: null,
   paused: false,
+  resumed_at: null,
   last_occurrence: null,
   next_due_at: null,
   since_due_ms: null,
@@ -39,6 +39,7 @@ const NOTHING_RECORDED = {
   overdue: false,
   paused: false,
   pausedUntil: null,
+  resumedAt: null,
   lastOccurrence: null,
   nextDueAt: null,
   missed: 0,
@@ -142,6 +143,8 @@ describe('listLeases reads rows strictly', () => {
       last_error: 'Error: boom',
       last_success_at: '2026-11-29T22:11:12.000000Z',
       every_ms: 20_000,
+      // No due time stored: the statement judges it from the claim 48.5 s ago plus the 20 s interval.
+      since_due_ms: 28_500,
     }
     const judged = async (overdueFactor: number): Promise<LeaseInfo> =>
       (
@@ -168,6 +171,7 @@ describe('listLeases reads rows strictly', () => {
       overdue: false,
       paused: false,
       pausedUntil: null,
+      resumedAt: null,
       lastOccurrence: null,
       nextDueAt: null,
       missed: 0,
@@ -228,8 +232,8 @@ describe('listLeases reads rows strictly', () => {
   })
 
   test('without a stored due time, the due time is the last claim plus the interval, judged with the same grace', async () => {
-    // Claimed 62 min ago, hourly: 2 min past its due time, more than the default grace of a minute.
-    const hourly = { ...ROW, every_ms: 3_600_000, since_claim_ms: 62 * 60_000 }
+    // Claimed 62 min ago, hourly: the statement puts it 2 min past its due time, more than the default grace of a minute.
+    const hourly = { ...ROW, every_ms: 3_600_000, since_due_ms: 2 * 60_000 }
     const judge = async (row: object, opts?: { overdueGraceMs?: number; overdueFactor?: number }) =>
       (
         await listLeases(
@@ -238,11 +242,15 @@ describe('listLeases reads rows strictly', () => {
         )
       )[0]!.overdue
     assert.equal(await judge(hourly), true, 'not two intervals: the grace is at most a minute')
-    assert.equal(await judge({ ...hourly, since_claim_ms: 60 * 60_000 + 59_999 }), false, 'within the minute')
+    assert.equal(await judge({ ...hourly, since_due_ms: 59_999 }), false, 'within the minute')
     assert.equal(await judge(hourly, { overdueGraceMs: 3 * 60_000 }), false, 'overdueGraceMs applies here too')
     assert.equal(await judge(hourly, { overdueFactor: 3 }), false, 'factor 3: two units of a minute')
     assert.equal(await judge(hourly, { overdueFactor: 1 }), true)
-    assert.equal(await judge({ ...hourly, every_ms: null }), false, 'with neither a due time nor an interval, never')
+    assert.equal(
+      await judge({ ...hourly, every_ms: null, since_due_ms: null }),
+      false,
+      'with neither a due time nor an interval, never',
+    )
   })
 
   test('a stored due time is the due time whenever it was stored, even before the last claim', async () => {

@@ -358,6 +358,7 @@ describe('status reads the real rows, by the database clock', () => {
     const run = await cli(['status', '--table', table])
     assert.equal(run.code, 0, run.stderr)
     assert.equal(run.stderr, '')
+    const paused = (await listLeases(pool, { table })).find((l) => l.jobName === 'sync:paused')!
     const lines = run.stdout.split('\n')
     assert.match(
       lines[0]!,
@@ -385,6 +386,10 @@ describe('status reads the real rows, by the database clock', () => {
         ],
         ['sync:paused', 'web-4', '3 h ago', 'in 2 h', 'ok 3 h ago', '4.1 s', '-', '0', 'PAUSED'],
         ['unknown:outcome', 'web-5', '3 min ago', 'in 47 min', 'ran 2 min ago', 'under 1 ms', '-', '0'],
+        [''],
+        ['Pauses:'],
+        ['  sync:failing-paused: paused until resumed: not overdue while paused'],
+        [`  sync:paused: paused until ${paused.pausedUntil}: not overdue while paused`],
         [''],
         ['Last errors:'],
         ['  report:daily: Error: boom'],
