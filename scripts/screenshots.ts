@@ -2,12 +2,12 @@
  * `npm run docs:screenshots`: the dashboard's pictures in docs/, from the demo's data. Runs the
  * demo's lease mode with `--dashboard`, then photographs the demo job's page (its lease, occurrence
  * strip, durations and runs) in light and in dark mode with headless Chromium
- * (test/helpers/browser.ts finds it), and stops the demo, which removes its database.
+ * (dev/browser.ts finds it), and stops the demo, which removes its database.
  *
  *   npm run docs:screenshots
  */
 import { spawn } from 'node:child_process'
-import { launchBrowser } from '../test/helpers/browser.ts'
+import { launchBrowser } from '../dev/browser.ts'
 
 const demo = spawn(
   process.execPath,

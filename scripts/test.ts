@@ -12,8 +12,8 @@ import os, { availableParallelism } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { chromiumPath, HOW_TO_GET_ONE } from '../dev/browser.ts'
 import { CI, startTestServer } from '../dev/postgres.ts'
-import { chromiumPath, HOW_TO_GET_ONE } from '../test/helpers/browser.ts'
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

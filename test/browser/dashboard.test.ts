@@ -1,5 +1,5 @@
 /**
- * The dashboard in a real headless Chromium (test/helpers/browser.ts), served by createDashboard
+ * The dashboard in a real headless Chromium (dev/browser.ts), served by createDashboard
  * against a real Postgres whose rows the library wrote: what the pages show, that hostile names
  * stay inert, the token, read-only and actions, the base path behind two kinds of proxy, dark mode,
  * the stale banner and its recovery, and 10,000 jobs.
@@ -11,11 +11,11 @@ import net, { type AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import pg from 'pg'
 import type { Browser, Page } from 'playwright-core'
+import { launchBrowser } from '../../dev/browser.ts'
 import { expireLease, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { createDashboard, type DashboardOptions } from '../../src/dashboard/index.ts'
 import { listLeases, pauseJob, quoteTable, withCronLease } from '../../src/index.ts'
 import { listRuns } from '../../src/list-runs.ts'
-import { launchBrowser } from '../helpers/browser.ts'
 import { finished } from '../helpers/child.ts'
 
 const TOKEN = 'browser-test-token'
