@@ -5,7 +5,10 @@
  * pg-cron-lease. Prints a timeline of who ran each occurrence and a summary per mode.
  *
  *   npm run demo -- [--mode none|advisory|lease[,…]] [--seconds 10] [--replicas 4] [--drift 150]
- *                   [--pg 18|14] [--database-url URL]
+ *                   [--pg 18|14] [--database-url URL] [--dashboard [--dashboard-port 8080]]
+ *
+ * `--dashboard` keeps the database once the modes have run and serves the dashboard on it (on
+ * 127.0.0.1, read-only) until Ctrl-C: the lease mode's runs, its misses and its lease.
  *
  * `--database-url` runs against an existing server instead (a uniquely named table is created and
  * dropped). Everything started is stopped, and the temporary data removed, on completion and on
@@ -13,6 +16,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -29,6 +34,7 @@ import {
   timelineRow,
 } from '../dev/demo-view.ts'
 import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
+import { createDashboard } from '../src/dashboard/index.ts'
 import { createTableSql, quoteTable } from '../src/index.ts'
 import type { FromReplica, Plan, ToReplica } from './demo-replica.ts'
 
@@ -43,12 +49,15 @@ const { values } = parseArgs({
     drift: { type: 'string', default: '150' },
     pg: { type: 'string' },
     'database-url': { type: 'string' },
+    dashboard: { type: 'boolean' },
+    'dashboard-port': { type: 'string', default: '8080' },
   },
 })
 const modes = values.mode === undefined ? MODES : (values.mode.split(',') as Mode[])
 const seconds = whole('--seconds', values.seconds, 1, 600)
 const replicas = whole('--replicas', values.replicas, 2, 32)
 const driftMs = whole('--drift', values.drift, 0, 700)
+const dashboardPort = whole('--dashboard-port', values['dashboard-port'], 0, 65535)
 if (!modes.every((m) => MODES.includes(m)))
   usage(`--mode must be one of ${MODES.join(', ')} (or several, comma-separated), got ${values.mode}`)
 const major = parseMajor(values.pg)
@@ -91,7 +100,26 @@ say()
 say(p.bold(`Summary: ${replicas} replicas, ${seconds} occurrences per mode, drift 0–${driftMs} ms`))
 say(summaryTable(summaries, p))
 say(p.dim('  duplicates = runs beyond the first of an occurrence; misses = occurrences no replica ran'))
+if (values.dashboard) await serveDashboard()
 await cleanups.run()
+
+/** Serves the dashboard on the demo's table until Ctrl-C, which runs the clean-ups as usual. */
+async function serveDashboard(): Promise<never> {
+  await Promise.all(children.map((child) => stopChild(child)))
+  const pool = new pg.Pool({ connectionString: server.url, max: 4 })
+  pool.on('error', () => {})
+  const web = http.createServer(createDashboard({ db: pool, table }))
+  await new Promise<void>((resolve) => web.listen(dashboardPort, '127.0.0.1', resolve))
+  cleanups.add(async () => {
+    web.closeAllConnections()
+    web.close()
+    await pool.end()
+  })
+  say()
+  say(p.bold(`Dashboard of the demo's table: http://127.0.0.1:${(web.address() as AddressInfo).port}/`))
+  say(p.dim('  the database is kept while it runs; Ctrl-C stops both'))
+  return new Promise<never>(() => {})
+}
 
 async function spawnReplicas(): Promise<ChildProcess[]> {
   const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'demo-replica.ts')
@@ -222,7 +250,7 @@ function whole(flag: string, value: string | undefined, min: number, max: number
 
 function usage(message: string): never {
   process.stderr.write(
-    `${message}\nusage: npm run demo -- [--mode none|advisory|lease[,...]] [--seconds N] [--replicas N] [--drift MS] [--pg 18|14] [--database-url URL]\n`,
+    `${message}\nusage: npm run demo -- [--mode none|advisory|lease[,...]] [--seconds N] [--replicas N] [--drift MS] [--pg 18|14] [--database-url URL] [--dashboard [--dashboard-port N]]\n`,
   )
   process.exit(2)
 }

@@ -4,7 +4,7 @@
  * each with a server of its own, and stops them afterwards. The output is TAP, ending with a list
  * of the failing tests (dev/test-summary.ts) and then the runner's counts.
  *
- *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration|tooling] [files...]
+ *   node --import tsx scripts/test.ts [--pg 14|18] [--only unit|integration|tooling|browser] [files...]
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
@@ -12,7 +12,8 @@ import os, { availableParallelism } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { startTestServer } from '../dev/postgres.ts'
+import { chromiumPath, HOW_TO_GET_ONE } from '../dev/browser.ts'
+import { CI, startTestServer } from '../dev/postgres.ts'
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -21,8 +22,13 @@ const { values, positionals } = parseArgs({
 if (values.pg) process.env.PG_TEST_VERSION = values.pg
 
 // unit: the stand-in pool; integration: real Postgres, a folder per guarantee; tooling: the
-// repository's own tools (bench, demo, docs, package).
-const suites = values.only ? [values.only] : ['unit', 'integration', 'tooling']
+// repository's own tools (bench, demo, docs, package); browser: the dashboard in a real Chromium.
+// Without a browser the last is left out, said in one line; under CI=true it runs, and fails.
+const browserMissing = chromiumPath() === undefined && !CI
+const suites = values.only ? [values.only] : ['unit', 'integration', 'tooling', ...(browserMissing ? [] : ['browser'])]
+if (browserMissing && values.only === undefined && positionals.length === 0) {
+  console.log(`# browser tests skipped: no Chromium on this machine; ${HOW_TO_GET_ONE}`)
+}
 const files =
   positionals.length > 0
     ? positionals
@@ -46,6 +52,8 @@ const DEPRECATIONS = fileURLToPath(new URL('../dev/deprecations.ts', import.meta
 // one second.
 const SECONDS: Record<string, number> = {
   'test/integration/schedulers/examples.test.ts': 68,
+  'test/browser/dashboard.test.ts': 45,
+  'test/integration/dashboard/server.test.ts': 12,
   'test/tooling/package.test.ts': 45,
   'test/integration/cli/cli.test.ts': 40,
   'test/integration/faults/failover.test.ts': 36,
@@ -59,7 +67,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/drivers/prepared.test.ts': 24,
   'test/integration/schedulers/leased-tick.test.ts': 23,
   'test/integration/one-winner/fuzz.test.ts': 22,
-  'test/tooling/demo.test.ts': 21,
+  'test/tooling/demo.test.ts': 28,
   'test/integration/once-per-occurrence/occurrence-soak.test.ts': 14,
   'test/integration/doctor/stacks.test.ts': 18,
   'test/integration/lease/keep-alive.test.ts': 14,

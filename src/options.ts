@@ -13,6 +13,7 @@ import {
   checkMs,
   checkOptions,
   checkOverdueFactor,
+  checkQueryable,
   checkTable,
   fail,
   readOrFail,
@@ -22,7 +23,16 @@ const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const CLAIMING = [...CLAIMS, 'catchUp'] as const
-const TABLED = [...CLAIMING, 'listLeases', 'listRuns', 'pauseJob', 'resumeJob', 'releaseLease', 'runDoctor'] as const
+const TABLED = [
+  ...CLAIMING,
+  'listLeases',
+  'listRuns',
+  'pauseJob',
+  'resumeJob',
+  'releaseLease',
+  'runDoctor',
+  'createDashboard',
+] as const
 const ALL = [...TABLED, 'drainLeases'] as const
 
 /** The public functions that take an option bag. */
@@ -123,6 +133,19 @@ export const OPTIONS = {
   onProgress: row(['runDoctor'], (value, name) =>
     value === undefined ? undefined : checkFunction<(message: string) => void>(value, name),
   ),
+  // The dashboard's: checked by createDashboard, which needs them all at once.
+  db: row(['createDashboard'], (value, name) => checkQueryable(value, name)),
+  basePath: row(['createDashboard'], checkBasePath),
+  token: row(['createDashboard'], (value, name) => {
+    if (value === undefined) return undefined
+    if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
+    return value
+  }),
+  allowActions: row(['createDashboard'], (value, name) => {
+    if (value === undefined) return false
+    if (typeof value !== 'boolean') fail(name, 'true or false', value)
+    return value
+  }),
 } as const satisfies Record<string, OptionRow<unknown>>
 
 /** How many connections runDoctor's race opens, and how many rounds they race, unless told. */
@@ -203,6 +226,15 @@ function checkHistory(value: unknown, name: string): HistoryKeep | false {
     return n
   }
   return Object.freeze({ keep: count(keep, 'keep', 1), keepFailed: count(keepFailed, 'keepFailed', 0) })
+}
+
+/** A path prefix such as `/cron`, kept without its trailing slash: `/` is ''. */
+export function checkBasePath(value: unknown, name: string): string {
+  if (value === undefined) return ''
+  if (typeof value !== 'string' || !/^\/[^?#\s\\]*$/.test(value) || value.includes('//')) {
+    fail(name, "a path that starts with '/', such as '/cron', without ?, #, spaces or '//'", value)
+  }
+  return value.replace(/\/$/, '')
 }
 
 /**

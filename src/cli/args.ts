@@ -2,7 +2,13 @@
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
-import { DEFAULT_LOCK_TIMEOUT_MS, DOCTOR_RACE, DOCTOR_ROUNDS, OPTIONS as LIBRARY_OPTIONS } from '../options.js'
+import {
+  checkBasePath,
+  DEFAULT_LOCK_TIMEOUT_MS,
+  DOCTOR_RACE,
+  DOCTOR_ROUNDS,
+  OPTIONS as LIBRARY_OPTIONS,
+} from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
@@ -51,6 +57,23 @@ export const OPTIONS = {
     arg: '<iso>',
     help: 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
   },
+  host: {
+    type: 'string',
+    arg: '<host>',
+    help: 'The address to listen on (default 127.0.0.1); beyond loopback, a token is required',
+  },
+  port: { type: 'string', arg: '<port>', help: 'The port to listen on, 0 for any free one (default 8080)' },
+  'base-path': {
+    type: 'string',
+    arg: '<path>',
+    help: 'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
+  },
+  'allow-actions': { type: 'boolean', help: 'Show pause, resume and release buttons and accept them; needs a token' },
+  'token-file': {
+    type: 'string',
+    arg: '<file>',
+    help: 'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
+  },
   'lock-timeout': {
     type: 'string',
     arg: '<duration>',
@@ -78,6 +101,12 @@ export interface Values {
   job?: string
   forMs?: number
   until?: string
+  /** The dashboard's --host, --port, --base-path, --allow-actions and --token-file. */
+  host: string
+  port: number
+  basePath: string
+  allowActions: boolean
+  tokenFile?: string
   /** --limit, checked. */
   limit?: number
   /** --lock-timeout in ms; left out for the library's default. */
@@ -103,6 +132,10 @@ export interface Context {
   /** What a command is doing, to stderr, so stdout stays parseable. */
   note(text: string): void
   paint: Paint
+  /** The environment the command runs in (the dashboard's token). */
+  env: Readonly<Record<string, string | undefined>>
+  /** A pool on --url or DATABASE_URL, for a command that serves until stopped; the caller ends it. */
+  pool(): Promise<pg.Pool>
   /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
@@ -143,10 +176,11 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
-type Given = Partial<Record<Exclude<OptionName, 'json' | 'job' | 'no-race'>, string>> & {
+type Given = Partial<Record<Exclude<OptionName, 'json' | 'job' | 'no-race' | 'allow-actions'>, string>> & {
   json?: boolean
   'no-race'?: boolean
   job?: string[]
+  'allow-actions'?: boolean
 }
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */
@@ -171,6 +205,12 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     format: format(values.format, values.json === true),
     overdueFactor: overdueFactor(values['overdue-factor']),
     jobs: (values.job ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
+    host: values.host ?? '127.0.0.1',
+    port: port(values.port),
+    basePath:
+      values['base-path'] === undefined ? '/' : valid(() => checkBasePath(values['base-path'], '--base-path')) || '/',
+    allowActions: values['allow-actions'] === true,
+    ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
     ...(values.url !== undefined && { url: values.url }),
     ...(grace !== undefined && { graceMs: valid(() => parseDuration(grace, '--grace')) }),
     ...(lockTimeout !== undefined && { lockTimeoutMs: valid(() => parseDuration(lockTimeout, '--lock-timeout')) }),
@@ -251,6 +291,14 @@ function limit(text: string): number {
   if (!(value >= 1 && value <= 10_000))
     throw usage(`--limit must be a whole number from 1 to 10000, got ${JSON.stringify(text)}`)
   return value
+}
+
+function port(text: string | undefined): number {
+  if (text === undefined) return 8080
+  if (!/^\d{1,5}$/.test(text) || Number(text) > 65535) {
+    throw usage(`--port must be a whole number from 0 to 65535, got ${JSON.stringify(text)}`)
+  }
+  return Number(text)
 }
 
 function overdueFactor(text: string | undefined): number {

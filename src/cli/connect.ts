@@ -108,6 +108,20 @@ export const withClient: Connect = async (target, doing, work) => {
   }
 }
 
+/** A pool for a long-lived command: its connections are opened, and failures reported, per query. */
+export async function openPool(target: Target): Promise<pg.Pool> {
+  const { Pool } = (await import('pg').catch(pgMissing)).default
+  const pool = new Pool({
+    connectionString: target.url,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    application_name: BIN,
+    max: 4,
+  })
+  // An idle connection lost (a restart) is dropped from the pool; without a listener it would crash.
+  pool.on('error', () => {})
+  return pool
+}
+
 function explain(error: unknown, target: Target, { command, table }: Doing): string {
   const code = (error as { code?: unknown })?.code
   const said = oneLine(error)

@@ -2,7 +2,8 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
-import { type Connect, connectionTarget, withClient } from './connect.js'
+import { type Connect, connectionTarget, openPool, withClient } from './connect.js'
+import { dashboard } from './dashboard.js'
 import { doctor } from './doctor.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { history } from './history.js'
@@ -34,6 +35,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   pause,
   resume,
   release,
+  dashboard,
 }
 
 const NAMES = Object.keys(COMMANDS)
@@ -60,6 +62,8 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
       out: print,
       note: (text) => io.stderr.write(text),
       paint: painter(io.stdout, io.env),
+      env: io.env,
+      pool: () => openPool(connectionTarget(values.url, io.env)),
       connect(work) {
         const target = connectionTarget(values.url, io.env)
         const doing = { command: name, table: values.table }

@@ -109,6 +109,25 @@ describe('the demo shows the problem and the fix', () => {
     assert.equal(output.includes('\u001b['), false, 'NO_COLOR output has no escape codes')
   })
 
+  test('--dashboard keeps the database and serves the dashboard on the runs, until Ctrl-C', async () => {
+    const run = runDemo([
+      ...['--mode', 'lease', '--seconds', '2', '--replicas', '2'],
+      ...['--database-url', await testDatabaseUrl(), '--dashboard', '--dashboard-port', '0'],
+    ])
+    await waitFor(run, /Dashboard of the demo's table: http:\/\/127\.0\.0\.1:\d+\//, 60_000)
+    const url = /Dashboard of the demo's table: (\S+)/.exec(run.output())![1]!
+    const jobs = (await (await fetch(`${url}api/jobs`)).json()) as { jobName: string }[]
+    assert.deepEqual(
+      jobs.map((j) => j.jobName),
+      ['demo:lease'],
+    )
+    const runs = (await (await fetch(`${url}api/jobs/demo%3Alease/runs`)).json()) as { outcome: string }[]
+    assert.ok(runs.length >= 1 && runs.every((r) => r.outcome === 'ok'), JSON.stringify(runs))
+    run.child.kill('SIGINT')
+    const { code } = await run.exited
+    assert.equal(code, 130, run.output())
+  })
+
   test('a bad flag is refused with a usage line before anything starts', async () => {
     const run = runDemo(['--mode', 'sometimes'])
     const { code } = await run.exited

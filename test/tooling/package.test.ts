@@ -72,6 +72,33 @@ describe('the packed tarball installs and loads both ways', () => {
     assert.equal(m.hourly, 3_000_000)
   })
 
+  test('pg-cron-lease/dashboard loads both ways, and serves its page script from the package', () => {
+    const serve =
+      "const s = http.createServer(m.createDashboard({ db: { query: async () => ({ rows: [] }) } })).listen(0, '127.0.0.1', async () => { const r = await fetch('http://127.0.0.1:' + s.address().port + '/app.js'); console.log(JSON.stringify({ t: typeof m.createDashboard, status: r.status, type: r.headers.get('content-type'), size: (await r.text()).length })); s.close() })"
+    const cjs = run('node', [
+      '-e',
+      `const http = require('node:http'); const m = require('pg-cron-lease/dashboard'); ${serve}`,
+    ])
+    const esm = run('node', [
+      '--input-type=module',
+      '-e',
+      `import http from 'node:http'; import * as m from 'pg-cron-lease/dashboard'; ${serve}`,
+    ])
+    for (const out of [cjs, esm]) {
+      const m = JSON.parse(out)
+      assert.equal(m.t, 'function')
+      assert.equal(m.status, 200)
+      assert.match(m.type, /^text\/javascript/)
+      assert.ok(m.size > 1000)
+    }
+    // The core loads none of it, as with the NestJS subpath.
+    const core = run('node', [
+      '-e',
+      "require('pg-cron-lease'); console.log(Object.keys(require.cache).some((f) => f.includes('dashboard')))",
+    ])
+    assert.equal(core.trim(), 'false')
+  })
+
   test('the tarball ships the DDL file for migration tools, reachable through the exports map', () => {
     assert.ok(readdirSync(path.join(dir, 'node_modules/pg-cron-lease/sql')).includes('cron_leases.sql'))
     const out = run('node', [

@@ -1,0 +1,93 @@
+/** `pg-cron-lease dashboard`: createDashboard on a port of its own, until Ctrl-C or SIGTERM. */
+import { readFileSync } from 'node:fs'
+import http from 'node:http'
+import { isIP } from 'node:net'
+import { createDashboard } from '../dashboard/dashboard.js'
+import { listLeases } from '../list-leases.js'
+import { BIN, type Command, DATABASE_EXIT } from './args.js'
+import { EXIT, Exit, oneLine, usage } from './exit.js'
+
+/** The variable the token is read from: argv would show it to anyone running `ps`. */
+export const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'
+
+export const dashboard: Command = {
+  summary: 'Serve the jobs and their runs as web pages, JSON, /metrics and /healthz',
+  options: ['table', 'url', 'host', 'port', 'base-path', 'allow-actions', 'token-file'],
+  details:
+    `Serves the dashboard (docs/dashboard.md) and prints the URL it listens on. The token, when\n` +
+    `set, comes from --token-file or else the ${TOKEN_VARIABLE} variable, never from an\n` +
+    'argument, where ps shows it; with one, every page and endpoint needs it. Beyond loopback\n' +
+    '(--host other than 127.0.0.1, ::1 or localhost) it refuses to start without a token. It is\n' +
+    'read-only unless --allow-actions is given with a token. Stops on Ctrl-C or SIGTERM.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} dashboard --port 8080\n` +
+    `  ${TOKEN_VARIABLE}=$(cat /run/secrets/dash) ${BIN} dashboard --host 0.0.0.0 --allow-actions`,
+  exitCodes: `0 stopped by a signal, ${DATABASE_EXIT}, 2 usage error (or no token beyond loopback)`,
+  async run(values, context) {
+    const token = readToken(values.tokenFile, context.env)
+    const { host, port, table } = values
+    if (token === undefined && !loopback(host)) {
+      throw usage(
+        `refusing to listen on ${host} without a token: anyone who can reach it could read every job; set ${TOKEN_VARIABLE} or pass --token-file, or listen on 127.0.0.1`,
+      )
+    }
+    // One read first, through the command's connection: a wrong URL or table is an exit 1 that says what to do.
+    await context.connect((client) => listLeases(client, { table }))
+    const pool = await context.pool()
+    const handler = createDashboard({
+      db: pool,
+      table,
+      basePath: values.basePath,
+      token,
+      allowActions: values.allowActions,
+    })
+    const server = http.createServer(handler)
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (error) =>
+        reject(new Exit(`cannot listen on ${host}:${port}: ${oneLine(error)}`, EXIT.FAILED)),
+      )
+      server.listen(port, host, resolve)
+    }).catch(async (error) => {
+      await pool.end()
+      throw error
+    })
+    const { port: bound } = server.address() as { port: number }
+    const base = values.basePath.replace(/\/?$/, '/')
+    const mode = values.allowActions && token !== undefined ? 'actions allowed' : 'read-only'
+    context.out(`Dashboard of ${table} (${mode}${token === undefined ? '' : ', token required'}) at:\n`)
+    context.out(`http://${isIP(host) === 6 ? `[${host}]` : host}:${bound}${base}\n`)
+    if (values.allowActions && token === undefined) {
+      context.out(`--allow-actions needs a token (${TOKEN_VARIABLE} or --token-file): actions stay off.\n`)
+    }
+    await new Promise<void>((resolve) => {
+      const stop = () => {
+        process.off('SIGINT', stop)
+        process.off('SIGTERM', stop)
+        server.close(() => resolve())
+        server.closeAllConnections()
+      }
+      process.once('SIGINT', stop)
+      process.once('SIGTERM', stop)
+    })
+    await pool.end()
+    return EXIT.OK
+  },
+}
+
+function readToken(file: string | undefined, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  let text = env[TOKEN_VARIABLE]
+  if (file !== undefined) {
+    try {
+      text = readFileSync(file, 'utf8')
+    } catch (error) {
+      throw usage(`cannot read --token-file ${JSON.stringify(file)}: ${oneLine(error)}`)
+    }
+    // A file usually ends in a newline that is not part of the token.
+    if (text.trim() === '') throw usage(`--token-file ${JSON.stringify(file)} is empty`)
+  }
+  return text === undefined || text.trim() === '' ? undefined : text.trim()
+}
+
+function loopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
+}

@@ -1,0 +1,1 @@
+export { createDashboard, type DashboardHandler, type DashboardOptions } from './dashboard.js'

@@ -1,0 +1,111 @@
+/** What the dashboard sends a browser: the page shell, its two assets, and the headers on every reply. */
+import { readFileSync } from 'node:fs'
+import type { ServerResponse } from 'node:http'
+
+/**
+ * Only this origin's own script and style files: no inline script or style, no other origin, no
+ * framing. `form-action 'self'` keeps the login form from posting the token anywhere else.
+ */
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+  "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+/** The headers of every reply, whatever it holds. */
+export function secure(res: ServerResponse): void {
+  res.setHeader('Content-Security-Policy', CSP)
+  res.setHeader('X-Content-Type-Options', 'nosniff')
+  res.setHeader('X-Frame-Options', 'DENY')
+  // same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with a form's
+  // POST, and the Origin check needs the real one.
+  res.setHeader('Referrer-Policy', 'same-origin')
+  res.setHeader('Cache-Control', 'no-store')
+}
+
+export function send(res: ServerResponse, status: number, type: string, body: string | Buffer): void {
+  res.statusCode = status
+  res.setHeader('Content-Type', type)
+  res.setHeader('Content-Length', Buffer.byteLength(body))
+  res.end(body)
+}
+
+const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
+
+/** Text for HTML content or a quoted attribute. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!)
+}
+
+// Plain files beside this module (dist/assets/ once built: tsdown.config.ts copies them), read once:
+// one copy serves both the ESM and the CJS build, and the page needs nothing from another origin.
+let assets: Record<string, { type: string; body: Buffer }> | undefined
+
+/** `app.js`, `app.css` or `favicon.svg`, or undefined for any other name. */
+export function asset(name: string): { type: string; body: Buffer } | undefined {
+  assets ??= {
+    'app.js': {
+      type: 'text/javascript; charset=utf-8',
+      body: readFileSync(new URL('./assets/app.js', import.meta.url)),
+    },
+    'app.css': { type: 'text/css; charset=utf-8', body: readFileSync(new URL('./assets/app.css', import.meta.url)) },
+    'favicon.svg': { type: 'image/svg+xml', body: readFileSync(new URL('./assets/favicon.svg', import.meta.url)) },
+  }
+  return Object.hasOwn(assets, name) ? assets[name] : undefined
+}
+
+/**
+ * The page shell. Every URL in it is relative, so it works at any base path, behind a proxy that
+ * strips the prefix or one that keeps it; the script builds everything else from the API.
+ */
+export function shell(table: string, actions: boolean, signedIn: boolean): string {
+  const logout = signedIn ? '<form method="post" action="logout"><button type="submit">Sign out</button></form>' : ''
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<title>pg-cron-lease: ${escapeHtml(table)}</title>
+<link rel="icon" href="favicon.svg">
+<link rel="stylesheet" href="app.css">
+<script src="app.js" defer></script>
+</head>
+<body data-actions="${actions}">
+<header><h1><a href="./">pg-cron-lease</a></h1><span class="table">${escapeHtml(table)}</span>
+<span class="tools"><button type="button" id="zone" aria-pressed="false">Show UTC</button>${logout}</span></header>
+<div id="stale" role="alert" hidden></div>
+<main id="main"><p>Loading…</p></main>
+<noscript><p>This page needs JavaScript. The same data is at <a href="api/jobs">api/jobs</a>.</p></noscript>
+</body>
+</html>
+`
+}
+
+/** The login form, for a browser without the token; `failed` after a wrong one. */
+export function loginPage(table: string, failed: boolean): string {
+  const said = failed
+    ? '<p class="error" role="alert">That token is not the one this dashboard was started with.</p>'
+    : ''
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<title>Sign in: pg-cron-lease</title>
+<link rel="icon" href="favicon.svg">
+<link rel="stylesheet" href="app.css">
+</head>
+<body>
+<header><h1>pg-cron-lease</h1><span class="table">${escapeHtml(table)}</span></header>
+<main class="login">
+<form method="post" action="login">
+<label for="token">Dashboard token</label>
+<input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
+<button type="submit">Sign in</button>
+${said}
+</form>
+</main>
+</body>
+</html>
+`
+}
