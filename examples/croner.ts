@@ -10,24 +10,11 @@
  */
 import { Cron } from 'croner'
 import pg from 'pg'
-import { CRON_LEASES_TABLE_SQL, leasedTick, leaseForInterval } from 'pg-cron-lease'
+import { CRON_LEASES_TABLE_SQL, drainLeases, leasedTick, leaseForInterval } from 'pg-cron-lease'
 
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
 await pool.query(CRON_LEASES_TABLE_SQL)
-
-// The ticks still running. job.stop() stops new fires only, and a running tick still claims and
-// records its outcome through the pool: shutdown waits for these before it ends the pool.
-const inFlight = new Set<Promise<unknown>>()
-function tracked<A extends unknown[], R>(fn: (...args: A) => Promise<R>) {
-  return (...args: A): Promise<R> => {
-    const tick = fn(...args)
-    inFlight.add(tick)
-    const forget = () => inFlight.delete(tick)
-    tick.then(forget, forget)
-    return tick
-  }
-}
 
 let runs = 0
 const tick = leasedTick(
@@ -46,11 +33,7 @@ const tick = leasedTick(
     onError: (error, jobName) => console.error(`${jobName} failed`, error),
   },
 )
-// The catch-up runs in the background: shutdown waits for it as for any tick.
-const caughtUp = tick.caughtUp
-inFlight.add(caughtUp)
-void caughtUp.then(() => inFlight.delete(caughtUp))
-const job = new Cron('* * * * * *', tracked(tick))
+const job = new Cron('* * * * * *', tick)
 
 let stopping: Promise<void> | undefined
 // Once, whichever asks first: the timer or a signal.
@@ -59,7 +42,8 @@ function stop(): Promise<void> {
     clearTimeout(deadline)
     console.log('stopping')
     job.stop()
-    while (inFlight.size > 0) await Promise.allSettled(inFlight)
+    // No claim from here on; waits for the ticks in flight (a catch-up too), aborting them after 10 s.
+    await drainLeases()
     await pool.end()
     console.log(`stopped after ${runs} runs`)
   })()

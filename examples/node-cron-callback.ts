@@ -13,6 +13,7 @@ import pg from 'pg'
 import {
   CRON_LEASES_TABLE_SQL,
   catchUp,
+  drainLeases,
   type LeaseContext,
   leaseForInterval,
   withCronLease,
@@ -23,19 +24,6 @@ const LEASE_MS = leaseForInterval(1000)
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
 await pool.query(CRON_LEASES_TABLE_SQL)
-
-// The ticks still running. task.destroy() stops new fires only, and a running tick still claims
-// and records its outcome through the pool: shutdown waits for these before it ends the pool.
-const inFlight = new Set<Promise<unknown>>()
-function tracked<A extends unknown[], R>(fn: (...args: A) => Promise<R>) {
-  return (...args: A): Promise<R> => {
-    const tick = fn(...args)
-    inFlight.add(tick)
-    const forget = () => inFlight.delete(tick)
-    tick.then(forget, forget)
-    return tick
-  }
-}
 
 let runs = 0
 function report(ctx: LeaseContext) {
@@ -48,20 +36,17 @@ function report(ctx: LeaseContext) {
 // the schedule (so every replica names the same one), and getNextRun() is when this replica fires
 // next, which the winner stores as the job's next due time. node-cron catches a rejected callback
 // and logs it (its 'execution:failed' event), so the promise can be handed back to it as is.
-const task = cron.schedule(
-  '* * * * * *',
-  tracked((ctx: TaskContext) =>
-    withCronLease(pool, JOB, LEASE_MS, report, {
-      occurrence: ctx.date,
-      nextOccurrence: ctx.task?.getNextRun(),
-    }),
-  ),
+const task = cron.schedule('* * * * * *', (ctx: TaskContext) =>
+  withCronLease(pool, JOB, LEASE_MS, report, {
+    occurrence: ctx.date,
+    nextOccurrence: ctx.task?.getNextRun(),
+  }),
 )
 
 // Opt in, at start: if the whole fleet was down when the job fell due, less than a minute ago, one
 // replica runs it once now, for the latest occurrence due (ctx.occurrence; ctx.missed counts the
 // earlier ones, which are skipped). A fresh job, never claimed, has nothing to catch up.
-tracked(catchUp)(pool, JOB, LEASE_MS, report, {
+catchUp(pool, JOB, LEASE_MS, report, {
   withinMs: 60_000,
   nextOccurrence: task.getNextRun(),
 }).catch((error: unknown) => console.error(`${JOB}: catch-up failed`, error))
@@ -73,7 +58,8 @@ function stop(): Promise<void> {
     clearTimeout(deadline)
     console.log('stopping')
     await task.destroy()
-    while (inFlight.size > 0) await Promise.allSettled(inFlight)
+    // No claim from here on; waits for the ticks in flight (a catch-up too), aborting them after 10 s.
+    await drainLeases()
     await pool.end()
     console.log(`stopped after ${runs} runs`)
   })()

@@ -12,7 +12,7 @@ import cron from 'node-cron'
 import pg from 'pg'
 import {
   CRON_LEASES_TABLE_SQL,
-  type LeaseCoordinator,
+  drainLeases,
   leaseCoordinator,
   leaseForInterval,
 } from 'pg-cron-lease'
@@ -22,39 +22,8 @@ const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
 // Once at startup is enough (or create the table in a migration: see examples/migration.ts).
 await pool.query(CRON_LEASES_TABLE_SQL)
 
-// The fires still running. task.destroy() stops new fires only, and a running fire still claims
-// (shouldRun) and, once it won, records its end (onComplete) through the pool: shutdown waits
-// for these before it ends the pool.
-let firesInFlight = 0
-let lastFireSettled = () => {}
-function fireSettled() {
-  if (--firesInFlight === 0) lastFireSettled()
-}
-function trackFires(coordinator: LeaseCoordinator): LeaseCoordinator {
-  return {
-    ...coordinator,
-    async shouldRun(key, ttlMs) {
-      firesInFlight++
-      try {
-        const won = await coordinator.shouldRun(key, ttlMs)
-        if (won) firesInFlight++ // until its onComplete
-        return won
-      } finally {
-        fireSettled()
-      }
-    },
-    async onComplete(key) {
-      try {
-        await coordinator.onComplete(key)
-      } finally {
-        fireSettled()
-      }
-    },
-  }
-}
-
 let runs = 0
-const coordinator = trackFires(leaseCoordinator(pool))
+const coordinator = leaseCoordinator(pool)
 const task = cron.schedule(
   '* * * * * *',
   (ctx) => {
@@ -86,7 +55,9 @@ function stop(): Promise<void> {
     clearTimeout(deadline)
     console.log('stopping')
     await task.destroy()
-    if (firesInFlight > 0) await new Promise<void>((resolve) => (lastFireSettled = resolve))
+    // No claim from here on; waits for the fires in flight, each until its onComplete,
+    // recording those still going after 10 s as errors.
+    await drainLeases()
     await pool.end()
     console.log(`stopped after ${runs} runs`)
   })()

@@ -10,31 +10,18 @@
  * after EXAMPLE_DURATION_MS (default 30000), or on Ctrl-C or SIGTERM.
  */
 import pg from 'pg'
-import { CRON_LEASES_TABLE_SQL, forInterval, leasedTick } from 'pg-cron-lease'
+import { CRON_LEASES_TABLE_SQL, drainLeases, forInterval, leasedTick } from 'pg-cron-lease'
 
 const INTERVAL_MS = 1000
 const durationMs = Number(process.env.EXAMPLE_DURATION_MS ?? 30_000)
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
 await pool.query(CRON_LEASES_TABLE_SQL)
 
-// The ticks still running. clearInterval stops new fires only, and a running tick still claims
-// and records its outcome through the pool: shutdown waits for these before it ends the pool.
-const inFlight = new Set<Promise<unknown>>()
-function tracked<A extends unknown[], R>(fn: (...args: A) => Promise<R>) {
-  return (...args: A): Promise<R> => {
-    const tick = fn(...args)
-    inFlight.add(tick)
-    const forget = () => inFlight.delete(tick)
-    tick.then(forget, forget)
-    return tick
-  }
-}
-
 let runs = 0
 const tick = leasedTick(pool, 'example:set-interval', forInterval(INTERVAL_MS), (ctx) => {
   console.log(`ran example:set-interval #${++runs} (missed ${ctx.missed})`)
 })
-const timer = setInterval(tracked(tick), INTERVAL_MS)
+const timer = setInterval(tick, INTERVAL_MS)
 
 let stopping: Promise<void> | undefined
 // Once, whichever asks first: the timer or a signal.
@@ -43,7 +30,8 @@ function stop(): Promise<void> {
     clearTimeout(deadline)
     console.log('stopping')
     clearInterval(timer)
-    while (inFlight.size > 0) await Promise.allSettled(inFlight)
+    // No claim from here on; waits for the ticks in flight (a catch-up too), aborting them after 10 s.
+    await drainLeases()
     await pool.end()
     console.log(`stopped after ${runs} runs`)
   })()

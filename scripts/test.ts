@@ -45,9 +45,11 @@ const PICK = fileURLToPath(new URL('../dev/test-server-pick.ts', import.meta.url
 // one second.
 const SECONDS: Record<string, number> = {
   'test/integration/schedulers/examples.test.ts': 68,
+  'test/tooling/package.test.ts': 45,
   'test/integration/cli/cli.test.ts': 40,
   'test/integration/faults/failover.test.ts': 36,
   'test/integration/schedulers/nestjs.test.ts': 36,
+  'test/integration/schedulers/nestjs-12.test.ts': 36,
   'test/integration/once-per-occurrence/late-fires.test.ts': 32,
   'test/tooling/bench.test.ts': 29,
   'test/integration/schedulers/node-cron.test.ts': 28,
@@ -63,6 +65,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/pause/pause-storm.test.ts': 11,
   'test/integration/run-history/history.test.ts': 13,
   'test/integration/older-table/occurrence-upgrade.test.ts': 9,
+  'test/integration/shutdown/drain-leases.test.ts': 8,
 }
 const weight = (file: string) => SECONDS[file] ?? 1
 

@@ -2,7 +2,8 @@
 import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { checkKeepAliveHandle } from './context.js'
-import { claimError, NOT_RUN, runClaimed, runConfig, scheduleParams, tableMissing } from './lease.js'
+import { draining, type RunGroup } from './drain.js'
+import { claimError, runConfig, runTracked, scheduleParams, tableMissing } from './lease.js'
 import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
@@ -44,12 +45,15 @@ export async function catchUp<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts: CatchUpOptions,
 ): Promise<LeaseOutcome<T>> {
-  const config = runConfig<T>('catchUp', db, jobName, leaseMs, runTick, opts)
+  return runCatchUp(runConfig<T>('catchUp', db, jobName, leaseMs, runTick, opts))
+}
+
+/** {@link catchUp} with its arguments checked; its run is in `group` too, when given. */
+export function runCatchUp<T>(config: ReturnType<typeof runConfig<T>>, group?: RunGroup): Promise<LeaseOutcome<T>> {
   // The next occurrence as given, not derived: left out, the database takes the one after the
   // occurrence made up for, which it knows better than now + everyMs.
   const slot = { occurrence: null, nextOccurrence: config.nextOccurrence, intervalMs: config.everyMs ?? null }
-  const ticket = await claimCatchUp(config, config.options.withinMs, slot)
-  return ticket === null ? NOT_RUN : runClaimed(config, ticket)
+  return runTracked(config, () => claimCatchUp(config, config.options.withinMs, slot), group)
 }
 
 /** The catch-up claim alone (leaseCoordinator runs no tick): the won ticket, or null. */
@@ -60,7 +64,8 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   // No table is a miss to report, as a claim reports it; the original shape keeps no due time.
   if (shape === undefined) throw tableMissing(table)
   if (shape === 'original') warnShape(table, logger)
-  if (shape !== 'current') return null
+  // A run that began before drainLeases sends no claim after it.
+  if (shape !== 'current' || draining()) return null
   const sentAt = monotonicMs()
   const params = [jobName, config.leaseMs, holder, withinMs, ...scheduleParams(slot, Date.now())]
   const { catchUp } = statementsOf(table, 'current', knowledgeOf(db, table).history)

@@ -1,8 +1,9 @@
 import { publishClaim, traceTick } from './channels.js'
 import { checkClock, clockOffset, monotonicMs } from './clock.js'
 import { checkKeepAliveHandle, openContext } from './context.js'
+import { draining, openRun, type RunGroup, unlessStopped } from './drain.js'
 import { escapeControls } from './escape.js'
-import { migrateCommand, warn, warnShape } from './log.js'
+import { debug, migrateCommand, warn, warnShape } from './log.js'
 import { type Compiled, compileCall, type EntryPoint } from './options.js'
 import { recordOutcome, type Settled } from './outcome.js'
 import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
@@ -18,7 +19,8 @@ import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './va
 /**
  * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without
  * writing. A missed occurrence beats a duplicate: a claim error rejects and nothing runs, a tick
- * that throws rejects and keeps its lease. The lease is never released (see {@link LEASE}).
+ * that throws rejects and keeps its lease. The lease is never released (see {@link LEASE}). Once
+ * {@link drainLeases} was called, it resolves `{ ran: false }` with no query.
  *
  * @example
  * cron.schedule('0 * * * *', (run) =>
@@ -32,7 +34,7 @@ export function withCronLease<T>(
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  // A throw, from the arguments or from the caller's logger warning before the claim, rejects.
+  // A bad argument rejects: the call never throws.
   try {
     const config = runConfig<T>('withCronLease', db, jobName, leaseMs, runTick, opts)
     return runLease(config, config.slot)
@@ -85,15 +87,41 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
 }
 
 /** The one run path: claim, run, record; plain promise steps, as each `async` layer costs microtask turns per job. */
-export function runLease<T>(config: RunConfig<T>, slot: Slot | null = null): Promise<LeaseOutcome<T>> {
-  return claim(config, slot).then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket)))
+export function runLease<T>(
+  config: RunConfig<T>,
+  slot: Slot | null = null,
+  group?: RunGroup,
+): Promise<LeaseOutcome<T>> {
+  return runTracked(config, () => claim(config, slot), group)
+}
+
+/** A run in flight for drainLeases from its claim (`claimed`) to its record; once draining, not run at all. */
+export function runTracked<T>(
+  config: RunConfig<T>,
+  claimed: () => Promise<Ticket | null>,
+  group?: RunGroup,
+): Promise<LeaseOutcome<T>> {
+  const run = openRun(config.jobName, group)
+  if (run === null) return Promise.resolve(NOT_RUN)
+  let outcome: Promise<LeaseOutcome<T>>
+  try {
+    outcome = claimed().then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket, run.signal())))
+  } catch (error) {
+    outcome = Promise.reject(error)
+  }
+  outcome.then(run.end, run.end)
+  return outcome
 }
 
 /** What a claim or catch-up that did not win resolves to. */
 export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
 /** Runs the tick of a won claim (or catch-up) and records how it ended. */
-export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promise<LeaseOutcome<T>> {
+export async function runClaimed<T>(
+  config: RunConfig<T>,
+  ticket: Ticket,
+  stopped?: AbortSignal,
+): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
   if (keepAlive && claimToken === null) {
@@ -102,12 +130,13 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket): Promi
         'its claim token from; the lease is held until it expires and the tick did not run',
     )
   }
-  const { ctx, close } = openContext(ticket, keepAlive)
+  const { ctx, close } = openContext(ticket, keepAlive, stopped)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
-      () => config.runTick(ctx),
+      // Stopped by a shutdown, the run is over: it rejects, and is recorded, with the shutdown's reason.
+      () => unlessStopped(stopped, () => config.runTick(ctx)),
       () => ({ jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
@@ -168,6 +197,8 @@ function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined):
 const UNPROBED_CLAIMS = 3
 
 function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed: boolean): Promise<Ticket | null> {
+  // A run that began before drainLeases sends no claim after it.
+  if (draining()) return Promise.resolve(null)
   const { db, table, jobName, leaseMs, holder, prepare } = config
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
@@ -196,7 +227,8 @@ function lost(config: ClaimConfig, slot: Slot | null, shape: Shape): null | Prom
   const { jobName, holder, logger } = config
   const keyed = shape === 'current' && slot?.occurrence != null
   publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
-  logger?.debug?.(
+  debug(
+    logger,
     keyed
       ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
       : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,

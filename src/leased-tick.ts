@@ -1,11 +1,11 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
 import { claimCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { NOT_RUN, runClaimed, runConfig, runLease } from './lease.js'
+import { NOT_RUN, runConfig, runLease, runTracked } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
-import { schedulerSlot } from './scheduler-slot.js'
+import { fireSlot } from './scheduler-slot.js'
 import { slotOf } from './ticket.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
@@ -36,7 +36,8 @@ export type TickOccurrence = Pick<LeaseOptions, 'occurrence' | 'nextOccurrence'>
 /**
  * The function {@link leasedTick} returns; it never rejects. Its first argument names the
  * occurrence: node-cron's context, croner's job, the `cron` package's job, a
- * {@link TickOccurrence}, or nothing (docs/schedulers.md).
+ * {@link TickOccurrence}, or nothing (docs/schedulers.md); called by the `cron` package as
+ * `onTick`, it reads the job it is called on (`this`).
  *
  * @example
  * const outcome = await tick() // { ran: true, result: 42 }, { ran: false, result: null }, or undefined
@@ -74,9 +75,10 @@ export function leasedTick<T>(
     return undefined
   }
 
-  const tick = async (at?: unknown): Promise<LeaseOutcome<T> | undefined> => {
+  // A function, not an arrow: the `cron` package passes its job as `this`.
+  async function tick(this: unknown, at?: unknown): Promise<LeaseOutcome<T> | undefined> {
     try {
-      const { occurrence, nextOccurrence } = schedulerSlot(at)
+      const { occurrence, nextOccurrence } = fireSlot(this, at)
       return await runLease(config, slotOf(occurrence, nextOccurrence, config.everyMs))
     } catch (error) {
       return report(error)
@@ -87,9 +89,7 @@ export function leasedTick<T>(
   const caughtUp =
     window === undefined
       ? Promise.resolve(NOT_RUN)
-      : claimCatchUp(config, window, slot)
-          .then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket)))
-          .catch(report)
+      : runTracked(config, () => claimCatchUp(config, window, slot)).catch(report)
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
 

@@ -3,10 +3,30 @@ import { DEFAULT_TABLE } from './sql.js'
 import { firstWarning } from './state.js'
 import type { LeaseLogger } from './types.js'
 
-/** `logger.warn`, else `console.warn`: a warning nobody sees would make a silent miss again. */
+/**
+ * `logger.warn`, else `console.warn`: a warning nobody sees would make a silent miss again. Never
+ * throws: a logger's failure must not change what a run resolves to, nor whether it is recorded, so
+ * a throwing `logger.warn` sends the warning to the console instead.
+ */
 export function warn(logger: LeaseLogger | undefined, message: string): void {
-  if (typeof logger?.warn === 'function') logger.warn(message)
-  else console.warn(message)
+  if (typeof logger?.warn === 'function') {
+    try {
+      logger.warn(message)
+      return
+    } catch (error) {
+      console.error('pg-cron-lease: logger.warn threw; the warning it was given follows:', error)
+    }
+  }
+  console.warn(message)
+}
+
+/** `logger.debug`, if any; a throwing one is ignored, as a debug line must not change a claim's outcome. */
+export function debug(logger: LeaseLogger | undefined, message: string): void {
+  try {
+    logger?.debug?.(message)
+  } catch {
+    // Nothing to fall back to: a debug line is not worth the console.
+  }
 }
 
 /** The command that upgrades `table`, as an operator would type it. */

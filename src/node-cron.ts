@@ -1,6 +1,7 @@
 /** A run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
 import { claimCatchUp } from './catch-up.js'
 import { monotonicMs } from './clock.js'
+import { type InFlight, openRun, unlessStopped } from './drain.js'
 import { claim } from './lease.js'
 import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
@@ -17,7 +18,7 @@ import { checkJobName, checkMs, checkQueryable, fail, readOrFail } from './valid
  * cron.setRunCoordinator(leaseCoordinator(pool))
  */
 export interface LeaseCoordinator {
-  /** Claims the lease named by the task in `key`; resolves true only on the replica that won. */
+  /** Claims the lease named by the task in `key`; true only on the winner; false, sending nothing, once draining. */
   shouldRun(key: string, ttlMs: number): Promise<boolean>
   /** Records the run's end (fenced; never rejects). It never releases the lease. */
   onComplete(key: string): Promise<void>
@@ -101,22 +102,48 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
     return recordOutcome(ticket, monotonicMs() - startedAt, ticket.intervalMs ?? undefined, settled)
   }
+  // Once per run: by onComplete, or by a shutdown that stopped it first (`stopped` holds its reason).
+  const complete = async (key: string, run: Run, stopped?: unknown[]) => {
+    if (running.get(key) !== run) return
+    running.delete(key)
+    if (stopped) run.failed = stopped
+    try {
+      if (record) await finish(run, watched.has(run.ticket.config.jobName))
+    } finally {
+      run.open?.end()
+    }
+  }
 
   const coordinator: LeaseCoordinator = {
     async shouldRun(key: string, ttlMs: number): Promise<boolean> {
       const { name, occurrence } = coordinatorKeySlot(key)
       const jobName = checkJobName(name, 'the task name in key')
       const config = configOf(jobName, () => checkMs(ttlMs, 'ttlMs (distributedLease)'))
-      const ticket = await claim(config, slotFor(jobName, occurrence))
-      if (ticket !== null && record) running.set(key, { ticket, startedAt: monotonicMs() })
-      return ticket !== null
+      // In flight for drainLeases from the claim to onComplete's record: node-cron runs the task between.
+      const open = openRun(jobName)
+      if (open === null) return false
+      let ticket: Ticket | null
+      try {
+        ticket = await claim(config, slotFor(jobName, occurrence))
+      } catch (error) {
+        open.end()
+        throw error
+      }
+      if (ticket === null) {
+        open.end()
+        return false
+      }
+      const run: Run = { ticket, startedAt: monotonicMs(), open }
+      running.set(key, run)
+      // A shutdown cannot tell node-cron's task; the run is recorded as stopped, and onComplete finds nothing.
+      const stopped = open.signal()
+      stopped.addEventListener('abort', () => void complete(key, run, [stopped.reason]), { once: true })
+      return true
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.
     async onComplete(key: string): Promise<void> {
       const run = running.get(key)
-      if (!run) return
-      running.delete(key)
-      await finish(run, watched.has(run.ticket.config.jobName))
+      if (run) await complete(key, run)
     },
     watch(task) {
       const rule = 'a node-cron task (what cron.schedule returns: a name and an on(event, listener) method)'
@@ -151,26 +178,33 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
     const config = configOf(jobName, () => DEFAULT_TTL_MS)
     const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
-    const ticket = await claimCatchUp(config, withinMs, slot)
-    if (ticket === null) return
-    const run: Run = { ticket, startedAt: monotonicMs() }
-    catchingUp.set(jobName, run)
+    const open = openRun(jobName)
+    if (open === null) return
     try {
-      await (task.execute as () => Promise<unknown>).call(task)
-    } catch (error) {
-      // execute() rejects when the task throws: the run failed, not the catch-up.
-      run.failed ??= [error]
+      const ticket = await claimCatchUp(config, withinMs, slot)
+      if (ticket === null) return
+      const run: Run = { ticket, startedAt: monotonicMs() }
+      catchingUp.set(jobName, run)
+      try {
+        // Stopped by a shutdown, the run is over (the task cannot be told): recorded with the reason.
+        await unlessStopped(open.signal(), () => (task.execute as () => Promise<unknown>).call(task))
+      } catch (error) {
+        // execute() rejects when the task throws: the run failed, not the catch-up.
+        run.failed ??= [error]
+      } finally {
+        catchingUp.delete(jobName)
+      }
+      if (record) await finish(run, true)
     } finally {
-      catchingUp.delete(jobName)
+      open.end()
     }
-    if (record) await finish(run, true)
   }
 
   return Object.freeze(coordinator)
 }
 
 // `failed` is a box, so a task that throws `undefined` still failed.
-type Run = { ticket: Ticket; startedAt: number; failed?: unknown[] }
+type Run = { ticket: Ticket; startedAt: number; failed?: unknown[]; open?: InFlight }
 
 // A task that cannot say when it runs next has an unknown next run.
 function nextRunOf(task: WatchedTask | undefined): number | null {

@@ -21,7 +21,8 @@ const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
 const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
 const CLAIMING = [...CLAIMS, 'catchUp'] as const
-const ALL = [...CLAIMING, 'listLeases', 'listRuns', 'pauseJob', 'resumeJob', 'releaseLease'] as const
+const TABLED = [...CLAIMING, 'listLeases', 'listRuns', 'pauseJob', 'resumeJob', 'releaseLease'] as const
+const ALL = [...TABLED, 'drainLeases'] as const
 
 /** The public functions that take an option bag. */
 export type EntryPoint = (typeof ALL)[number]
@@ -41,7 +42,7 @@ const instant = (value: unknown, name: string): number | null => (value == null 
 /** The table; its key order is the order checks run and errors are found in. */
 export const OPTIONS = {
   holder: row(CLAIMING, checkHolder),
-  table: row(ALL, checkTable),
+  table: row(TABLED, checkTable),
   logger: row(CLAIMING, checkLogger),
   keepAlive: row(RUNS, checkKeepAlive),
   prepare: row(CLAIMING, checkFlag),
@@ -98,6 +99,11 @@ export const OPTIONS = {
   // Checked by pauseJob itself: until and forMs exclude each other.
   until: row(['pauseJob'], (value): unknown => value),
   forMs: row(['pauseJob'], (value): unknown => value),
+  // 0 stops every run in flight at once. The default is 10 s, a third of Kubernetes' default grace.
+  timeoutMs: row(['drainLeases'], (value, name): number => {
+    if (value == null) return 10_000
+    return value === 0 ? 0 : checkMs(value, name, Number.MAX_SAFE_INTEGER)
+  }),
 } as const satisfies Record<string, OptionRow<unknown>>
 
 export type OptionName = keyof typeof OPTIONS

@@ -49,6 +49,19 @@ export function schedulerSlot(at: unknown): NamedSlot {
   return { occurrence: read('occurrence'), nextOccurrence: read('nextOccurrence') }
 }
 
+/**
+ * The slot of a fire from its first argument, else from the `cron` package's job as `this`:
+ * `CronJob.from({ onTick: tick })` calls `onTick(onComplete)` with the job as `this`, and the
+ * argument (undefined, or the onComplete function) names nothing.
+ */
+export function fireSlot(self: unknown, at: unknown): NamedSlot {
+  const unnamed = at === undefined || typeof at === 'function'
+  if (unnamed && typeof self === 'object' && self !== null && !types.isProxy(self) && isCronJob(self)) {
+    return cronJobSlot(self)
+  }
+  return schedulerSlot(at)
+}
+
 /** The parts of the `cron` package's `CronJob` (v3, v4) read here; luxon DateTimes for dates. */
 export interface CronPackageJob {
   cronTime: { getNextDateFrom(start: Date | LuxonLike, zone?: unknown): LuxonLike }

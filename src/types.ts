@@ -16,7 +16,8 @@ export interface Queryable {
 }
 
 /**
- * Where the library reports what it decided. Both methods are optional; `console` fits.
+ * Where the library reports what it decided. Every method is optional; `console` fits. A method that
+ * throws changes nothing about the run: a warning it could not take goes to `console.warn`.
  *
  * @example
  * withCronLease(pool, 'report', LEASE.HOURLY, run, { logger: console })
@@ -130,7 +131,10 @@ export interface LeaseContext {
   readonly occurrence: Date | null
   /** Occurrences that fell due since the previous run and will never run; 0 when unknown. */
   readonly missed: number
-  /** Aborts once this claim is known to have lost the lease (a failed renew or keep-alive beat). */
+  /**
+   * Aborts once this claim is known to have lost the lease (a failed renew or keep-alive beat), or
+   * once a shutdown stops the run (`drainLeases`), with an error saying which.
+   */
   readonly signal: AbortSignal
 }
 

@@ -2,13 +2,12 @@
  * Runs each `@Leased()` fire through the core. Its module is not global, so @nestjs/schedule's hooks
  * run first on the way up (jobs exist at bootstrap) and last on the way down (before pools end).
  */
-import { performance } from 'node:perf_hooks'
-import { setTimeout as delay } from 'node:timers/promises'
 import { Inject, Injectable, Optional } from '@nestjs/common'
 import { DiscoveryService, MetadataScanner } from '@nestjs/core'
 import { SchedulerRegistry } from '@nestjs/schedule'
-import { catchUp } from '../catch-up.js'
-import { withCronLease } from '../lease.js'
+import { runCatchUp } from '../catch-up.js'
+import { drainGroup, runGroup } from '../drain.js'
+import { runConfig, runLease } from '../lease.js'
 import { forInterval, type IntervalLease } from '../presets.js'
 import { type CronPackageJob, cronJobSlot, type NamedSlot, NO_SLOT } from '../scheduler-slot.js'
 import type { LeaseContext, LeaseOptions } from '../types.js'
@@ -42,7 +41,8 @@ const startError = (method: LeasedMethod, mistake: string) => new Error(`pg-cron
 
 export class PgCronLeaseRunner {
   private readonly jobs = new Map<LeasedMethod, LeasedJob>()
-  private readonly inFlight = new Map<Promise<unknown>, string>()
+  // This application's runs: its shutdown drains them as drainLeases drains the process's.
+  private readonly runs = runGroup()
   private closing = false
   private drained: Promise<void> | undefined
   private readonly fire: FireLeased = (method, instance, args) => this.run(method, instance, args)
@@ -198,7 +198,9 @@ export class PgCronLeaseRunner {
         if (cronJob !== undefined) slot = cronJobSlot(cronJob)
       }
       const lease = this.leaseOf(job, cronJob)
-      return withCronLease(this.config.db, job.name, lease, this.tick(job, args), this.claimOptions(job, slot))
+      const opts = this.claimOptions(job, slot)
+      const config = runConfig('withCronLease', this.config.db, job.name, lease, this.tick(job, args), opts)
+      return runLease(config, config.slot, this.runs)
     })
   }
 
@@ -207,42 +209,33 @@ export class PgCronLeaseRunner {
       const cronJob = this.cronJob(job)
       const lease = this.leaseOf(job, cronJob, 'cannot catch up: ')
       const { nextOccurrence } = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
-      return catchUp(this.config.db, job.name, lease, this.tick(job, []), {
+      const opts = {
         ...this.claimOptions(job, { occurrence: null, nextOccurrence }),
         withinMs: job.method.options.catchUp!.withinMs,
-      })
+      }
+      return runCatchUp(runConfig('catchUp', this.config.db, job.name, lease, this.tick(job, []), opts), this.runs)
     })
   }
 
   // Never rejects: resolves to the body's result where it ran; a failed claim or body is logged
-  // under the job's name. In flight, for shutdown to wait on, until settled.
+  // under the job's name.
   private start(job: LeasedJob, tick: () => Promise<{ ran: boolean; result?: unknown }>): Promise<unknown> {
-    const settled = tick().then(
+    return tick().then(
       (outcome) => (outcome.ran ? outcome.result : undefined),
       (error: unknown) => {
         this.config.leaseLogger.error?.(error, job.name)
         return undefined
       },
     )
-    this.inFlight.set(settled, job.name)
-    const forget = () => this.inFlight.delete(settled)
-    settled.then(forget, forget)
-    return settled
   }
 
+  // drainLeases' path for this application's runs: a tick past shutdownTimeoutMs is aborted, never left running.
   private async drain(): Promise<void> {
-    const deadline = performance.now() + this.config.shutdownTimeoutMs
-    // A loop, as a delay past setTimeout's 2^31 - 1 ms limit fires at once.
-    while (this.inFlight.size > 0 && performance.now() < deadline) {
-      const expiry = new AbortController()
-      const expired = delay(deadline - performance.now(), undefined, { signal: expiry.signal }).catch(() => undefined)
-      await Promise.race([Promise.allSettled(this.inFlight.keys()), expired])
-      expiry.abort()
-    }
-    if (this.inFlight.size === 0) return
-    const running = [...new Set(this.inFlight.values())].join(', ')
+    const ms = this.config.shutdownTimeoutMs
+    const stopped = await drainGroup(this.runs, ms, `shutdownTimeoutMs (${ms} ms)`)
+    if (stopped.length === 0) return
     this.config.logger.warn(
-      `shutting down with ticks still running after ${this.config.shutdownTimeoutMs} ms (shutdownTimeoutMs): ${running}`,
+      `shutting down: ticks still running after ${ms} ms (shutdownTimeoutMs) were aborted and recorded as errors: ${stopped.join(', ')}`,
     )
   }
 }

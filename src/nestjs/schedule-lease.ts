@@ -1,14 +1,22 @@
 /** What @nestjs/schedule declared for a method, and the lease that follows from it. */
-import { SchedulerType } from '@nestjs/schedule/dist/enums/scheduler-type.enum.js'
-import {
-  SCHEDULE_CRON_OPTIONS,
-  SCHEDULE_INTERVAL_OPTIONS,
-  SCHEDULE_TIMEOUT_OPTIONS,
-  SCHEDULER_NAME,
-  SCHEDULER_TYPE,
-} from '@nestjs/schedule/dist/schedule.constants.js'
 import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
 import type { CronPackageJob, LuxonLike } from '../scheduler-slot.js'
+
+/**
+ * The metadata @nestjs/schedule's decorators set, by the keys' and the type's values: neither is
+ * exported from its root, and from 12 on its `exports` map admits nothing else, so no `dist/` path
+ * can be imported. The values are the same in 6 and 12; test/unit/nestjs.test.ts proves them
+ * against what `@Cron`, `@Interval` and `@Timeout` set.
+ */
+export const SCHEDULE_METADATA = Object.freeze({
+  type: 'SCHEDULER_TYPE',
+  name: 'SCHEDULER_NAME',
+  cron: 'SCHEDULE_CRON_OPTIONS',
+  interval: 'SCHEDULE_INTERVAL_OPTIONS',
+  timeout: 'SCHEDULE_TIMEOUT_OPTIONS',
+})
+/** `SchedulerType`'s values under the `type` key. */
+export const SCHEDULER_TYPES = Object.freeze({ cron: 1, timeout: 2, interval: 3 })
 
 export type Schedule =
   | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: { cronTime: unknown; name?: string } }
@@ -23,18 +31,18 @@ export type Schedule =
 export const TIMEOUT_LEASE_MS = 60_000
 
 export function scheduleOf(fn: object): Schedule | null {
-  const type = Reflect.getMetadata(SCHEDULER_TYPE, fn) as SchedulerType | undefined
-  const name = Reflect.getMetadata(SCHEDULER_NAME, fn) as string | undefined
+  const type = Reflect.getMetadata(SCHEDULE_METADATA.type, fn) as number | undefined
+  const name = Reflect.getMetadata(SCHEDULE_METADATA.name, fn) as string | undefined
   switch (type) {
-    case SchedulerType.CRON: {
+    case SCHEDULER_TYPES.cron: {
       // The name the module gives an unnamed job is set in its options.
-      const options = Reflect.getMetadata(SCHEDULE_CRON_OPTIONS, fn)
+      const options = Reflect.getMetadata(SCHEDULE_METADATA.cron, fn)
       return { kind: 'cron', name: options?.name ?? name, options }
     }
-    case SchedulerType.INTERVAL:
-      return { kind: 'interval', name, ms: Number(Reflect.getMetadata(SCHEDULE_INTERVAL_OPTIONS, fn)?.timeout) }
-    case SchedulerType.TIMEOUT:
-      return { kind: 'timeout', name, ms: Number(Reflect.getMetadata(SCHEDULE_TIMEOUT_OPTIONS, fn)?.timeout) }
+    case SCHEDULER_TYPES.interval:
+      return { kind: 'interval', name, ms: Number(Reflect.getMetadata(SCHEDULE_METADATA.interval, fn)?.timeout) }
+    case SCHEDULER_TYPES.timeout:
+      return { kind: 'timeout', name, ms: Number(Reflect.getMetadata(SCHEDULE_METADATA.timeout, fn)?.timeout) }
     default:
       return null
   }

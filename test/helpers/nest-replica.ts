@@ -3,10 +3,11 @@
  * leased @Cron that records each run with its occurrence. Run it with
  * `node --import tsx test/helpers/nest-replica.ts`.
  *
- * Environment: DATABASE_URL, LEASE_TABLE, RUNS_TABLE, HOLDER. Prints `{"ready":true}` once started,
- * and one `{"claim":…}` line per claim it sends (from the claim channel). A line `block <ms>` on
- * stdin blocks its event loop that long, then until the clock is 850 ms into a second (a lease of
- * the last slot has run out then, while the slot is taken), printing `{"blocked":…}`. It stops,
+ * Environment: DATABASE_URL, LEASE_TABLE, RUNS_TABLE, HOLDER. Prints
+ * `{"ready":true,"nestjs":<major>}` once started (the NestJS major it loaded), and one
+ * `{"claim":…}` line per claim it sends (from the claim channel). A line `block <ms>` on stdin
+ * blocks its event loop that long, then until the clock is 850 ms into a second (a lease of the
+ * last slot has run out then, while the slot is taken), printing `{"blocked":…}`. It stops,
  * app closed and pool ended, when its stdin closes.
  */
 import 'reflect-metadata'
@@ -18,6 +19,7 @@ import { Cron, ScheduleModule } from '@nestjs/schedule'
 import pg from 'pg'
 import { CHANNELS, type ClaimMessage, type LeaseContext } from '../../src/index.ts'
 import { Leased, PgCronLeaseModule } from '../../src/nestjs/index.ts'
+import { NESTJS_MAJOR } from './nestjs-major.ts'
 
 const env = (name: string) => {
   const value = process.env[name]
@@ -55,7 +57,7 @@ class Jobs {
 class AppModule {}
 
 const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error'] })
-console.log(JSON.stringify({ ready: true }))
+console.log(JSON.stringify({ ready: true, nestjs: NESTJS_MAJOR }))
 
 const input = createInterface({ input: process.stdin })
 input.on('line', (line) => {

@@ -1,13 +1,18 @@
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { execFile, execFileSync, spawn } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
+import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { CI, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
+import { finished } from '../helpers/child.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 let dir: string
+let tarball: string
 
 const run = (file: string, args: string[], cwd = dir) =>
   execFileSync(file, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
@@ -16,7 +21,7 @@ before(() => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'pgcl-pack-'))
   // `npm pack` builds through the prepack script, so this tests what would be published.
   run('npm', ['pack', '--silent', '--pack-destination', dir], root)
-  const tarball = readdirSync(dir).find((f) => f.endsWith('.tgz'))
+  tarball = readdirSync(dir).find((f) => f.endsWith('.tgz')) ?? ''
   assert.ok(tarball, 'npm pack wrote a tarball')
   writeFileSync(
     path.join(dir, 'package.json'),
@@ -167,4 +172,137 @@ describe('the packed docs are complete and the tarball is lean', () => {
       'sql',
     ])
   })
+})
+
+/**
+ * The versions a fresh NestJS project installs beside the tarball: those package-lock.json pins
+ * where `npm ci` put each set, so the versions tested are the suite's, and in the npm cache.
+ */
+function lockedVersions(folder: string, names: string[]): Record<string, string> {
+  const { packages } = JSON.parse(readFileSync(path.join(root, 'package-lock.json'), 'utf8'))
+  return Object.fromEntries(names.map((name) => [name, packages[`${folder}node_modules/${name}`].version]))
+}
+
+const NESTJS = ['@nestjs/common', '@nestjs/core', '@nestjs/schedule', '@nestjs/terminus']
+/** Where package-lock.json holds each NestJS set: the devDependencies' 11, the fixture's 12. */
+const LOCKED = { 11: '', 12: 'test/fixtures/nestjs-12/' }
+const installs = new Map<number, Promise<string>>()
+
+/** A fresh project with the tarball, one NestJS set and the application, installed once a major. */
+function nestProject(major: 11 | 12): Promise<string> {
+  let install = installs.get(major)
+  if (install === undefined) {
+    const project = path.join(dir, `nestjs-${major}`)
+    mkdirSync(project)
+    cpSync(path.join(root, 'test/fixtures/nestjs-app'), project, { recursive: true })
+    const dependencies = {
+      'pg-cron-lease': `file:../${tarball}`,
+      ...lockedVersions(LOCKED[major], NESTJS),
+      ...lockedVersions('', ['pg', 'reflect-metadata', 'rxjs']),
+    }
+    writeFileSync(path.join(project, 'package.json'), JSON.stringify({ private: true, dependencies }))
+    const npm = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--silent']
+    install = promisify(execFile)('npm', npm, { cwd: project }).then(() => project)
+    installs.set(major, install)
+  }
+  return install
+}
+
+// The two the issue asks for, CommonJS on 11 and ES modules on 12, and CommonJS on 12 too, where
+// the CommonJS build requires NestJS's ES modules.
+const APPLICATIONS = [
+  { major: 11, entry: 'replica.cjs', built: 'dist/nestjs.cjs', kind: 'CommonJS' },
+  { major: 12, entry: 'replica.mjs', built: 'dist/nestjs.mjs', kind: 'ES module' },
+  { major: 12, entry: 'replica.cjs', built: 'dist/nestjs.cjs', kind: 'CommonJS' },
+] as const
+const OCCURRENCES = 8
+
+/** One replica of the application in `project`, its JSON lines collected as they come. */
+function replica(project: string, entry: string, env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, [entry], { cwd: project, env })
+  const lines: Record<string, any>[] = []
+  let buffered = ''
+  child.stdout.on('data', (chunk) => {
+    const parts = (buffered + chunk).split('\n')
+    buffered = parts.pop()!
+    for (const line of parts) if (line.startsWith('{')) lines.push(JSON.parse(line))
+  })
+  return { child, lines, done: finished(child, { killAfterMs: 120_000 }) }
+}
+
+describe('the packed tarball in a fresh NestJS application: two replicas run each occurrence once, never twice', {
+  concurrency: true,
+}, () => {
+  for (const { major, entry, built, kind } of APPLICATIONS) {
+    test(`NestJS ${major}, a ${kind} application: ${OCCURRENCES} per-second occurrences, each run once or counted missed`, {
+      timeout: 150_000,
+    }, async (t) => {
+      let project: string
+      try {
+        project = await nestProject(major)
+      } catch (error) {
+        const reason = `cannot install NestJS ${major} from the registry or the npm cache: ${(error as Error).message}`
+        if (CI) throw new Error(reason)
+        t.skip(reason)
+        return
+      }
+
+      const pool = await testPool({ max: 2 })
+      t.after(() => pool.end())
+      const table = await freshTable(pool, `tarball${major}`)
+      const runs = `tarball_runs_${major}_${Math.random().toString(16).slice(2, 10)}`
+      await pool.query(
+        `CREATE TABLE "${runs}" (holder text, occurrence timestamptz, missed int, at timestamptz DEFAULT clock_timestamp())`,
+      )
+      const env = { ...process.env, DATABASE_URL: await testDatabaseUrl(), LEASE_TABLE: table, RUNS_TABLE: runs }
+      const replicas = ['replica-a', 'replica-b'].map((holder) => replica(project, entry, { ...env, HOLDER: holder }))
+      let from = 0
+      const seen = (key: string) => replicas.map(({ lines }) => lines.find((line) => key in line)?.[key])
+      try {
+        for (const deadline = Date.now() + 60_000; seen('ready').includes(undefined); await delay(50)) {
+          const exited = await Promise.race([Promise.race(replicas.map((r) => r.done)), delay(0)])
+          if (exited !== undefined || Date.now() > deadline) {
+            assert.fail(`a replica did not start: ${JSON.stringify(exited ?? replicas.map((r) => r.lines))}`)
+          }
+        }
+        for (const ready of seen('ready')) {
+          assert.equal(ready.nestjs.split('.')[0], String(major), 'the NestJS the project installed')
+          assert.ok(ready.loaded.endsWith(`/node_modules/pg-cron-lease/${built}`), ready.loaded)
+        }
+        // Counted from two seconds after both are up: a replica's first claim reads the table's shape,
+        // and one slowed past a fifth of a second holds its 800 ms lease into the next slot.
+        from = Math.ceil(Date.now() / 1000) * 1000 + 2000
+        await delay(from - Date.now() + OCCURRENCES * 1000 + 500)
+      } finally {
+        for (const { child } of replicas) child.stdin.end()
+      }
+      for (const { done } of replicas) {
+        const { code, stderr } = await done
+        assert.equal(code, 0, stderr)
+      }
+      for (const health of seen('health')) assert.deepEqual(health, { jobs: { status: 'up', checked: 1 } })
+      const { rows } = await pool.query(
+        `SELECT (extract(epoch FROM occurrence) * 1000)::float8 AS ms, missed FROM "${runs}" ORDER BY occurrence, at`,
+      )
+      const detail = `from ${new Date(from).toISOString()}: ${JSON.stringify(rows)}`
+      const slots = Array.from({ length: OCCURRENCES }, (_, i) => from + i * 1000)
+      const runsOf = (ms: number) => rows.filter((row) => row.ms === ms).length
+      // A run of occurrence T that counts m missed accounts for the m slots before T: a fire held
+      // past a fifth of a second keeps its lease into the next slot, which is then skipped, counted.
+      const counted = (ms: number) => rows.some((row) => row.ms > ms && row.ms - row.missed * 1000 <= ms)
+      assert.deepEqual(
+        slots.filter((ms) => runsOf(ms) > 1),
+        [],
+        `no occurrence ran twice: ${detail}`,
+      )
+      assert.deepEqual(
+        slots.filter((ms) => runsOf(ms) === 0 && !counted(ms)),
+        [],
+        `every occurrence ran, or was counted missed: ${detail}`,
+      )
+      const ran = slots.filter((ms) => runsOf(ms) === 1).length
+      assert.ok(ran >= OCCURRENCES / 2, `most occurrences ran: ${detail}`)
+      t.diagnostic(`NestJS ${seen('ready')[0].nestjs}, ${kind}: ${OCCURRENCES} occurrences, ${ran} runs, none twice`)
+    })
+  }
 })

@@ -4,6 +4,7 @@
  * cannot be declared and rejected, or accepted and undeclared.
  */
 import type {
+  DrainOptions,
   JobOptions,
   LeaseCoordinatorOptions,
   LeasedTickOptions,
@@ -22,6 +23,7 @@ export const listKeys: Exactly<OptionsOf<'listLeases'>, keyof ListLeasesOptions>
 export const pauseKeys: Exactly<OptionsOf<'pauseJob'>, keyof PauseOptions> = true
 export const resumeKeys: Exactly<OptionsOf<'resumeJob'>, keyof JobOptions> = true
 export const releaseKeys: Exactly<OptionsOf<'releaseLease'>, keyof JobOptions> = true
+export const drainKeys: Exactly<OptionsOf<'drainLeases'>, keyof DrainOptions> = true
 
 // Every entry point's options are picked from LeaseOptions: the same key means the same thing.
 export const tickExtendsLease: LeasedTickOptions extends LeaseOptions ? true : false = true

@@ -15,8 +15,9 @@ import { Cron, Interval, ScheduleModule, Timeout } from '@nestjs/schedule'
 import { CronJob, CronTime } from 'cron'
 import { CI } from '../../dev/postgres.ts'
 import { Leased, PgCronLeaseModule } from '../../src/nestjs/index.ts'
-import { cronLeaseMs } from '../../src/nestjs/schedule-lease.ts'
+import { cronLeaseMs, SCHEDULE_METADATA, scheduleOf } from '../../src/nestjs/schedule-lease.ts'
 import { type CronPackageJob, cronJobSlot } from '../../src/scheduler-slot.ts'
+import { NESTJS_MAJOR } from '../helpers/nestjs-major.ts'
 
 const root = fileURLToPath(new URL('../..', import.meta.url))
 const HOUR = 3_600_000
@@ -91,6 +92,23 @@ describe('a leased method that cannot run is a start-up error, not a silent no-o
   })
 
   test('two leased methods under one job name stop the application, naming both', async () => {
+    // A @Cron and an @Interval: @nestjs/schedule keeps each kind's names apart, so only the runner
+    // sees the clash, on every major.
+    @Injectable()
+    class Twins {
+      @Cron('0 * * * * *', { name: 'same' })
+      @Leased()
+      a() {}
+      @Interval('same', 2000)
+      @Leased()
+      b() {}
+    }
+    await assert.rejects(start(Twins), /Twins\.a and Twins\.b are both leased as job "same"/)
+  })
+
+  test('two leased @Interval under one name stop the application', async () => {
+    // @nestjs/schedule 12 refuses a name twice within a kind itself, in a hook that runs before the
+    // runner's: then its message is the one that stops the start.
     @Injectable()
     class Twins {
       @Interval('same', 1000)
@@ -100,7 +118,11 @@ describe('a leased method that cannot run is a start-up error, not a silent no-o
       @Leased()
       b() {}
     }
-    await assert.rejects(start(Twins), /Twins\.a and Twins\.b are both leased as job "same"/)
+    const message =
+      NESTJS_MAJOR >= 12
+        ? /Interval with the given name \(same\) already exists/
+        : /Twins\.a and Twins\.b are both leased as job "same"/
+    await assert.rejects(start(Twins), message)
   })
 
   test('catchUp on a @Timeout stops the application: it never falls due again', async () => {
@@ -124,6 +146,37 @@ describe('a leased method that cannot run is a start-up error, not a silent no-o
       sweep() {}
     }
     await start(Fine)
+  })
+})
+
+describe("@nestjs/schedule's metadata, read by the keys' values (its root exports none of them)", () => {
+  test('@Cron, @Interval and @Timeout set exactly the keys scheduleOf reads, with the values it expects', () => {
+    class Scheduled {
+      @Cron('0 * * * * *', { name: 'c' })
+      cron() {}
+      @Interval('i', 1500)
+      interval() {}
+      @Timeout(2500)
+      timeout() {}
+    }
+    const { prototype } = Scheduled
+    const keys = (fn: object) => Reflect.getOwnMetadataKeys(fn).sort()
+    const { type, name, cron, interval, timeout } = SCHEDULE_METADATA
+    assert.deepEqual(keys(prototype.cron), [cron, name, type].sort())
+    assert.deepEqual(keys(prototype.interval), [interval, name, type].sort())
+    assert.deepEqual(keys(prototype.timeout), [timeout, name, type].sort())
+    assert.deepEqual(scheduleOf(prototype.cron), {
+      kind: 'cron',
+      name: 'c',
+      options: Reflect.getMetadata(cron, prototype.cron),
+    })
+    assert.equal(Reflect.getMetadata(cron, prototype.cron).cronTime, '0 * * * * *')
+    assert.deepEqual(scheduleOf(prototype.interval), { kind: 'interval', name: 'i', ms: 1500 })
+    assert.deepEqual(scheduleOf(prototype.timeout), { kind: 'timeout', name: undefined, ms: 2500 })
+    assert.equal(
+      scheduleOf(() => {}),
+      null,
+    )
   })
 })
 

@@ -20,6 +20,7 @@ import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { type LeaseContext, withCronLease } from '../../../src/index.ts'
 import { Leased, PgCronLeaseHealthIndicator, PgCronLeaseModule } from '../../../src/nestjs/index.ts'
 import { finished } from '../../helpers/child.ts'
+import { NESTJS_FLAGS, NESTJS_MAJOR } from '../../helpers/nestjs-major.ts'
 
 let pool: pg.Pool
 before(async () => {
@@ -67,10 +68,15 @@ class Jobs {
 }
 
 /** One application on its own pool, leasing on `table` as `holder`. */
-async function startApp(providers: (new (...args: never[]) => object)[], table: string, holder: string) {
+async function startApp(
+  providers: (new (...args: never[]) => object)[],
+  table: string,
+  holder: string,
+  options: { shutdownTimeoutMs?: number } = {},
+) {
   const db = await testPool({ max: 4 }, 2)
   @Module({
-    imports: [ScheduleModule.forRoot(), PgCronLeaseModule.forRoot({ db, table, holder })],
+    imports: [ScheduleModule.forRoot(), PgCronLeaseModule.forRoot({ db, table, holder, ...options })],
     providers: [...providers, { provide: PG_POOL, useValue: db }],
   })
   class AppModule {}
@@ -146,7 +152,7 @@ describe('a replica whose event loop is blocked past a whole interval', () => {
   test('fires late for a slot the other replica ran, and does not run it again', { timeout: 60_000 }, async () => {
     const table = await freshTable(pool, 'nest')
     runs = await runsTable()
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/nest-replica.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', ...NESTJS_FLAGS, 'test/helpers/nest-replica.ts'], {
       env: {
         ...process.env,
         DATABASE_URL: await testDatabaseUrl(),
@@ -179,6 +185,8 @@ describe('a replica whose event loop is blocked past a whole interval', () => {
       }
     }
     await until('the child is ready', () => lines.some((l) => 'ready' in l))
+    const ready = lines.find((l) => 'ready' in l) as unknown as { nestjs: number }
+    assert.equal(ready.nestjs, NESTJS_MAJOR, 'the replica runs the NestJS this suite runs')
     const onTime = await startApp([OnTime], table, 'on-time')
     try {
       await delay(3000)
@@ -247,6 +255,51 @@ describe('shutdown waits for the tick in flight, then the pool ends cleanly', ()
     const { rows } = await pool.query(`SELECT last_outcome FROM "${table}" WHERE job_name = 'nest:slow'`)
     assert.equal(rows[0].last_outcome, 'ok')
     assert.equal((await pool.query(`SELECT count(*)::int AS n FROM "${runs}"`)).rows[0].n, 1)
+  })
+})
+
+describe('shutdown past shutdownTimeoutMs aborts the tick, as drainLeases does, and the pool still ends', () => {
+  let signal: AbortSignal | undefined
+  let started: () => void = () => {}
+
+  @Injectable()
+  class Stuck {
+    constructor(@Inject(PG_POOL) private readonly db: pg.Pool) {}
+
+    // The fence pattern: a pool client held in a transaction until the tick is told to stop.
+    @Interval('nest:stuck', 200)
+    @Leased({ leaseMs: 60_000 })
+    async tick(ctx: LeaseContext) {
+      signal = ctx.signal
+      const client = await this.db.connect()
+      try {
+        await client.query('BEGIN')
+        await ctx.fence(client)
+        started()
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve))
+        await client.query('ROLLBACK')
+      } finally {
+        client.release()
+      }
+    }
+  }
+
+  test('app.close() aborts ctx.signal at shutdownTimeoutMs; the run is recorded as an error; pool.end() resolves', {
+    timeout: 30_000,
+  }, async () => {
+    const table = await freshTable(pool, 'nest')
+    const tickStarted = new Promise<void>((resolve) => {
+      started = resolve
+    })
+    const { app, db } = await startApp([Stuck], table, 'stuck', { shutdownTimeoutMs: 500 })
+    await tickStarted
+    await app.close()
+    assert.equal(signal?.aborted, true, 'the tick was told')
+    assert.match((signal.reason as Error).message, /shutting down: .*'nest:stuck'.*shutdownTimeoutMs \(500 ms\)/)
+    await db.end()
+    const { rows } = await pool.query(`SELECT last_outcome, last_error FROM "${table}" WHERE job_name = 'nest:stuck'`)
+    assert.equal(rows[0].last_outcome, 'error')
+    assert.match(rows[0].last_error, /the process is shutting down/)
   })
 })
 

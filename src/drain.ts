@@ -1,0 +1,204 @@
+/**
+ * The graceful shutdown, and the one per-process state it needs: whether claims may still be sent,
+ * and the runs in flight, each from its claim until its outcome is recorded.
+ */
+import { monotonicMs } from './clock.js'
+import { escapeControls } from './escape.js'
+import { compileOptions } from './options.js'
+import { RECORD_WAIT_MS } from './outcome.js'
+
+/** One run in flight: `signal()` aborts when a shutdown stops it; `end()` once its outcome is recorded. */
+export interface InFlight {
+  readonly jobName: string
+  signal(): AbortSignal
+  end(): void
+}
+
+interface Tracked extends InFlight {
+  stop(reason: Error): void
+  ended(): Promise<void>
+}
+
+/** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
+export interface RunGroup {
+  closed: boolean
+  readonly runs: Set<Tracked>
+}
+
+/** A group of runs that can be drained apart from the rest of the process. */
+export function runGroup(): RunGroup {
+  return { closed: false, runs: new Set() }
+}
+
+const PROCESS = runGroup()
+
+/** Whether this process is draining: the check on the claim path, just before a claim is sent. */
+export function draining(): boolean {
+  return PROCESS.closed
+}
+
+/** Starts a run in flight, in the process and in `group`; null once either drains, and nothing may be sent. */
+export function openRun(jobName: string, group?: RunGroup): InFlight | null {
+  if (PROCESS.closed || group?.closed) return null
+  // Made when first asked for: most runs lose their claim, and an AbortController (or a getter in
+  // this literal) costs microseconds; the claim path pays a few objects and two Set operations.
+  let controller: AbortController | undefined
+  let stopped: Error | undefined
+  let over = false
+  let waiting: Promise<void> | undefined
+  let wake: (() => void) | undefined
+  const run: Tracked = {
+    jobName,
+    signal() {
+      if (controller === undefined) {
+        controller = new AbortController()
+        if (stopped !== undefined) controller.abort(stopped)
+      }
+      return controller.signal
+    },
+    stop(reason) {
+      stopped ??= reason
+      controller?.abort(stopped)
+    },
+    ended() {
+      waiting ??= over
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+            wake = resolve
+          })
+      return waiting
+    },
+    end() {
+      over = true
+      PROCESS.runs.delete(run)
+      group?.runs.delete(run)
+      wake?.()
+    },
+  }
+  PROCESS.runs.add(run)
+  group?.runs.add(run)
+  return run
+}
+
+/** `run()`, until `signal` aborts: then its reason (and a run stopped before it starts never starts). */
+export function unlessStopped<T>(signal: AbortSignal | undefined, run: () => Promise<T> | T): Promise<T> | T {
+  if (signal === undefined) return run()
+  if (signal.aborted) throw signal.reason
+  const running = run()
+  return new Promise<T>((resolve, reject) => {
+    const stopped = () => reject(signal.reason)
+    signal.addEventListener('abort', stopped, { once: true })
+    Promise.resolve(running).then(
+      (value) => {
+        signal.removeEventListener('abort', stopped)
+        resolve(value)
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', stopped)
+        reject(error)
+      },
+    )
+  })
+}
+
+/**
+ * Closes `group` to new runs, waits up to `timeoutMs` for its runs in flight, then stops those left
+ * (their `signal` aborts with a reason saying the process is shutting down, and `waited` says what
+ * waited) and waits for their outcomes to be recorded. Resolves with the job names stopped.
+ */
+export async function drainGroup(group: RunGroup, timeoutMs: number, waited: string): Promise<string[]> {
+  group.closed = true
+  const deadline = monotonicMs() + timeoutMs
+  let left = [...group.runs]
+  while (left.length > 0 && monotonicMs() < deadline) {
+    await settledBy(left, deadline)
+    left = [...group.runs]
+  }
+  for (const run of left) run.stop(shutdownError(run.jobName, waited))
+  // A stopped tick records its error in at most RECORD_WAIT_MS; a claim stuck on the database is not
+  // waited for longer (it runs nothing once it returns).
+  if (left.length > 0) await settledBy(left, monotonicMs() + RECORD_WAIT_MS + 100)
+  return [...new Set(left.map((run) => run.jobName))]
+}
+
+/** The reason a stopped run's `ctx.signal` aborts with, and the error its outcome records. */
+function shutdownError(jobName: string, waited: string): Error {
+  return new Error(
+    `pg-cron-lease: the process is shutting down: the run of '${escapeControls(jobName)}' was still going after ` +
+      `${waited}, so it was aborted and recorded as an error`,
+  )
+}
+
+// setTimeout fires at once past 2^31 - 1 ms, so a longer wait is made of shorter ones.
+const LONGEST_TIMER_MS = 2 ** 31 - 1
+
+function settledBy(runs: Tracked[], deadline: number): Promise<void> {
+  return new Promise((resolve) => {
+    let timer: NodeJS.Timeout | undefined
+    const wait = () => {
+      const ms = deadline - monotonicMs()
+      if (ms <= 0) return resolve()
+      timer = setTimeout(wait, Math.min(Math.ceil(ms), LONGEST_TIMER_MS))
+    }
+    wait()
+    void Promise.all(runs.map((run) => run.ended())).then(() => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
+}
+
+/**
+ * Options for {@link drainLeases}.
+ *
+ * @example
+ * const opts: DrainOptions = { timeoutMs: 20_000 }
+ */
+export interface DrainOptions {
+  /** How long to wait for the runs in flight before aborting them, in ms (0: at once). Default: 10,000. */
+  timeoutMs?: number | null
+}
+
+/**
+ * What {@link drainLeases} resolves to.
+ *
+ * @example
+ * const { timedOut } = await drainLeases() // [] when every run settled in time
+ */
+export interface DrainResult {
+  /**
+   * The jobs with a run still going at `timeoutMs`, each once, in the order their runs started:
+   * each such run had its `ctx.signal` aborted and was recorded as an error. Empty when all settled.
+   */
+  readonly timedOut: readonly string[]
+}
+
+let drained: Promise<DrainResult> | undefined
+
+/**
+ * Shuts down every entry point of this process gracefully. From the call on, no claim is sent:
+ * `withCronLease`, `leasedTick` and `catchUp` resolve `{ ran: false, result: null }` and the
+ * coordinator's `shouldRun` false, with no query. It resolves once every run in flight (from its
+ * claim to its outcome's record) has settled; at `opts.timeoutMs` each one still going has its
+ * `ctx.signal` aborted with a reason saying the process is shutting down, its call rejects with
+ * that reason, and its outcome is recorded as that error. A second call returns the first's
+ * promise. End the pool after it.
+ *
+ * @example
+ * process.once('SIGTERM', async () => {
+ *   const { timedOut } = await drainLeases({ timeoutMs: 20_000 })
+ *   if (timedOut.length > 0) console.warn('aborted at shutdown:', timedOut)
+ *   await pool.end()
+ * })
+ */
+export function drainLeases(opts?: DrainOptions): Promise<DrainResult> {
+  try {
+    const { timeoutMs } = compileOptions('drainLeases', opts)
+    drained ??= drainGroup(PROCESS, timeoutMs, `drainLeases' timeoutMs (${timeoutMs} ms)`).then((timedOut) =>
+      Object.freeze({ timedOut: Object.freeze(timedOut) }),
+    )
+    return drained
+  } catch (error) {
+    return Promise.reject(error)
+  }
+}
