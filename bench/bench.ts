@@ -36,6 +36,7 @@ import {
   type FleetResult,
   fleetRound,
   forceFallback,
+  historyWrite,
   openBench,
   PROFILES,
   type RaceResult,
@@ -191,6 +192,11 @@ const best = (kind: FleetKind) =>
   fleetRounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
 const fleet = { lease: best('lease'), plain: best('plain'), occurrence: best('occurrence'), floor: best('floor') }
 
+log(
+  `history write: one job run ${profile.historyRuns} times, its last ${profile.historyWindow} runs in turn with young jobs' runs`,
+)
+const history = await historyWrite(bench)
+
 const { floor, rows } = buildRows(
   shown.map((c) => ({ c, stats: series.get(c.id)!.stats() })),
   races,
@@ -221,7 +227,8 @@ const results: Results = {
     floorRatio: fleet.floor.claimsPerSec / fleet.plain.claimsPerSec,
     rounds: fleetRounds,
   },
-  targets: buildTargets(rows, fleet, bouncer, previous),
+  history,
+  targets: buildTargets(rows, fleet, bouncer, previous, history),
 }
 log(formatReport(results))
 writeResults(results, jsonPath, svgPath)

@@ -16,6 +16,7 @@ import {
   clockMs,
   cpuMsBetween,
   mark,
+  percentile,
   Series,
   type Stats,
   serverCpu,
@@ -39,6 +40,9 @@ export interface Profile {
   fleetReplicas: number
   /** Fleet rounds per kind, alternating kinds; each kind's best round is reported. */
   fleetRounds: number
+  /** Runs of the one job whose history write is timed early and late (see historyWrite), and its late window. */
+  historyRuns: number
+  historyWindow: number
 }
 
 export const PROFILES: Record<'quick' | 'full', Profile> = {
@@ -53,6 +57,8 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     fleetJobs: 200,
     fleetReplicas: 20,
     fleetRounds: 1,
+    historyRuns: 2_000,
+    historyWindow: 200,
   },
   full: {
     warmupOps: 300,
@@ -65,6 +71,8 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     fleetJobs: 10_000,
     fleetReplicas: 20,
     fleetRounds: 2,
+    historyRuns: 100_000,
+    historyWindow: 1_000,
   },
 }
 
@@ -134,6 +142,7 @@ const TABLE_ROLES = [
   'fleetPlain',
   'fleetOccurrence',
   'fleetFloor',
+  'history',
 ] as const
 type TableRole = (typeof TABLE_ROLES)[number]
 
@@ -148,7 +157,7 @@ export async function openBench(
   cleanups: Cleanups,
   library: Library,
 ): Promise<Bench> {
-  const { createTableSql, quoteTable } = library
+  const { createTableSql, historyTableOf, quoteTable } = library
   const clients = new Set<pg.Client>()
   const connect = async (url = server.url) => {
     const c = new pg.Client({ connectionString: url })
@@ -174,7 +183,9 @@ export async function openBench(
   // Every table by the measured copy's own DDL.
   for (const table of Object.values(tables)) {
     await observer.query(createTableSql(table))
-    cleanups.add(async () => void (await observer.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`)))
+    // The measured copy's DDL makes a new table's run history beside it.
+    const dropped = [table, historyTableOf(table)].map(quoteTable).join(', ')
+    cleanups.add(async () => void (await observer.query(`DROP TABLE IF EXISTS ${dropped}`)))
   }
   // Rows that exist, with an expired lease: the steady state of a job that has run before.
   for (const table of [tables.win, tables.winUnprepared, tables.plainWin, tables.plainWinPrepared]) {
@@ -716,5 +727,204 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
     serverCpuUsPerClaim: serverMs === null ? null : (serverMs / claims) * 1000,
     backendCpuUsPerClaim: backendMs === null ? null : (backendMs / claims) * 1000,
     clientCpuUsPerClaim: (clientCpu.user + clientCpu.system) / claims,
+  }
+}
+
+/** A latency summary of one set of samples, in ms. */
+export interface Latency {
+  samples: number
+  p50: number
+  p90: number
+}
+
+/** The run history's write, early and late in one job's life (see {@link historyWrite}). */
+export interface HistoryResult {
+  /** Runs of the one job. */
+  runs: number
+  /** The outcome record (history write included) of young jobs at their runs 5 to 15, timed in turn with `late`. */
+  young: Latency
+  /** The one job's record at its last `historyWindow` runs (around run `runs`). */
+  late: Latency
+  /** The one job's own record at its runs 5 to 15, at the start: another moment of the machine, so information only. */
+  early: Latency
+  /** The one job's rows in the history table at the end, and the most it may keep (keep + keepFailed). */
+  rows: number
+  limit: number
+  /** The history table at the end: its heap and its index in kB (what the trim leaves dead stays until vacuumed), and how often autovacuum had run on it. */
+  tableKb: number
+  indexKb: number
+  autovacuums: number
+  /** The whole case's time, and the part of it spent in the runs sent in a loop on the server. */
+  ms: number
+  serverRunsMs: number
+}
+
+/**
+ * Runs `from` to `to` of `job` sent in a loop on the server, a few thousand a call, only to bring
+ * the job's history to the state of its run `to` in seconds rather than minutes of round trips:
+ * each run is the lease row taken as a claim takes it, then the library's own outcome record as it
+ * sent it (`records`, every tenth the failed one), with its claim token, committed on its own. Not
+ * timed; `synchronous_commit` is off only for these runs.
+ */
+async function fastForward(
+  b: Bench,
+  run: {
+    table: string
+    job: string
+    holder: string
+    records: { ok: SentStatement; failed: SentStatement }
+    from: number
+    to: number
+  },
+): Promise<void> {
+  const { observer } = b
+  const { quoteTable } = b.library
+  const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : `'${String(v).replace(/'/g, "''")}'`)
+  // Every parameter as text (each is cast in the statement), the claim token as the claim returns it.
+  const args = (r: SentStatement) => r.values.map((v, i) => (i === 1 ? 'token' : `${literal(v)}::text`)).join(', ')
+  const { ok, failed } = run.records
+  if (ok.text !== failed.text) throw new Error('the outcome record of a failed run is not the same statement')
+  // The statement as the body of a function, whose $1… are its parameters: its plan is kept
+  // between runs as a prepared statement's is (an EXECUTE would plan it again every run).
+  const record = 'pg_temp.bench_history_record'
+  const params = ok.values.map(() => 'text').join(', ')
+  await observer.query(
+    `CREATE OR REPLACE FUNCTION ${record}(${params}) RETURNS void LANGUAGE plpgsql AS $bench$
+BEGIN
+${ok.text};
+END $bench$`,
+  )
+  const BATCH = 5_000
+  await observer.query('SET synchronous_commit = off')
+  for (let first = run.from; first <= run.to; first += BATCH) {
+    const last = Math.min(run.to, first + BATCH - 1)
+    await observer.query(`DO $bench$
+DECLARE token text;
+BEGIN
+  FOR n IN ${first}..${last} LOOP
+    UPDATE ${quoteTable(run.table)} SET claimed_at = clock_timestamp(), holder = ${literal(run.holder)},
+      lease_until = clock_timestamp() + interval '1 millisecond'
+    WHERE job_name = ${literal(run.job)}
+    RETURNING to_char(claimed_at AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') INTO token;
+    IF n % 10 = 0 THEN
+      PERFORM ${record}(${args(failed)});
+    ELSE
+      PERFORM ${record}(${args(ok)});
+    END IF;
+    COMMIT;
+  END LOOP;
+END $bench$`)
+  }
+  await observer.query('RESET synchronous_commit')
+  // Each run recorded: the lease row names the last claim as started, as a record leaves it.
+  const { rows } = await observer.query(
+    `SELECT claimed_at = last_started_at AS recorded FROM ${quoteTable(run.table)} WHERE job_name = $1`,
+    [run.job],
+  )
+  if (rows[0]?.recorded !== true) throw new Error(`the server-side runs of ${run.job} were not recorded`)
+}
+
+/** The history's default `{ keep, keepFailed }` (the `history` option left out), which the case uses. */
+const DEFAULT_KEEP = { keep: 100, keepFailed: 20 }
+
+/** How the library's outcome record with the history begins (recordOutcomeSql). */
+const RECORD_TEXT = 'WITH "db clock"'
+const latency = (samples: number[]): Latency => {
+  const sorted = [...samples].sort((a, b) => a - b)
+  return { samples: sorted.length, p50: percentile(sorted, 0.5), p90: percentile(sorted, 0.9) }
+}
+
+/**
+ * One job run `historyRuns` times back to back through `withCronLease` (default options, so the
+ * history keeps 100 runs and 20 failed ones; every tenth run fails), timing the outcome record
+ * the library sends after each tick: the statement that writes the run's row and trims the job's
+ * rows. Its last `historyWindow` runs are timed in turn with young jobs' runs 5 to 15 in the same
+ * table, so both see the same moments of the machine: the ratio is what the job's age costs.
+ *
+ * The lease is 1 ms, so the next claim usually finds it ended; one that does not claims again.
+ */
+export async function historyWrite(b: Bench): Promise<HistoryResult> {
+  const { pool, observer, profile } = b
+  const { withCronLease, historyTableOf, quoteTable } = b.library
+  const table = b.tables.history
+  const history = quoteTable(historyTableOf(table))
+  let recordMs: number | null = null
+  let recorded: SentStatement | null = null
+  const query = (config: string | SentStatement, values?: unknown[]) => {
+    const statement = typeof config === 'string' ? { text: config, values: values ?? [] } : config
+    const t0 = clockMs()
+    const sent = typeof config === 'string' ? pool.query(config, values) : pool.query(config)
+    if (!statement.text.startsWith(RECORD_TEXT)) return sent
+    return sent.then((result) => {
+      recordMs = clockMs() - t0
+      recorded = statement
+      return result
+    })
+  }
+  const db: pg.Pool = Object.create(pool, { query: { value: query } })
+  const failed = new Error('a failed run (the bench)')
+  const fail = () => {
+    throw failed
+  }
+  const run = async (job: string, n: number): Promise<number> => {
+    for (;;) {
+      recordMs = null
+      const ran = await withCronLease(db, job, 1, n % 10 === 0 ? fail : noop, { table, holder: HOLDER }).then(
+        (outcome) => outcome.ran,
+        (error) => {
+          if (error !== failed) throw error
+          return true
+        },
+      )
+      if (!ran) continue
+      if (recordMs === null) throw new Error(`run ${n} of ${job} sent no outcome record with the history`)
+      return recordMs
+    }
+  }
+  // The library's record of a run that went well and of one that failed, as it sent them.
+  const sentRecord = async (n: number): Promise<SentStatement> => {
+    await run(JOB, n)
+    return recorded!
+  }
+  const { historyRuns: runs, historyWindow: window } = profile
+  const JOB = 'history'
+  const start = clockMs()
+  const early: number[] = []
+  for (let n = 1; n <= 18; n++) {
+    const ms = await run(JOB, n)
+    if (n >= 5 && n <= 15) early.push(ms)
+  }
+  const records = { ok: await sentRecord(19), failed: await sentRecord(20) }
+  const forwardStart = clockMs()
+  await fastForward(b, { table, job: JOB, holder: HOLDER, records, from: 21, to: runs - window })
+  const serverRunsMs = clockMs() - forwardStart
+  const young: number[] = []
+  const late: number[] = []
+  for (let i = 0; i < window; i++) {
+    late.push(await run(JOB, runs - window + i + 1))
+    const n = (i % 20) + 1
+    const ms = await run(`young-${Math.floor(i / 20)}`, n)
+    if (n >= 5 && n <= 15) young.push(ms)
+  }
+  const ms = clockMs() - start
+  const { rows } = await observer.query(`SELECT count(*)::int AS rows FROM ${history} WHERE job_name = $1`, [JOB])
+  const { rows: stats } = await observer.query(
+    `SELECT pg_table_size(relid)::int / 1024 AS table_kb, pg_indexes_size(relid)::int / 1024 AS index_kb,
+       autovacuum_count::int AS autovacuums
+     FROM pg_stat_user_tables WHERE relid = $1::regclass`,
+    [history],
+  )
+  return {
+    runs,
+    young: latency(young),
+    late: latency(late),
+    early: latency(early),
+    rows: rows[0].rows,
+    limit: DEFAULT_KEEP.keep + DEFAULT_KEEP.keepFailed,
+    tableKb: stats[0].table_kb,
+    indexKb: stats[0].index_kb,
+    autovacuums: stats[0].autovacuums,
+    ms,
+    serverRunsMs,
   }
 }

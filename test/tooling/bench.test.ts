@@ -34,7 +34,8 @@ describe('the benchmark runs and writes its results', () => {
     try {
       const json = path.join(dir, 'results.json')
       const svg = path.join(dir, 'chart.svg')
-      // A previous build's run as its bench writes it, reduced to the rows the cross-build targets read.
+      // A previous build's run as its bench writes it, reduced to the rows and fleet rounds the
+      // cross-build targets read.
       const previous = path.join(dir, 'previous.json')
       const previousRow = (id: string, label: string, p50: number, ratio: number) => ({
         id,
@@ -49,8 +50,11 @@ describe('the benchmark runs and writes its results', () => {
           rows: [
             previousRow('select1', 'SELECT 1', 0.13, 1),
             previousRow('claim_lose', 'claim, losing', 0.17, 1.3),
+            previousRow('claim_win', 'claim, winning', 0.48, 3.7),
+            previousRow('claim_win_recorded', 'claim, winning, then its outcome recorded (default)', 0.85, 6.5),
             previousRow('bouncer_claim_lose', 'claim, losing, through PgBouncer (fallen back)', 0.38, 2.9),
           ],
+          fleet: { lease: { claimsPerSec: 6800 }, occurrence: { claimsPerSec: 6700 }, floor: { claimsPerSec: 10_000 } },
         }),
       )
       const child = spawn(
@@ -151,17 +155,38 @@ describe('the benchmark runs and writes its results', () => {
         [
           'losing_claim',
           'losing_claim_occurrence',
+          'losing_claim_vs_previous',
           'losing_claim_occurrence_vs_previous',
           'losing_claim_pgbouncer',
           'losing_claim_pgbouncer_vs_previous',
           'winning_claim',
-          'fleet_claims',
+          'winning_claim_vs_previous',
+          'record_vs_previous',
+          'history_write_age',
+          'history_rows',
+          'fleet_share',
           'fleet_cpu',
-          'fleet_claims_occurrence',
+          'fleet_share_occurrence',
           'fleet_cpu_occurrence',
         ],
       )
       assert.equal(report.previous.file, previous, 'the previous run is named in the report')
+      assert.match(
+        output,
+        /^ {2}fleet, lease-only: share of the floor round +\d+\.\d% +68\.0%$/m,
+        'both shares printed',
+      )
+      // The history write: one job's runs, the window timed in turn with young jobs', its rows trimmed.
+      const { history } = report
+      assert.equal(history.runs, 2_000)
+      assert.equal(history.late.samples, 200, 'the late window: one record per run')
+      assert.equal(history.young.samples, 110, 'young jobs: runs 5 to 15 of ten jobs')
+      assert.ok(history.young.p50 > 0 && history.late.p50 > 0)
+      assert.equal(history.limit, 120)
+      assert.ok(
+        history.rows >= 100 && history.rows <= history.limit,
+        `the job keeps its newest 100 runs and at most 20 more failed ones (${history.rows})`,
+      )
       const missing = pgbouncerMissing()
       const version = pgbouncerVersion()
       const keepsPrepared = version !== null && (version[0] > 1 || version[1] >= 21)
