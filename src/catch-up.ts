@@ -3,7 +3,7 @@ import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { checkKeepAliveHandle } from './context.js'
 import { draining, type RunGroup } from './drain.js'
-import { claimError, runConfig, runTracked, scheduleParams, tableMissing } from './lease.js'
+import { claimError, keepsHistory, runConfig, runTracked, scheduleParams, tableMissing } from './lease.js'
 import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
@@ -67,8 +67,10 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   // A run that began before drainLeases sends no claim after it.
   if (shape !== 'current' || draining()) return null
   const sentAt = monotonicMs()
-  const params = [jobName, config.leaseMs, holder, withinMs, ...scheduleParams(slot, Date.now())]
-  const { catchUp } = statementsOf(table, 'current', knowledgeOf(db, table).history)
+  const { history } = knowledgeOf(db, table)
+  const params: unknown[] = [jobName, config.leaseMs, holder, withinMs, ...scheduleParams(slot, Date.now())]
+  if (history) params.push(keepsHistory(config))
+  const { catchUp } = statementsOf(table, 'current', history)
   const claimed = runStatement(db, catchUp, params, prepare)
   const result = await claimed.catch((error: unknown) => Promise.reject(claimError(config, error)))
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')

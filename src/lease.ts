@@ -158,10 +158,23 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
   return shape instanceof Promise ? shape.then((known) => send(config, slot, known)) : send(config, slot, shape)
 }
 
-/** The current shape's claim parameters (see claimSql). */
-export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number): unknown[] {
+/** The current shape's claim parameters (see claimSql); with the history, whether this claimant keeps it. */
+export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number, history = false): unknown[] {
   const { jobName, leaseMs, holder } = config
-  return [jobName, leaseMs, holder, slot?.occurrence ?? null, toleranceOf(config), ...scheduleParams(slot, nowMs)]
+  const params = [
+    jobName,
+    leaseMs,
+    holder,
+    slot?.occurrence ?? null,
+    toleranceOf(config),
+    ...scheduleParams(slot, nowMs),
+  ]
+  return history ? [...params, keepsHistory(config)] : params
+}
+
+/** Whether this claimant's runs reach the history: recorded, and not `history: false`. */
+export function keepsHistory(config: ClaimConfig): boolean {
+  return config.record !== false && config.history !== false
 }
 
 /** The claim's and the catch-up's last three: the next occurrence as ms from now and as itself, the interval. */
@@ -202,8 +215,8 @@ function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed:
   const { db, table, jobName, leaseMs, holder, prepare } = config
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  const params = shape === 'current' ? claimParams(config, slot, sentWallMs) : [jobName, leaseMs, holder]
   const known = knowledgeOf(db, table)
+  const params = shape === 'current' ? claimParams(config, slot, sentWallMs, known.history) : [jobName, leaseMs, holder]
   return runStatement(db, statementsOf(table, shape, known.history).claim, params, prepare).then(
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')

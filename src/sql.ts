@@ -200,7 +200,8 @@ function doBlock(body: string): string {
 
 /**
  * A catch-up: wins once the stored next due time passed unclaimed within `$4` ms (`$5` the next due
- * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` as the claim's).
+ * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` as the claim's; with the
+ * history, `$8` whether this claimant keeps it).
  * Compared in ms, as the clock minus it could leave timestamp range. The lock sits last inside a
  * CASE: an AND may evaluate it first and cost a loser a transaction ID.
  */
@@ -222,7 +223,7 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   next_due_at = coalesce(clock.at + ${ms('$5::float8')}, ${dueAt} + ${ms(every('$7'))}),
   next_occurrence = coalesce(${fromMs('$6::bigint')}, ${slot} + ${ms(every('$7'))}),
   last_missed = ${skipped}::bigint,
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${history ? `,\n  ${keepUnrecorded()}` : ''}
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${history ? `,\n  ${keepUnrecorded('$8::boolean')}` : ''}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
   AND CASE WHEN ${due} <= clock.at AND lease.claimed_at < lease.next_due_at
@@ -273,11 +274,12 @@ WHERE lease.job_name = $1::text
 }
 
 // A winner that replaces a claim whose outcome was never recorded (its replica died mid-tick, or
-// it ran with record: false) keeps it in the row, for the next recorded run to move to the history.
-function keepUnrecorded(): string {
+// it ran with record: false) keeps it in the row, for its own record to move to the history. One
+// that records no history (`keeps`, a parameter: record or history off) has nothing to move it.
+function keepUnrecorded(keeps: string): string {
   const died = `jsonb_build_object('claimed_at', ${isoText('lease.claimed_at')}, 'holder', lease.holder,
       'occurrence', ${isoText('lease.last_occurrence')}, 'missed', lease.last_missed)`
-  return `${UNRECORDED} = CASE WHEN lease.claimed_at IS DISTINCT FROM lease.last_started_at
+  return `${UNRECORDED} = CASE WHEN ${keeps} AND lease.claimed_at IS DISTINCT FROM lease.last_started_at
     THEN jsonb_path_query_array(coalesce(lease.${UNRECORDED}, '[]') || ${died}, '$[last - ${UNRECORDED_KEPT - 1} to last]')
     ELSE lease.${UNRECORDED} END`
 }
@@ -291,7 +293,8 @@ export function claimSql(table: string, shape: Shape, history = false): string {
     // Counted from the due time after any pause, whose slots were skipped, not missed.
     const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - ${dueAfterPause('lease.next_due_at', every('$8'))}) * 1000 / ${every('$8')} + 0.5))::bigint`
     // $4 the occurrence (NULL: the lease alone), $5 how far ahead of the database clock it may lie,
-    // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval.
+    // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval; with the history, $9
+    // whether this claimant keeps it (keepUnrecorded).
     return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
   next_occurrence, last_missed, missed_occurrences)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at, slot.at,
@@ -310,7 +313,7 @@ SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
   next_due_at = EXCLUDED.next_due_at,
   next_occurrence = EXCLUDED.next_occurrence,
   last_missed = ${missed},
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${history ? `,\n  ${keepUnrecorded()}` : ''}
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${history ? `,\n  ${keepUnrecorded('$9::boolean')}` : ''}
 WHERE lease.lease_until <= clock_timestamp()
   AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
 RETURNING ${isoText('lease.claimed_at')} AS claimed_at, lease.last_missed AS missed`

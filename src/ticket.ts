@@ -16,6 +16,8 @@ export interface ClaimConfig {
   readonly clockToleranceMs?: number | undefined
   /** How many of the job's runs the history keeps; false: none (the record still runs). */
   readonly history?: HistoryKeep | false | undefined
+  /** Whether the won run's outcome is recorded (RunConfig's, and the coordinator's). */
+  readonly record?: boolean
   /** Refused before the claim on a handle inside a transaction (checkKeepAliveHandle). */
   readonly keepAlive?: KeepAlive | undefined
 }

@@ -58,7 +58,7 @@ describe('the SQL reads the database clock and nothing else', () => {
     assert.deepEqual(
       db.calls.map((c) => c.params),
       [
-        ['job', 1000, 'h', null, 100, null, null, null],
+        ['job', 1000, 'h', null, 100, null, null, null, true],
         ['job', 1000, TOKEN, false],
         ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null, 'h', null, 0, false, 100, 20],
       ],

@@ -20,6 +20,7 @@ import {
   upgradeTableSql,
   withCronLease,
 } from '../../../src/index.ts'
+import { claim } from '../../../src/lease.ts'
 import { CURRENT_COLUMN_NAMES, quoteTable } from '../../../src/sql.ts'
 import { SHAPE_READ } from '../../../src/table-facts.ts'
 import { finished } from '../../helpers/child.ts'
@@ -199,8 +200,11 @@ describe('a run that never finished is shown', () => {
 
   test('runs that die in a row are each kept, not only the last', async () => {
     const name = nextJob()
+    // Each claim is won and its run never recorded, as when its replica dies mid-tick.
+    const die = (holder: string) =>
+      claim({ db: pool, table, jobName: name, leaseMs: 1, holder, logger: undefined, prepare: true, record: true })
     for (let i = 0; i < 3; i++) {
-      await withCronLease(pool, name, 1, () => 1, { table, holder: `dead-${i}`, record: false })
+      assert.notEqual(await die(`dead-${i}`), null)
       await expireLease(pool, table, name)
     }
     await withCronLease(pool, name, 1, () => 1, { table, holder: 'alive' })
@@ -225,6 +229,18 @@ describe('a run that never finished is shown', () => {
       [['paused-run', 'unfinished']],
       'the pause holds the lease row, not the run',
     )
+  })
+})
+
+describe('a claimant that keeps no history keeps no dead runs either', () => {
+  test('record: false and history: false claims leave unrecorded_claims empty', async () => {
+    const name = nextJob()
+    for (const opts of [{ history: false }, { record: false }, { record: false }]) {
+      await withCronLease(pool, name, 1, () => 1, { table, ...opts })
+      await expireLease(pool, table, name)
+    }
+    const { rows } = await pool.query(`SELECT unrecorded_claims FROM ${quoteTable(table)} WHERE job_name = $1`, [name])
+    assert.equal(rows[0].unrecorded_claims, null)
   })
 })
 
