@@ -86,7 +86,8 @@ interface Site {
 
 async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) {
   const { guard, table } = site
-  const url = new URL(req.url ?? '/', 'http://dashboard.invalid')
+  // Only the path and the query are read: the base is a placeholder, never a request.
+  const url = new URL(req.url ?? '/', 'http://localhost')
   const { basePath } = site
   let path = url.pathname
   if (basePath !== '' && (path === basePath || path.startsWith(`${basePath}/`))) path = path.slice(basePath.length)
@@ -207,7 +208,7 @@ async function act(work: () => Promise<boolean>): Promise<boolean | string> {
 /** A pause takes `?forMs=` or `?until=`; without either it lasts until resumed. */
 function actionOptions(action: string, req: IncomingMessage) {
   if (action !== 'pause') return {}
-  const query = new URL(req.url ?? '/', 'http://dashboard.invalid').searchParams
+  const query = new URL(req.url ?? '/', 'http://localhost').searchParams
   const forMs = query.get('forMs')
   const until = query.get('until')
   return {
