@@ -396,6 +396,10 @@ WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
   return history ? historySql(table, update) : update
 }
 
+// One claim kept in unrecorded_claims (keepUnrecorded), as the run it was: the element is `run`.
+const UNRECORDED_FIELDS = `${fromIsoText("run->>'claimed_at'")} AS claimed_at, ${fromIsoText("run->>'occurrence'")} AS occurrence,
+    run->>'holder' AS holder, coalesce((run->>'missed')::bigint, 0) AS missed`
+
 // The history's part of the record. $7 the holder, $8 the occurrence (ISO text), $9 the missed
 // count, $10 whether it was a catch-up, $11 and $12 how many runs, and runs not ok, to keep (0: none).
 // Every CTE reads one snapshot, so the trim does not see the rows this statement writes: each cut
@@ -415,8 +419,7 @@ ${update.replace(/^/gm, '  ')}
   RETURNING true AS fenced),
 -- Moved to the history only by the run the lease row still names: any other is no longer its claim.
 "runs died" AS (
-  SELECT ${fromIsoText("run->>'claimed_at'")} AS claimed_at, ${fromIsoText("run->>'occurrence'")} AS occurrence,
-    run->>'holder' AS holder, coalesce((run->>'missed')::bigint, 0) AS missed
+  SELECT ${UNRECORDED_FIELDS}
   FROM "run claims" AS before, "run recorded", jsonb_array_elements(coalesce(before.unrecorded, '[]')) AS run),
 "runs written" AS (
   INSERT INTO ${h} AS run (job_name, claimed_at, occurrence, holder, finished_at, duration_ms, outcome, error, missed, catch_up)
@@ -656,9 +659,7 @@ export function listRunsSql(table: string): string {
   FROM ${h} AS run
   UNION ALL
   SELECT died.job_name, died.claimed_at, died.occurrence, died.holder, NULL, NULL, 'unfinished', NULL, died.missed, false
-  FROM (SELECT lease.job_name, ${fromIsoText("run->>'claimed_at'")} AS claimed_at,
-      ${fromIsoText("run->>'occurrence'")} AS occurrence, run->>'holder' AS holder,
-      coalesce((run->>'missed')::bigint, 0) AS missed
+  FROM (SELECT lease.job_name, ${UNRECORDED_FIELDS}
     FROM ${t} AS lease CROSS JOIN jsonb_array_elements(coalesce(lease.${UNRECORDED}, '[]')) AS run) AS died
   WHERE NOT EXISTS (SELECT FROM ${h} AS listed WHERE listed.job_name = died.job_name AND listed.claimed_at = died.claimed_at)
   UNION ALL

@@ -74,14 +74,15 @@ function pgMissing(error: unknown): never {
   throw error
 }
 
+// What every connection the command opens is told: where, how long to try, and who it is.
+function connection(target: Target) {
+  return { connectionString: target.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: BIN }
+}
+
 /** One more client to `target`, connected; rejects with the driver's error. The caller ends it. */
 export async function openClient(target: Target): Promise<pg.Client> {
   const { Client } = (await import('pg').catch(pgMissing)).default
-  const client = new Client({
-    connectionString: target.url,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    application_name: BIN,
-  })
+  const client = new Client(connection(target))
   // A connection lost mid-query rejects that query; without a listener the same event would
   // also crash the process with a stack trace.
   client.on('error', () => {})
@@ -111,12 +112,7 @@ export const withClient: Connect = async (target, doing, work) => {
 /** A pool for a long-lived command: its connections are opened, and failures reported, per query. */
 export async function openPool(target: Target): Promise<pg.Pool> {
   const { Pool } = (await import('pg').catch(pgMissing)).default
-  const pool = new Pool({
-    connectionString: target.url,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    application_name: BIN,
-    max: 4,
-  })
+  const pool = new Pool({ ...connection(target), max: 4 })
   // An idle connection lost (a restart) is dropped from the pool; without a listener it would crash.
   pool.on('error', () => {})
   return pool

@@ -52,24 +52,28 @@ export function asset(name: string): { type: string; body: Buffer } | undefined 
   return Object.hasOwn(assets, name) ? assets[name] : undefined
 }
 
-/**
- * The page shell. Every URL in it is relative, so it works at any base path, behind a proxy that
- * strips the prefix or one that keeps it; the script builds everything else from the API.
- */
-export function shell(table: string, actions: boolean, signedIn: boolean): string {
-  const logout = signedIn ? '<form method="post" action="logout"><button type="submit">Sign out</button></form>' : ''
+// Both pages' head; `title` is HTML already escaped.
+function head(title: string, script: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
-<title>pg-cron-lease: ${escapeHtml(table)}</title>
+<title>${title}</title>
 <link rel="icon" href="favicon.svg">
 <link rel="stylesheet" href="app.css">
-<script src="app.js" defer></script>
-</head>
-<body data-actions="${actions}">
+${script}</head>
+`
+}
+
+/**
+ * The page shell. Every URL in it is relative, so it works at any base path, behind a proxy that
+ * strips the prefix or one that keeps it; the script builds everything else from the API.
+ */
+export function shell(table: string, actions: boolean, signedIn: boolean): string {
+  const logout = signedIn ? '<form method="post" action="logout"><button type="submit">Sign out</button></form>' : ''
+  return `${head(`pg-cron-lease: ${escapeHtml(table)}`, '<script src="app.js" defer></script>\n')}<body data-actions="${actions}">
 <header><h1><a href="./">pg-cron-lease</a></h1><span class="table">${escapeHtml(table)}</span>
 <span class="tools"><button type="button" id="zone" aria-pressed="false">Show UTC</button>${logout}</span></header>
 <div id="stale" role="alert" hidden></div>
@@ -85,17 +89,7 @@ export function loginPage(table: string, failed: boolean): string {
   const said = failed
     ? '<p class="error" role="alert">That token is not the one this dashboard was started with.</p>'
     : ''
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<title>Sign in: pg-cron-lease</title>
-<link rel="icon" href="favicon.svg">
-<link rel="stylesheet" href="app.css">
-</head>
-<body>
+  return `${head('Sign in: pg-cron-lease', '')}<body>
 <header><h1>pg-cron-lease</h1><span class="table">${escapeHtml(table)}</span></header>
 <main class="login">
 <form method="post" action="login">
