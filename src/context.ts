@@ -61,14 +61,13 @@ function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Er
 }
 
 /**
- * The context handed to the tick for a won claim, and `close()` to call once the tick has settled;
- * `stopped` (a shutdown's) aborts `ctx.signal` with its reason.
+ * The context handed to the tick for a won claim, `close()` to call once the tick has settled, and
+ * `stop(reason)`, a shutdown's, which aborts `ctx.signal` with its reason.
  */
 export function openContext(
   ticket: Ticket,
   keepAlive?: KeepAlive,
-  stopped?: AbortSignal,
-): { ctx: LeaseContext; close(): void } {
+): { ctx: LeaseContext; close(): void; stop(reason: Error): void } {
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
   const { claimToken } = ticket
   const { renew } = statementsOf(table, ticket.shape)
@@ -84,9 +83,6 @@ export function openContext(
   // Once aborted, abort() does nothing: the first reason stands.
   const lose = (why: string) =>
     controller.abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
-  const stop = () => controller.abort(stopped?.reason)
-  if (stopped?.aborted) stop()
-  else stopped?.addEventListener('abort', stop, { once: true })
 
   // One fenced statement at a time: with none overlapping, the last reply is from the last
   // statement the database ran, so each reply alone can say where the lease ends.
@@ -182,9 +178,9 @@ export function openContext(
     ctx,
     close() {
       closed = true
-      stopped?.removeEventListener('abort', stop)
       clearTimeout(beatTimer)
       clearTimeout(deadlineTimer)
     },
+    stop: (reason) => controller.abort(reason),
   }
 }

@@ -7,14 +7,18 @@ import { escapeControls } from './escape.js'
 import { compileOptions } from './options.js'
 import { RECORD_WAIT_MS } from './outcome.js'
 
-/** One run in flight: `signal()` aborts when a shutdown stops it; `end()` once its outcome is recorded. */
+/** One run in flight, from its claim until `end()`, once its outcome is recorded. */
 export interface InFlight {
   readonly jobName: string
-  signal(): AbortSignal
+  /** The shutdown's reason, once one stopped the run. */
+  readonly stopped: Error | undefined
+  /** Called with the reason when a shutdown stops the run (at once if one has); one listener, undefined: none. */
+  onStop(listener: ((reason: Error) => void) | undefined): void
   end(): void
 }
 
 interface Tracked extends InFlight {
+  stopped: Error | undefined
   stop(reason: Error): void
   ended(): Promise<void>
 }
@@ -40,25 +44,23 @@ export function draining(): boolean {
 /** Starts a run in flight, in the process and in `group`; null once either drains, and nothing may be sent. */
 export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   if (PROCESS.closed || group?.closed) return null
-  // Made when first asked for: most runs lose their claim, and an AbortController (or a getter in
-  // this literal) costs microseconds; the claim path pays a few objects and two Set operations.
-  let controller: AbortController | undefined
-  let stopped: Error | undefined
+  // A listener, not an AbortController: most runs lose their claim, and the claim path pays only a
+  // few objects and two Set operations.
+  let listener: ((reason: Error) => void) | undefined
   let over = false
   let waiting: Promise<void> | undefined
   let wake: (() => void) | undefined
   const run: Tracked = {
     jobName,
-    signal() {
-      if (controller === undefined) {
-        controller = new AbortController()
-        if (stopped !== undefined) controller.abort(stopped)
-      }
-      return controller.signal
+    stopped: undefined,
+    onStop(listen) {
+      listener = listen
+      if (run.stopped !== undefined) listen?.(run.stopped)
     },
     stop(reason) {
-      stopped ??= reason
-      controller?.abort(stopped)
+      if (run.stopped !== undefined) return
+      run.stopped = reason
+      listener?.(reason)
     },
     ended() {
       waiting ??= over
@@ -80,25 +82,35 @@ export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   return run
 }
 
-/** `run()`, until `signal` aborts: then its reason (and a run stopped before it starts never starts). */
-export function unlessStopped<T>(signal: AbortSignal | undefined, run: () => Promise<T> | T): Promise<T> | T {
-  if (signal === undefined) return run()
-  if (signal.aborted) throw signal.reason
-  const running = run()
-  return new Promise<T>((resolve, reject) => {
-    const stopped = () => reject(signal.reason)
-    signal.addEventListener('abort', stopped, { once: true })
-    Promise.resolve(running).then(
-      (value) => {
-        signal.removeEventListener('abort', stopped)
-        resolve(value)
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', stopped)
-        reject(error)
-      },
-    )
+/**
+ * `tick()`, until a shutdown stops `run`: then `stop` is called (the run's ctx.signal aborts) and it
+ * rejects with the reason; a run stopped before it starts never starts. A tick that returns no
+ * promise pays no promise here.
+ */
+export function untilStopped<T>(
+  run: InFlight,
+  stop: (reason: Error) => void,
+  tick: () => Promise<T> | T,
+): Promise<T> | T {
+  if (run.stopped !== undefined) {
+    stop(run.stopped)
+    throw run.stopped
+  }
+  let reject: ((reason: Error) => void) | undefined
+  run.onStop((reason) => {
+    stop(reason)
+    reject?.(reason)
   })
+  const value = tick()
+  if (!isThenable(value)) return value
+  return new Promise<T>((resolve, fail) => {
+    reject = fail
+    value.then(resolve, fail)
+  })
+}
+
+function isThenable<T>(value: Promise<T> | T): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function'
 }
 
 /**

@@ -1,7 +1,7 @@
 import { publishClaim, traceTick } from './channels.js'
 import { checkClock, clockOffset, monotonicMs } from './clock.js'
 import { checkKeepAliveHandle, openContext } from './context.js'
-import { draining, openRun, type RunGroup, unlessStopped } from './drain.js'
+import { draining, type InFlight, openRun, type RunGroup, untilStopped } from './drain.js'
 import { escapeControls } from './escape.js'
 import { debug, migrateCommand, warn, warnShape } from './log.js'
 import { type Compiled, compileCall, type EntryPoint } from './options.js'
@@ -105,7 +105,7 @@ export function runTracked<T>(
   if (run === null) return Promise.resolve(NOT_RUN)
   let outcome: Promise<LeaseOutcome<T>>
   try {
-    outcome = claimed().then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket, run.signal())))
+    outcome = claimed().then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket, run)))
   } catch (error) {
     outcome = Promise.reject(error)
   }
@@ -117,11 +117,7 @@ export function runTracked<T>(
 export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
 /** Runs the tick of a won claim (or catch-up) and records how it ended. */
-export async function runClaimed<T>(
-  config: RunConfig<T>,
-  ticket: Ticket,
-  stopped?: AbortSignal,
-): Promise<LeaseOutcome<T>> {
+export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run?: InFlight): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
   if (keepAlive && claimToken === null) {
@@ -130,13 +126,13 @@ export async function runClaimed<T>(
         'its claim token from; the lease is held until it expires and the tick did not run',
     )
   }
-  const { ctx, close } = openContext(ticket, keepAlive, stopped)
+  const { ctx, close, stop } = openContext(ticket, keepAlive)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
       // Stopped by a shutdown, the run is over: it rejects, and is recorded, with the shutdown's reason.
-      () => unlessStopped(stopped, () => config.runTick(ctx)),
+      () => (run === undefined ? config.runTick(ctx) : untilStopped(run, stop, () => config.runTick(ctx))),
       () => ({ jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
@@ -144,6 +140,7 @@ export async function runClaimed<T>(
     settled = { outcome: 'error', error }
     throw error
   } finally {
+    run?.onStop(undefined)
     close()
     if (config.record) {
       await recordOutcome(ticket, monotonicMs() - startedAt, config.everyMs ?? ticket.intervalMs ?? undefined, settled)
@@ -240,8 +237,7 @@ function lost(config: ClaimConfig, slot: Slot | null, shape: Shape): null | Prom
   const { jobName, holder, logger } = config
   const keyed = shape === 'current' && slot?.occurrence != null
   publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
-  debug(
-    logger,
+  debug(logger, () =>
     keyed
       ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
       : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,

@@ -20,10 +20,14 @@ export function warn(logger: LeaseLogger | undefined, message: string): void {
   console.warn(message)
 }
 
-/** `logger.debug`, if any; a throwing one is ignored, as a debug line must not change a claim's outcome. */
-export function debug(logger: LeaseLogger | undefined, message: string): void {
+/**
+ * `logger.debug`, if any, with `message()`: built only for a logger that has one, as every losing
+ * claim passes here. A throwing one is ignored: a debug line must not change a claim's outcome.
+ */
+export function debug(logger: LeaseLogger | undefined, message: () => string): void {
+  if (typeof logger?.debug !== 'function') return
   try {
-    logger?.debug?.(message)
+    logger.debug(message())
   } catch {
     // Nothing to fall back to: a debug line is not worth the console.
   }

@@ -1,7 +1,7 @@
 /** A run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
 import { claimCatchUp } from './catch-up.js'
 import { monotonicMs } from './clock.js'
-import { type InFlight, openRun, unlessStopped } from './drain.js'
+import { type InFlight, openRun, untilStopped } from './drain.js'
 import { claim } from './lease.js'
 import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
@@ -136,8 +136,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const run: Run = { ticket, startedAt: monotonicMs(), open }
       running.set(key, run)
       // A shutdown cannot tell node-cron's task; the run is recorded as stopped, and onComplete finds nothing.
-      const stopped = open.signal()
-      stopped.addEventListener('abort', () => void complete(key, run, [stopped.reason]), { once: true })
+      open.onStop((reason) => void complete(key, run, [reason]))
       return true
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.
@@ -187,7 +186,11 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       catchingUp.set(jobName, run)
       try {
         // Stopped by a shutdown, the run is over (the task cannot be told): recorded with the reason.
-        await unlessStopped(open.signal(), () => (task.execute as () => Promise<unknown>).call(task))
+        await untilStopped(
+          open,
+          () => {},
+          () => (task.execute as () => Promise<unknown>).call(task),
+        )
       } catch (error) {
         // execute() rejects when the task throws: the run failed, not the catch-up.
         run.failed ??= [error]
