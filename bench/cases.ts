@@ -762,9 +762,10 @@ export interface HistoryResult {
 /**
  * Runs `from` to `to` of `job` sent in a loop on the server, a few thousand a call, only to bring
  * the job's history to the state of its run `to` in seconds rather than minutes of round trips:
- * each run is the lease row taken as a claim takes it, then the library's own outcome record as it
- * sent it (`records`, every tenth the failed one), with its claim token, committed on its own. Not
- * timed; `synchronous_commit` is off only for these runs.
+ * each run is the lease row taken as a claim takes it (returning what the claim returns), then the
+ * library's own outcome record as it sent it (`records`, every tenth the failed run's), with that
+ * claim's token and numbers, committed on its own. Not timed; `synchronous_commit` is off only for
+ * these runs.
  */
 async function fastForward(
   b: Bench,
@@ -780,36 +781,41 @@ async function fastForward(
   const { observer } = b
   const { quoteTable } = b.library
   const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : `'${String(v).replace(/'/g, "''")}'`)
-  // Every parameter as text (each is cast in the statement), the claim token as the claim returns it.
-  const args = (r: SentStatement) => r.values.map((v, i) => (i === 1 ? 'token' : `${literal(v)}::text`)).join(', ')
-  const { ok, failed } = run.records
-  if (ok.text !== failed.text) throw new Error('the outcome record of a failed run is not the same statement')
-  // The statement as the body of a function, whose $1… are its parameters: its plan is kept
+  // What each run's claim returns, in the order the record takes it after its first two parameters.
+  const fromClaim: Record<number, string> = { 1: 'token', 12: 'numbers[1]', 13: 'numbers[2]', 14: 'numbers[3]' }
+  // Every parameter as text (each is cast in the statement).
+  const args = (r: SentStatement) => r.values.map((v, i) => fromClaim[i] ?? `${literal(v)}::text`).join(', ')
+  // Each statement as the body of a function, whose $1… are its parameters: its plan is kept
   // between runs as a prepared statement's is (an EXECUTE would plan it again every run).
-  const record = 'pg_temp.bench_history_record'
-  const params = ok.values.map(() => 'text').join(', ')
-  await observer.query(
-    `CREATE OR REPLACE FUNCTION ${record}(${params}) RETURNS void LANGUAGE plpgsql AS $bench$
+  const recordOf = async (name: string, sent: SentStatement) => {
+    const record = `pg_temp.bench_history_${name}`
+    await observer.query(
+      `CREATE OR REPLACE FUNCTION ${record}(${sent.values.map(() => 'text').join(', ')}) RETURNS void LANGUAGE plpgsql AS $bench$
 BEGIN
-${ok.text};
+${sent.text};
 END $bench$`,
-  )
+    )
+    return record
+  }
+  const ok = await recordOf('ok', run.records.ok)
+  const failed = await recordOf('failed', run.records.failed)
   const BATCH = 5_000
   await observer.query('SET synchronous_commit = off')
   for (let first = run.from; first <= run.to; first += BATCH) {
     const last = Math.min(run.to, first + BATCH - 1)
     await observer.query(`DO $bench$
-DECLARE token text;
+DECLARE token text; numbers text[];
 BEGIN
   FOR n IN ${first}..${last} LOOP
     UPDATE ${quoteTable(run.table)} SET claimed_at = clock_timestamp(), holder = ${literal(run.holder)},
       lease_until = clock_timestamp() + interval '1 millisecond'
     WHERE job_name = ${literal(run.job)}
-    RETURNING to_char(claimed_at AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') INTO token;
+    RETURNING to_char(claimed_at AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+      ARRAY[run_number::text, failed_runs::text, runs_trimmed::text] INTO token, numbers;
     IF n % 10 = 0 THEN
-      PERFORM ${record}(${args(failed)});
+      PERFORM ${failed}(${args(run.records.failed)});
     ELSE
-      PERFORM ${record}(${args(ok)});
+      PERFORM ${ok}(${args(run.records.ok)});
     END IF;
     COMMIT;
   END LOOP;

@@ -21,22 +21,29 @@ BEGIN
       next_occurrence    TIMESTAMPTZ,
       last_missed        BIGINT,
       missed_occurrences BIGINT,
-      unrecorded_claims  JSONB
+      unrecorded_claims  JSONB,
+      run_number         BIGINT,
+      failed_runs        BIGINT,
+      runs_trimmed       BIGINT
     );
     IF to_regclass('"cron_leases_runs"') IS NULL THEN
       CREATE TABLE IF NOT EXISTS "cron_leases_runs" (
-        job_name    TEXT NOT NULL,
-        claimed_at  TIMESTAMPTZ NOT NULL,
-        occurrence  TIMESTAMPTZ,
-        holder      TEXT,
-        finished_at TIMESTAMPTZ,
-        duration_ms DOUBLE PRECISION,
-        outcome     TEXT NOT NULL,
-        error       TEXT,
-        missed      BIGINT NOT NULL DEFAULT 0,
-        catch_up    BOOLEAN NOT NULL DEFAULT false,
-        PRIMARY KEY (job_name, claimed_at)
+        job_name       TEXT NOT NULL,
+        run_number     BIGINT NOT NULL,
+        failure_number BIGINT,
+        claimed_at     TIMESTAMPTZ NOT NULL,
+        occurrence     TIMESTAMPTZ,
+        holder         TEXT,
+        finished_at    TIMESTAMPTZ,
+        duration_ms    DOUBLE PRECISION,
+        outcome        TEXT NOT NULL,
+        error          TEXT,
+        missed         BIGINT NOT NULL DEFAULT 0,
+        catch_up       BOOLEAN NOT NULL DEFAULT false,
+        PRIMARY KEY (job_name, run_number)
       );
+      CREATE INDEX IF NOT EXISTS "cron_leases_runs_failed" ON "cron_leases_runs" (job_name, failure_number)
+        WHERE failure_number IS NOT NULL;
     END IF;
   END IF;
 EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN

@@ -2,7 +2,7 @@ DO $pg_cron_lease$
 BEGIN
 BEGIN
   IF (SELECT count(*) FROM pg_attribute
-      WHERE attrelid = '"cron_leases"'::regclass AND NOT attisdropped AND attname IN ('last_started_at', 'last_finished_at', 'last_duration_ms', 'last_outcome', 'last_error', 'last_success_at', 'every_ms', 'paused_until', 'claim_until', 'last_occurrence', 'next_due_at', 'next_occurrence', 'last_missed', 'missed_occurrences', 'unrecorded_claims')) < 15 THEN
+      WHERE attrelid = '"cron_leases"'::regclass AND NOT attisdropped AND attname IN ('last_started_at', 'last_finished_at', 'last_duration_ms', 'last_outcome', 'last_error', 'last_success_at', 'every_ms', 'paused_until', 'claim_until', 'last_occurrence', 'next_due_at', 'next_occurrence', 'last_missed', 'missed_occurrences', 'unrecorded_claims', 'run_number', 'failed_runs', 'runs_trimmed')) < 18 THEN
     ALTER TABLE "cron_leases"
       ADD COLUMN IF NOT EXISTS last_started_at TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS last_finished_at TIMESTAMPTZ,
@@ -18,22 +18,29 @@ BEGIN
       ADD COLUMN IF NOT EXISTS next_occurrence TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS last_missed BIGINT,
       ADD COLUMN IF NOT EXISTS missed_occurrences BIGINT,
-      ADD COLUMN IF NOT EXISTS unrecorded_claims JSONB;
+      ADD COLUMN IF NOT EXISTS unrecorded_claims JSONB,
+      ADD COLUMN IF NOT EXISTS run_number BIGINT,
+      ADD COLUMN IF NOT EXISTS failed_runs BIGINT,
+      ADD COLUMN IF NOT EXISTS runs_trimmed BIGINT;
   END IF;
   IF to_regclass('"cron_leases_runs"') IS NULL THEN
     CREATE TABLE IF NOT EXISTS "cron_leases_runs" (
-      job_name    TEXT NOT NULL,
-      claimed_at  TIMESTAMPTZ NOT NULL,
-      occurrence  TIMESTAMPTZ,
-      holder      TEXT,
-      finished_at TIMESTAMPTZ,
-      duration_ms DOUBLE PRECISION,
-      outcome     TEXT NOT NULL,
-      error       TEXT,
-      missed      BIGINT NOT NULL DEFAULT 0,
-      catch_up    BOOLEAN NOT NULL DEFAULT false,
-      PRIMARY KEY (job_name, claimed_at)
+      job_name       TEXT NOT NULL,
+      run_number     BIGINT NOT NULL,
+      failure_number BIGINT,
+      claimed_at     TIMESTAMPTZ NOT NULL,
+      occurrence     TIMESTAMPTZ,
+      holder         TEXT,
+      finished_at    TIMESTAMPTZ,
+      duration_ms    DOUBLE PRECISION,
+      outcome        TEXT NOT NULL,
+      error          TEXT,
+      missed         BIGINT NOT NULL DEFAULT 0,
+      catch_up       BOOLEAN NOT NULL DEFAULT false,
+      PRIMARY KEY (job_name, run_number)
     );
+    CREATE INDEX IF NOT EXISTS "cron_leases_runs_failed" ON "cron_leases_runs" (job_name, failure_number)
+      WHERE failure_number IS NOT NULL;
   END IF;
 EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
   NULL; -- another session created it at the same moment

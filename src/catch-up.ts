@@ -67,10 +67,8 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   // A run that began before drainLeases sends no claim after it.
   if (shape !== 'current' || draining()) return null
   const sentAt = monotonicMs()
-  const { history } = knowledgeOf(db, table)
   const params: unknown[] = [jobName, config.leaseMs, holder, withinMs, ...scheduleParams(slot, Date.now())]
-  if (history) params.push(keepsHistory(config))
-  const { catchUp } = statementsOf(table, 'current', history)
+  const { catchUp } = statementsOf(table, 'current', keepsHistory(config, knowledgeOf(db, table)))
   const claimed = runStatement(db, catchUp, params, prepare)
   const result = await claimed.catch((error: unknown) => Promise.reject(claimError(config, error)))
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')

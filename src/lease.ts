@@ -155,23 +155,15 @@ export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ti
   return shape instanceof Promise ? shape.then((known) => send(config, slot, known)) : send(config, slot, shape)
 }
 
-/** The current shape's claim parameters (see claimSql); with the history, whether this claimant keeps it. */
-export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number, history = false): unknown[] {
+/** The current shape's claim parameters (see claimSql). */
+export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number): unknown[] {
   const { jobName, leaseMs, holder } = config
-  const params = [
-    jobName,
-    leaseMs,
-    holder,
-    slot?.occurrence ?? null,
-    toleranceOf(config),
-    ...scheduleParams(slot, nowMs),
-  ]
-  return history ? [...params, keepsHistory(config)] : params
+  return [jobName, leaseMs, holder, slot?.occurrence ?? null, toleranceOf(config), ...scheduleParams(slot, nowMs)]
 }
 
-/** Whether this claimant's runs reach the history: recorded, and not `history: false`. */
-export function keepsHistory(config: ClaimConfig): boolean {
-  return config.record !== false && config.history !== false
+/** Whether a claimant writes its runs to the table's history: the table has one, and neither `record` nor `history` is false. */
+export function keepsHistory(config: ClaimConfig, known: TableKnowledge): boolean {
+  return known.history && config.record !== false && config.history !== false
 }
 
 /** The claim's and the catch-up's last three: the next occurrence as ms from now and as itself, the interval. */
@@ -213,8 +205,8 @@ function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed:
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
   const known = knowledgeOf(db, table)
-  const params = shape === 'current' ? claimParams(config, slot, sentWallMs, known.history) : [jobName, leaseMs, holder]
-  return runStatement(db, statementsOf(table, shape, known.history).claim, params, prepare).then(
+  const params = shape === 'current' ? claimParams(config, slot, sentWallMs) : [jobName, leaseMs, holder]
+  return runStatement(db, statementsOf(table, shape, keepsHistory(config, known)).claim, params, prepare).then(
     (result): Ticket | null | Promise<null> => {
       const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
       if (won || probed) known.unprobed = UNPROBED_CLAIMS

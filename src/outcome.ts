@@ -2,9 +2,10 @@
 import { migrateCommand, warn } from './log.js'
 import { DEFAULT_HISTORY } from './options.js'
 import { runStatement } from './query.js'
-import { historyTableOf } from './sql.js'
+import { historyTableOf, lateRunSql } from './sql.js'
 import { firstWarning, knowledgeOf, statementsOf } from './state.js'
 import type { Ticket } from './ticket.js'
+import type { Queryable } from './types.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */
 export type Settled = { outcome: 'ok' } | { outcome: 'error'; error: unknown } | { outcome: 'unknown' }
@@ -31,19 +32,35 @@ export async function recordOutcome(
 
 // `everyMs`: the declared interval, or undefined to let the table observe it.
 async function write(ticket: Ticket, durationMs: number, everyMs: number | undefined, settled: Settled) {
-  const { db, table, jobName, logger, prepare } = ticket.config
+  const { db, table, jobName, holder, logger, prepare } = ticket.config
   const { claimToken } = ticket
   // The original shape has no outcome columns; the table's shape warning already said so.
   if (claimToken === null || ticket.shape !== 'current') return
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
   const { history } = knowledgeOf(db, table)
-  const { record } = statementsOf(table, 'current', history)
-  const keep = ticket.config.history
+  const keep = ticket.config.history ?? DEFAULT_HISTORY
   if (!history && keep !== false && firstWarning(table, 'history')) warnNoHistory(ticket)
-  const run = history ? runParams(ticket) : []
-  const send = (text: string | null) =>
-    runStatement(db, record, [jobName, claimToken, durationMs, outcome, text, everyMs ?? null, ...run], prepare)
+  const statements = statementsOf(table, 'current')
+  const send = async (text: string | null) => {
+    const params = [jobName, claimToken, durationMs, outcome, text, everyMs ?? null]
+    if (!history || keep === false) return runStatement(db, statements.record, params, prepare)
+    // Almost every run ends ok, with no claim dead before it, on a row already numbered: its record
+    // has the least to do (recordRunSql).
+    const { occurrence, missed, catchUp, unrecorded, runNumbers } = ticket
+    const full = outcome !== 'ok' || unrecorded || runNumbers === null
+    const run = [holder, occurrence?.toISOString() ?? null, missed, catchUp, keep.keep, keep.keepFailed]
+    const statement = full ? statements.recordRunFull : statements.recordRun
+    const result = await runStatement(
+      db,
+      statement,
+      [...params, ...run, ...(runNumbers ?? [null, null, null])],
+      prepare,
+    )
+    // No row written: another claim replaced this one before the run ended.
+    if (!wrote(result)) await recordLate(db, table, params.slice(0, 5))
+    return result
+  }
   try {
     await send(errorText)
   } catch (error) {
@@ -63,18 +80,18 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
   }
 }
 
-// The history's parameters of the record (see recordOutcomeSql): who ran what, and how many runs to keep.
-function runParams({ config, occurrence, missed, catchUp }: Ticket): unknown[] {
-  const keep = config.history === undefined ? DEFAULT_HISTORY : config.history
-  const occurrenceText = occurrence === null ? null : occurrence.toISOString()
-  return [
-    config.holder,
-    occurrenceText,
-    missed,
-    catchUp,
-    keep === false ? 0 : keep.keep,
-    keep === false ? 0 : keep.keepFailed,
-  ]
+// A run outlived by the claim that replaced its own: its outcome goes where that claim keeps it, in
+// the lease row while that claim's run is not recorded, else in its history row (lateRunSql). One
+// after the other, so the second sees what a record between them wrote. Plain text: rarely sent.
+async function recordLate(db: Queryable, table: string, params: unknown[]): Promise<void> {
+  if (wrote(await runStatement(db, lateRunSql(table, 'unrecorded'), params, false))) return
+  await runStatement(db, lateRunSql(table, 'history'), params, false)
+}
+
+// Whether a statement changed a row: its rowCount where the driver gives one, else its rows.
+function wrote(result: unknown): boolean {
+  const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
+  return typeof rowCount === 'number' ? rowCount > 0 : Array.isArray(rows) && rows.length > 0
 }
 
 function warnNoHistory({ config }: Ticket): void {

@@ -76,45 +76,57 @@ const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
 /** Every column a table of the current shape has. */
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
-// What the run history adds to the lease row: the claims replaced before their outcome was
-// recorded (their replica died mid-tick), as the claim that replaced each found it (see claimSql).
-// Not one of CURRENT_COLUMNS: a table upgraded before the history keeps its shape, and its claims.
+// What the run history adds to the lease row. Not among CURRENT_COLUMNS: a table upgraded before
+// the history keeps its shape, and its claims.
+const HISTORY_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+  // The claims replaced before their runs were recorded (their replica died mid-tick), as the claim
+  // that replaced each found it (KEEP_UNRECORDED); the next recorded run writes them to the history.
+  ['unrecorded_claims', 'JSONB'],
+  ['run_number', 'BIGINT'], // the last run written to the history: a job's runs are numbered 1, 2, …
+  ['failed_runs', 'BIGINT'], // how many of them were not ok: each such run is numbered among them too
+  ['runs_trimmed', 'BIGINT'], // runs numbered up to this were trimmed or kept: the next trim starts above
+]
+
 const UNRECORDED = 'unrecorded_claims'
 
 /** How many runs that died in a row the lease row keeps until a recorded run moves them to the history. */
 export const UNRECORDED_KEPT = 20
 
-// One row per run, keyed by its claim token; started_at is claimed_at, as the tick starts on the claim.
-const RUN_COLUMNS = `  job_name    TEXT NOT NULL,
-  claimed_at  TIMESTAMPTZ NOT NULL,
-  occurrence  TIMESTAMPTZ,
-  holder      TEXT,
-  finished_at TIMESTAMPTZ,
-  duration_ms DOUBLE PRECISION,
-  outcome     TEXT NOT NULL,
-  error       TEXT,
-  missed      BIGINT NOT NULL DEFAULT 0,
-  catch_up    BOOLEAN NOT NULL DEFAULT false,
-  PRIMARY KEY (job_name, claimed_at)`
+// One row per run, numbered per job in the order the runs were written; a run that was not ok is
+// also numbered among those (failure_number), so the trim can tell which are its last M without a
+// scan. started_at is claimed_at, as the tick starts on the claim.
+const RUN_COLUMNS = `  job_name       TEXT NOT NULL,
+  run_number     BIGINT NOT NULL,
+  failure_number BIGINT,
+  claimed_at     TIMESTAMPTZ NOT NULL,
+  occurrence     TIMESTAMPTZ,
+  holder         TEXT,
+  finished_at    TIMESTAMPTZ,
+  duration_ms    DOUBLE PRECISION,
+  outcome        TEXT NOT NULL,
+  error          TEXT,
+  missed         BIGINT NOT NULL DEFAULT 0,
+  catch_up       BOOLEAN NOT NULL DEFAULT false,
+  PRIMARY KEY (job_name, run_number)`
 
 // The interval, declared else observed; NULL for 0, which would divide by zero.
 function every(parameter: string): string {
   return `nullif(coalesce(${parameter}::float8, lease.every_ms), 0)`
 }
 
-// A pause is planned, not a failure: the occurrences that fell due before it ended were skipped, not
-// missed. Once it ends (a resume keeps the end in paused_until, as a lapse does), the job is due at
-// its first occurrence at or after the end, or at the end itself with no interval, until a claim
-// stores a later due time. An open-ended pause moves nothing while it holds: its end is unknown.
-function pauseShift(due: string, interval: string): string {
-  const gap = `lease.paused_until - ${due}`
-  return `CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
-    THEN coalesce(ceil(extract(epoch FROM ${gap}) * 1000 / ${interval}) * ${interval} * interval '1 millisecond', ${gap})
-    ELSE interval '0' END`
+// How far a due time moves to the first occurrence at or after `end` on its schedule (every
+// `interval` ms from it), or to `end` itself with no interval; backwards when it lies past `end`.
+function toFirstDue(due: string, end: string, interval: string): string {
+  const gap = `${end} - ${due}`
+  return `coalesce(ceil(extract(epoch FROM ${gap}) * 1000 / ${interval}) * ${interval} * interval '1 millisecond', ${gap})`
 }
 
+// A pause is planned, not a failure: the occurrences that fall due while it holds are skipped, not
+// missed. pauseSql and resumeSql move the stored due time past it (so a claim counts from there);
+// with no due time stored, the last claim plus the interval moves here, in listLeasesSql alone.
 function dueAfterPause(due: string, interval: string): string {
-  return `(${due} + ${pauseShift(due, interval)})`
+  return `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
+    THEN ${toFirstDue(due, 'lease.paused_until', interval)} ELSE interval '0' END)`
 }
 
 // A dollar-quote tag the body (table names may contain `$`) cannot close early.
@@ -124,13 +136,17 @@ function dollarQuoted(body: string, base: string): string {
   return `${tag}\n${body}${tag}`
 }
 
-// The history table, when missing; a racing creator is caught as in createTableSql.
+// The history table, and its index of the runs that were not ok (the trim drops the oldest of them
+// by their number), when missing; a racing creator is caught as in createTableSql.
 function createHistory(table: string): string {
   const h = quoteTable(historyTableOf(table))
+  const failed = besideTable(table, '_runs_failed')
   return `IF to_regclass('${h}') IS NULL THEN
   CREATE TABLE IF NOT EXISTS ${h} (
 ${RUN_COLUMNS.replace(/^/gm, '  ')}
   );
+  CREATE INDEX IF NOT EXISTS "${failed.slice(failed.indexOf('.') + 1)}" ON ${h} (job_name, failure_number)
+    WHERE failure_number IS NOT NULL;
 END IF;
 `
 }
@@ -146,7 +162,7 @@ export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
   const columns = [
     LEASE_COLUMNS,
-    ...[...CURRENT_COLUMNS, [UNRECORDED, 'JSONB']].map(([name, type]) => `  ${name!.padEnd(18)} ${type}`),
+    ...[...CURRENT_COLUMNS, ...HISTORY_COLUMNS].map(([name, type]) => `  ${name!.padEnd(18)} ${type}`),
   ]
   // The history only with a new lease table: for an existing one, this runs on every start and
   // must need no CREATE privilege (the history then comes with `pg-cron-lease migrate`).
@@ -168,7 +184,7 @@ ${RACED}END;
  */
 export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const added: readonly (readonly [string, string])[] = [...CURRENT_COLUMNS, [UNRECORDED, 'JSONB']]
+  const added: readonly (readonly [string, string])[] = [...CURRENT_COLUMNS, ...HISTORY_COLUMNS]
   const names = added.map(([name]) => `'${name}'`).join(', ')
   const adds = added.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
   return doBlock(`BEGIN
@@ -200,21 +216,19 @@ function doBlock(body: string): string {
 
 /**
  * A catch-up: wins once the stored next due time passed unclaimed within `$4` ms (`$5` the next due
- * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` as the claim's; with the
- * history, `$8` whether this claimant keeps it).
+ * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` and `keeps` as the claim's).
  * Compared in ms, as the clock minus it could leave timestamp range. The lock sits last inside a
  * CASE: an AND may evaluate it first and cost a loser a transaction ID.
  */
-export function catchUpSql(table: string, history = false): string {
+export function catchUpSql(table: string, keeps = false): string {
   const t = quoteTable(table)
   const ms = (expression: string) => `${expression} * interval '1 millisecond'`
-  // A pause's slots are skipped, not made up: the window starts at the due time after it.
-  const shift = pauseShift('lease.next_due_at', every('$7'))
-  const due = `(lease.next_due_at + ${shift})`
+  // A pause's slots are skipped, not made up: pauseSql and resumeSql moved the due time past it.
+  const due = 'lease.next_due_at'
   const skipped = `coalesce(floor(extract(epoch FROM clock.at - ${due}) * 1000 / ${every('$7')}), 0)`
   const steps = `coalesce(${ms(`${skipped} * ${every('$7')}`)}, interval '0')`
   const dueAt = `(${due} + ${steps})`
-  const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${shift} + ${steps})`
+  const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${steps})`
   return `UPDATE ${t} AS lease
 SET lease_until = clock.at + ${ms('$2::integer')},
   holder = $3::text,
@@ -223,7 +237,7 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   next_due_at = coalesce(clock.at + ${ms('$5::float8')}, ${dueAt} + ${ms(every('$7'))}),
   next_occurrence = coalesce(${fromMs('$6::bigint')}, ${slot} + ${ms(every('$7'))}),
   last_missed = ${skipped}::bigint,
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${history ? `,\n  ${keepUnrecorded('$8::boolean')}` : ''}
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${keeps ? `,\n  ${KEEP_UNRECORDED}` : ''}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
   AND CASE WHEN ${due} <= clock.at AND lease.claimed_at < lease.next_due_at
@@ -234,7 +248,7 @@ WHERE lease.job_name = $1::text
       AND locked.lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
     ELSE false END
 RETURNING ${CLAIM_TOKEN} AS claimed_at, lease.last_missed AS missed, ${isoText('lease.last_occurrence')} AS occurrence,
-  coalesce($7::float8, lease.every_ms) AS interval_ms`
+  coalesce($7::float8, lease.every_ms) AS interval_ms${keeps ? `, ${KEEPER_RETURNING}` : ''}`
 }
 
 // Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
@@ -273,28 +287,33 @@ WHERE lease.job_name = $1::text
   AND (lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ${fromMs('$2::bigint')})`
 }
 
-// A winner that replaces a claim whose outcome was never recorded (its replica died mid-tick, or
-// it ran with record: false) keeps it in the row, for its own record to move to the history. One
-// that records no history (`keeps`, a parameter: record or history off) has nothing to move it.
-function keepUnrecorded(keeps: string): string {
-  const died = `jsonb_build_object('claimed_at', ${isoText('lease.claimed_at')}, 'holder', lease.holder,
-      'occurrence', ${isoText('lease.last_occurrence')}, 'missed', lease.last_missed)`
-  return `${UNRECORDED} = CASE WHEN ${keeps} AND lease.claimed_at IS DISTINCT FROM lease.last_started_at
-    THEN jsonb_path_query_array(coalesce(lease.${UNRECORDED}, '[]') || ${died}, '$[last - ${UNRECORDED_KEPT - 1} to last]')
+// For a claimant that keeps a history: the claims that died before this one, for its record to
+// write to the history (recordRunSql, which empties the list). The claim this one replaces joins
+// them when its run was never recorded: its replica died mid-tick, or it ran with record: false.
+const KEEP_UNRECORDED = `${UNRECORDED} = CASE WHEN lease.claimed_at IS DISTINCT FROM lease.last_started_at
+    THEN jsonb_path_query_array(coalesce(lease.${UNRECORDED}, '[]') || jsonb_build_object('claimed_at', lease.claimed_at,
+      'holder', lease.holder, 'occurrence', lease.last_occurrence, 'missed', lease.last_missed), '$[last - ${UNRECORDED_KEPT - 1} to last]')
     ELSE lease.${UNRECORDED} END`
-}
 
-/** The claim: the claim token to the single winner, no row to losers, who write nothing. */
-export function claimSql(table: string, shape: Shape, history = false): string {
+// And what its record needs from the row, which nothing but that record changes before it: the
+// job's run numbers so far, and whether claims died before it.
+const KEEPER_RETURNING = `lease.run_number, lease.failed_runs, lease.runs_trimmed,
+  lease.${UNRECORDED} IS NOT NULL AS unrecorded`
+
+/**
+ * The claim: the claim token to the single winner, no row to losers, who write nothing. `keeps`:
+ * the claimant writes its runs to the history (the table has it, and neither `record` nor
+ * `history` is false); a claimant that does not leaves the history's columns alone.
+ */
+export function claimSql(table: string, shape: Shape, keeps = false): string {
   const t = quoteTable(table)
   if (shape === 'current') {
     // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
-    // the even neighbour), so half an interval of latency or offset never adds one.
-    // Counted from the due time after any pause, whose slots were skipped, not missed.
-    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - ${dueAfterPause('lease.next_due_at', every('$8'))}) * 1000 / ${every('$8')} + 0.5))::bigint`
+    // the even neighbour), so half an interval of latency or offset never adds one. Counted from the
+    // stored due time, which a pause moves past the occurrences it skips (pauseSql).
+    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - lease.next_due_at) * 1000 / ${every('$8')} + 0.5))::bigint`
     // $4 the occurrence (NULL: the lease alone), $5 how far ahead of the database clock it may lie,
-    // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval; with the history, $9
-    // whether this claimant keeps it (keepUnrecorded).
+    // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval.
     return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
   next_occurrence, last_missed, missed_occurrences)
 SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at, slot.at,
@@ -313,10 +332,10 @@ SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
   next_due_at = EXCLUDED.next_due_at,
   next_occurrence = EXCLUDED.next_occurrence,
   last_missed = ${missed},
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${history ? `,\n  ${keepUnrecorded('$9::boolean')}` : ''}
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${keeps ? `,\n  ${KEEP_UNRECORDED}` : ''}
 WHERE lease.lease_until <= clock_timestamp()
   AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
-RETURNING ${isoText('lease.claimed_at')} AS claimed_at, lease.last_missed AS missed`
+RETURNING ${isoText('lease.claimed_at')} AS claimed_at, lease.last_missed AS missed${keeps ? `, ${KEEPER_RETURNING}` : ''}`
   }
   // The original shape: only a claimant that can lock an expired row now (`SKIP LOCKED`) reaches the upsert.
   return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
@@ -370,13 +389,8 @@ WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
 FOR KEY SHARE`
 }
 
-/**
- * Records how a won tick ended, fenced on its claim; current shape only. With the history
- * (`history`), the same statement writes the run's row and trims the job's rows (see historySql).
- */
-export function recordOutcomeSql(table: string, history = false): string {
-  const update = `UPDATE ${quoteTable(table)} AS lease
-SET every_ms = coalesce($6::float8,
+// How a won tick ended, in the lease row: every recorded run's part of its record.
+const OUTCOME_SET = `every_ms = coalesce($6::float8,
     CASE WHEN lease.last_started_at < lease.claimed_at
       THEN (extract(epoch FROM lease.claimed_at - lease.last_started_at) * 1000)::float8 END,
     lease.every_ms),
@@ -385,65 +399,147 @@ SET every_ms = coalesce($6::float8,
   last_duration_ms = $3::float8,
   last_outcome = $4::text,
   last_error = $5::text,
-  last_success_at = CASE WHEN $4::text = 'ok' THEN clock.at ELSE lease.last_success_at END${
-    history
-      ? `,
-  ${UNRECORDED} = NULL`
-      : ''
-  }
-FROM ${history ? '"db clock" AS clock' : '(SELECT clock_timestamp() AS at) AS clock'}
-WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
-  return history ? historySql(table, update) : update
+  last_success_at = CASE WHEN $4::text = 'ok' THEN clock.at ELSE lease.last_success_at END`
+
+// The record's fence: the row still holds this run's claim.
+const RECORD_FENCE = `lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
+
+/**
+ * Records how a won tick ended, fenced on its claim, in the lease row alone: for a table without
+ * its run history, or a job that keeps none (`history: false`). Current shape only.
+ */
+export function recordOutcomeSql(table: string): string {
+  return `UPDATE ${quoteTable(table)} AS lease
+SET ${OUTCOME_SET}
+FROM (SELECT clock_timestamp() AS at) AS clock
+WHERE ${RECORD_FENCE}`
 }
 
-// One claim kept in unrecorded_claims (keepUnrecorded), as the run it was: the element is `run`.
-const UNRECORDED_FIELDS = `${fromIsoText("run->>'claimed_at'")} AS claimed_at, ${fromIsoText("run->>'occurrence'")} AS occurrence,
-    run->>'holder' AS holder, coalesce((run->>'missed')::bigint, 0) AS missed`
+// A claim kept in unrecorded_claims (KEEP_UNRECORDED) as its run, from claimed_at on (HISTORY_ROW's
+// order): `unfinished`, unless its run ended late (lateRunSql). The element is `died.run`.
+const DIED_RUN = `(died.run->>'claimed_at')::timestamptz, (died.run->>'occurrence')::timestamptz, died.run->>'holder',
+    (died.run->>'finished_at')::timestamptz, (died.run->>'duration_ms')::float8, coalesce(died.run->>'outcome', 'unfinished'),
+    died.run->>'error', coalesce((died.run->>'missed')::bigint, 0), false`
 
-// The history's part of the record. $7 the holder, $8 the occurrence (ISO text), $9 the missed
-// count, $10 whether it was a catch-up, $11 and $12 how many runs, and runs not ok, to keep (0: none).
-// Every CTE reads one snapshot, so the trim does not see the rows this statement writes: each cut
-// is moved up by the rows written.
-function historySql(table: string, update: string): string {
+// This run, from claimed_at on (HISTORY_ROW's order).
+const THIS_RUN = `${fromIsoText('$2')}, ${fromIsoText('$8')}, $7::text, clock.at, $3::float8, coalesce($4::text, 'unknown'),
+    $5::text, $9::bigint, $10::boolean`
+
+// A run's fields after its numbers, as DIED_RUN and THIS_RUN give them.
+const RUN_FIELDS = 'claimed_at, occurrence, holder, finished_at, duration_ms, outcome, error, missed, catch_up'
+
+const HISTORY_ROW = `job_name, run_number, failure_number, ${RUN_FIELDS}`
+
+/**
+ * The outcome record that also writes the run to the history and trims the job's rows there, in
+ * one statement; fenced on the claim as {@link recordOutcomeSql} is. `$7` the holder, `$8` the
+ * occurrence (ISO text), `$9` the missed count, `$10` whether it was a catch-up, `$11` and `$12`
+ * how many runs, and runs not ok, to keep; `$13`–`$15` the job's run number, number of runs not ok
+ * and trimmed number, as its claim returned them. A job's runs are numbered as they are written,
+ * and its runs not ok among themselves too, so the trim finds what to drop by number: its cost
+ * does not grow with the job's age. Writes no row once another claim replaced this one (see
+ * lateRunSql).
+ *
+ * `full`: the run was not ok, its claim said claims died before it, or the row has no numbers yet
+ * (a new job, a row made again: they go on from its history). It also writes the runs of the claims
+ * that died, as `unfinished` (or as they ended late), and drops the failures they push out of the
+ * last `$12`. Without, the statement almost every run sends: an ok run's row, and the run that
+ * leaves the last `$11`.
+ */
+export function recordRunSql(table: string, full: boolean): string {
   const t = quoteTable(table)
   const h = quoteTable(historyTableOf(table))
-  const newest = (where: string, keep: string, written: string) =>
-    `(SELECT kept.claimed_at FROM ${h} AS kept WHERE kept.job_name = $1::text${where}
-    ORDER BY kept.claimed_at DESC OFFSET greatest(${keep} - (SELECT count(*) FROM "runs written"${written}), 0) LIMIT 1)`
-  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
-"run claims" AS MATERIALIZED (
-  SELECT lease.${UNRECORDED} AS unrecorded FROM ${t} AS lease
-  WHERE lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}),
+  const set = (numbered: string, failed: string) => `UPDATE ${t} AS lease
+  SET ${OUTCOME_SET.replace(/\n {2}/g, '\n    ')},${full ? `\n    ${UNRECORDED} = NULL,` : ''}
+    run_number = ${numbered},
+    failed_runs = ${failed},
+    runs_trimmed = greatest(${full ? 'before.trimmed' : '$15::bigint'}, ${numbered} - $11::integer)
+  FROM "db clock" AS clock${full ? ', "runs before" AS before' : ''}
+  WHERE ${RECORD_FENCE}`
+  // The runs that leave the last $11 now (more, once, when keep was lowered): dropped, but for
+  // those among the last $12 not ok.
+  const trim = (trimmed: string, numbered: string, failed: string) => `DELETE FROM ${h} AS run
+  WHERE EXISTS (SELECT FROM "run recorded") AND run.job_name = $1::text
+    AND run.run_number > ${trimmed} AND run.run_number <= ${numbered} - $11::integer
+    AND (run.failure_number IS NULL OR run.failure_number <= ${failed} - $12::integer)`
+  if (!full) {
+    return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
 "run recorded" AS (
-${update.replace(/^/gm, '  ')}
-  RETURNING true AS fenced),
--- Moved to the history only by the run the lease row still names: any other is no longer its claim.
-"runs died" AS (
-  SELECT ${UNRECORDED_FIELDS}
-  FROM "run claims" AS before, "run recorded", jsonb_array_elements(coalesce(before.unrecorded, '[]')) AS run),
-"runs written" AS (
-  INSERT INTO ${h} AS run (job_name, claimed_at, occurrence, holder, finished_at, duration_ms, outcome, error, missed, catch_up)
-  SELECT $1::text, ${fromIsoText('$2')}, ${fromIsoText('$8')}, $7::text, clock.at, $3::float8, coalesce($4::text, 'unknown'),
-    $5::text, $9::bigint, $10::boolean
-  FROM "db clock" AS clock
-  WHERE $11::integer > 0
-  UNION ALL
-  SELECT $1::text, died.claimed_at, died.occurrence, died.holder, NULL, NULL, 'unfinished', NULL, died.missed, false
-  FROM "runs died" AS died
-  WHERE $11::integer > 0
-  -- A run its successor took for dead, ending after all, is recorded as it ended.
-  ON CONFLICT (job_name, claimed_at) DO UPDATE
-  SET finished_at = EXCLUDED.finished_at, duration_ms = EXCLUDED.duration_ms, outcome = EXCLUDED.outcome,
-    error = EXCLUDED.error
-  WHERE run.outcome = 'unfinished' AND EXCLUDED.outcome <> 'unfinished'
-  RETURNING run.outcome <> 'ok' AS failed),
-"runs cut" AS (
-  SELECT ${newest('', '$11::integer', '')} AS every_run,
-    ${newest(" AND kept.outcome <> 'ok'", '$12::integer', ' WHERE failed')} AS failed_run)
-DELETE FROM ${h} AS run
-USING "runs cut" AS cut
-WHERE $11::integer > 0 AND run.job_name = $1::text AND run.claimed_at <= cut.every_run
-  AND (run.outcome = 'ok' OR run.claimed_at <= cut.failed_run)`
+  ${set('$13::bigint + 1', '$14::bigint')}
+  RETURNING true),
+"runs trimmed" AS (
+  ${trim('$15::bigint', '$13::bigint + 1', '$14::bigint')})
+INSERT INTO ${h} (${HISTORY_ROW})
+SELECT $1::text, $13::bigint + 1, NULL, ${THIS_RUN}
+FROM "run recorded" CROSS JOIN "db clock" AS clock`
+  }
+  const kept = (column: string) => `(SELECT max(run.${column}) FROM ${h} AS run WHERE run.job_name = $1::text)`
+  const after = {
+    numbered: '(SELECT max(written.run_number) FROM "runs written" AS written)',
+    failed: '(SELECT coalesce(max(written.failure_number), before.failed) FROM "runs written" AS written)',
+  }
+  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
+-- Locked first, so that a late run's outcome written into its entry (lateRunSql) is read. Numbers
+-- the row has none of yet go on from the history.
+"runs before" AS MATERIALIZED (
+  SELECT coalesce($13::bigint, ${kept('run_number')}, 0) AS numbered,
+    coalesce($14::bigint, ${kept('failure_number')}, 0) AS failed,
+    coalesce($15::bigint, 0) AS trimmed, lease.${UNRECORDED} AS died
+  FROM ${t} AS lease
+  WHERE ${RECORD_FENCE}
+  FOR UPDATE),
+-- The runs of the claims that died, numbered in the order they were claimed, then this run; each
+-- run not ok numbered among them too.
+"runs written" (run_number, failure_number, ${RUN_FIELDS}) AS MATERIALIZED (
+  SELECT run.run_number,
+    CASE WHEN run.outcome <> 'ok' THEN before.failed + count(*) FILTER (WHERE run.outcome <> 'ok') OVER (ORDER BY run.run_number) END,
+    ${RUN_FIELDS.replace(/\w+/g, 'run.$&')}
+  FROM "runs before" AS before CROSS JOIN (
+    SELECT before.numbered + died.ordinal, ${DIED_RUN}
+    FROM "runs before" AS before CROSS JOIN jsonb_array_elements(before.died) WITH ORDINALITY AS died (run, ordinal)
+    UNION ALL
+    SELECT before.numbered + 1 + coalesce(jsonb_array_length(before.died), 0), ${THIS_RUN}
+    FROM "runs before" AS before CROSS JOIN "db clock" AS clock
+  ) AS run (run_number, ${RUN_FIELDS})),
+"run recorded" AS (
+  ${set(after.numbered, after.failed)}
+  RETURNING lease.run_number, lease.failed_runs),
+"runs trimmed" AS (
+  ${trim('(SELECT trimmed FROM "runs before")', '(SELECT run_number FROM "run recorded")', '(SELECT failed_runs FROM "run recorded")')}),
+-- The runs not ok kept from before, past the last $12 now.
+"failures trimmed" AS (
+  DELETE FROM ${h} AS run
+  WHERE run.job_name = $1::text AND run.failure_number <= (SELECT failed_runs FROM "run recorded") - $12::integer
+    AND run.run_number <= (SELECT trimmed FROM "runs before"))
+INSERT INTO ${h} (${HISTORY_ROW})
+SELECT $1::text, written.* FROM "runs written" AS written`
+}
+
+/**
+ * A run whose record matched no row: another claim replaced its claim before it finished. Its
+ * outcome goes where that claim keeps it (`$1`–`$5` as the record's): `'unrecorded'`, into its entry
+ * in unrecorded_claims while the replacing claim's own run is not recorded yet (the record that
+ * writes it then writes this run as it ended); else `'history'`, into its row there, written as
+ * `unfinished`. A claim that keeps no history kept none: then neither matches a row.
+ */
+export function lateRunSql(table: string, where: 'unrecorded' | 'history'): string {
+  const claim = fromIsoText('$2')
+  if (where === 'history') {
+    return `UPDATE ${quoteTable(historyTableOf(table))} AS run
+SET finished_at = clock_timestamp(), duration_ms = $3::float8, outcome = coalesce($4::text, 'unknown'), error = $5::text,
+  failure_number = CASE WHEN $4::text = 'ok' THEN NULL ELSE run.failure_number END
+WHERE run.job_name = $1::text AND run.claimed_at = ${claim} AND run.outcome = 'unfinished'`
+  }
+  const ended = `jsonb_build_object('finished_at', clock_timestamp(), 'duration_ms', $3::float8,
+        'outcome', coalesce($4::text, 'unknown'), 'error', $5::text)`
+  return `UPDATE ${quoteTable(table)} AS lease
+SET ${UNRECORDED} = (
+  SELECT jsonb_agg(CASE WHEN (died.run->>'claimed_at')::timestamptz = ${claim} THEN died.run || ${ended} ELSE died.run END
+    ORDER BY died.ordinal)
+  FROM jsonb_array_elements(lease.${UNRECORDED}) WITH ORDINALITY AS died (run, ordinal))
+WHERE lease.job_name = $1::text AND lease.claimed_at IS DISTINCT FROM lease.last_started_at
+  AND EXISTS (SELECT FROM jsonb_array_elements(lease.${UNRECORDED}) AS died (run)
+    WHERE (died.run->>'claimed_at')::timestamptz = ${claim})`
 }
 
 /** Every lease, in byte order, judged by one clock read. */
@@ -458,9 +554,9 @@ export function listLeasesSql(table: string, shape: Shape): string {
   const current = shape === 'current'
   const nextDue = current ? dueAfterPause('lease.next_due_at', every) : 'NULL::timestamptz'
   const dueAt = current ? dueAfterPause(base, every) : 'NULL::timestamptz'
-  // The end of a pause that has passed, while it still sets the due time.
+  // The end of a pause that has passed, until the job is claimed again.
   const resumedAt = current
-    ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > ${base} THEN ${isoText('lease.paused_until')} END`
+    ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > lease.claimed_at THEN ${isoText('lease.paused_until')} END`
     : 'NULL::text'
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT lease.job_name,
@@ -525,7 +621,8 @@ const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM
  * Pauses a job; a running tick's renews then fail; `$4` the longest wait for the row lock, in ms.
  * A new pause first settles what was missed before it began (settle): the occurrences already due
  * and unclaimed are counted as missed now, and the job is next due at its first occurrence after
- * now, so that only those falling due while it is paused are skipped. Current shape only.
+ * now. A pause with an end then moves that due time to the first occurrence at or after the end, so
+ * that those falling due while it holds are skipped, not missed. Current shape only.
  */
 export function pauseSql(table: string): string {
   const every = 'nullif(lease.every_ms, 0)'
@@ -543,23 +640,26 @@ pause AS MATERIALIZED (
     ELSE 'infinity'::timestamptz END AS until
   FROM clock),
 settle AS MATERIALIZED (
-  SELECT due.missed, due.at + due.steps - lease.next_due_at AS shift
-  FROM locked AS lease CROSS JOIN clock CROSS JOIN LATERAL (
-    SELECT at, coalesce(floor(extract(epoch FROM clock.at - at) * 1000 / ${every}) + 1, 1)::bigint AS missed,
-      coalesce((floor(extract(epoch FROM clock.at - at) * 1000 / ${every}) + 1) * ${every} * interval '1 millisecond',
-        clock.at - at) AS steps
-    FROM (SELECT ${dueAfterPause('lease.next_due_at', every)} AS at) AS due) AS due
-  WHERE NOT ${pauseHolds('lease')} AND due.at <= clock.at),
+  SELECT coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}) + 1, 1)::bigint AS missed,
+    coalesce((floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}) + 1) * ${every} * interval '1 millisecond',
+      clock.at - lease.next_due_at) AS shift
+  FROM locked AS lease CROSS JOIN clock
+  WHERE NOT ${pauseHolds('lease')} AND lease.next_due_at <= clock.at),
+moved AS MATERIALIZED (
+  SELECT coalesce(settle.shift, interval '0') + CASE WHEN isfinite(pause.until) AND pause.until > due.at
+      THEN ${toFirstDue('due.at', 'pause.until', every)} ELSE interval '0' END AS shift
+  FROM locked AS lease CROSS JOIN pause LEFT JOIN settle ON true
+    CROSS JOIN LATERAL (SELECT lease.next_due_at + coalesce(settle.shift, interval '0') AS at) AS due),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
   SET claim_until = ${claimEnd('lease')},
     lease_until = GREATEST(${claimEnd('lease')}, pause.until),
     paused_until = pause.until,
-    next_due_at = lease.next_due_at + coalesce(settle.shift, interval '0'),
-    next_occurrence = lease.next_occurrence + coalesce(settle.shift, interval '0'),
+    next_due_at = lease.next_due_at + coalesce(moved.shift, interval '0'),
+    next_occurrence = lease.next_occurrence + coalesce(moved.shift, interval '0'),
     missed_occurrences = CASE WHEN settle.missed IS NULL THEN lease.missed_occurrences
       ELSE coalesce(lease.missed_occurrences, 0) + settle.missed END
-  FROM clock CROSS JOIN pause LEFT JOIN settle ON true
+  FROM clock CROSS JOIN pause LEFT JOIN settle ON true LEFT JOIN moved ON true
   WHERE lease.job_name = $1::text AND pause.until > clock.at
   ${adminReturning('current')})
 SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS clock_at, ${restoreLockTimeout}
@@ -567,19 +667,26 @@ FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
 }
 
 /**
- * Ends a job's pause; a claim's own lease (claim_until) runs to its end. The end stays in
- * paused_until, as a pause that lapses leaves it, so the slots it covered are not counted as
- * missed (see dueAfterPause). `$2` the longest wait for the row lock, in ms. Current shape only.
+ * Ends a job's pause; a claim's own lease (claim_until) runs to its end. The job is next due at its
+ * first occurrence at or after now (earlier than the end a pause set, when resumed before it), and
+ * the end stays in paused_until, as a pause that lapses leaves it. `$2` the longest wait for the row
+ * lock, in ms. Current shape only.
  */
 export function resumeSql(table: string): string {
+  const every = 'nullif(lease.every_ms, 0)'
   return `WITH ${lockedClock(table, '$2')},
-before AS MATERIALIZED (SELECT ${pauseHolds('lease')} AS was_paused FROM locked AS lease, clock),
+before AS MATERIALIZED (
+  SELECT ${pauseHolds('lease')} AS was_paused,
+    CASE WHEN ${pauseHolds('lease')} THEN ${toFirstDue('lease.next_due_at', 'clock.at', every)} END AS shift
+  FROM locked AS lease, clock),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
   SET paused_until = CASE WHEN lease.paused_until > clock.at THEN clock.at ELSE lease.paused_until END,
     lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, GREATEST(${claimEnd('lease')}, clock.at))
-      ELSE lease.lease_until END
-  FROM clock
+      ELSE lease.lease_until END,
+    next_due_at = lease.next_due_at + coalesce(before.shift, interval '0'),
+    next_occurrence = lease.next_occurrence + coalesce(before.shift, interval '0')
+  FROM clock LEFT JOIN before ON true
   WHERE lease.job_name = $1::text
   ${adminReturning('current')})
 SELECT changed.*, coalesce(before.was_paused, false) AS was_paused, ${restoreLockTimeout}
@@ -632,8 +739,8 @@ export function tableFactsSql(): string {
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND NOT attisdropped
     AND attname = ANY ($2::text[]))::int = cardinality($2::text[]) AS current,
-  to_regclass($3::text) IS NOT NULL AND EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1::text)
-    AND NOT attisdropped AND attname = '${UNRECORDED}') AS history,
+  to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text)
+    AND NOT attisdropped AND attname IN (${HISTORY_COLUMNS.map(([name]) => `'${name}'`).join(', ')})) = ${HISTORY_COLUMNS.length} AS history,
   ${isoText('clock_timestamp()')} AS checked_at`
 }
 
@@ -644,7 +751,7 @@ export function tableFactsParams(table: string): unknown[] {
 
 /**
  * The runs of every job (`$1` null) or one, newest first, before `$2` (ISO text; null: all), at
- * most `$3`. A run that died is read from the lease row until a recorded run moves it: each claim
+ * most `$3`. A run that died is read from the lease row until a recorded run writes it: each claim
  * the row keeps, and its own claim once that claim's lease has ended unrecorded.
  */
 export function listRunsSql(table: string): string {
@@ -658,10 +765,9 @@ export function listRunsSql(table: string): string {
     run.error, run.missed, run.catch_up
   FROM ${h} AS run
   UNION ALL
-  SELECT died.job_name, died.claimed_at, died.occurrence, died.holder, NULL, NULL, 'unfinished', NULL, died.missed, false
-  FROM (SELECT lease.job_name, ${UNRECORDED_FIELDS}
-    FROM ${t} AS lease CROSS JOIN jsonb_array_elements(coalesce(lease.${UNRECORDED}, '[]')) AS run) AS died
-  WHERE NOT EXISTS (SELECT FROM ${h} AS listed WHERE listed.job_name = died.job_name AND listed.claimed_at = died.claimed_at)
+  SELECT lease.job_name, ${DIED_RUN}
+  FROM ${t} AS lease CROSS JOIN jsonb_array_elements(lease.${UNRECORDED}) AS died (run)
+  WHERE ${unlisted("(died.run->>'claimed_at')::timestamptz")}
   UNION ALL
   SELECT lease.job_name, lease.claimed_at, lease.last_occurrence, lease.holder, NULL, NULL, 'unfinished', NULL,
     coalesce(lease.last_missed, 0), false

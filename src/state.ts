@@ -4,13 +4,28 @@
  * statements built and warnings given per table, and accepted job names.
  */
 import { createHash } from 'node:crypto'
-import { catchUpSql, claimSql, probeSql, recordOutcomeSql, renewSql, type Shape, tableFactsSql } from './sql.js'
+import {
+  catchUpSql,
+  claimSql,
+  probeSql,
+  recordOutcomeSql,
+  recordRunSql,
+  renewSql,
+  type Shape,
+  tableFactsSql,
+} from './sql.js'
 
 /** A statement's text and its prepared name, one per text, so a connection never runs another text under it. */
 export type Statement = { readonly text: string; readonly name: string }
 
-/** The hot statements of one table of one shape, with the run history or without; `probe`, `catchUp` and `record` are the current shape's. */
-export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record']: Statement }
+/**
+ * The hot statements of one table of one shape, for a claimant that keeps a history or not; all but `claim`
+ * and `renew` are the current shape's. `record` writes the lease row alone; with the history,
+ * `recordRun` also writes an ok run's row to it, and `recordRunFull` any other's (recordRunSql).
+ */
+export type Statements = {
+  readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun' | 'recordRunFull']: Statement
+}
 
 /** How many tables are remembered at once, per handle and process-wide. */
 const TABLES = 100
@@ -22,17 +37,19 @@ export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
 const built = new Map<string, Statements>()
 
-/** The statements for `table` of `shape`, built on first use. */
-export function statementsOf(table: string, shape: Shape, history = false): Statements {
-  const key = `${shape}:${history}:${table}`
+/** The statements for `table` of `shape`, built on first use; `keeps` as claimSql's. */
+export function statementsOf(table: string, shape: Shape, keeps = false): Statements {
+  const key = `${shape}:${keeps}:${table}`
   return (
     built.get(key) ??
     remember(built, key, {
       probe: statement(probeSql(table)),
-      claim: statement(claimSql(table, shape, history)),
-      catchUp: statement(catchUpSql(table, history)),
+      claim: statement(claimSql(table, shape, keeps)),
+      catchUp: statement(catchUpSql(table, keeps)),
       renew: statement(renewSql(table, shape)),
-      record: statement(recordOutcomeSql(table, history)),
+      record: statement(recordOutcomeSql(table)),
+      recordRun: statement(recordRunSql(table, false)),
+      recordRunFull: statement(recordRunSql(table, true)),
     })
   )
 }

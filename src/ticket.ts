@@ -59,6 +59,14 @@ export interface Ticket {
   readonly intervalMs: number | null
   /** Won by catchUp: the history says so. */
   readonly catchUp: boolean
+  /** The claim said claims died before it: its record writes their runs too. */
+  readonly unrecorded: boolean
+  /**
+   * The job's run number, runs not ok and trimmed number, as its claim returned them from the row
+   * (recordRunSql's `$13`–`$15`), which nothing but this run's record changes before it; null when
+   * the row has none yet.
+   */
+  readonly runNumbers: readonly [unknown, unknown, unknown] | null
 }
 
 /** The ticket of a won claim or catch-up, from its reply's row and the slot it named. */
@@ -82,7 +90,15 @@ export function wonTicket(
     missed: countOf(row?.missed),
     intervalMs: Number.isFinite(intervalMs) && intervalMs > 0 ? intervalMs : (slot?.intervalMs ?? null),
     catchUp,
+    unrecorded: row?.unrecorded === true,
+    runNumbers: numbered(row) ? [row.run_number, row.failed_runs, row.runs_trimmed] : null,
   }
+}
+
+// Sent back as they came (most drivers read a bigint as text): a number or bigint also casts.
+function numbered(row: Record<string, unknown> | undefined): row is Record<string, unknown> {
+  const number = (value: unknown) => typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint'
+  return number(row?.run_number) && number(row?.failed_runs) && number(row?.runs_trimmed)
 }
 
 // Most drivers send a bigint as text.

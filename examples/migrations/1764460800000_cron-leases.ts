@@ -7,5 +7,6 @@ export const up = (pgm: MigrationBuilder): void => {
 
 // Dropping the table forgets every lease: replicas may then run the current occurrence again.
 export const down = (pgm: MigrationBuilder): void => {
+  pgm.dropTable('cron_leases_runs')
   pgm.dropTable('cron_leases')
 }

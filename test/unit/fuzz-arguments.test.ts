@@ -378,20 +378,20 @@ describe('fuzzed arguments: a TypeError before any query, or the probe and one c
             pool.probes.map((call) => [call.text, call.params]),
             [[probeSql(table), [args.jobName, occurrence]]],
           )
-          // The claim's nine parameters: a named occurrence is what the claim is keyed on (without
-          // one, NULL: the lease decides alone), the tolerance is the option or 10% of the lease, the
-          // interval the declared one or the gap to the next occurrence, and last whether this
-          // claimant keeps the history (it records, and history is not false).
+          // The claim's eight parameters: a named occurrence is what the claim is keyed on (without
+          // one, NULL: the lease decides alone), the tolerance is the option or 10% of the lease, and
+          // the interval the declared one or the gap to the next occurrence. A claimant that keeps
+          // the history (it records, and history is not false) sends the claim that keeps it.
           const params = pool.calls[0]!.params
-          assert.equal(pool.calls[0]!.text, claimSql(table, 'current', true))
-          assert.equal(params.length, 9)
+          const keeps = opts.record !== false && opts.history !== false
+          assert.equal(pool.calls[0]!.text, claimSql(table, 'current', keeps))
+          assert.equal(params.length, 8)
           const next = instantOf(opts.nextOccurrence) ?? null
           const gap = declaredGap(opts)
           const tolerance = isNone(opts.clockToleranceMs)
             ? Math.floor(Math.round(args.leaseMs as number) / 10)
             : Math.round(opts.clockToleranceMs as number)
           assert.deepEqual([params[3], params[4], params[7]], [occurrence, tolerance, gap])
-          assert.equal(params[8], opts.record !== false && opts.history !== false)
           if (next !== null) assert.equal(params[6], next)
           else if (typeof opts.everyMs !== 'number') assert.deepEqual([params[5], params[6]], [null, null])
           else if (occurrence !== null) {

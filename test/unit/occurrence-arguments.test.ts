@@ -97,7 +97,7 @@ describe('which claim each call sends', () => {
     assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', null] }])
     const [claim] = claims(db.calls)
     assert.equal(claim!.text, claimSql(table, 'current', true))
-    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null, true])
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null])
   })
 
   test('on a table of the original shape, the original statement with the same three values as before', async () => {
@@ -121,7 +121,7 @@ describe('which claim each call sends', () => {
     assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', OCCURRENCE_MS] }])
     const [claim, record] = db.calls
     assert.equal(claim!.text, claimSql(table, 'current', true))
-    assert.equal(claim!.params.length, 9)
+    assert.equal(claim!.params.length, 8)
     const [job, lease, holder, occurrence, tolerance, nextInMs, next, intervalMs] = claim!.params as number[]
     assert.deepEqual(
       [job, lease, holder, occurrence, tolerance, next, intervalMs],
@@ -262,7 +262,7 @@ describe('a win or a dead heat leaves the probe out of the next three claims thr
     assert.equal(db.probes.length, 2, 'and that win left it out again')
     assert.deepEqual(
       db.calls.map((c) => [c.text, c.params.length]),
-      Array.from({ length: 7 }, () => [claimSql(table, 'current', true), 9]),
+      Array.from({ length: 7 }, () => [claimSql(table, 'current'), 8]),
       'every call sent the claim itself, with or without the probe before it',
     )
   })
@@ -465,7 +465,7 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
   test('by hand, and nothing at all', async () => {
     assert.equal((await occurrenceSent({ occurrence: OCCURRENCE }))[3], OCCURRENCE_MS)
     for (const nothing of [undefined, 'a string a scheduler passed', 42, new Proxy({ occurrence: OCCURRENCE }, {})]) {
-      assert.deepEqual((await occurrenceSent(nothing)).slice(3), [null, 100, null, null, null, true], String(nothing))
+      assert.deepEqual((await occurrenceSent(nothing)).slice(3), [null, 100, null, null, null], String(nothing))
     }
   })
 })
@@ -494,7 +494,7 @@ describe("leasedTick's catch-up can be waited for", () => {
     assert.deepEqual(await caught.caughtUp, { ran: true, result: 7 })
     const [claim] = claims(current.calls)
     assert.equal(claim!.text, catchUpSql(table, true))
-    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, 5000, null, null, 60_000, true])
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, 5000, null, null, 60_000])
     assert.deepEqual(current.probes, [])
     // Only a catch-up's reply names its occurrence and an interval (the table's, none being declared):
     // the run takes both from it.

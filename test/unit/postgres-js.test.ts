@@ -105,8 +105,8 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
       [[probeSql('cron_leases'), ['job', null]]],
     )
     assert.equal(sql.calls.length, 1)
-    assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'current', true))
-    assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null, false])
+    assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'current'))
+    assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null])
     assert.equal(sql.facts.length, 1)
     assert.deepEqual(sql.facts[0]!.params, ['"cron_leases"', CURRENT_COLUMN_NAMES, '"cron_leases_runs"'])
     assert.ok(Array.isArray((sql.facts[0]!.params as unknown[])[1]), 'the column names go as one array parameter')

@@ -58,7 +58,7 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
     assert.equal(db.calls.length, 2)
     assert.ok(isRecord(db.calls[1]!))
     assert.equal(db.calls[0]!.text, claimSql('a.b', 'current', true))
-    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null, true])
+    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null])
     assert.equal(db.facts.length, 1, "the table's facts were read once, at the first call")
   })
 

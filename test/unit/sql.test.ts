@@ -15,8 +15,10 @@ import {
   catchUpSql,
   claimSql,
   fenceSql,
+  lateRunSql,
   probeSql,
   recordOutcomeSql,
+  recordRunSql,
   releaseSavepointSql,
   renewSql,
   rollbackToSavepointSql,
@@ -33,7 +35,11 @@ const statements = {
   'original claim': claimSql('cron_leases', 'original'),
   'current renew': renewSql('cron_leases', 'current'),
   'original renew': renewSql('cron_leases', 'original'),
-  record: recordOutcomeSql('cron_leases', true),
+  record: recordOutcomeSql('cron_leases'),
+  'run record': recordRunSql('cron_leases', false),
+  'failures record': recordRunSql('cron_leases', true),
+  'late run, unrecorded': lateRunSql('cron_leases', 'unrecorded'),
+  'late run, history': lateRunSql('cron_leases', 'history'),
   facts: tableFactsSql(),
 }
 
@@ -58,9 +64,10 @@ describe('the SQL reads the database clock and nothing else', () => {
     assert.deepEqual(
       db.calls.map((c) => c.params),
       [
-        ['job', 1000, 'h', null, 100, null, null, null, true],
+        ['job', 1000, 'h', null, 100, null, null, null],
         ['job', 1000, TOKEN, false],
-        ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null, 'h', null, 0, false, 100, 20],
+        // The claim returned no run numbers (a new row): the record goes on from the history.
+        ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null, 'h', null, 0, false, 100, 20, null, null, null],
       ],
     )
     assert.deepEqual(

@@ -177,10 +177,10 @@ describe('null options, an empty or null holder and a null logger mean the defau
     assert.deepEqual(
       db.calls.filter((c) => !isRecord(c)).map((c) => c.params),
       [
-        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, true],
-        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, true],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null],
         // The coordinator keys its claim on the slot in node-cron's key; the tolerance is 10% of the lease.
-        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null, true],
+        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null],
       ],
     )
     assert.ok(db.calls.filter((c) => !isRecord(c)).every((c) => c.text === claimSql('cron_leases', 'current', true)))
@@ -230,10 +230,10 @@ describe('null options, an empty or null holder and a null logger mean the defau
     await withCronLease(db, 'job', 1000, tick, none)
     await leasedTick(db, 'job', 1000, tick, { everyMs: null, clockToleranceMs: null } as never)()
     const [claim, record, bare] = db.calls
-    assert.deepEqual(claim!.params.slice(3), [Date.parse('2026-12-01T09:00:00Z'), 100, null, null, null, true])
+    assert.deepEqual(claim!.params.slice(3), [Date.parse('2026-12-01T09:00:00Z'), 100, null, null, null])
     assert.ok(isRecord(record!))
     assert.equal(record!.params[5], null, 'no interval is recorded as declared')
-    assert.deepEqual(bare!.params.slice(3), [null, 100, null, null, null, true])
+    assert.deepEqual(bare!.params.slice(3), [null, 100, null, null, null])
     assert.equal(db.calls.length, 4)
   })
 

@@ -9,7 +9,7 @@ import type pg from 'pg'
 import postgres from 'postgres'
 import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { fromPostgresJs, quoteTable, withCronLease } from '../../../src/index.ts'
-import { claimSql, probeSql, recordOutcomeSql, renewSql } from '../../../src/sql.ts'
+import { claimSql, probeSql, recordRunSql, renewSql } from '../../../src/sql.ts'
 
 let pool: pg.Pool
 let sql: postgres.Sql
@@ -113,7 +113,7 @@ describe("fromPostgresJs prepares exactly when the postgres.js instance's prepar
             ? [
                 probeSql(table),
                 claimSql(table, 'current', true),
-                recordOutcomeSql(table, true),
+                recordRunSql(table, true),
                 renewSql(table, 'current'),
               ].sort()
             : [],

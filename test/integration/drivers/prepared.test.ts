@@ -28,7 +28,7 @@ import {
   type RenewMessage,
   withCronLease,
 } from '../../../src/index.ts'
-import { claimSql, probeSql, recordOutcomeSql, renewSql } from '../../../src/sql.ts'
+import { claimSql, probeSql, recordRunSql, renewSql } from '../../../src/sql.ts'
 import { handleState } from '../../../src/state.ts'
 import { finished } from '../../helpers/child.ts'
 import { runsTable } from '../../helpers/occurrences.ts'
@@ -60,12 +60,15 @@ async function preparedTexts(db: pg.Pool | pg.Client): Promise<string[]> {
 
 /**
  * What a connection holds after {@link claimRenewBeatLose}: four texts, not five, as the beat sends
- * the renew's text, and the loss stops at the probe the win had already prepared.
+ * the renew's text, and the loss stops at the probe the win had already prepared. A job's first
+ * run is recorded by the record that numbers its runs from the history (recordRunSql's `full`).
  */
 const hot = (t: string) =>
-  [probeSql(t), claimSql(t, 'current', true), recordOutcomeSql(t, true), renewSql(t, 'current')].sort()
-/** What a connection holds after one won claim: the probe that found the lease free, the claim, its outcome record. */
-const afterWin = (t: string) => [probeSql(t), claimSql(t, 'current', true), recordOutcomeSql(t, true)].sort()
+  [probeSql(t), claimSql(t, 'current', true), recordRunSql(t, true), renewSql(t, 'current')].sort()
+/** What a connection holds after a job's first won claim: the probe that found the lease free, the claim, its record. */
+const afterFirstWin = (t: string) => [probeSql(t), claimSql(t, 'current', true), recordRunSql(t, true)].sort()
+/** And after more: the record of a run after the job's first, too. */
+const afterWins = (t: string) => [...afterFirstWin(t), recordRunSql(t, false)].sort()
 
 /** Resolves at the next keep-alive beat of `jobName` that renewed (bounded). */
 function nextBeat(jobName: string): Promise<void> {
@@ -159,7 +162,7 @@ describe('with pg and the default options, the hot statements are prepared', () 
         // in 100 rounds each claimant found it free at least once.
         assert.ok(texts.includes(claimSql(raceTable, 'current', true)), 'each claimant sent the prepared claim')
         assert.ok(
-          texts.every((text) => afterWin(raceTable).includes(text)),
+          texts.every((text) => afterWins(raceTable).includes(text)),
           'and, having won, the outcome record',
         )
         assert.equal(handleState(c).unprepared, false)
@@ -275,7 +278,7 @@ describe('a refused prepared statement on a direct connection is retried as plai
       try {
         const held = nextJob()
         assert.equal((await withCronLease(client, held, HOUR, () => 1, { table })).ran, true)
-        assert.deepEqual(await preparedTexts(client), afterWin(table))
+        assert.deepEqual(await preparedTexts(client), afterFirstWin(table))
         // pg still believes the claim, the first statement of either call after a win, is prepared,
         // so it sends only Bind and Execute: the server answers 26000 (prepared statement does not exist).
         await client.query('DEALLOCATE ALL')

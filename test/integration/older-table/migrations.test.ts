@@ -49,7 +49,7 @@ async function claimTwice(db: Parameters<typeof withCronLease>[0]) {
 }
 
 describe('the lease table can be created and dropped by the migration tools people use', () => {
-  test('node-pg-migrate: up creates cron_leases from the exported DDL, a lease is claimed, down drops it', async () => {
+  test('node-pg-migrate: up creates cron_leases from the exported DDL, a lease is claimed, down drops it and its history', async () => {
     const databaseUrl = await freshDatabase()
     const options = { databaseUrl, dir: fixtures('node-pg-migrate'), migrationsTable: 'pgmigrations', log() {} }
     const up = await runner({ ...options, direction: 'up' })
@@ -66,12 +66,13 @@ describe('the lease table can be created and dropped by the migration tools peop
       const down = await runner({ ...options, direction: 'down' })
       assert.equal(down.length, 1)
       assert.equal(await tableExists(pool, 'cron_leases'), false)
+      assert.equal(await tableExists(pool, 'cron_leases_runs'), false, 'its history goes with it')
     } finally {
       await pool.end()
     }
   })
 
-  test('Knex migrations: latest creates cron_leases, a lease is claimed through knex, down drops it', async () => {
+  test('Knex migrations: latest creates cron_leases, a lease is claimed through knex, down drops it and its history', async () => {
     const knex = knexFactory({
       client: 'pg',
       connection: await freshDatabase(),
@@ -87,8 +88,10 @@ describe('the lease table can be created and dropped by the migration tools peop
       ])
       const [, reverted] = await knex.migrate.down()
       assert.deepEqual(reverted, ['20251130000000_cron_leases.ts'])
-      const { rows } = await knex.raw("SELECT to_regclass('cron_leases') IS NOT NULL AS present")
-      assert.deepEqual(rows, [{ present: false }])
+      const { rows } = await knex.raw(
+        "SELECT to_regclass('cron_leases') IS NOT NULL AS present, to_regclass('cron_leases_runs') IS NOT NULL AS history",
+      )
+      assert.deepEqual(rows, [{ present: false, history: false }])
     } finally {
       await knex.destroy()
     }

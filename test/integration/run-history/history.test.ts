@@ -143,6 +143,42 @@ describe('each run is one row, with the right fields', () => {
     )
     assert.equal(await storedRows(name), 2)
   })
+  test('a run that ends after its successor claimed, before that run is recorded, is written as it ended, once', async () => {
+    const name = nextJob()
+    let finishSlow!: () => void
+    let finishNext!: () => void
+    const slow = withCronLease(pool, name, 200, () => new Promise<void>((resolve) => (finishSlow = resolve)), {
+      table,
+      holder: 'slow',
+    })
+    await waitFor(() => finishSlow !== undefined)
+    await expireLease(pool, table, name)
+    const next = withCronLease(pool, name, 60_000, () => new Promise<void>((resolve) => (finishNext = resolve)), {
+      table,
+      holder: 'next',
+    })
+    await waitFor(() => finishNext !== undefined)
+    finishSlow()
+    await slow
+    assert.equal(await storedRows(name), 0, 'the late outcome waits in the lease row for the next record')
+    assert.deepEqual(
+      (await runsOf(name)).map((r) => [r.holder, r.outcome, r.finishedAt !== null]),
+      [['slow', 'ok', true]],
+      'listed as it ended, not as unfinished',
+    )
+    finishNext()
+    await next
+    const runs = await runsOf(name)
+    assert.deepEqual(
+      runs.map((r) => [r.holder, r.outcome]),
+      [
+        ['next', 'ok'],
+        ['slow', 'ok'],
+      ],
+    )
+    assert.ok(runs[1]!.durationMs !== null && runs[1]!.durationMs >= 0)
+    assert.equal(await storedRows(name), 2)
+  })
 })
 
 describe('a run that never finished is shown', () => {
@@ -325,6 +361,66 @@ describe('bounded per job when each row is written', () => {
     assert.ok(runs.length <= 15, `${runs.length} rows`)
     assert.equal(runs[0]!.error, 'Error: fail 29')
     assert.ok(runs.length >= 10, 'at least the last M failures')
+  })
+
+  test('the last N runs and the last M failures, however old: 6 failures then 10 runs leave 5 runs and 3 failures', async () => {
+    const name = nextJob()
+    const history = { keep: 5, keepFailed: 3 }
+    for (let i = 0; i < 16; i++) {
+      const outcome = withCronLease(pool, name, 1, () => (i < 6 ? Promise.reject(new Error(`fail ${i}`)) : i), {
+        table,
+        history,
+      })
+      await (i < 6 ? assert.rejects(outcome) : outcome)
+      await expireLease(pool, table, name)
+    }
+    assert.deepEqual(
+      (await runsOf(name)).map((r) => r.error ?? r.outcome),
+      ['ok', 'ok', 'ok', 'ok', 'ok', 'Error: fail 5', 'Error: fail 4', 'Error: fail 3'],
+    )
+  })
+
+  test('a lower keep trims the job to it at its next run; a lower keepFailed at its next failed run', async () => {
+    const name = nextJob()
+    const runOnce = async (history: { keep: number; keepFailed: number }, fail = false) => {
+      const outcome = withCronLease(pool, name, 1, () => (fail ? Promise.reject(new Error('failed')) : 1), {
+        table,
+        history,
+      })
+      await (fail ? assert.rejects(outcome) : outcome)
+      await expireLease(pool, table, name)
+    }
+    for (let i = 0; i < 4; i++) await runOnce({ keep: 2, keepFailed: 10 }, true)
+    for (let i = 0; i < 30; i++) await runOnce({ keep: 30, keepFailed: 10 })
+    assert.equal(await storedRows(name), 34)
+    await runOnce({ keep: 5, keepFailed: 10 })
+    assert.equal(await storedRows(name), 9, 'the last 5 runs and the 4 failures')
+    await runOnce({ keep: 5, keepFailed: 1 })
+    assert.equal(await storedRows(name), 9, 'failures stay until the next one fails')
+    await runOnce({ keep: 5, keepFailed: 1 }, true)
+    const runs = await runsOf(name)
+    assert.equal(runs.length, 5, 'the last 5 runs, the newest of them the one failure kept')
+    assert.deepEqual(
+      runs.map((r) => r.outcome),
+      ['error', 'ok', 'ok', 'ok', 'ok'],
+    )
+  })
+
+  test('a job whose lease row was deleted numbers its runs on from its history', async () => {
+    const name = nextJob()
+    for (let i = 0; i < 3; i++) {
+      await withCronLease(pool, name, 1, () => i, { table })
+      await expireLease(pool, table, name)
+    }
+    await pool.query(`DELETE FROM ${quoteTable(table)} WHERE job_name = $1`, [name])
+    const warnings: string[] = []
+    const logger = { warn: (m: string) => void warnings.push(m) }
+    for (let i = 0; i < 2; i++) {
+      await withCronLease(pool, name, 1, () => i, { table, logger })
+      await expireLease(pool, table, name)
+    }
+    assert.deepEqual(warnings, [])
+    assert.equal((await runsOf(name)).length, 5)
   })
 
   test('listRuns pages with before, newest first, and names the bad option', async () => {
