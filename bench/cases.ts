@@ -25,7 +25,11 @@ import {
 
 /** How long each part runs. */
 export interface Profile {
-  /** Calls of each single operation before anything is measured. */
+  /**
+   * Calls of each single operation before anything is measured: in the full run, at least
+   * WIN_JOBS, so every job of the winning cases has run once (a job's first run is recorded by the
+   * record that numbers its runs from the history, sent once per job).
+   */
   warmupOps: number
   /** How long the single operations are timed, round robin, one call of each case after another. */
   latencyMs: number
@@ -61,7 +65,7 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     historyWindow: 200,
   },
   full: {
-    warmupOps: 300,
+    warmupOps: 500,
     latencyMs: 45_000,
     workBlocks: 3,
     blockMs: 300,

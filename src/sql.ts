@@ -449,10 +449,10 @@ const HISTORY_ROW = `job_name, run_number, failure_number, ${RUN_FIELDS}`
 export function recordRunSql(table: string, full: boolean): string {
   const t = quoteTable(table)
   const h = quoteTable(historyTableOf(table))
-  const set = (numbered: string, failed: string) => `UPDATE ${t} AS lease
+  // In the lean record no run not ok is written: failed_runs stays.
+  const set = (numbered: string, failed?: string) => `UPDATE ${t} AS lease
   SET ${OUTCOME_SET.replace(/\n {2}/g, '\n    ')},${full ? `\n    ${UNRECORDED} = NULL,` : ''}
-    run_number = ${numbered},
-    failed_runs = ${failed},
+    run_number = ${numbered},${failed === undefined ? '' : `\n    failed_runs = ${failed},`}
     runs_trimmed = greatest(${full ? 'before.trimmed' : '$15::bigint'}, ${numbered} - $11::integer)
   FROM "db clock" AS clock${full ? ', "runs before" AS before' : ''}
   WHERE ${RECORD_FENCE}`
@@ -465,7 +465,7 @@ export function recordRunSql(table: string, full: boolean): string {
   if (!full) {
     return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
 "run recorded" AS (
-  ${set('$13::bigint + 1', '$14::bigint')}
+  ${set('$13::bigint + 1')}
   RETURNING true),
 "runs trimmed" AS (
   ${trim('$15::bigint', '$13::bigint + 1', '$14::bigint')})
@@ -511,8 +511,10 @@ FROM "run recorded" CROSS JOIN "db clock" AS clock`
   DELETE FROM ${h} AS run
   WHERE run.job_name = $1::text AND run.failure_number <= (SELECT failed_runs FROM "run recorded") - $12::integer
     AND run.run_number <= (SELECT trimmed FROM "runs before"))
+-- Not a run already past both the last $11 and the last $12 not ok (one of many that died in a row).
 INSERT INTO ${h} (${HISTORY_ROW})
-SELECT $1::text, written.* FROM "runs written" AS written`
+SELECT $1::text, written.* FROM "runs written" AS written CROSS JOIN "run recorded" AS recorded
+WHERE written.run_number > recorded.run_number - $11::integer OR written.failure_number > recorded.failed_runs - $12::integer`
 }
 
 /**

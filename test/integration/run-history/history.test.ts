@@ -255,6 +255,36 @@ describe('a run that never finished is shown', () => {
     )
   })
 
+  test('more runs dying in a row than the job keeps: only those it keeps are written', async () => {
+    const name = nextJob()
+    const history = { keep: 2, keepFailed: 1 }
+    for (let i = 0; i < 5; i++) {
+      const died = await claim({
+        db: pool,
+        table,
+        jobName: name,
+        leaseMs: 1,
+        holder: `dead-${i}`,
+        logger: undefined,
+        prepare: true,
+        record: true,
+        history,
+      })
+      assert.notEqual(died, null)
+      await expireLease(pool, table, name)
+    }
+    await withCronLease(pool, name, 1, () => 1, { table, holder: 'alive', history })
+    assert.deepEqual(
+      (await runsOf(name)).map((r) => [r.holder, r.outcome]),
+      [
+        ['alive', 'ok'],
+        ['dead-4', 'unfinished'],
+      ],
+      'the last two runs, the newer of them the one failure kept',
+    )
+    assert.equal(await storedRows(name), 2)
+  })
+
   test('a paused job whose claim ended unrecorded shows that run once its own lease ended', async () => {
     const name = nextJob()
     await withCronLease(pool, name, 1, () => 1, { table, holder: 'paused-run', record: false })
