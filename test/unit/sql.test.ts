@@ -340,3 +340,28 @@ describe('the history table is named beside its lease table', () => {
     assert.throws(() => historyTableOf('bad name'), /table must be/)
   })
 })
+
+describe("an ok run's record reads no other run, whatever the job's age", () => {
+  test('it finds the run leaving the last $11 by number, between bounds its claim returned, and reads no aggregate nor order', () => {
+    const text = recordRunSql('cron_leases', false)
+    assert.match(
+      text,
+      /AND run\.run_number > \$15::bigint AND run\.run_number <= \$13::bigint \+ 1 - \$11::integer\n/,
+      'the trim: above where the last one looked, up to the run leaving the last $11',
+    )
+    assert.match(text, /run\.failure_number IS NULL OR run\.failure_number <= \$14::bigint - \$12::integer/)
+    assert.doesNotMatch(text, /\bmax\(|\bcount\(|ORDER BY|OFFSET|LIMIT/, 'nothing scans the job to find the cut')
+    assert.doesNotMatch(recordRunSql('cron_leases', true), /OFFSET|LIMIT/, 'nor does the other record')
+  })
+
+  test("the index of runs not ok is the history's own, named beside it within 63 bytes", () => {
+    assert.match(
+      createTableSql('jobs.leases'),
+      /CREATE INDEX IF NOT EXISTS "leases_runs_failed" ON "jobs"\."leases_runs" \(job_name, failure_number\)\n\s+WHERE failure_number IS NOT NULL;/,
+    )
+    const long = `l${'x'.repeat(62)}`
+    const name = /CREATE INDEX IF NOT EXISTS "([^"]+)"/.exec(upgradeTableSql(long))![1]!
+    assert.equal(name.length, 63)
+    assert.ok(name.endsWith('_runs_failed'))
+  })
+})
