@@ -14,10 +14,11 @@
  * bench/results/latest.json and a chart to docs/bench.svg (with `--quick`: bench/results/quick.json
  * and bench/results/quick.svg, so a quick run never replaces the chart).
  *
- * `--previous PATH` names the results JSON of another build's run in the same sitting (its own
- * `npm run bench`, e.g. in a worktree of the commit before a change): the targets that compare
- * builds read it, and the report prints the targeted rows of both runs side by side. Without it
- * those targets are not measured.
+ * `--previous PATH` names the previous build: a checkout of it with its dist/ built (e.g. a
+ * worktree of the commit before a change), whose cases the cross-build targets read are then
+ * measured in this run, one call after another with this build's, on tables its own DDL made; or
+ * the results JSON of its own `npm run bench` in the same sitting. Without it those targets are
+ * not measured.
  *
  * The cases are in cases.ts, the targets and the table in report.ts.
  */
@@ -29,8 +30,10 @@ import pg from 'pg'
 import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
 import { findPgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../dev/pgbouncer.ts'
 import {
+  type Bench,
   bouncerCases,
   type Case,
+  comparedCases,
   connectionsHeld,
   type FleetKind,
   type FleetResult,
@@ -43,13 +46,14 @@ import {
   raceCase,
   singleCases,
 } from './cases.ts'
-import { loadLibrary } from './library.ts'
+import { loadBuildIn, loadCopy, loadLibrary } from './library.ts'
 import { Series, shuffler } from './measure.ts'
 import {
   type BouncerStatus,
   buildRows,
   buildTargets,
   formatReport,
+  type PreviousRun,
   type Results,
   readPrevious,
   writeResults,
@@ -81,8 +85,10 @@ if (fleetOrder !== 'lockstep' && fleetOrder !== 'staggered') {
 }
 const jsonPath = values.json ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json')
 const svgPath = values.svg ?? (quick ? 'bench/results/quick.svg' : 'docs/bench.svg')
-// Read before anything is measured, so a wrong path fails at once.
-const previous = values.previous === undefined ? null : readPrevious(values.previous)
+// Read before anything is measured, so a wrong path fails at once: another run's results, or the
+// previous build itself, measured in this run.
+const previousRun = values.previous?.endsWith('.json') ? readPrevious(values.previous) : null
+const previousBuild = values.previous !== undefined && previousRun === null ? await loadBuildIn(values.previous) : null
 const { library, file: libraryFile } = await loadLibrary(values.source)
 // A build older than the source would measure code that is no longer there.
 if (!values.source) {
@@ -107,7 +113,20 @@ log(
   `pg-cron-lease bench${quick ? ' (--quick)' : ''}: Postgres ${serverVersion}, Node ${process.versions.node}, ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), load average ${loadAtStart.map((n) => n.toFixed(2)).join(' ')}`,
 )
 log(`measuring ${libraryFile}`)
-if (previous) log(`comparing with the previous build's run in ${previous.file} (${previous.library}, ${previous.date})`)
+if (previousRun) {
+  log(`comparing with the previous build's run in ${previousRun.file} (${previousRun.library}, ${previousRun.date})`)
+}
+if (previousBuild) log(`comparing with the previous build, ${previousBuild.file}, measured in this run beside this one`)
+// The previous build's own tables and statements, sent through this build's pools; and, for the
+// rows compared with it, this build's on tables of their own too.
+const before = previousBuild === null ? null : await openBench(server, profile, cleanups, previousBuild.library, bench)
+// A copy of this build loaded apart: the previous build's functions run only in its few cases, and
+// code that runs in every other case too is faster by that warmth alone (4–6% against itself).
+const beside =
+  before === null
+    ? null
+    : await openBench(server, profile, cleanups, (await loadCopy(values.source, cleanups)).library, bench)
+const [THIS, PREVIOUS] = ['this:', 'previous:']
 if (server.dataDir) log(`embedded Postgres ${server.major} on 127.0.0.1:${server.port}, data in ${server.dataDir}`)
 
 // PgBouncer with fewer server connections than its pool has clients, so the pool meets a refusal
@@ -115,6 +134,7 @@ if (server.dataDir) log(`embedded Postgres ${server.major} on 127.0.0.1:${server
 const BOUNCER_CLIENTS = 4
 let bouncer: BouncerStatus = { version: null, measured: false, reason: pgbouncerMissing() ?? undefined }
 let bouncerSingles: Case[] = []
+let comparedBouncerPool: pg.Pool | null = null
 if (findPgBouncer() !== null) {
   const version = pgbouncerVersion()
   const proxy = await startPgBouncer(server.url, BOUNCER_CLIENTS - 2)
@@ -123,8 +143,18 @@ if (findPgBouncer() !== null) {
   bouncerPool.on('error', () => {})
   cleanups.add(() => bouncerPool.end())
   bouncer = { version: version?.join('.') ?? null, measured: true }
-  if (await forceFallback(bench, bouncerPool, BOUNCER_CLIENTS)) bouncerSingles = bouncerCases(bench, bouncerPool)
-  else {
+  if (await forceFallback(bench, bouncerPool, BOUNCER_CLIENTS)) {
+    bouncerSingles = bouncerCases(bench, bouncerPool)
+    // The copies compared through the same pool: each learns the fallback on its own, as the pool
+    // refuses each the same way.
+    if (
+      before !== null &&
+      beside !== null &&
+      (await forceFallback(before, bouncerPool, BOUNCER_CLIENTS)) &&
+      (await forceFallback(beside, bouncerPool, BOUNCER_CLIENTS))
+    )
+      comparedBouncerPool = bouncerPool
+  } else {
     bouncer = {
       ...bouncer,
       measured: false,
@@ -134,7 +164,16 @@ if (findPgBouncer() !== null) {
   log(`PgBouncer ${bouncer.version} in transaction mode on 127.0.0.1:${proxy.port}`)
 } else log(`PgBouncer: not measured: ${bouncer.reason}`)
 
-const single = [...singleCases(bench), ...bouncerSingles]
+const single = [
+  ...singleCases(bench),
+  ...bouncerSingles,
+  ...(before === null || beside === null
+    ? []
+    : [
+        ...comparedCases(beside, comparedBouncerPool, THIS, 'this build'),
+        ...comparedCases(before, comparedBouncerPool, PREVIOUS, 'previous build'),
+      ]),
+]
 log('warming up…')
 for (const c of single) for (let i = 0; i < profile.warmupOps; i++) await c.op(i)
 await bench.observer.query('CHECKPOINT')
@@ -178,18 +217,32 @@ for (const [n, kind] of [
 }
 const held = await connectionsHeld(bench)
 
-// Kinds alternate round by round, so a noisy moment does not fall on one kind only.
+// Kinds alternate round by round, so a noisy moment does not fall on one kind only. Beside the
+// previous build, the library's rounds are the two copies' (this one's loaded apart too: code that
+// every other case has run is slower in the fleet, by 10% against itself), taking turns going
+// first, in at least three rounds: one round's claims/s moves by up to 15%.
 const fleetRounds: FleetResult[] = []
-for (let r = 0; r < profile.fleetRounds; r++) {
+const previousRounds: FleetResult[] = []
+const rounds = before === null ? profile.fleetRounds : Math.max(profile.fleetRounds, 3)
+for (let r = 0; r < rounds; r++) {
   for (const kind of ['plain', 'lease', 'occurrence', 'floor'] as FleetKind[]) {
-    log(
-      `fleet ${r + 1} of ${profile.fleetRounds}: ${profile.fleetJobs} jobs × ${profile.fleetReplicas} replicas, ${kind}`,
-    )
-    fleetRounds.push(await fleetRound(bench, kind, fleetOrder))
+    log(`fleet ${r + 1} of ${rounds}: ${profile.fleetJobs} jobs × ${profile.fleetReplicas} replicas, ${kind}`)
+    if (before === null || beside === null || kind === 'plain' || kind === 'floor') {
+      fleetRounds.push(await fleetRound(bench, kind, fleetOrder))
+      continue
+    }
+    const turn = (b: Bench, into: FleetResult[], build: string) => async () => {
+      const round = await fleetRound(b, kind, fleetOrder)
+      into.push(round)
+      log(`  ${build}: ${Math.round(round.claimsPerSec)} claims/s`)
+    }
+    const turns = [turn(beside, fleetRounds, 'this build'), turn(before, previousRounds, 'the previous build')]
+    for (const turn of r % 2 === 0 ? turns : turns.reverse()) await turn()
   }
 }
-const best = (kind: FleetKind) =>
-  fleetRounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
+const bestOf = (rounds: FleetResult[], kind: FleetKind) =>
+  rounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
+const best = (kind: FleetKind) => bestOf(fleetRounds, kind)
 const fleet = { lease: best('lease'), plain: best('plain'), occurrence: best('occurrence'), floor: best('floor') }
 
 log(
@@ -197,11 +250,40 @@ log(
 )
 const history = await historyWrite(bench)
 
-const { floor, rows } = buildRows(
+const { floor, rows: every } = buildRows(
   shown.map((c) => ({ c, stats: series.get(c.id)!.stats() })),
   races,
   held,
 )
+// The rows compared across builds measured here, both builds' on tables of their own: read by the
+// targets that compare builds, each as a ratio to the same SELECT 1.
+const compared = (prefix: string) =>
+  every
+    .filter((row) => row.id.startsWith(prefix))
+    .map(({ id, label, p50, ratio }) => ({
+      id: id.slice(prefix.length),
+      label: label.replace(/^[^:]+: /, ''),
+      p50,
+      ratio,
+    }))
+const rows = every.filter((row) => !row.id.includes(':'))
+const previous: PreviousRun | null =
+  previousRun ??
+  (previousBuild === null
+    ? null
+    : {
+        file: values.previous!,
+        date: new Date().toISOString(),
+        library: `${previousBuild.file}, measured in this run`,
+        profile: quick ? 'quick' : 'full',
+        rows: compared(PREVIOUS),
+        beside: compared(THIS),
+        fleet: {
+          lease: bestOf(previousRounds, 'lease').claimsPerSec,
+          occurrence: bestOf(previousRounds, 'occurrence').claimsPerSec,
+          floor: fleet.floor.claimsPerSec,
+        },
+      })
 const results: Results = {
   meta: {
     date: new Date().toISOString(),

@@ -153,15 +153,19 @@ type TableRole = (typeof TABLE_ROLES)[number]
 /**
  * Opens the connections and creates the tables (each dropped again by `cleanups`). A table per
  * role, so the rows one case rewrites never share a page with the row another case only reads
- * (reading a page full of dead row versions can prune it, which writes WAL).
+ * (reading a page full of dead row versions can prune it, which writes WAL). `beside`: the bench
+ * of the build measured alongside, whose pools this one shares.
  */
 export async function openBench(
   server: Server,
   profile: Profile,
   cleanups: Cleanups,
   library: Library,
+  beside?: Bench,
 ): Promise<Bench> {
-  const { createTableSql, historyTableOf, quoteTable } = library
+  const { createTableSql, quoteTable } = library
+  // A build from before the run history (the previous build, measured beside this one) has none.
+  const historyTableOf = (library as Partial<Library>).historyTableOf
   const clients = new Set<pg.Client>()
   const connect = async (url = server.url) => {
     const c = new pg.Client({ connectionString: url })
@@ -173,9 +177,11 @@ export async function openBench(
   cleanups.add(() => Promise.all([...clients].map((c) => c.end().catch(() => {}))).then(() => {}))
   const observer = await connect()
   const shedClient = await connect()
-  const pool = new pg.Pool({ connectionString: server.url, max: 1 })
-  const tickPool = new pg.Pool({ connectionString: server.url, max: 4 })
-  for (const p of [pool, tickPool]) {
+  // Another build measured `beside` this one sends through the same pools: a connection used for a
+  // few cases only, between many cases on another, answers a quarter slower (its backend sleeps).
+  const pool = beside?.pool ?? new pg.Pool({ connectionString: server.url, max: 1 })
+  const tickPool = beside?.tickPool ?? new pg.Pool({ connectionString: server.url, max: 4 })
+  for (const p of beside === undefined ? [pool, tickPool] : []) {
     p.on('error', () => {})
     cleanups.add(() => p.end())
   }
@@ -188,7 +194,7 @@ export async function openBench(
   for (const table of Object.values(tables)) {
     await observer.query(createTableSql(table))
     // The measured copy's DDL makes a new table's run history beside it.
-    const dropped = [table, historyTableOf(table)].map(quoteTable).join(', ')
+    const dropped = [table, ...(historyTableOf ? [historyTableOf(table)] : [])].map(quoteTable).join(', ')
     cleanups.add(async () => void (await observer.query(`DROP TABLE IF EXISTS ${dropped}`)))
   }
   // Rows that exist, with an expired lease: the steady state of a job that has run before.
@@ -509,6 +515,21 @@ export function bouncerCases(b: Bench, bouncerPool: pg.Pool): Case[] {
       op: async () => b.expect(!(await claim(false)).ran),
     },
   ]
+}
+
+/** The single operations the targets that compare builds read. */
+export const COMPARED = ['claim_lose', 'claim_win', 'claim_win_recorded', 'bouncer_claim_lose']
+
+/**
+ * One build's cases the targets that compare builds read (`COMPARED`), from a bench of its own
+ * (`b`: its tables and statements, the pools shared), ids prefixed with `prefix`. Both builds'
+ * run so, each on tables no other case touches: a table many cases read answers faster.
+ */
+export function comparedCases(b: Bench, bouncerPool: pg.Pool | null, prefix: string, build: string): Case[] {
+  const cases = [...singleCases(b), ...(bouncerPool === null ? [] : bouncerCases(b, bouncerPool))]
+  return cases
+    .filter((c) => COMPARED.includes(c.id))
+    .map((c) => ({ ...c, id: `${prefix}${c.id}`, label: `${build}: ${c.label}`, group: 'diagnostic' as const }))
 }
 
 /**

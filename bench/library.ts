@@ -3,8 +3,10 @@
  * library's statements, from this one copy. The build (dist/, the code users install) by default,
  * or the source (src/, through tsx) with `--source`, so the bench test needs no build.
  */
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import type pg from 'pg'
 import type * as PgCronLease from '../src/index.ts'
 
@@ -24,6 +26,33 @@ export async function loadLibrary(source: boolean): Promise<LoadedLibrary> {
   const url = new URL(source ? '../src/index.ts' : '../dist/index.mjs', import.meta.url)
   const library: Library = await import(url.href)
   return { library, file: path.relative(process.cwd(), fileURLToPath(url)) }
+}
+
+/**
+ * Another build, for the targets that compare builds: the one a checkout of it built
+ * (`dir/dist/index.mjs`), measured in the same run as this one. It may predate parts of the API.
+ */
+export async function loadBuildIn(dir: string): Promise<LoadedLibrary> {
+  const file = path.resolve(dir, 'dist/index.mjs')
+  if (!existsSync(file)) throw new Error(`${file} is missing: build that checkout first (npm ci && npm run build)`)
+  const library: Library = await import(pathToFileURL(file).href)
+  return { library, file: path.relative(process.cwd(), file) }
+}
+
+/**
+ * A copy of this build loaded apart, every module of it (the build's chunks too): compared with
+ * another build, which runs only in its few cases, this build's functions must not be the ones
+ * every other case has made fast. With `source`, the source once more (its modules shared).
+ */
+export async function loadCopy(
+  source: boolean,
+  cleanups: { add(cleanup: () => unknown): void },
+): Promise<LoadedLibrary> {
+  if (source) return loadLibrary(true)
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'pg-cron-lease-bench-'))
+  cleanups.add(() => rmSync(dir, { recursive: true, force: true }))
+  cpSync(fileURLToPath(new URL('../dist', import.meta.url)), path.join(dir, 'dist'), { recursive: true })
+  return loadBuildIn(dir)
 }
 
 /** A statement as the library sent it through a `pg` Pool: a named one, or plain text. */

@@ -85,10 +85,9 @@ export interface Results {
 }
 
 /**
- * The run of another build that the cross-build targets compare with: the JSON file its own
- * `npm run bench` wrote (`--previous PATH`), run in the same sitting. Only its rows are read, by
- * id, and compared as ratios to each run's own `SELECT 1`, so a moment of the machine that slows
- * both the floor and the claim moves neither ratio.
+ * Another build that the cross-build targets compare with: measured in this run (`--previous
+ * DIR`), or the JSON file its own `npm run bench` wrote (`--previous FILE.json`). Its rows are read
+ * by id, as ratios to their run's `SELECT 1`.
  */
 export interface PreviousRun {
   file: string
@@ -96,6 +95,11 @@ export interface PreviousRun {
   library: string
   profile: string
   rows: Array<Pick<Row, 'id' | 'label' | 'p50' | 'ratio'>>
+  /**
+   * Measured in this run (`--previous DIR`): this build's rows of the same cases, on tables of their
+   * own as the previous build's are, which the comparisons read instead of this run's main rows.
+   */
+  beside?: Array<Pick<Row, 'id' | 'label' | 'p50' | 'ratio'>>
   /** Its fleet rounds' claims per second (each kind's best round), for the shares of its floor; null when it has none. */
   fleet: { lease: number; occurrence: number; floor: number } | null
 }
@@ -178,6 +182,8 @@ export function buildTargets(
 ): Target[] {
   const row = (id: string) => rows.find((r) => r.id === id)
   const before = (id: string) => previous?.rows.find((r) => r.id === id)
+  // This build's side of a comparison: its own copy measured beside the previous build, if any.
+  const beside = (id: string) => previous?.beside?.find((r) => r.id === id) ?? row(id)
   const lose = row('claim_lose')!
   const loseKeyed = row('claim_lose_occurrence')!
   const win = row('claim_win')!.p50 / row('plain_win')!.p50
@@ -227,7 +233,7 @@ export function buildTargets(
   }
   // This run's row against the previous build's, each as a multiple of its own run's SELECT 1.
   const vsPrevious = (id: string, name: string, nowId: string, thenId: string, limit = 1): Target => {
-    const now = row(nowId)
+    const now = beside(nowId)
     const then = before(thenId)
     const bound = limit === 1 ? "no slower than the previous build's" : `≤ ${limit}× the previous build's`
     const named = `${name} ${bound}${thenId === nowId ? '' : ` ${then?.label ?? thenId}`} (p50 over each run's SELECT 1)`
@@ -247,6 +253,7 @@ export function buildTargets(
     }
   }
   const previousBouncer = before('bouncer_claim_lose')
+  const bouncerBeside = beside('bouncer_claim_lose')
   const { young, late } = history
   const age = late.p50 / young.p50
   return [
@@ -272,12 +279,12 @@ export function buildTargets(
           value: `not measured: ${bouncer.reason ?? 'no PgBouncer'}`,
           pass: null,
         },
-    bouncerLose && previous !== null && previousBouncer !== undefined
+    bouncerBeside && previous !== null && previousBouncer !== undefined
       ? {
           id: 'losing_claim_pgbouncer_vs_previous',
           name: `losing claim through ${bouncerName}, fallen back, no worse than the previous build's (p50 over each run's SELECT 1)`,
-          value: `${limitRatio(bouncerLose.ratio.p50)}× vs ${limitRatio(previousBouncer.ratio.p50)}× (${ms(bouncerLose.p50)} vs ${ms(previousBouncer.p50)} ms)`,
-          pass: bouncerLose.ratio.p50 <= previousBouncer.ratio.p50,
+          value: `${limitRatio(bouncerBeside.ratio.p50)}× vs ${limitRatio(previousBouncer.ratio.p50)}× (${ms(bouncerBeside.p50)} vs ${ms(previousBouncer.p50)} ms)`,
+          pass: bouncerBeside.ratio.p50 <= previousBouncer.ratio.p50,
         }
       : {
           id: 'losing_claim_pgbouncer_vs_previous',
@@ -373,8 +380,8 @@ export function formatComparison(results: Results): string[] {
   const cells = (r: { p50: number; ratio: { p50: number } } | undefined) =>
     r === undefined ? 'not measured' : `${ms(r.p50)} ms ${fmt(r.ratio.p50).padStart(5)}×`
   for (const id of ids) {
-    const now = results.rows.find((r) => r.id === id)
-    const then = previous.rows.find((r) => r.id === id)
+    const now = previous.beside?.find((r) => r.id === id) ?? results.rows.find((r) => r.id === id)
+    const then = previous.rows.find((r) => r.id === id) ?? (id === 'select1' && previous.beside ? now : undefined)
     if (now === undefined && then === undefined) continue
     lines.push(`  ${(now ?? then)!.label.padEnd(52)} ${cells(now).padEnd(20)} ${cells(then)}`)
   }

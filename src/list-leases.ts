@@ -61,9 +61,8 @@ export interface LeaseInfo {
   /** When the pause ends, database clock (`'infinity'` when open-ended); `null` when not paused. */
   pausedUntil: string | null
   /**
-   * When the job's last pause ended, by resume or by running out, while that end still sets its
-   * due time (no claim since has stored a later one); `null` otherwise. The occurrences the pause
-   * covered are neither overdue nor missed.
+   * When the job's last pause ended, by resume or by running out, until the job is claimed again;
+   * `null` otherwise. The occurrences the pause covered are neither overdue nor missed.
    */
   resumedAt: string | null
 }

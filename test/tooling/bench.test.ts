@@ -4,15 +4,17 @@
  * never asserted (the machine is shared); what is asserted is what does not depend on speed: every
  * race and fleet job had exactly one winner, every plain-upsert loser locked the row and the
  * library's losers almost never did, the PgBouncer claims ran after the fallback, which patterns
- * hold a connection while the tick runs, and that a previous build's run (`--previous`) is read
- * into the targets that compare builds.
+ * hold a connection while the tick runs, and that a previous build's run (`--previous FILE`) is
+ * read into the targets that compare builds, or the build itself (`--previous DIR`) measured with
+ * this one.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { describe, test } from 'node:test'
+import { pathToFileURL } from 'node:url'
 import { pgbouncerMissing, pgbouncerVersion } from '../../dev/pgbouncer.ts'
 import { CI, testDatabaseUrl } from '../../dev/postgres.ts'
 import { finished } from '../helpers/child.ts'
@@ -224,6 +226,62 @@ describe('the benchmark runs and writes its results', () => {
       assertBalancedTags(chart)
       assert.ok((chart.match(/<rect /g) ?? []).length >= report.rows.length + 2, 'a bar per row and per fleet result')
       assert.match(chart, /claim, losing/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('--previous DIR measures that build in the same run, beside a copy of this one, for the targets that compare builds', {
+    timeout: 300_000,
+  }, async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'pgcl-bench-previous-'))
+    try {
+      // A stand-in for a checkout of the previous build: its dist/index.mjs is this source.
+      mkdirSync(path.join(dir, 'dist'))
+      const source = pathToFileURL(path.resolve('src/index.ts')).href
+      writeFileSync(path.join(dir, 'dist', 'index.mjs'), `export * from ${JSON.stringify(source)}\n`)
+      const json = path.join(dir, 'results.json')
+      const child = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'bench/bench.ts',
+          '--quick',
+          '--source',
+          '--json',
+          json,
+          '--svg',
+          path.join(dir, 'chart.svg'),
+          '--previous',
+          dir,
+        ],
+        { env: { ...process.env, DATABASE_URL: await testDatabaseUrl() }, stdio: ['ignore', 'pipe', 'pipe'] },
+      )
+      const { code, stdout, stderr } = await finished(child)
+      const output = stdout + stderr
+      assert.equal(code, 0, output)
+      assert.match(output, /^comparing with the previous build, .*measured in this run beside this one$/m)
+      const report = JSON.parse(readFileSync(json, 'utf8'))
+      assert.equal(report.meta.unexpectedOutcomes, 0)
+      assert.match(report.previous.library, /dist\/index\.mjs, measured in this run$/)
+      const ids = (rows: Array<{ id: string }>) => rows.map((r) => r.id).sort()
+      const compared = ['claim_lose', 'claim_win', 'claim_win_recorded']
+      for (const side of [report.previous.rows, report.previous.beside]) {
+        for (const id of compared) assert.ok(ids(side).includes(id), `both builds have the row ${id}`)
+        for (const row of side) assert.ok(row.p50 > 0 && row.ratio.p50 > 0, `${row.id} was timed`)
+      }
+      assert.ok(
+        report.rows.every((r: { id: string }) => !r.id.includes(':')),
+        "the compared copies are not in this build's own rows",
+      )
+      const { lease, occurrence, floor } = report.previous.fleet
+      assert.ok(lease > 0 && occurrence > 0, "the previous build's fleet rounds ran")
+      assert.equal(floor, report.fleet.floor.claimsPerSec, 'both shares are of the same floor round')
+      for (const id of ['losing_claim_vs_previous', 'winning_claim_vs_previous', 'record_vs_previous', 'fleet_share']) {
+        const target = report.targets.find((t: { id: string }) => t.id === id)
+        assert.equal(typeof target.pass, 'boolean', `${id} was measured: ${target.value}`)
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
