@@ -3,8 +3,9 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
-import { listLeases, withCronLease } from '../../../src/index.ts'
+import { expireLease, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
+import { listLeases, listRuns, withCronLease } from '../../../src/index.ts'
+import { claim } from '../../../src/lease.ts'
 
 // POSIX-form zones are the ones Postgres 18 lets redefine 'UTC' and 'Z' for the session; a named
 // zone and odd output styles must not matter either.
@@ -129,6 +130,77 @@ describe('timestamps do not depend on the session time zone or styles', () => {
       await pool.end()
       await admin.query(`DROP OWNED BY ${role}`)
       await admin.query(`DROP ROLE ${role}`)
+    }
+  })
+})
+
+describe('the run history keeps the runs that died at their true instant, whatever zone kept or wrote them', () => {
+  test('claims that die in POSIX-zone sessions, and a run that ends late in one, written by a session in another', async () => {
+    const zones = Object.entries(SESSIONS).slice(0, 3)
+    const pools = await Promise.all(zones.map(([, settings]) => poolWith(settings)))
+    try {
+      const jobName = `zone-${++job}`
+      const tokens: string[] = []
+      for (const [i, pool] of pools.entries()) {
+        const ticket = await claim({
+          db: pool,
+          table,
+          jobName,
+          leaseMs: 1,
+          holder: `dead-${i}`,
+          logger: undefined,
+          prepare: true,
+          record: true,
+        })
+        assert.ok(ticket?.claimToken, `a claim in ${zones[i]![0]}`)
+        tokens.push(ticket.claimToken)
+        await expireLease(admin, table, jobName)
+      }
+      // The last to die ends after all, from its own zone, while the next claim (another zone) runs.
+      let finish!: () => void
+      const late = withCronLease(pools[0]!, jobName, 60_000, () => new Promise<void>((resolve) => (finish = resolve)), {
+        table,
+        holder: 'late',
+      })
+      for (let i = 0; i < 500 && finish === undefined; i++) await sleep(10)
+      await expireLease(admin, table, jobName)
+      let release!: () => void
+      const next = withCronLease(
+        pools[1]!,
+        jobName,
+        60_000,
+        () => new Promise<void>((resolve) => (release = resolve)),
+        {
+          table,
+          holder: 'next',
+        },
+      )
+      for (let i = 0; i < 500 && release === undefined; i++) await sleep(10)
+      finish()
+      await late
+      release()
+      await next
+      const runs = await listRuns(pools[2]!, { table, jobName })
+      assert.deepEqual(
+        runs.map((r) => [r.holder, r.outcome]),
+        [
+          ['next', 'ok'],
+          ['late', 'ok'],
+          ['dead-2', 'unfinished'],
+          ['dead-1', 'unfinished'],
+          ['dead-0', 'unfinished'],
+        ],
+      )
+      assert.deepEqual(
+        runs
+          .slice(2)
+          .map((r) => r.claimedAt)
+          .reverse(),
+        tokens,
+        'each dead run at its claim token, to the µs',
+      )
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()))
     }
   })
 })
