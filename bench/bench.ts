@@ -30,7 +30,6 @@ import pg from 'pg'
 import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
 import { findPgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../dev/pgbouncer.ts'
 import {
-  type Bench,
   bouncerCases,
   type Case,
   comparedCases,
@@ -38,10 +37,12 @@ import {
   type FleetKind,
   type FleetResult,
   fleetRound,
+  fleetRoundsInTurns,
   forceFallback,
   historyWrite,
   openBench,
   PROFILES,
+  pooledRounds,
   type RaceResult,
   raceCase,
   singleCases,
@@ -217,10 +218,11 @@ for (const [n, kind] of [
 }
 const held = await connectionsHeld(bench)
 
-// Kinds alternate round by round, so a noisy moment does not fall on one kind only. Beside the
-// previous build, the library's rounds are the two copies' (this one's loaded apart too: code that
-// every other case has run is slower in the fleet, by 10% against itself), taking turns going
-// first, in at least three rounds: one round's claims/s moves by up to 15%.
+// Kinds alternate round by round, so a noisy moment does not fall on one kind only, and each
+// kind's rounds are pooled. Beside the previous build, the library's rounds are the two copies'
+// (this one's loaded apart too: code that every other case has run is slower in the fleet, by 10%
+// against itself), in turns a slice of the jobs at a time: rounds one after the other moved by
+// up to 15% against each other on a shared machine, the load moving between them.
 const fleetRounds: FleetResult[] = []
 const previousRounds: FleetResult[] = []
 const rounds = before === null ? profile.fleetRounds : Math.max(profile.fleetRounds, 3)
@@ -231,19 +233,22 @@ for (let r = 0; r < rounds; r++) {
       fleetRounds.push(await fleetRound(bench, kind, fleetOrder))
       continue
     }
-    const turn = (b: Bench, into: FleetResult[], build: string) => async () => {
-      const round = await fleetRound(b, kind, fleetOrder)
-      into.push(round)
-      log(`  ${build}: ${Math.round(round.claimsPerSec)} claims/s`)
-    }
-    const turns = [turn(beside, fleetRounds, 'this build'), turn(before, previousRounds, 'the previous build')]
-    for (const turn of r % 2 === 0 ? turns : turns.reverse()) await turn()
+    const [mine, theirs] = await fleetRoundsInTurns([beside, before], kind, fleetOrder, profile.fleetSlices, r)
+    fleetRounds.push(mine!)
+    previousRounds.push(theirs!)
+    log(
+      `  this build ${Math.round(mine!.claimsPerSec)}, the previous build ${Math.round(theirs!.claimsPerSec)} claims/s`,
+    )
   }
 }
-const bestOf = (rounds: FleetResult[], kind: FleetKind) =>
-  rounds.filter((f) => f.kind === kind).reduce((a, b) => (b.claimsPerSec > a.claimsPerSec ? b : a))
-const best = (kind: FleetKind) => bestOf(fleetRounds, kind)
-const fleet = { lease: best('lease'), plain: best('plain'), occurrence: best('occurrence'), floor: best('floor') }
+const pooledOf = (rounds: FleetResult[], kind: FleetKind) => pooledRounds(rounds.filter((f) => f.kind === kind))
+const pooled = (kind: FleetKind) => pooledOf(fleetRounds, kind)
+const fleet = {
+  lease: pooled('lease'),
+  plain: pooled('plain'),
+  occurrence: pooled('occurrence'),
+  floor: pooled('floor'),
+}
 
 log(
   `history write: one job run ${profile.historyRuns} times, its last ${profile.historyWindow} runs in turn with young jobs' runs`,
@@ -279,8 +284,8 @@ const previous: PreviousRun | null =
         rows: compared(PREVIOUS),
         beside: compared(THIS),
         fleet: {
-          lease: bestOf(previousRounds, 'lease').claimsPerSec,
-          occurrence: bestOf(previousRounds, 'occurrence').claimsPerSec,
+          lease: pooledOf(previousRounds, 'lease').claimsPerSec,
+          occurrence: pooledOf(previousRounds, 'occurrence').claimsPerSec,
           floor: fleet.floor.claimsPerSec,
         },
       })

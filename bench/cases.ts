@@ -42,8 +42,10 @@ export interface Profile {
   raceJobs: number
   fleetJobs: number
   fleetReplicas: number
-  /** Fleet rounds per kind, alternating kinds; each kind's best round is reported. */
+  /** Fleet rounds per kind, alternating kinds; each kind's rounds are pooled. */
   fleetRounds: number
+  /** Slices of the jobs two builds' rounds claim in turns (fleetRoundsInTurns). */
+  fleetSlices: number
   /** Runs of the one job whose history write is timed early and late (see historyWrite), and its late window. */
   historyRuns: number
   historyWindow: number
@@ -61,6 +63,7 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     fleetJobs: 200,
     fleetReplicas: 20,
     fleetRounds: 1,
+    fleetSlices: 2,
     historyRuns: 2_000,
     historyWindow: 200,
   },
@@ -75,6 +78,7 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     fleetJobs: 10_000,
     fleetReplicas: 20,
     fleetRounds: 2,
+    fleetSlices: 10,
     historyRuns: 100_000,
     historyWindow: 1_000,
   },
@@ -676,6 +680,67 @@ export interface FleetResult {
  * offset.
  */
 export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 'staggered'): Promise<FleetResult> {
+  const fleet = await openFleet(b, kind, order)
+  await fleet.claim(0, b.profile.fleetJobs)
+  return fleet.finish()
+}
+
+/**
+ * Rounds of one kind by several builds (each a bench of its own, on its own table), in turns: the
+ * jobs in `slices` slices, every build's replicas claiming one slice before the next build's
+ * claim theirs, the first turn passing from build to build (`first`). A busy moment of a shared
+ * machine then falls on every build alike, where a round after a round lets one build have it.
+ */
+export async function fleetRoundsInTurns(
+  builds: Bench[],
+  kind: FleetKind,
+  order: 'lockstep' | 'staggered',
+  slices: number,
+  first: number,
+): Promise<FleetResult[]> {
+  const fleets: Fleet[] = []
+  for (const b of builds) fleets.push(await openFleet(b, kind, order))
+  const jobs = builds[0]!.profile.fleetJobs
+  const size = Math.ceil(jobs / slices)
+  for (let slice = 0; slice * size < jobs; slice++) {
+    for (let i = 0; i < fleets.length; i++) {
+      await fleets[(first + slice + i) % fleets.length]!.claim(slice * size, Math.min(jobs, (slice + 1) * size))
+    }
+  }
+  return Promise.all(fleets.map((f) => f.finish()))
+}
+
+/**
+ * The claims of fleet rounds of several builds, pooled: claims over the time they took together,
+ * and each per-claim figure over every claim.
+ */
+export function pooledRounds(rounds: FleetResult[]): FleetResult {
+  const claims = rounds.reduce((sum, r) => sum + r.claims, 0)
+  const ms = rounds.reduce((sum, r) => sum + r.ms, 0)
+  const perClaim = (figure: (r: FleetResult) => number | null) =>
+    rounds.some((r) => figure(r) === null) ? null : rounds.reduce((sum, r) => sum + figure(r)! * r.claims, 0) / claims
+  return {
+    ...rounds[0]!,
+    claims,
+    winners: rounds.reduce((sum, r) => sum + r.winners, 0),
+    ms,
+    claimsPerSec: (claims / ms) * 1000,
+    xidsPerClaim: perClaim((r) => r.xidsPerClaim)!,
+    walPerClaim: perClaim((r) => r.walPerClaim)!,
+    lockstepLosers: rounds.reduce((sum, r) => sum + r.lockstepLosers, 0) / rounds.length,
+    serverCpuUsPerClaim: perClaim((r) => r.serverCpuUsPerClaim),
+    backendCpuUsPerClaim: perClaim((r) => r.backendCpuUsPerClaim),
+    clientCpuUsPerClaim: perClaim((r) => r.clientCpuUsPerClaim)!,
+  }
+}
+
+/** A fleet round set up, its jobs claimed a slice at a time (`claim`), then `finish`ed. */
+interface Fleet {
+  claim(from: number, to: number): Promise<void>
+  finish(): Promise<FleetResult>
+}
+
+async function openFleet(b: Bench, kind: FleetKind, order: 'lockstep' | 'staggered'): Promise<Fleet> {
   const { observer, profile } = b
   const { quoteTable, withCronLease } = b.library
   const table = {
@@ -716,42 +781,61 @@ export async function fleetRound(b: Bench, kind: FleetKind, order: 'lockstep' | 
     return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
   }
   let winners = 0
-  const cpuBefore = b.cpu?.()
-  const backendsBefore = backends?.()
-  const clientBefore = process.cpuUsage()
-  const before = await mark(observer)
-  const start = clockMs()
-  await Promise.all(
-    conns.map(async (c, r) => {
-      for (let j = 0; j < jobs; j++) {
-        const job = `job-${order === 'staggered' ? (j + Math.floor((r * jobs) / replicas)) % jobs : j}`
-        if (await claim(c, job, `replica-${r}`, r)) winners++
-      }
-    }),
-  )
-  const ms = clockMs() - start
-  const { xids, wal } = await spent(observer, before)
-  const clientCpu = process.cpuUsage(clientBefore)
-  const serverMs = b.cpu && cpuBefore !== undefined ? cpuMsBetween(cpuBefore, b.cpu()) : null
-  const backendMs = backends && backendsBefore !== undefined ? cpuMsBetween(backendsBefore, backends()) : null
-  for (const c of conns) await b.release(c)
-  const claims = jobs * replicas
-  b.expect(winners === jobs)
+  let ms = 0
+  let xids = 0
+  let wal = 0
+  let serverMs: number | null = b.cpu ? 0 : null
+  let backendMs: number | null = backends ? 0 : null
+  const clientCpu = { user: 0, system: 0 }
   return {
-    kind,
-    order,
-    jobs,
-    replicas,
-    claims,
-    winners,
-    ms,
-    claimsPerSec: (claims / ms) * 1000,
-    xidsPerClaim: xids / claims,
-    walPerClaim: wal / claims,
-    lockstepLosers: Math.max(0, xids - winners),
-    serverCpuUsPerClaim: serverMs === null ? null : (serverMs / claims) * 1000,
-    backendCpuUsPerClaim: backendMs === null ? null : (backendMs / claims) * 1000,
-    clientCpuUsPerClaim: (clientCpu.user + clientCpu.system) / claims,
+    async claim(from, to) {
+      const size = to - from
+      const cpuBefore = b.cpu?.()
+      const backendsBefore = backends?.()
+      const clientBefore = process.cpuUsage()
+      const before = await mark(observer)
+      const start = clockMs()
+      await Promise.all(
+        conns.map(async (c, r) => {
+          for (let j = 0; j < size; j++) {
+            const job = `job-${from + (order === 'staggered' ? (j + Math.floor((r * size) / replicas)) % size : j)}`
+            if (await claim(c, job, `replica-${r}`, r)) winners++
+          }
+        }),
+      )
+      ms += clockMs() - start
+      const used = await spent(observer, before)
+      xids += used.xids
+      wal += used.wal
+      const client = process.cpuUsage(clientBefore)
+      clientCpu.user += client.user
+      clientCpu.system += client.system
+      if (serverMs !== null && b.cpu && cpuBefore !== undefined) serverMs += cpuMsBetween(cpuBefore, b.cpu())
+      if (backendMs !== null && backends && backendsBefore !== undefined) {
+        backendMs += cpuMsBetween(backendsBefore, backends())
+      }
+    },
+    async finish() {
+      for (const c of conns) await b.release(c)
+      const claims = jobs * replicas
+      b.expect(winners === jobs)
+      return {
+        kind,
+        order,
+        jobs,
+        replicas,
+        claims,
+        winners,
+        ms,
+        claimsPerSec: (claims / ms) * 1000,
+        xidsPerClaim: xids / claims,
+        walPerClaim: wal / claims,
+        lockstepLosers: Math.max(0, xids - winners),
+        serverCpuUsPerClaim: serverMs === null ? null : (serverMs / claims) * 1000,
+        backendCpuUsPerClaim: backendMs === null ? null : (backendMs / claims) * 1000,
+        clientCpuUsPerClaim: (clientCpu.user + clientCpu.system) / claims,
+      }
+    },
   }
 }
 

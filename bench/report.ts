@@ -100,7 +100,7 @@ export interface PreviousRun {
    * own as the previous build's are, which the comparisons read instead of this run's main rows.
    */
   beside?: Array<Pick<Row, 'id' | 'label' | 'p50' | 'ratio'>>
-  /** Its fleet rounds' claims per second (each kind's best round), for the shares of its floor; null when it has none. */
+  /** Its fleet rounds' claims per second (each kind's rounds pooled), for the shares of its floor; null when it has none. */
   fleet: { lease: number; occurrence: number; floor: number } | null
 }
 
@@ -470,7 +470,7 @@ export function formatReport(results: Results): string {
         `(${fmt(f.lockstepLosers / f.jobs)} a job, ${fmt((100 * f.lockstepLosers) / Math.max(1, losers))}% of the losers)`,
     )
   }
-  lines.push('fleet targets use each kind’s round with the most claims/s')
+  lines.push('fleet targets pool each kind’s rounds: their claims over the time they took together')
   const { lease, occurrence, floor, plain } = results.fleet
   const ofFloor = (f: FleetResult) => `${Math.round((100 * f.claimsPerSec) / floor.claimsPerSec)}%`
   lines.push(
