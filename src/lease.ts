@@ -103,14 +103,25 @@ export function runTracked<T>(
 ): Promise<LeaseOutcome<T>> {
   const run = openRun(config.jobName, group)
   if (run === null) return Promise.resolve(NOT_RUN)
-  let outcome: Promise<LeaseOutcome<T>>
+  let ticket: Promise<Ticket | null>
   try {
-    outcome = claimed().then((ticket) => (ticket === null ? NOT_RUN : runClaimed(config, ticket, run)))
+    ticket = claimed()
   } catch (error) {
-    outcome = Promise.reject(error)
+    run.end()
+    return Promise.reject(error)
   }
-  outcome.then(run.end, run.end)
-  return outcome
+  // A won run ends once runClaimed has recorded it; a lost one at once, with no promise more.
+  return ticket.then(
+    (won) => {
+      if (won !== null) return runClaimed(config, won, run).finally(() => run.end())
+      run.end()
+      return NOT_RUN
+    },
+    (error: unknown) => {
+      run.end()
+      throw error
+    },
+  )
 }
 
 /** What a claim or catch-up that did not win resolves to. */

@@ -30,6 +30,22 @@ function assertBalancedTags(svg: string): void {
   assert.deepEqual(stack, [], 'every element is closed')
 }
 
+/** `npm run bench -- --quick` on the source, its results written to `json` and `svg`, compared with `previous`. */
+async function quickBench(
+  json: string,
+  svg: string,
+  previous: string,
+): Promise<{ code: number | null; output: string }> {
+  // --source: the bench measures src/, so the suite needs no build.
+  const args = ['bench/bench.ts', '--quick', '--source', '--json', json, '--svg', svg, '--previous', previous]
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    env: { ...process.env, DATABASE_URL: await testDatabaseUrl() },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const { code, stdout, stderr } = await finished(child)
+  return { code, output: stdout + stderr }
+}
+
 describe('the benchmark runs and writes its results', () => {
   test('--quick writes a JSON report and an SVG chart of the ratios', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'pgcl-bench-'))
@@ -59,29 +75,7 @@ describe('the benchmark runs and writes its results', () => {
           fleet: { lease: { claimsPerSec: 6800 }, occurrence: { claimsPerSec: 6700 }, floor: { claimsPerSec: 10_000 } },
         }),
       )
-      const child = spawn(
-        process.execPath,
-        // --source: the bench measures src/, so the suite needs no build.
-        [
-          '--import',
-          'tsx',
-          'bench/bench.ts',
-          '--quick',
-          '--source',
-          '--json',
-          json,
-          '--svg',
-          svg,
-          '--previous',
-          previous,
-        ],
-        {
-          env: { ...process.env, DATABASE_URL: await testDatabaseUrl() },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-      )
-      const { code, stdout, stderr } = await finished(child)
-      const output = stdout + stderr
+      const { code, output } = await quickBench(json, svg, previous)
       assert.equal(code, 0, output)
       assert.match(output, /^(PASS|FAIL) {2}losing claim/m, 'the targets are printed')
       assert.match(output, /^this build \(src\/index\.ts, quick\) beside the previous build/m, 'both runs side by side')
@@ -241,25 +235,7 @@ describe('the benchmark runs and writes its results', () => {
       const source = pathToFileURL(path.resolve('src/index.ts')).href
       writeFileSync(path.join(dir, 'dist', 'index.mjs'), `export * from ${JSON.stringify(source)}\n`)
       const json = path.join(dir, 'results.json')
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          'bench/bench.ts',
-          '--quick',
-          '--source',
-          '--json',
-          json,
-          '--svg',
-          path.join(dir, 'chart.svg'),
-          '--previous',
-          dir,
-        ],
-        { env: { ...process.env, DATABASE_URL: await testDatabaseUrl() }, stdio: ['ignore', 'pipe', 'pipe'] },
-      )
-      const { code, stdout, stderr } = await finished(child)
-      const output = stdout + stderr
+      const { code, output } = await quickBench(json, path.join(dir, 'chart.svg'), dir)
       assert.equal(code, 0, output)
       assert.match(output, /^comparing with the previous build, .*measured in this run beside this one$/m)
       const report = JSON.parse(readFileSync(json, 'utf8'))
