@@ -61,13 +61,14 @@ function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Er
 }
 
 /**
- * The context handed to the tick for a won claim, `close()` to call once the tick has settled, and
+ * The context handed to the tick for a won claim, `close()` to call once the tick has settled (it
+ * resolves once the renews and beats already sent have settled), and
  * `stop(reason)`, a shutdown's, which aborts `ctx.signal` with its reason.
  */
 export function openContext(
   ticket: Ticket,
   keepAlive?: KeepAlive,
-): { ctx: LeaseContext; close(): void; stop(reason: Error): void } {
+): { ctx: LeaseContext; close(): Promise<void>; stop(reason: Error): void } {
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
   const { claimToken } = ticket
   const { renew } = statementsOf(table, ticket.shape)
@@ -180,6 +181,8 @@ export function openContext(
       closed = true
       clearTimeout(beatTimer)
       clearTimeout(deadlineTimer)
+      // A beat or renew already sent can land after the tick settled: the record goes after it.
+      return queue.then(() => {})
     },
     stop: (reason) => controller.abort(reason),
   }

@@ -152,9 +152,10 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run?: 
     throw error
   } finally {
     run?.onStop(undefined)
-    close()
+    const sent = close()
     if (config.record) {
-      await recordOutcome(ticket, monotonicMs() - startedAt, config.everyMs ?? ticket.intervalMs ?? undefined, settled)
+      const everyMs = config.everyMs ?? ticket.intervalMs ?? undefined
+      await recordOutcome(ticket, monotonicMs() - startedAt, everyMs, settled, sent)
     }
   }
 }

@@ -15,18 +15,26 @@ const ERROR_TEXT_LIMIT = 500
 /** How long a settled tick waits for its outcome's write, which can hang (a gone sync standby); then it runs on. */
 export const RECORD_WAIT_MS = 2000
 
-/** Writes the outcome fenced on the claim, waiting at most {@link RECORD_WAIT_MS}; never rejects: the run happened. */
+/**
+ * Writes the outcome fenced on the claim, once the renews and beats already sent (`after`) have
+ * settled, waiting at most {@link RECORD_WAIT_MS} in all; never rejects: the run happened.
+ */
 export async function recordOutcome(
   ticket: Ticket,
   durationMs: number,
   everyMs: number | undefined,
   settled: Settled,
+  after?: Promise<void>,
 ): Promise<void> {
   let timer: NodeJS.Timeout | undefined
   const waited = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, RECORD_WAIT_MS).unref()
   })
-  await Promise.race([write(ticket, durationMs, everyMs, settled), waited])
+  const written =
+    after === undefined
+      ? write(ticket, durationMs, everyMs, settled)
+      : after.then(() => write(ticket, durationMs, everyMs, settled))
+  await Promise.race([written, waited])
   clearTimeout(timer)
 }
 
