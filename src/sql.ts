@@ -479,16 +479,15 @@ FROM "run recorded" CROSS JOIN "db clock" AS clock`
     failed: '(SELECT coalesce(max(written.failure_number), before.failed) FROM "runs written" AS written)',
   }
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
--- Locked first, so that a late run's outcome written into its entry (lateRunSql) is read; with the
--- lock the row's own update takes, which a fence (FOR KEY SHARE) of this claim's does not hold up.
--- Numbers the row has none of yet go on from the history.
+-- Locked first, so that a late run's outcome written into its entry (lateRunSql) is read. Numbers
+-- the row has none of yet go on from the history.
 "runs before" AS MATERIALIZED (
   SELECT coalesce($13::bigint, ${kept('run_number')}, 0) AS numbered,
     coalesce($14::bigint, ${kept('failure_number')}, 0) AS failed,
     coalesce($15::bigint, 0) AS trimmed, lease.${UNRECORDED} AS died
   FROM ${t} AS lease
   WHERE ${RECORD_FENCE}
-  FOR NO KEY UPDATE),
+  FOR UPDATE),
 -- The runs of the claims that died, numbered in the order they were claimed, then this run; each
 -- run not ok numbered among them too.
 "runs written" (run_number, failure_number, ${RUN_FIELDS}) AS MATERIALIZED (

@@ -59,7 +59,7 @@ export interface Ticket {
   readonly intervalMs: number | null
   /** Won by catchUp: the history says so. */
   readonly catchUp: boolean
-  /** The claim said claims died before it (or could not say): its record writes their runs too. */
+  /** The claim said claims died before it: its record writes their runs too. */
   readonly unrecorded: boolean
   /**
    * The job's run number, runs not ok and trimmed number, as its claim returned them from the row
@@ -90,8 +90,7 @@ export function wonTicket(
     missed: countOf(row?.missed),
     intervalMs: Number.isFinite(intervalMs) && intervalMs > 0 ? intervalMs : (slot?.intervalMs ?? null),
     catchUp,
-    // Anything but a plain false sends the record that can write them: it is right either way.
-    unrecorded: row?.unrecorded !== false,
+    unrecorded: row?.unrecorded === true,
     runNumbers: numbered(row) ? [row.run_number, row.failed_runs, row.runs_trimmed] : null,
   }
 }
