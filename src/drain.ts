@@ -44,54 +44,36 @@ export function draining(): boolean {
 /** Starts a run in flight, in the process and in `group`; null once either drains, and nothing may be sent. */
 export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   if (PROCESS.closed || group?.closed) return null
-  // One object whose methods are shared, not closures made per run: most runs lose their claim,
-  // and the claim path pays one allocation and two Set operations.
-  const run: Run = Object.create(RUN)
-  run.jobName = jobName
-  run.stopped = undefined
-  run.group = group
-  run.listener = undefined
-  run.over = false
-  run.waiting = undefined
-  run.wake = undefined
+  // A listener, not an AbortController: most runs lose their claim, and the claim path pays one
+  // object and two Set operations. Whether the run is over is whether the process still holds it.
+  let listener: ((reason: Error) => void) | undefined
+  let waiting: Promise<void> | undefined
+  let wake: (() => void) | undefined
+  const run: Tracked = {
+    jobName,
+    stopped: undefined,
+    onStop(listen) {
+      listener = listen
+      if (run.stopped !== undefined) listen?.(run.stopped)
+    },
+    stop(reason) {
+      if (run.stopped !== undefined) return
+      run.stopped = reason
+      listener?.(reason)
+    },
+    ended() {
+      waiting ??= PROCESS.runs.has(run) ? new Promise((resolve) => (wake = resolve)) : Promise.resolve()
+      return waiting
+    },
+    end() {
+      PROCESS.runs.delete(run)
+      group?.runs.delete(run)
+      wake?.()
+    },
+  }
   PROCESS.runs.add(run)
   group?.runs.add(run)
   return run
-}
-
-interface Run extends Tracked {
-  jobName: string
-  group: RunGroup | undefined
-  listener: ((reason: Error) => void) | undefined
-  over: boolean
-  waiting: Promise<void> | undefined
-  wake: (() => void) | undefined
-}
-
-const RUN: Omit<Tracked, 'jobName' | 'stopped'> & ThisType<Run> = {
-  onStop(listen) {
-    this.listener = listen
-    if (this.stopped !== undefined) listen?.(this.stopped)
-  },
-  stop(reason) {
-    if (this.stopped !== undefined) return
-    this.stopped = reason
-    this.listener?.(reason)
-  },
-  ended() {
-    this.waiting ??= this.over
-      ? Promise.resolve()
-      : new Promise((resolve) => {
-          this.wake = resolve
-        })
-    return this.waiting
-  },
-  end() {
-    this.over = true
-    PROCESS.runs.delete(this)
-    this.group?.runs.delete(this)
-    this.wake?.()
-  },
 }
 
 /**
