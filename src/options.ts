@@ -286,16 +286,39 @@ const NAMES = Object.fromEntries(Object.keys(OPTIONS).map((key) => [key, `opts.$
 
 /** {@link compileOptions}, plus the per-call options (an occurrence) checked for this call. */
 export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0): CallOptions {
-  const bag = checkOptions(opts, KEYS[entry])
+  const keys = KEYS[entry]
+  const bag = checkOptions(opts, keys)
+  const { options: defaults, required } = DEFAULTS[entry] ?? defaultsOf(entry)
+  // Most keys are left out: they take their defaults, checked once, and only the keys given are checked here.
+  const options: Record<string, unknown> = Object.assign({}, defaults)
   const context = { leaseMs }
-  const options: Record<string, unknown> = {}
   let occurrence: unknown = null
   let nextOccurrence: unknown = null
-  for (const key of KEYS[entry]) {
-    const value = (OPTIONS[key] as OptionRow<unknown>).check(bag[key], NAMES[key], context)
+  for (const key of keys) {
+    const given = bag[key]
+    if (given === undefined && !required.includes(key)) continue
+    const value = (OPTIONS[key] as OptionRow<unknown>).check(given, NAMES[key], context)
     if (key === 'occurrence') occurrence = value
     else if (key === 'nextOccurrence') nextOccurrence = value
     else options[key] = value
   }
   return { options: Object.freeze(options) as Compiled, occurrence, nextOccurrence } as CallOptions
+}
+
+// Per entry point, what each option left out compiles to, and the options that cannot be left out.
+const DEFAULTS: Partial<Record<EntryPoint, { options: Record<string, unknown>; required: readonly OptionName[] }>> = {}
+
+function defaultsOf(entry: EntryPoint): NonNullable<(typeof DEFAULTS)[EntryPoint]> {
+  const options: Record<string, unknown> = {}
+  const required: OptionName[] = []
+  for (const key of KEYS[entry]) {
+    if (key === 'occurrence' || key === 'nextOccurrence') continue
+    try {
+      options[key] = (OPTIONS[key] as OptionRow<unknown>).check(undefined, NAMES[key], { leaseMs: 0 })
+    } catch {
+      required.push(key)
+    }
+  }
+  DEFAULTS[entry] = { options, required }
+  return DEFAULTS[entry]
 }

@@ -24,7 +24,7 @@ export async function recordOutcome(
   durationMs: number,
   everyMs: number | undefined,
   settled: Settled,
-  after?: Promise<void>,
+  after?: Promise<unknown>,
 ): Promise<void> {
   let timer: NodeJS.Timeout | undefined
   const waited = new Promise<void>((resolve) => {

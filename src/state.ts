@@ -35,23 +35,24 @@ export const NAMES = 1000
 
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
-const built = new Map<string, Statements>()
+// Per table, its statements of each shape, with and without the history: keyed by the table alone,
+// as a key made of all three on every claim cost more than the statement's lookup.
+const built = new Map<string, Array<Statements | undefined>>()
 
 /** The statements for `table` of `shape`, built on first use; `keeps` as claimSql's. */
 export function statementsOf(table: string, shape: Shape, keeps = false): Statements {
-  const key = `${shape}:${keeps}:${table}`
-  return (
-    built.get(key) ??
-    remember(built, key, {
-      probe: statement(probeSql(table)),
-      claim: statement(claimSql(table, shape, keeps)),
-      catchUp: statement(catchUpSql(table, keeps)),
-      renew: statement(renewSql(table, shape)),
-      record: statement(recordOutcomeSql(table)),
-      recordRun: statement(recordRunSql(table, false)),
-      recordRunFull: statement(recordRunSql(table, true)),
-    })
-  )
+  const ofTable = built.get(table) ?? remember(built, table, [])
+  const kind = (shape === 'current' ? 2 : 0) + (keeps ? 1 : 0)
+  ofTable[kind] ??= Object.freeze({
+    probe: statement(probeSql(table)),
+    claim: statement(claimSql(table, shape, keeps)),
+    catchUp: statement(catchUpSql(table, keeps)),
+    renew: statement(renewSql(table, shape)),
+    record: statement(recordOutcomeSql(table)),
+    recordRun: statement(recordRunSql(table, false)),
+    recordRunFull: statement(recordRunSql(table, true)),
+  })
+  return ofTable[kind]
 }
 
 // Past TABLES entries the one added first goes; it is made again if it comes back.
