@@ -133,7 +133,8 @@ export interface LeaseContext {
   readonly missed: number
   /**
    * Aborts once this claim is known to have lost the lease (a failed renew or keep-alive beat), or
-   * once a shutdown stops the run (`drainLeases`), with an error saying which.
+   * once a shutdown stops the run (`drainLeases`), with an error saying which. Made when first read
+   * (a getter on the context's prototype), so `{ ...ctx }` leaves it out.
    */
   readonly signal: AbortSignal
 }

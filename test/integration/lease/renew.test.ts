@@ -64,6 +64,7 @@ describe('renew extends only the lease this claim holds', () => {
     assert.equal(ctx.signal.aborted, false)
     assert.equal(await ctx.renew(5000), false)
     assert.equal(ctx.signal.aborted, true)
+    assert.equal(ctx.signal, ctx.signal, 'one signal, however often it is read')
     assert.match(String(ctx.signal.reason?.message), /lease for 'renew-\d+' was lost/)
     const { rows } = await pool.query(`SELECT holder FROM "${table}" WHERE job_name = $1`, [jobName])
     assert.equal(rows[0].holder, 'b', 'the new holder kept its lease')
