@@ -64,7 +64,7 @@ const claimFunction = (table: string) => `"${table}_claim"`
 
 // The claim function: the lock gate, then the library's claim, whose RETURNING becomes the result.
 function claimFunctionSql(table: string): string {
-  const claim = claimSql(table, 'current').replace(
+  const claim = claimSql(table, 'lease').replace(
     /RETURNING [\s\S]*$/,
     `RETURNING ARRAY[to_char(lease.claimed_at AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
   lease.last_missed::text] INTO claim`,
@@ -173,7 +173,7 @@ function claimant(c: pg.Client, kind: Kind, replica: number): (job: string, inde
   const holder = `replica-${replica}`
   let unprobed = 0
   const claim = async (job: string) =>
-    (await send(c, 'claim', claimSql(table, 'current'), params(job, holder, null))).rowCount === 1
+    (await send(c, 'claim', claimSql(table, 'lease'), params(job, holder, null))).rowCount === 1
   const probe = async (job: string) => (await send(c, 'probe', probeSql(table), [job, null])).rowCount === 1
   return async (job, index) => {
     if (kind === 'plain') return (await c.query(plainUpsertSql(table), [job, HOUR, holder])).rowCount === 1
@@ -250,7 +250,7 @@ for (const kind of ['library', 'guarded function', 'packed function', 'counted f
 const losing = await interleaved({
   'SELECT 1': () => send(c, 's1', 'SELECT 1'),
   'the probe': () => send(c, 'probe', probeSql(probed), ['held', null]),
-  'the claim INSERT': () => send(c, 'claim', claimSql(probed, 'current'), params('held', 'me', null)),
+  'the claim INSERT': () => send(c, 'claim', claimSql(probed, 'lease'), params('held', 'me', null)),
   'guarded, lease-only': () => claimOnce(c, 'guarded function', 'held', 'me', null),
   'guarded, occurrence': () => claimOnce(c, 'guarded function', 'held', 'me', OCCURRENCE_MS),
   'packed, lease-only': () => claimOnce(c, 'packed function', 'held', 'me', null),
@@ -275,9 +275,7 @@ const winning = await interleaved({
   'plain upsert': async (i) =>
     won((await c.query(plainUpsertSql(tableOf('plain')), [`win-${i % 50}`, 0, 'me'])).rowCount === 1),
   'the claim alone': async (i) =>
-    won(
-      (await send(c, 'claim-win', claimSql(probed, 'current'), params(`win-${i % 50}`, 'me', null, 0))).rowCount === 1,
-    ),
+    won((await send(c, 'claim-win', claimSql(probed, 'lease'), params(`win-${i % 50}`, 'me', null, 0))).rowCount === 1),
   guarded: async (i) => won(await claimOnce(c, 'guarded function', `win-${i % 50}`, 'me', null, 0)),
   packed: async (i) => won(await claimOnce(c, 'packed function', `win-${i % 50}`, 'me', null, 0)),
 })

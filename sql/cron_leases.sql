@@ -21,10 +21,10 @@ BEGIN
       next_occurrence    TIMESTAMPTZ,
       last_missed        BIGINT,
       missed_occurrences BIGINT,
-      unrecorded_claims  JSONB,
       run_number         BIGINT,
       failed_runs        BIGINT,
-      runs_trimmed       BIGINT
+      runs_trimmed       BIGINT,
+      unfinished_runs    BIGINT
     );
     IF to_regclass('"cron_leases_runs"') IS NULL THEN
       CREATE TABLE IF NOT EXISTS "cron_leases_runs" (

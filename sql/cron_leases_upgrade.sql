@@ -2,7 +2,7 @@ DO $pg_cron_lease$
 BEGIN
 BEGIN
   IF (SELECT count(*) FROM pg_attribute
-      WHERE attrelid = '"cron_leases"'::regclass AND NOT attisdropped AND attname IN ('last_started_at', 'last_finished_at', 'last_duration_ms', 'last_outcome', 'last_error', 'last_success_at', 'every_ms', 'paused_until', 'claim_until', 'last_occurrence', 'next_due_at', 'next_occurrence', 'last_missed', 'missed_occurrences', 'unrecorded_claims', 'run_number', 'failed_runs', 'runs_trimmed')) < 18 THEN
+      WHERE attrelid = '"cron_leases"'::regclass AND NOT attisdropped AND attname IN ('last_started_at', 'last_finished_at', 'last_duration_ms', 'last_outcome', 'last_error', 'last_success_at', 'every_ms', 'paused_until', 'claim_until', 'last_occurrence', 'next_due_at', 'next_occurrence', 'last_missed', 'missed_occurrences', 'run_number', 'failed_runs', 'runs_trimmed', 'unfinished_runs')) < 18 THEN
     ALTER TABLE "cron_leases"
       ADD COLUMN IF NOT EXISTS last_started_at TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS last_finished_at TIMESTAMPTZ,
@@ -18,10 +18,10 @@ BEGIN
       ADD COLUMN IF NOT EXISTS next_occurrence TIMESTAMPTZ,
       ADD COLUMN IF NOT EXISTS last_missed BIGINT,
       ADD COLUMN IF NOT EXISTS missed_occurrences BIGINT,
-      ADD COLUMN IF NOT EXISTS unrecorded_claims JSONB,
       ADD COLUMN IF NOT EXISTS run_number BIGINT,
       ADD COLUMN IF NOT EXISTS failed_runs BIGINT,
-      ADD COLUMN IF NOT EXISTS runs_trimmed BIGINT;
+      ADD COLUMN IF NOT EXISTS runs_trimmed BIGINT,
+      ADD COLUMN IF NOT EXISTS unfinished_runs BIGINT;
   END IF;
   IF to_regclass('"cron_leases_runs"') IS NULL THEN
     CREATE TABLE IF NOT EXISTS "cron_leases_runs" (

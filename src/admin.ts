@@ -1,4 +1,5 @@
 /** Acting on one job's row without a deploy: pause, resume, or end a crashed holder's lease. */
+import { ERROR_CODES } from './errors.js'
 import { escapeControls } from './escape.js'
 import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
@@ -151,7 +152,7 @@ function jobState(row: Record<string, unknown>): JobState {
 }
 
 /** The `code` of the error a change rejects with when the job's row stayed locked past `lockTimeoutMs`. */
-export const ROW_LOCKED = 'PG_CRON_LEASE_ROW_LOCKED'
+export const ROW_LOCKED = ERROR_CODES.ROW_LOCKED
 
 interface Change {
   table: string

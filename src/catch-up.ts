@@ -3,7 +3,7 @@ import { publishClaim } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { checkKeepAliveHandle } from './context.js'
 import { draining, type RunGroup } from './drain.js'
-import { claimError, keepsHistory, runConfig, runTracked, scheduleParams, tableMissing } from './lease.js'
+import { claimError, claimKind, runConfig, runTracked, scheduleParams, tableMissing } from './lease.js'
 import { warnShape } from './log.js'
 import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
@@ -11,7 +11,7 @@ import { runStatement } from './query.js'
 import { readResult } from './result.js'
 import { knowledgeOf, statementsOf } from './state.js'
 import { shapeOf } from './table-facts.js'
-import { type ClaimConfig, firstRow, type Slot, type Ticket, wonTicket } from './ticket.js'
+import { type ClaimConfig, firstRow, historyParams, type Slot, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
 /**
@@ -66,12 +66,14 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   if (shape === 'original') warnShape(table, logger)
   // A run that began before drainLeases sends no claim after it.
   if (shape !== 'current' || draining()) return null
+  const kind = claimKind(config, shape, knowledgeOf(db, table))
   const sentAt = monotonicMs()
   const params: unknown[] = [jobName, config.leaseMs, holder, withinMs, ...scheduleParams(slot, Date.now())]
-  const { catchUp } = statementsOf(table, 'current', keepsHistory(config, knowledgeOf(db, table)))
+  if (kind === 'history') params.push(...historyParams(config))
+  const { catchUp } = statementsOf(table, kind)
   const claimed = runStatement(db, catchUp, params, prepare)
   const result = await claimed.catch((error: unknown) => Promise.reject(claimError(config, error)))
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-  return won ? wonTicket(config, claimToken, sentAt, 'current', firstRow(result), slot, true) : null
+  return won ? wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot) : null
 }

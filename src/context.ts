@@ -71,7 +71,7 @@ export function openContext(
 ): { ctx: LeaseContext; close(): Promise<unknown>; stop(reason: Error): void } {
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
   const { claimToken } = ticket
-  const { renew } = statementsOf(table, ticket.shape)
+  const { renew } = statementsOf(table, ticket.kind)
   // Made when ctx.signal is first read, or the lease is lost or stopped: an AbortController costs a
   // won claim about 4 µs, more than the rest of its context, and most ticks never read the signal.
   let controller: AbortController | undefined

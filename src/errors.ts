@@ -25,3 +25,24 @@ export class LeaseLostError extends Error {
     this.claimToken = claimToken
   }
 }
+
+/**
+ * The `code` of each error the library raises itself, besides `TypeError`s for bad arguments
+ * (Node's `ERR_INVALID_ARG_VALUE` convention: choose behaviour by code, never by message text).
+ *
+ * @example
+ * if (error.code === ERROR_CODES.NO_HISTORY) console.log('run pg-cron-lease migrate')
+ */
+export const ERROR_CODES = Object.freeze({
+  /** `ctx.fence()`: another claim replaced this one (a {@link LeaseLostError}). */
+  LEASE_LOST: 'PG_CRON_LEASE_LOST',
+  /** `pauseJob`, `resumeJob`, `releaseLease`: the job's row stayed locked past `lockTimeoutMs`. */
+  ROW_LOCKED: 'PG_CRON_LEASE_ROW_LOCKED',
+  /** `listRuns`: the table has no run history (`pg-cron-lease migrate` adds it). */
+  NO_HISTORY: 'PG_CRON_LEASE_NO_HISTORY',
+} as const)
+
+/** An Error with one of {@link ERROR_CODES}. */
+export function codedError(code: string, message: string, cause?: unknown): Error & { code: string } {
+  return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code })
+}

@@ -9,10 +9,19 @@ import { recordOutcome, type Settled } from './outcome.js'
 import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
 import { runStatement } from './query.js'
 import { readResult } from './result.js'
-import { DEFAULT_TABLE, type Shape } from './sql.js'
-import { clearWarning, firstWarning, knowledgeOf, statementsOf, type TableKnowledge } from './state.js'
+import { type ClaimKind, DEFAULT_TABLE, type Shape } from './sql.js'
+import { clearWarning, firstWarning, knowledgeOf, type Statement, statementsOf, type TableKnowledge } from './state.js'
 import { readFacts, shapeOf } from './table-facts.js'
-import { type ClaimConfig, firstRow, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
+import {
+  type ClaimConfig,
+  firstRow,
+  historyParams,
+  type RunConfig,
+  type Slot,
+  slotOf,
+  type Ticket,
+  wonTicket,
+} from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
@@ -27,20 +36,16 @@ import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './va
  *   withCronLease(pool, 'billing:hourly', LEASE.HOURLY, chargeCustomers, { occurrence: run.date }),
  * )
  */
-export function withCronLease<T>(
+export async function withCronLease<T>(
   db: Queryable,
   jobName: string,
   leaseMs: number | IntervalLease,
   runTick: (ctx: LeaseContext) => Promise<T> | T,
   opts?: LeaseOptions,
 ): Promise<LeaseOutcome<T>> {
-  // A bad argument rejects: the call never throws.
-  try {
-    const config = runConfig<T>('withCronLease', db, jobName, leaseMs, runTick, opts)
-    return runLease(config, config.slot)
-  } catch (error) {
-    return Promise.reject(error)
-  }
+  // Async, so a bad argument rejects: the call never throws.
+  const config = runConfig<T>('withCronLease', db, jobName, leaseMs, runTick, opts)
+  return runLease(config, config.slot)
 }
 
 /** The arguments of `withCronLease`, `leasedTick` and `catchUp`, checked in declared order. */
@@ -86,7 +91,7 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
   return { leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'), everyMs: checkMs(everyMs, 'leaseMs.everyMs', MAX_INTERVAL_MS) }
 }
 
-/** The one run path: claim, run, record; plain promise steps, as each `async` layer costs microtask turns per job. */
+/** The one run path: claim, run, record. */
 export function runLease<T>(
   config: RunConfig<T>,
   slot: Slot | null = null,
@@ -96,39 +101,27 @@ export function runLease<T>(
 }
 
 /** A run in flight for drainLeases from its claim (`claimed`) to its record; once draining, not run at all. */
-export function runTracked<T>(
+export async function runTracked<T>(
   config: RunConfig<T>,
   claimed: () => Promise<Ticket | null>,
   group?: RunGroup,
 ): Promise<LeaseOutcome<T>> {
   const run = openRun(config.jobName, group)
-  if (run === null) return Promise.resolve(NOT_RUN)
-  let ticket: Promise<Ticket | null>
+  if (run === null) return NOT_RUN
   try {
-    ticket = claimed()
-  } catch (error) {
+    const won = await claimed()
+    return won === null ? NOT_RUN : await runClaimed(config, won, run)
+  } finally {
+    // A won run ends once its outcome is recorded.
     run.end()
-    return Promise.reject(error)
   }
-  // A won run ends once runClaimed has recorded it; a lost one at once, with no promise more.
-  return ticket.then(
-    (won) => {
-      if (won !== null) return runClaimed(config, won, run).finally(() => run.end())
-      run.end()
-      return NOT_RUN
-    },
-    (error: unknown) => {
-      run.end()
-      throw error
-    },
-  )
 }
 
 /** What a claim or catch-up that did not win resolves to. */
 export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
 /** Runs the tick of a won claim (or catch-up) and records how it ended. */
-export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run?: InFlight): Promise<LeaseOutcome<T>> {
+async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
   if (keepAlive && claimToken === null) {
@@ -143,7 +136,7 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run?: 
   try {
     const result = await traceTick(
       // Stopped by a shutdown, the run is over: it rejects, and is recorded, with the shutdown's reason.
-      () => (run === undefined ? config.runTick(ctx) : untilStopped(run, stop, () => config.runTick(ctx))),
+      () => untilStopped(run, stop, () => config.runTick(ctx)),
       () => ({ jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
@@ -151,31 +144,84 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run?: 
     settled = { outcome: 'error', error }
     throw error
   } finally {
-    run?.onStop(undefined)
+    run.onStop(undefined)
     const sent = close()
-    if (config.record) {
-      const everyMs = config.everyMs ?? ticket.intervalMs ?? undefined
-      await recordOutcome(ticket, monotonicMs() - startedAt, everyMs, settled, sent)
-    }
+    if (config.record) await recordOutcome(ticket, monotonicMs() - startedAt, settled, sent)
   }
 }
 
-/** The one claim path (runLease, leaseCoordinator): the won ticket, or null. */
-export function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ticket | null> {
+/**
+ * The one claim path (runLease, leaseCoordinator): the won ticket, or null. On the current shape
+ * the read-only probe goes first: most claims lose, and a loser it stops sends nothing more. The
+ * claim itself still decides: a probe that found the lease free can lose. After a claim the probe
+ * did not stop (a win, or a dead heat: ticks that fire together all probe before the winner
+ * commits), the next UNPROBED_CLAIMS go without it (docs/performance.md).
+ */
+export async function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ticket | null> {
+  const { db, table, jobName, logger, prepare } = config
   if (slot !== null) checkGap(config, slot)
-  const shape = shapeOf(config)
-  return shape instanceof Promise ? shape.then((known) => send(config, slot, known)) : send(config, slot, shape)
+  const known = knowledgeOf(db, table)
+  const shape = await shapeOf(config)
+  checkKeepAliveHandle(config)
+  if (shape === 'original') warnShape(table, logger)
+  // A table not known to exist gets the original statement, whose refusal names the table.
+  const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
+  const statements = statementsOf(table, kind)
+  const send = (statement: Statement, params: unknown[]) =>
+    runStatement(db, statement, params, prepare).catch((error: unknown) => Promise.reject(claimError(config, error)))
+  let probed = false
+  if (kind !== 'original' && known.unprobed > 0) {
+    // Counted as sent: a burst of calls at once skips the probe three times, not once each.
+    known.unprobed--
+  } else if (kind !== 'original') {
+    const held = await send(statements.probe, [jobName, slot?.occurrence ?? null])
+    if (readResult(held, jobName, 'claimed').matched) return lost(config, slot, kind)
+    probed = true
+  }
+  // A run that began before drainLeases sends no claim after it.
+  if (draining()) return null
+  const sentAt = monotonicMs()
+  const sentWallMs = Date.now()
+  const result = await send(statements.claim, claimParams(config, kind, slot, sentWallMs))
+  const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
+  if (won || probed) known.unprobed = UNPROBED_CLAIMS
+  if (!won) return lost(config, slot, kind)
+  const receivedWallMs = Date.now()
+  const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
+  publishClaim(() => ({ jobName, holder: config.holder, won, claimToken, clockOffsetMs }))
+  if (clockOffsetMs !== null) {
+    known.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
+    checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
+  }
+  if (kind !== 'original' && slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
+  return wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot)
 }
 
-/** The current shape's claim parameters (see claimSql). */
-export function claimParams(config: ClaimConfig, slot: Slot | null, nowMs: number): unknown[] {
+const UNPROBED_CLAIMS = 3
+
+/**
+ * What a claimant writes besides its lease, on a table of `shape`: nothing with `record: false`;
+ * its run in the lease row; and its run's row too where the table has the history and the job keeps it.
+ */
+export function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
+  if (shape === 'original') return 'original'
+  if (config.record === false) return 'lease'
+  return known.history && config.history !== false ? 'history' : 'run'
+}
+
+/** The claim's parameters for a claimant of `kind` (see claimSql). */
+function claimParams(config: ClaimConfig, kind: ClaimKind, slot: Slot | null, nowMs: number): unknown[] {
   const { jobName, leaseMs, holder } = config
-  return [jobName, leaseMs, holder, slot?.occurrence ?? null, toleranceOf(config), ...scheduleParams(slot, nowMs)]
-}
-
-/** Whether a claimant writes its runs to the table's history: the table has one, and neither `record` nor `history` is false. */
-export function keepsHistory(config: ClaimConfig, known: TableKnowledge): boolean {
-  return known.history && config.record !== false && config.history !== false
+  if (kind === 'original') return [jobName, leaseMs, holder]
+  const params = [
+    jobName,
+    leaseMs,
+    holder,
+    slot?.occurrence ?? null,
+    toleranceOf(config),
+    ...scheduleParams(slot, nowMs),
+  ]
+  return kind === 'history' ? [...params, ...historyParams(config)] : params
 }
 
 /** The claim's and the catch-up's last three: the next occurrence as ms from now and as itself, the interval. */
@@ -184,69 +230,17 @@ export function scheduleParams(slot: Slot | null, nowMs: number): [number | null
   return [next === null ? null : next - nowMs, next, slot?.intervalMs ?? null]
 }
 
-// On the current shape the read-only probe goes first: most claims lose, and a loser it stops
-// sends nothing more. The claim itself still decides: a probe that found the lease free can lose.
-// After a claim the probe did not stop (a win, or a dead heat: ticks that fire together all probe
-// before the winner commits), the next UNPROBED_CLAIMS go without it (docs/performance.md).
-function send(config: ClaimConfig, slot: Slot | null, known: Shape | undefined): Promise<Ticket | null> {
-  const { db, table, jobName, logger, prepare } = config
-  checkKeepAliveHandle(config)
-  // A table not known to exist gets the original statement, whose refusal names the table.
-  const shape = known ?? 'original'
-  if (known === 'original') warnShape(table, logger)
-  if (shape === 'original') return sendClaim(config, slot, shape, false)
-  const knowledge = knowledgeOf(db, table)
-  // Counted as sent: a burst of calls at once skips the probe three times, not once each.
-  if (knowledge.unprobed > 0) {
-    knowledge.unprobed--
-    return sendClaim(config, slot, shape, false)
-  }
-  return runStatement(db, statementsOf(table, shape).probe, [jobName, slot?.occurrence ?? null], prepare).then(
-    (probed) =>
-      readResult(probed, jobName, 'claimed').matched ? lost(config, slot, shape) : sendClaim(config, slot, shape, true),
-    (error: unknown) => Promise.reject(claimError(config, error)),
-  )
-}
-
-const UNPROBED_CLAIMS = 3
-
-function sendClaim(config: ClaimConfig, slot: Slot | null, shape: Shape, probed: boolean): Promise<Ticket | null> {
-  // A run that began before drainLeases sends no claim after it.
-  if (draining()) return Promise.resolve(null)
-  const { db, table, jobName, leaseMs, holder, prepare } = config
-  const sentAt = monotonicMs()
-  const sentWallMs = Date.now()
-  const known = knowledgeOf(db, table)
-  const params = shape === 'current' ? claimParams(config, slot, sentWallMs) : [jobName, leaseMs, holder]
-  return runStatement(db, statementsOf(table, shape, keepsHistory(config, known)).claim, params, prepare).then(
-    (result): Ticket | null | Promise<null> => {
-      const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
-      if (won || probed) known.unprobed = UNPROBED_CLAIMS
-      if (!won) return lost(config, slot, shape)
-      const receivedWallMs = Date.now()
-      const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
-      publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
-      if (clockOffsetMs !== null) {
-        known.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
-        checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
-      }
-      if (shape === 'current' && slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
-      return wonTicket(config, claimToken, sentAt, shape, firstRow(result), slot, false)
-    },
-    (error: unknown) => Promise.reject(claimError(config, error)),
-  )
-}
-
-function lost(config: ClaimConfig, slot: Slot | null, shape: Shape): null | Promise<null> {
+async function lost(config: ClaimConfig, slot: Slot | null, kind: ClaimKind): Promise<null> {
   const { jobName, holder, logger } = config
-  const keyed = shape === 'current' && slot?.occurrence != null
+  const keyed = kind !== 'original' && slot?.occurrence != null
   publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
   debug(logger, () =>
     keyed
       ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
       : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
   )
-  return keyed ? checkEarly(config, slot.occurrence as number) : null
+  if (keyed) await checkEarly(config, slot.occurrence as number)
+  return null
 }
 
 /** A failed claim's error: a table changed under it is read again next claim, never guessed; a missing one is named. */
@@ -292,17 +286,24 @@ const CLOCK_CHECK_EVERY_MS = 60_000
 
 // Only a too-early loss needs saying (this replica's clock runs fast and never runs the job); the
 // offset is refreshed by won claims, else by a facts read at most once a minute per table.
-function checkEarly(config: ClaimConfig, occurrence: number): null | Promise<null> {
+async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
   const known = knowledgeOf(config.db, config.table)
   const fresh = known.clock !== undefined && monotonicMs() - known.clock.at < CLOCK_CHECK_EVERY_MS
-  const judge = () => judgeEarly(config, occurrence, known.clock)
   // A failed read leaves nothing to judge by.
-  return fresh ? judge() : readFacts(config, known).then(judge, () => null)
+  if (
+    !fresh &&
+    !(await readFacts(config, known).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return
+  judgeEarly(config, occurrence, known.clock)
 }
 
-function judgeEarly(config: ClaimConfig, occurrence: number, clock: TableKnowledge['clock']): null {
+function judgeEarly(config: ClaimConfig, occurrence: number, clock: TableKnowledge['clock']): void {
   const { table, jobName, logger } = config
-  if (clock === undefined) return null
+  if (clock === undefined) return
   const aheadMs = occurrence - (Date.now() - clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) clearWarning(table, `early:${jobName}`)
@@ -313,5 +314,4 @@ function judgeEarly(config: ClaimConfig, occurrence: number, clock: TableKnowled
         `lies about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
         "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
     )
-  return null
 }

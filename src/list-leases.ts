@@ -3,6 +3,7 @@ import { formatValue } from './format-value.js'
 import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
 import { listLeasesSql } from './sql.js'
+import { knowledgeOf } from './state.js'
 import { shapeOf } from './table-facts.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
@@ -29,13 +30,28 @@ export interface LeaseInfo {
   remainingMs: number
   /** The database clock reading all rows of one call were judged at. */
   checkedAt: string
-  /** How the last recorded run ended; `null` when none was recorded. */
-  lastOutcome: 'ok' | 'error' | null
-  /** When the last recorded run settled, database clock; `null` if none was recorded. */
+  /**
+   * The job's last run: `running` while its claim's lease holds and it has recorded no end; `ok` or
+   * `error` once recorded; `unfinished` when its lease ended with no outcome (its replica died or
+   * lost the lease); `null` when no run was recorded yet, or its scheduler could not say how it
+   * ended. Claims that record no run (`record: false`, the original package) change nothing here.
+   */
+  lastOutcome: 'running' | 'ok' | 'error' | 'unfinished' | null
+  /**
+   * How the last run that has ended ended: `lastOutcome`, except while a run is running, when it is
+   * the one before. What `check` judges: `error` is failing and `unfinished` died, until a run ends ok.
+   */
+  lastEndedOutcome: 'ok' | 'error' | 'unfinished' | null
+  /** When the last run started (its claim), database clock; `null` if none was recorded. */
+  lastStartedAt: string | null
+  /** When the last run that ended ended, database clock (for one that died, when its lease ran out); `null` if none. */
   lastFinishedAt: string | null
-  /** How long the last recorded run took, in ms (this process's monotonic clock); `null` if none. */
+  /** How long the last run that ended took, in ms (this process's monotonic clock); `null` if none, or it died. */
   lastDurationMs: number | null
-  /** For a last run that failed: `Name: first line of the message`, at most 500 characters. */
+  /**
+   * For a last ended run that failed: `Name: first line of the message`, at most 500 characters; for
+   * one that died, which holder it was and when its lease ran out.
+   */
   lastError: string | null
   /** When a run last ended `ok`, database clock; `null` if none has. */
   lastSuccessAt: string | null
@@ -56,6 +72,8 @@ export interface LeaseInfo {
   nextDueAt: string | null
   /** The occurrences that fell due unclaimed, counted so far by the claims (or a pause) after them (0 if none, or unknown). */
   missed: number
+  /** How many of the job's runs died, ever (a counter); `null` on a table without its run history's columns. */
+  unfinishedRuns: number | null
   /** A pause (`pauseJob`, `pg-cron-lease pause`) holds the job at `checkedAt`: nobody can claim it. */
   paused: boolean
   /** When the pause ends, database clock (`'infinity'` when open-ended); `null` when not paused. */
@@ -101,18 +119,34 @@ export function overdueGrace(everyMs: number | null, graceMs: number | undefined
  * const lease = (await listLeases(pool)).find((l) => l.jobName === 'billing:hourly')
  */
 export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promise<LeaseInfo[]> {
+  return (await readLeases(db, opts)).leases
+}
+
+/** {@link listLeases}, with the database clock reading they were judged at, which an empty table has too. */
+export async function readLeases(
+  db: Queryable,
+  opts?: ListLeasesOptions,
+): Promise<{ leases: LeaseInfo[]; checkedAt: string; table: string }> {
   checkQueryable(db)
   const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
-
   const shape = (await shapeOf({ db, table })) ?? 'original'
-  const result = await runStatement(db, listLeasesSql(table, shape), [], false)
+  const { history } = knowledgeOf(db, table)
+  const result = await runStatement(db, listLeasesSql(table, shape, history), [], false)
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
   if (!Array.isArray(rows)) {
     throw new TypeError(
       `pg-cron-lease: cannot list the leases in ${table}: the driver's result has no rows array, got ${formatValue(result)}`,
     )
   }
-  return rows.map((row) => readLease(row, table, factor, grace))
+  // An empty table's one row carries the clock reading and no job.
+  const checkedAt = (rows[0] as { checked_at?: unknown } | undefined)?.checked_at
+  if (typeof checkedAt !== 'string') {
+    throw new TypeError(
+      `pg-cron-lease: cannot read a lease row of ${table}: column checked_at has an unexpected value, got ${formatValue(rows[0])}`,
+    )
+  }
+  const jobs = rows.filter((row) => (row as { job_name?: unknown } | null)?.job_name !== null)
+  return { leases: jobs.map((row) => readLease(row, table, factor, grace)), checkedAt, table }
 }
 
 // A guess at a value this code does not understand could report a held lease as free.
@@ -136,8 +170,8 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
   const remainingMs = number('remaining_ms')
   if (remainingMs < 0 || (!Number.isInteger(remainingMs) && remainingMs !== Number.POSITIVE_INFINITY))
     bad('remaining_ms')
-  const lastOutcome = r.last_outcome
-  if (lastOutcome !== null && lastOutcome !== 'ok' && lastOutcome !== 'error') bad('last_outcome')
+  const oneOf = <T extends string>(column: string, values: readonly T[]): T | null =>
+    r[column] === null ? null : values.includes(r[column] as T) ? (r[column] as T) : bad(column)
   const everyMs = numberOrNull('every_ms')
   const paused = flag('paused')
   const lateMs = numberOrNull('since_due_ms')
@@ -149,7 +183,9 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     held: flag('held'),
     remainingMs,
     checkedAt: text('checked_at'),
-    lastOutcome: lastOutcome as LeaseInfo['lastOutcome'],
+    lastOutcome: oneOf('last_outcome', ['running', 'ok', 'error', 'unfinished'] as const),
+    lastEndedOutcome: oneOf('last_ended_outcome', ['ok', 'error', 'unfinished'] as const),
+    lastStartedAt: textOrNull('last_started_at'),
     lastFinishedAt: textOrNull('last_finished_at'),
     lastDurationMs: numberOrNull('last_duration_ms'),
     lastError: textOrNull('last_error'),
@@ -163,5 +199,6 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     lastOccurrence: textOrNull('last_occurrence'),
     nextDueAt: textOrNull('next_due_at'),
     missed: number('missed'),
+    unfinishedRuns: numberOrNull('unfinished_runs'),
   }
 }

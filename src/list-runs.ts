@@ -1,4 +1,5 @@
 /** Reading the run history: one row per run, newest first, as the database recorded it. */
+import { codedError, ERROR_CODES } from './errors.js'
 import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
 import { compileOptions } from './options.js'
@@ -27,16 +28,18 @@ export interface RunInfo {
   claimedAt: string
   /** When the tick started: its claim, as a tick starts on the claim. */
   startedAt: string
-  /** When the run's outcome was recorded; `null` for an unfinished run. */
+  /** When the run's outcome was recorded; `null` while it runs, and for an unfinished run. */
   finishedAt: string | null
-  /** How long the tick took, in ms (this process's monotonic clock); `null` for an unfinished run. */
+  /** How long the tick took, in ms (this process's monotonic clock); `null` while it runs, and for an unfinished run. */
   durationMs: number | null
   /**
-   * `ok`, `error`, or `unfinished`: no outcome was ever recorded (its replica died or was killed
-   * mid-tick, or it ran with `record: false`), shown once its lease ended. `unknown` only for a
-   * node-cron task the coordinator does not `watch`, which cannot say whether it threw.
+   * `running` from its claim on, while that claim's lease holds; then `ok` or `error` as it ended, or
+   * `unfinished` once its lease ended with no outcome: its replica died or lost the lease mid-run (a
+   * run that ends after all is then written as it ended). `unknown` only for a node-cron task the
+   * coordinator does not `watch`, which cannot say whether it threw. A run the library was told not
+   * to record (`record: false`, `history: false`) and a claim by the original package have no row.
    */
-  outcome: 'ok' | 'error' | 'unfinished' | 'unknown'
+  outcome: 'running' | 'ok' | 'error' | 'unfinished' | 'unknown'
   /** For an error: `Name: first line of the message`, at most 500 characters. */
   error: string | null
   /** The occurrences that fell due unclaimed just before this run (its `ctx.missed`). */
@@ -73,7 +76,8 @@ export async function listRuns(db: Queryable, opts?: ListRunsOptions): Promise<R
   const known = knowledgeOf(db, table)
   const shape = await readFacts({ db, table }, known)
   if (shape === undefined || !known.history) {
-    throw new Error(
+    throw codedError(
+      ERROR_CODES.NO_HISTORY,
       `pg-cron-lease: ${table} has no run history (${historyTableOf(table)}${shape === undefined ? `, nor ${table} itself` : ''}): ` +
         `create it with \`${migrateCommand(table)}\`, or run upgradeTableSql() in a migration`,
     )

@@ -10,8 +10,9 @@ const UNKNOWN = 'it expired or another claim replaced it'
  * have run out by itself (this process's lower bound of its end), so a lease found ended was ended
  * by someone. Never rejects: a failed read leaves the reason unknown.
  */
-export async function whyLost({ config, shape, claimToken }: Ticket, early: boolean): Promise<string> {
+export async function whyLost({ config, kind, claimToken }: Ticket, early: boolean): Promise<string> {
   const { db, table, jobName } = config
+  const shape = kind === 'original' ? 'original' : 'current'
   const row = await runStatement(db, lostLeaseSql(table, shape), [jobName, claimToken], false).then(
     (result) => (result as { rows?: Record<string, unknown>[] } | null)?.rows?.[0] ?? null,
     () => undefined,

@@ -100,7 +100,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
   const finish = ({ ticket, startedAt, failed }: Run, heard: boolean) => {
     const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
-    return recordOutcome(ticket, monotonicMs() - startedAt, ticket.intervalMs ?? undefined, settled)
+    return recordOutcome(ticket, monotonicMs() - startedAt, settled)
   }
   // Once per run: by onComplete, or by a shutdown that stopped it first (`stopped` holds its reason).
   const complete = async (key: string, run: Run, stopped?: unknown[]) => {

@@ -1,11 +1,9 @@
 /** Recording how a won tick ended: in the lease row, for `listLeases`, `status` and `check`, and in the run history. */
 import { migrateCommand, warn } from './log.js'
-import { DEFAULT_HISTORY } from './options.js'
 import { runStatement } from './query.js'
-import { historyTableOf, lateRunSql } from './sql.js'
+import { historyTableOf } from './sql.js'
 import { firstWarning, knowledgeOf, statementsOf } from './state.js'
-import type { Ticket } from './ticket.js'
-import type { Queryable } from './types.js'
+import { historyParams, type Ticket } from './ticket.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */
 export type Settled = { outcome: 'ok' } | { outcome: 'error'; error: unknown } | { outcome: 'unknown' }
@@ -22,7 +20,6 @@ export const RECORD_WAIT_MS = 2000
 export async function recordOutcome(
   ticket: Ticket,
   durationMs: number,
-  everyMs: number | undefined,
   settled: Settled,
   after?: Promise<unknown>,
 ): Promise<void> {
@@ -30,51 +27,42 @@ export async function recordOutcome(
   const waited = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, RECORD_WAIT_MS).unref()
   })
-  const written =
-    after === undefined
-      ? write(ticket, durationMs, everyMs, settled)
-      : after.then(() => write(ticket, durationMs, everyMs, settled))
+  const written = (async () => {
+    await after
+    await write(ticket, durationMs, settled)
+  })()
   await Promise.race([written, waited])
   clearTimeout(timer)
 }
 
-// `everyMs`: the declared interval, or undefined to let the table observe it.
-async function write(ticket: Ticket, durationMs: number, everyMs: number | undefined, settled: Settled) {
-  const { db, table, jobName, holder, logger, prepare } = ticket.config
-  const { claimToken } = ticket
-  // The original shape has no outcome columns; the table's shape warning already said so.
-  if (claimToken === null || ticket.shape !== 'current') return
+async function write(ticket: Ticket, durationMs: number, settled: Settled): Promise<void> {
+  const { db, table, jobName, logger, prepare } = ticket.config
+  const { claimToken, kind, runNumber } = ticket
+  // Only a claim that marked its run started has one to end; the original shape keeps no outcome.
+  if (claimToken === null || (kind !== 'run' && kind !== 'history')) return
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
-  const { history } = knowledgeOf(db, table)
-  const keep = ticket.config.history ?? DEFAULT_HISTORY
-  if (!history && keep !== false && firstWarning(table, 'history')) warnNoHistory(ticket)
-  const statements = statementsOf(table, 'current')
-  const send = async (text: string | null) => {
-    const params = [jobName, claimToken, durationMs, outcome, text, everyMs ?? null]
-    if (!history || keep === false) return runStatement(db, statements.record, params, prepare)
-    // Almost every run ends ok, with no claim dead before it, on a row already numbered: its record
-    // has the least to do (recordRunSql).
-    const { occurrence, missed, catchUp, unrecorded, runNumbers } = ticket
-    const full = outcome !== 'ok' || unrecorded || runNumbers === null
-    const run = [holder, occurrence?.toISOString() ?? null, missed, catchUp, keep.keep, keep.keepFailed]
-    const statement = full ? statements.recordRunFull : statements.recordRun
-    const result = await runStatement(
-      db,
-      statement,
-      [...params, ...run, ...(runNumbers ?? [null, null, null])],
-      prepare,
-    )
-    // No row written: another claim replaced this one before the run ended.
-    if (!wrote(result)) await recordLate(db, table, params.slice(0, 5))
-    return result
+  if (kind === 'run' && ticket.config.history !== false && !knowledgeOf(db, table).history) {
+    if (firstWarning(table, 'history')) warnNoHistory(ticket)
   }
+  const statements = statementsOf(table, kind)
+  // A run with a row in the history ends it there too, in the same statement.
+  const send = (text: string | null) =>
+    runNumber === null
+      ? runStatement(db, statements.record, [jobName, claimToken, durationMs, outcome, text], prepare)
+      : runStatement(
+          db,
+          statements.recordRun,
+          [jobName, claimToken, durationMs, outcome, text, runNumber, historyParams(ticket.config)[1]],
+          prepare,
+        )
   try {
     await send(errorText)
   } catch (error) {
     // A failed run must never read as the last run's 'ok'. Text the database cannot store (22P05, a
     // character its encoding lacks; 22021, one it cannot take at all) is the one cause a retry in
-    // ASCII fixes; any other failure would fail again, and the row keeps its last recorded outcome.
+    // ASCII fixes; any other failure would fail again, and the run reads as unfinished once its
+    // lease ends: no outcome was recorded.
     const code = (error as { code?: unknown } | null)?.code
     if (errorText !== null && (code === '22P05' || code === '22021') && NON_ASCII.test(errorText)) {
       try {
@@ -86,20 +74,6 @@ async function write(ticket: Ticket, durationMs: number, everyMs: number | undef
     }
     warn(logger, `pg-cron-lease: could not record the outcome of '${jobName}' in ${table}: ${firstLine(error)}`)
   }
-}
-
-// A run outlived by the claim that replaced its own: its outcome goes where that claim keeps it, in
-// the lease row while that claim's run is not recorded, else in its history row (lateRunSql). One
-// after the other, so the second sees what a record between them wrote. Plain text: rarely sent.
-async function recordLate(db: Queryable, table: string, params: unknown[]): Promise<void> {
-  if (wrote(await runStatement(db, lateRunSql(table, 'unrecorded'), params, false))) return
-  await runStatement(db, lateRunSql(table, 'history'), params, false)
-}
-
-// Whether a statement changed a row: its rowCount where the driver gives one, else its rows.
-function wrote(result: unknown): boolean {
-  const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
-  return typeof rowCount === 'number' ? rowCount > 0 : Array.isArray(rows) && rows.length > 0
 }
 
 function warnNoHistory({ config }: Ticket): void {

@@ -55,12 +55,14 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
   holder      TEXT,
   claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()`
 
-// Added by the current shape; all nullable, so adding them rewrites nothing.
+// Added by the current shape; all nullable, so adding them rewrites nothing. The last_* columns
+// describe the job's last run: a claimant that records its runs marks it started (last_started_at),
+// and its record ends it (last_finished_at); one started after the last end is running, or died.
 const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
-  ['last_started_at', 'TIMESTAMPTZ'], // the recorded run's claimed_at: next claim minus it is the interval
-  ['last_finished_at', 'TIMESTAMPTZ'],
+  ['last_started_at', 'TIMESTAMPTZ'], // the last run's claimed_at: the next claim minus it is the interval
+  ['last_finished_at', 'TIMESTAMPTZ'], // when the last run that ended ended (for one that died, its lease)
   ['last_duration_ms', 'DOUBLE PRECISION'],
-  ['last_outcome', 'TEXT'], // 'ok', 'error', or NULL when the scheduler could not say
+  ['last_outcome', 'TEXT'], // 'ok', 'error', 'unfinished', or NULL when the scheduler could not say
   ['last_error', 'TEXT'],
   ['last_success_at', 'TIMESTAMPTZ'],
   ['every_ms', 'DOUBLE PRECISION'],
@@ -79,18 +81,11 @@ export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([nam
 // What the run history adds to the lease row. Not among CURRENT_COLUMNS: a table upgraded before
 // the history keeps its shape, and its claims.
 const HISTORY_COLUMNS: readonly (readonly [name: string, type: string])[] = [
-  // The claims replaced before their runs were recorded (their replica died mid-tick), as the claim
-  // that replaced each found it (KEEP_UNRECORDED); the next recorded run writes them to the history.
-  ['unrecorded_claims', 'JSONB'],
   ['run_number', 'BIGINT'], // the last run written to the history: a job's runs are numbered 1, 2, …
   ['failed_runs', 'BIGINT'], // how many of them were not ok: each such run is numbered among them too
   ['runs_trimmed', 'BIGINT'], // runs numbered up to this were trimmed or kept: the next trim starts above
+  ['unfinished_runs', 'BIGINT'], // how many of the job's runs died: a counter, never trimmed
 ]
-
-const UNRECORDED = 'unrecorded_claims'
-
-/** How many runs that died in a row the lease row keeps until a recorded run moves them to the history. */
-export const UNRECORDED_KEPT = 20
 
 // One row per run, numbered per job in the order the runs were written; a run that was not ok is
 // also numbered among those (failure_number), so the trim can tell which are its last M without a
@@ -216,20 +211,21 @@ function doBlock(body: string): string {
 
 /**
  * A catch-up: wins once the stored next due time passed unclaimed within `$4` ms (`$5` the next due
- * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` and `keeps` as the claim's).
- * Compared in ms, as the clock minus it could leave timestamp range. The lock sits last inside a
- * CASE: an AND may evaluate it first and cost a loser a transaction ID.
+ * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` as the claim's, and
+ * for the `history` kind `$8` and `$9` as the claim's `$9` and `$10`). Compared in ms, as the clock
+ * minus it could leave timestamp range. The lock sits last inside a CASE: an AND may evaluate it
+ * first and cost a loser a transaction ID.
  */
-export function catchUpSql(table: string, keeps = false): string {
+export function catchUpSql(table: string, kind: RunKind): string {
   const t = quoteTable(table)
-  const ms = (expression: string) => `${expression} * interval '1 millisecond'`
   // A pause's slots are skipped, not made up: pauseSql and resumeSql moved the due time past it.
   const due = 'lease.next_due_at'
-  const skipped = `coalesce(floor(extract(epoch FROM clock.at - ${due}) * 1000 / ${every('$7')}), 0)`
+  const skipped = `coalesce(floor(${msBetween('clock.at', due)} / ${every('$7')}), 0)`
   const steps = `coalesce(${ms(`${skipped} * ${every('$7')}`)}, interval '0')`
   const dueAt = `(${due} + ${steps})`
   const slot = `(coalesce(lease.next_occurrence, lease.next_due_at) + ${steps})`
-  return `UPDATE ${t} AS lease
+  const number = `coalesce(lease.run_number, (${lastRunNumber(table)})) + 1`
+  const update = `UPDATE ${t} AS lease
 SET lease_until = clock.at + ${ms('$2::integer')},
   holder = $3::text,
   claimed_at = clock.at,
@@ -237,18 +233,29 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   next_due_at = coalesce(clock.at + ${ms('$5::float8')}, ${dueAt} + ${ms(every('$7'))}),
   next_occurrence = coalesce(${fromMs('$6::bigint')}, ${slot} + ${ms(every('$7'))}),
   last_missed = ${skipped}::bigint,
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${keeps ? `,\n  ${KEEP_UNRECORDED}` : ''}
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${runStarted(kind, 'clock.at', '$7', number, '$8')}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
   AND CASE WHEN ${due} <= clock.at AND lease.claimed_at < lease.next_due_at
       AND lease.lease_until <= clock.at
-      AND extract(epoch FROM clock.at - ${dueAt}) * 1000 <= $4::float8
+      AND ${msBetween('clock.at', dueAt)} <= $4::float8
       AND NOT coalesce(lease.last_occurrence >= ${slot}, false)
     THEN EXISTS (SELECT FROM ${t} AS locked WHERE locked.job_name = $1::text
       AND locked.lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
-    ELSE false END
-RETURNING ${CLAIM_TOKEN} AS claimed_at, lease.last_missed AS missed, ${isoText('lease.last_occurrence')} AS occurrence,
-  coalesce($7::float8, lease.every_ms) AS interval_ms${keeps ? `, ${KEEPER_RETURNING}` : ''}`
+    ELSE false END`
+  const returned = (row: string) =>
+    `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed, ${isoText(`${row}.last_occurrence`)} AS occurrence`
+  if (kind !== 'history') return `${update}\nRETURNING ${returned('lease')}`
+  return withRunRow(table, update, true, '$9', `${returned('claimed')}, claimed.run_number`)
+}
+
+// A length in ms as an interval, and the ms from one timestamp to a later one: said once each.
+function ms(expression: string): string {
+  return `${expression} * interval '1 millisecond'`
+}
+
+function msBetween(later: string, earlier: string): string {
+  return `extract(epoch FROM ${later} - ${earlier}) * 1000`
 }
 
 // Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
@@ -287,59 +294,108 @@ WHERE lease.job_name = $1::text
   AND (lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ${fromMs('$2::bigint')})`
 }
 
-// For a claimant that keeps a history: the claims that died before this one, for its record to
-// write to the history (recordRunSql, which empties the list). The claim this one replaces joins
-// them when its run was never recorded: its replica died mid-tick, or it ran with record: false.
-const KEEP_UNRECORDED = `${UNRECORDED} = CASE WHEN lease.claimed_at IS DISTINCT FROM lease.last_started_at
-    THEN jsonb_path_query_array(coalesce(lease.${UNRECORDED}, '[]') || jsonb_build_object('claimed_at', lease.claimed_at,
-      'holder', lease.holder, 'occurrence', lease.last_occurrence, 'missed', lease.last_missed), '$[last - ${UNRECORDED_KEPT - 1} to last]')
-    ELSE lease.${UNRECORDED} END`
+/**
+ * What a claimant on the current shape writes besides its lease: nothing (`lease`: `record: false`),
+ * its run in the lease row (`run`), or that and the run's row in the history (`history`).
+ */
+export type RunKind = 'lease' | 'run' | 'history'
 
-// And what its record needs from the row, which nothing but that record changes before it: the
-// job's run numbers so far, and whether claims died before it.
-const KEEPER_RETURNING = `lease.run_number, lease.failed_runs, lease.runs_trimmed,
-  lease.${UNRECORDED} IS NOT NULL AS unrecorded`
+/** Every claim text there is: the original shape's, and the current shape's of each {@link RunKind}. */
+export type ClaimKind = 'original' | RunKind
+
+// The last run a claimant that records its runs started has recorded no end: it runs, or it died.
+function unended(alias: string): string {
+  return `coalesce(${alias}.last_started_at > ${alias}.last_finished_at, ${alias}.last_started_at IS NOT NULL)`
+}
+
+// What a run that died reads as in last_error: it names its holder and when its lease ended.
+function diedError(holder: string, lostAt: string): string {
+  return `format('no outcome: the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
+    coalesce(${holder}, 'a replica'), ${isoText(lostAt)})`
+}
+
+// The job's last run number in its history, for a row that has none yet (a new row, or one made again).
+function lastRunNumber(table: string): string {
+  return `SELECT coalesce(max(run.run_number), 0) FROM ${quoteTable(historyTableOf(table))} AS run WHERE run.job_name = $1::text`
+}
+
+// What a claimant that records its runs writes as it wins (kinds `run` and `history`): this run
+// started at `start`; the interval, declared (`interval`) else observed since the last run started;
+// and the end of that last run if it recorded none, as `unfinished`: this claim won once its lease
+// had ended, so its replica died or lost the lease. A `history` claimant also numbers the run
+// (`number`), counts the one that died among the failures and the runs that died, and moves the
+// trim on to the runs past the last `keep`.
+function runStarted(kind: ClaimKind, start: string, interval: string, number: string, keep: string): string {
+  if (kind !== 'run' && kind !== 'history') return ''
+  const died = (then: string, otherwise: string) => `CASE WHEN ${unended('lease')} THEN ${then} ELSE ${otherwise} END`
+  const observed = `CASE WHEN lease.last_started_at < ${start} THEN (${msBetween(start, 'lease.last_started_at')})::float8 END`
+  const set = [
+    `last_started_at = ${start}`,
+    `every_ms = coalesce(${interval}::float8, ${observed}, lease.every_ms)`,
+    `last_outcome = ${died("'unfinished'", 'lease.last_outcome')}`,
+    `last_finished_at = ${died('lease.lease_until', 'lease.last_finished_at')}`,
+    `last_duration_ms = ${died('NULL', 'lease.last_duration_ms')}`,
+    `last_error = ${died(diedError('lease.holder', 'lease.lease_until'), 'lease.last_error')}`,
+  ]
+  if (kind === 'history') {
+    set.push(
+      `run_number = ${number}`,
+      `failed_runs = coalesce(lease.failed_runs, 0) + ${died('1', '0')}`,
+      `unfinished_runs = coalesce(lease.unfinished_runs, 0) + ${died('1', '0')}`,
+      `runs_trimmed = greatest(coalesce(lease.runs_trimmed, 0), ${number} - ${keep}::integer)`,
+    )
+  }
+  return `,\n  ${set.join(',\n  ')}`
+}
+
+// A `history` claimant's claim (`upsert`, an INSERT or UPDATE of the lease row without RETURNING)
+// with its run: the run's row, started; the run before it marked `unfinished` if it never recorded an
+// end (the lease row said so, and counted it); and the job's rows trimmed to its last `keep` runs and
+// besides its last `keepFailed` not ok. The runs are found by number, so the trim costs the same at
+// run 10 and at run 100,000; `before` holds where the last trim stopped.
+function withRunRow(table: string, upsert: string, catchUp: boolean, keepFailed: string, output: string): string {
+  const h = quoteTable(historyTableOf(table))
+  const previous = 'run.run_number = claimed.run_number - 1'
+  const kept = `claimed.failed_runs - ${keepFailed}::integer`
+  return `WITH before AS MATERIALIZED (
+  SELECT coalesce(max(lease.runs_trimmed), 0) AS trimmed FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text),
+claimed AS (
+${upsert.replace(/^/gm, '  ')}
+  RETURNING lease.*),
+"run started" AS (
+  INSERT INTO ${h} (job_name, run_number, claimed_at, occurrence, holder, outcome, missed, catch_up)
+  SELECT claimed.job_name, claimed.run_number, claimed.claimed_at, claimed.last_occurrence, claimed.holder, 'running',
+    claimed.last_missed, ${catchUp} FROM claimed),
+"run died" AS (
+  UPDATE ${h} AS run SET outcome = 'unfinished', failure_number = claimed.failed_runs
+  FROM claimed WHERE run.job_name = $1::text AND ${previous} AND run.outcome = 'running'
+  RETURNING run.run_number),
+-- Past the last keep now (more, once, when keep was lowered): the one that just died is numbered first.
+"runs trimmed" AS (
+  DELETE FROM ${h} AS run USING claimed, before
+  WHERE run.job_name = $1::text AND run.run_number > before.trimmed AND run.run_number <= claimed.runs_trimmed
+    AND (run.failure_number IS NULL OR run.failure_number <= ${kept})
+    AND NOT (${previous} AND run.outcome = 'running')),
+-- The failures kept from before, past the last keepFailed once one more died.
+"failures trimmed" AS (
+  DELETE FROM ${h} AS run USING claimed, before
+  WHERE EXISTS (SELECT FROM "run died") AND run.job_name = $1::text AND run.failure_number <= ${kept}
+    AND run.run_number <= before.trimmed)
+SELECT ${output} FROM claimed`
+}
 
 /**
- * The claim: the claim token to the single winner, no row to losers, who write nothing. `keeps`:
- * the claimant writes its runs to the history (the table has it, and neither `record` nor
- * `history` is false); a claimant that does not leaves the history's columns alone.
+ * The claim: the claim token to the single winner, no row to losers, who write nothing. On the
+ * current shape `$4` is the occurrence (NULL: the lease alone), `$5` how far ahead of the database
+ * clock it may lie, `$6` and `$7` the next due time (ms from now) and occurrence, `$8` the interval;
+ * the `history` kind adds `$9` and `$10`, the runs to keep and the runs not ok to keep besides.
  */
-export function claimSql(table: string, shape: Shape, keeps = false): string {
+export function claimSql(table: string, kind: ClaimKind): string {
   const t = quoteTable(table)
-  if (shape === 'current') {
-    // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
-    // the even neighbour), so half an interval of latency or offset never adds one. Counted from the
-    // stored due time, which a pause moves past the occurrences it skips (pauseSql).
-    const missed = `greatest(0, floor(extract(epoch FROM coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at) - lease.next_due_at) * 1000 / ${every('$8')} + 0.5))::bigint`
-    // $4 the occurrence (NULL: the lease alone), $5 how far ahead of the database clock it may lie,
-    // $6 and $7 the next due time (ms from now) and occurrence, $8 the interval.
-    return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
-  next_occurrence, last_missed, missed_occurrences)
-SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at, slot.at,
-  clock.at + $6::float8 * interval '1 millisecond', ${fromMs('$7::bigint')}, 0, 0
-FROM (SELECT clock_timestamp() AS at) AS clock, (SELECT ${fromMs('$4::bigint')} AS at) AS slot
-WHERE CASE WHEN slot.at > clock.at + $5::integer * interval '1 millisecond' THEN false
-  ELSE NOT EXISTS (SELECT FROM ${t} WHERE job_name = $1::text)
-    OR EXISTS (SELECT FROM ${t} AS free WHERE free.job_name = $1::text AND free.lease_until <= clock_timestamp()
-      AND NOT coalesce(free.last_occurrence >= slot.at, false) FOR UPDATE SKIP LOCKED)
-END
-ON CONFLICT (job_name) DO UPDATE
-SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
-  holder = EXCLUDED.holder,
-  claimed_at = EXCLUDED.claimed_at,
-  last_occurrence = coalesce(EXCLUDED.last_occurrence, lease.last_occurrence),
-  next_due_at = EXCLUDED.next_due_at,
-  next_occurrence = EXCLUDED.next_occurrence,
-  last_missed = ${missed},
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${keeps ? `,\n  ${KEEP_UNRECORDED}` : ''}
-WHERE lease.lease_until <= clock_timestamp()
-  AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)
-RETURNING ${isoText('lease.claimed_at')} AS claimed_at, lease.last_missed AS missed${keeps ? `, ${KEEPER_RETURNING}` : ''}`
-  }
-  // The original shape: only a claimant that can lock an expired row now (`SKIP LOCKED`) reaches the upsert.
-  return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
-SELECT $1::text, clock.at + $2::integer * interval '1 millisecond', $3::text, clock.at
+  if (kind === 'original') {
+    // Only a claimant that can lock an expired row now (`SKIP LOCKED`) reaches the upsert.
+    return `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at)
+SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE CASE (SELECT lease_until > clock_timestamp() FROM ${t} WHERE job_name = $1::text)
   WHEN true THEN false
@@ -347,11 +403,50 @@ WHERE CASE (SELECT lease_until > clock_timestamp() FROM ${t} WHERE job_name = $1
   ELSE true
 END
 ON CONFLICT (job_name) DO UPDATE
-SET lease_until = clock_timestamp() + $2::integer * interval '1 millisecond',
+SET lease_until = clock_timestamp() + ${ms('$2::integer')},
   holder = EXCLUDED.holder,
   claimed_at = EXCLUDED.claimed_at
 WHERE lease.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
+  }
+  // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
+  // the even neighbour), so half an interval of latency or offset never adds one. Counted from the
+  // stored due time, which a pause moves past the occurrences it skips (pauseSql).
+  const missed = `greatest(0, floor(${msBetween('coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at)', 'lease.next_due_at')} / ${every('$8')} + 0.5))::bigint`
+  // A new row's run: started now, numbered on from the job's history (a row made again).
+  const started: Record<RunKind, [columns: string, values: string]> = {
+    lease: ['', ''],
+    run: [', last_started_at, every_ms', ', clock.at, $8::float8'],
+    history: [
+      ', last_started_at, every_ms, run_number, failed_runs, unfinished_runs, runs_trimmed',
+      `, clock.at, $8::float8, (${lastRunNumber(table)}) + 1, 0, 0, 0`,
+    ],
+  }
+  const [columns, values] = started[kind]
+  const upsert = `INSERT INTO ${t} AS lease (job_name, lease_until, holder, claimed_at, last_occurrence, next_due_at,
+  next_occurrence, last_missed, missed_occurrences${columns})
+SELECT $1::text, clock.at + ${ms('$2::integer')}, $3::text, clock.at, slot.at,
+  clock.at + ${ms('$6::float8')}, ${fromMs('$7::bigint')}, 0, 0${values}
+FROM (SELECT clock_timestamp() AS at) AS clock, (SELECT ${fromMs('$4::bigint')} AS at) AS slot
+WHERE CASE WHEN slot.at > clock.at + ${ms('$5::integer')} THEN false
+  ELSE NOT EXISTS (SELECT FROM ${t} WHERE job_name = $1::text)
+    OR EXISTS (SELECT FROM ${t} AS free WHERE free.job_name = $1::text AND free.lease_until <= clock_timestamp()
+      AND NOT coalesce(free.last_occurrence >= slot.at, false) FOR UPDATE SKIP LOCKED)
+END
+ON CONFLICT (job_name) DO UPDATE
+SET lease_until = clock_timestamp() + ${ms('$2::integer')},
+  holder = EXCLUDED.holder,
+  claimed_at = EXCLUDED.claimed_at,
+  last_occurrence = coalesce(EXCLUDED.last_occurrence, lease.last_occurrence),
+  next_due_at = EXCLUDED.next_due_at,
+  next_occurrence = EXCLUDED.next_occurrence,
+  last_missed = ${missed},
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${runStarted(kind, 'EXCLUDED.claimed_at', '$8', 'coalesce(lease.run_number + 1, EXCLUDED.run_number)', '$9')}
+WHERE lease.lease_until <= clock_timestamp()
+  AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)`
+  const returned = (row: string) => `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed`
+  if (kind !== 'history') return `${upsert}\nRETURNING ${returned('lease')}`
+  return withRunRow(table, upsert, false, '$10', `${returned('claimed')}, claimed.run_number`)
 }
 
 // A pause holds while the lease is still what the pause made it: any other writer of lease_until
@@ -389,13 +484,8 @@ WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
 FOR KEY SHARE`
 }
 
-// How a won tick ended, in the lease row: every recorded run's part of its record.
-const OUTCOME_SET = `every_ms = coalesce($6::float8,
-    CASE WHEN lease.last_started_at < lease.claimed_at
-      THEN (extract(epoch FROM lease.claimed_at - lease.last_started_at) * 1000)::float8 END,
-    lease.every_ms),
-  last_started_at = lease.claimed_at,
-  last_finished_at = clock.at,
+// How a run ended, in the lease row: every record's part; `clock` is the database clock read once.
+const RUN_ENDED = `last_finished_at = clock.at,
   last_duration_ms = $3::float8,
   last_outcome = $4::text,
   last_error = $5::text,
@@ -405,161 +495,82 @@ const OUTCOME_SET = `every_ms = coalesce($6::float8,
 const RECORD_FENCE = `lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
 
 /**
- * Records how a won tick ended, fenced on its claim, in the lease row alone: for a table without
- * its run history, or a job that keeps none (`history: false`). Current shape only.
+ * Records how a won tick ended (`$3` its duration, `$4` its outcome, NULL when the scheduler cannot
+ * say, `$5` its error), fenced on its claim (`$2`), in the lease row alone: for a run with no row in
+ * the history (a table without it, `history: false`). Current shape only.
  */
 export function recordOutcomeSql(table: string): string {
   return `UPDATE ${quoteTable(table)} AS lease
-SET ${OUTCOME_SET}
+SET ${RUN_ENDED}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE ${RECORD_FENCE}`
 }
 
-// A claim kept in unrecorded_claims (KEEP_UNRECORDED) as its run, from claimed_at on (HISTORY_ROW's
-// order): `unfinished`, unless its run ended late (lateRunSql). The element is `died.run`.
-const DIED_RUN = `(died.run->>'claimed_at')::timestamptz, (died.run->>'occurrence')::timestamptz, died.run->>'holder',
-    (died.run->>'finished_at')::timestamptz, (died.run->>'duration_ms')::float8, coalesce(died.run->>'outcome', 'unfinished'),
-    died.run->>'error', coalesce((died.run->>'missed')::bigint, 0), false`
-
-// This run, from claimed_at on (HISTORY_ROW's order).
-const THIS_RUN = `${fromIsoText('$2')}, ${fromIsoText('$8')}, $7::text, clock.at, $3::float8, coalesce($4::text, 'unknown'),
-    $5::text, $9::bigint, $10::boolean`
-
-// A run's fields after its numbers, as DIED_RUN and THIS_RUN give them.
-const RUN_FIELDS = 'claimed_at, occurrence, holder, finished_at, duration_ms, outcome, error, missed, catch_up'
-
-const HISTORY_ROW = `job_name, run_number, failure_number, ${RUN_FIELDS}`
-
 /**
- * The outcome record that also writes the run to the history and trims the job's rows there, in
- * one statement; fenced on the claim as {@link recordOutcomeSql} is. `$7` the holder, `$8` the
- * occurrence (ISO text), `$9` the missed count, `$10` whether it was a catch-up, `$11` and `$12`
- * how many runs, and runs not ok, to keep; `$13`–`$15` the job's run number, number of runs not ok
- * and trimmed number, as its claim returned them. A job's runs are numbered as they are written,
- * and its runs not ok among themselves too, so the trim finds what to drop by number: its cost
- * does not grow with the job's age. Writes no row once another claim replaced this one (see
- * lateRunSql).
- *
- * `full`: the run was not ok, its claim said claims died before it, or the row has no numbers yet
- * (a new job, a row made again: they go on from its history). It also writes the runs of the claims
- * that died, as `unfinished` (or as they ended late), and drops the failures they push out of the
- * last `$12`. Without, the statement almost every run sends: an ok run's row, and the run that
- * leaves the last `$11`.
+ * {@link recordOutcomeSql}, and the run's row in the history (`$6` its number, as its claim returned
+ * it) in the same statement: a run that failed is numbered among the failures, and those kept from
+ * before past the last `$7` are trimmed. The row is written even once another claim replaced this
+ * run's (its lease ran out mid-run): a run that ends late keeps its real outcome.
  */
-export function recordRunSql(table: string, full: boolean): string {
-  const t = quoteTable(table)
+export function recordRunSql(table: string): string {
   const h = quoteTable(historyTableOf(table))
-  // In the lean record no run not ok is written: failed_runs stays.
-  const set = (numbered: string, failed?: string) => `UPDATE ${t} AS lease
-  SET ${OUTCOME_SET.replace(/\n {2}/g, '\n    ')},${full ? `\n    ${UNRECORDED} = NULL,` : ''}
-    run_number = ${numbered},${failed === undefined ? '' : `\n    failed_runs = ${failed},`}
-    runs_trimmed = greatest(${full ? 'before.trimmed' : '$15::bigint'}, ${numbered} - $11::integer)
-  FROM "db clock" AS clock${full ? ', "runs before" AS before' : ''}
-  WHERE ${RECORD_FENCE}`
-  // The runs that leave the last $11 now (more, once, when keep was lowered): dropped, but for
-  // those among the last $12 not ok.
-  const trim = (trimmed: string, numbered: string, failed: string) => `DELETE FROM ${h} AS run
-  WHERE EXISTS (SELECT FROM "run recorded") AND run.job_name = $1::text
-    AND run.run_number > ${trimmed} AND run.run_number <= ${numbered} - $11::integer
-    AND (run.failure_number IS NULL OR run.failure_number <= ${failed} - $12::integer)`
-  if (!full) {
-    return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
-"run recorded" AS (
-  ${set('$13::bigint + 1')}
-  RETURNING true),
-"runs trimmed" AS (
-  ${trim('$15::bigint', '$13::bigint + 1', '$14::bigint')})
-INSERT INTO ${h} (${HISTORY_ROW})
-SELECT $1::text, $13::bigint + 1, NULL, ${THIS_RUN}
-FROM "run recorded" CROSS JOIN "db clock" AS clock`
-  }
-  const kept = (column: string) => `(SELECT max(run.${column}) FROM ${h} AS run WHERE run.job_name = $1::text)`
-  const after = {
-    numbered: '(SELECT max(written.run_number) FROM "runs written" AS written)',
-    failed: '(SELECT coalesce(max(written.failure_number), before.failed) FROM "runs written" AS written)',
-  }
+  const failed = `$4::text = 'error'`
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
--- Locked first, so that a late run's outcome written into its entry (lateRunSql) is read. Numbers
--- the row has none of yet go on from the history.
-"runs before" AS MATERIALIZED (
-  SELECT coalesce($13::bigint, ${kept('run_number')}, 0) AS numbered,
-    coalesce($14::bigint, ${kept('failure_number')}, 0) AS failed,
-    coalesce($15::bigint, 0) AS trimmed, lease.${UNRECORDED} AS died
-  FROM ${t} AS lease
+recorded AS (
+  UPDATE ${quoteTable(table)} AS lease
+  SET ${RUN_ENDED.replace(/\n {2}/g, '\n    ')},
+    failed_runs = coalesce(lease.failed_runs, 0) + CASE WHEN ${failed} THEN 1 ELSE 0 END
+  FROM "db clock" AS clock
   WHERE ${RECORD_FENCE}
-  FOR UPDATE),
--- The runs of the claims that died, numbered in the order they were claimed, then this run; each
--- run not ok numbered among them too.
-"runs written" (run_number, failure_number, ${RUN_FIELDS}) AS MATERIALIZED (
-  SELECT run.run_number,
-    CASE WHEN run.outcome <> 'ok' THEN before.failed + count(*) FILTER (WHERE run.outcome <> 'ok') OVER (ORDER BY run.run_number) END,
-    ${RUN_FIELDS.replace(/\w+/g, 'run.$&')}
-  FROM "runs before" AS before CROSS JOIN (
-    SELECT before.numbered + died.ordinal, ${DIED_RUN}
-    FROM "runs before" AS before CROSS JOIN jsonb_array_elements(before.died) WITH ORDINALITY AS died (run, ordinal)
-    UNION ALL
-    SELECT before.numbered + 1 + coalesce(jsonb_array_length(before.died), 0), ${THIS_RUN}
-    FROM "runs before" AS before CROSS JOIN "db clock" AS clock
-  ) AS run (run_number, ${RUN_FIELDS})),
-"run recorded" AS (
-  ${set(after.numbered, after.failed)}
-  RETURNING lease.run_number, lease.failed_runs),
-"runs trimmed" AS (
-  ${trim('(SELECT trimmed FROM "runs before")', '(SELECT run_number FROM "run recorded")', '(SELECT failed_runs FROM "run recorded")')}),
--- The runs not ok kept from before, past the last $12 now.
+  RETURNING lease.failed_runs, lease.runs_trimmed),
 "failures trimmed" AS (
-  DELETE FROM ${h} AS run
-  WHERE run.job_name = $1::text AND run.failure_number <= (SELECT failed_runs FROM "run recorded") - $12::integer
-    AND run.run_number <= (SELECT trimmed FROM "runs before"))
--- Not a run already past both the last $11 and the last $12 not ok (one of many that died in a row).
-INSERT INTO ${h} (${HISTORY_ROW})
-SELECT $1::text, written.* FROM "runs written" AS written CROSS JOIN "run recorded" AS recorded
-WHERE written.run_number > recorded.run_number - $11::integer OR written.failure_number > recorded.failed_runs - $12::integer`
+  DELETE FROM ${h} AS run USING recorded
+  WHERE ${failed} AND run.job_name = $1::text AND run.failure_number <= recorded.failed_runs - $7::integer
+    AND run.run_number <= recorded.runs_trimmed)
+UPDATE ${h} AS run
+SET finished_at = clock.at, duration_ms = $3::float8, outcome = coalesce($4::text, 'unknown'), error = $5::text,
+  failure_number = CASE WHEN ${failed} THEN coalesce((SELECT recorded.failed_runs FROM recorded), run.failure_number)
+    WHEN $4::text = 'ok' THEN NULL ELSE run.failure_number END
+FROM "db clock" AS clock
+WHERE run.job_name = $1::text AND run.run_number = $6::bigint AND run.claimed_at = ${fromIsoText('$2')}
+  AND run.outcome IN ('running', 'unfinished')`
 }
+
+// The doctor's race claims a job of its own (src/doctor.ts): never read as one of the user's.
+const NOT_DOCTOR = `!~ '^pg-cron-lease:doctor:[0-9a-f]{16}$'`
 
 /**
- * A run whose record matched no row: another claim replaced its claim before it finished. Its
- * outcome goes where that claim keeps it (`$1`–`$5` as the record's): `'unrecorded'`, into its entry
- * in unrecorded_claims while the replacing claim's own run is not recorded yet (the record that
- * writes it then writes this run as it ended); else `'history'`, into its row there, written as
- * `unfinished`. A claim that keeps no history kept none: then neither matches a row.
+ * Every lease but the doctor's own, in byte order, judged by one clock read: one row with no job
+ * for an empty table, so the clock is read all the same. `history`: the table counts the runs that
+ * died (its run history's columns).
  */
-export function lateRunSql(table: string, where: 'unrecorded' | 'history'): string {
-  const claim = fromIsoText('$2')
-  if (where === 'history') {
-    return `UPDATE ${quoteTable(historyTableOf(table))} AS run
-SET finished_at = clock_timestamp(), duration_ms = $3::float8, outcome = coalesce($4::text, 'unknown'), error = $5::text,
-  failure_number = CASE WHEN $4::text = 'ok' THEN NULL ELSE run.failure_number END
-WHERE run.job_name = $1::text AND run.claimed_at = ${claim} AND run.outcome = 'unfinished'`
-  }
-  const ended = `jsonb_build_object('finished_at', clock_timestamp(), 'duration_ms', $3::float8,
-        'outcome', coalesce($4::text, 'unknown'), 'error', $5::text)`
-  return `UPDATE ${quoteTable(table)} AS lease
-SET ${UNRECORDED} = (
-  SELECT jsonb_agg(CASE WHEN (died.run->>'claimed_at')::timestamptz = ${claim} THEN died.run || ${ended} ELSE died.run END
-    ORDER BY died.ordinal)
-  FROM jsonb_array_elements(lease.${UNRECORDED}) WITH ORDINALITY AS died (run, ordinal))
-WHERE lease.job_name = $1::text AND lease.claimed_at IS DISTINCT FROM lease.last_started_at
-  AND EXISTS (SELECT FROM jsonb_array_elements(lease.${UNRECORDED}) AS died (run)
-    WHERE (died.run->>'claimed_at')::timestamptz = ${claim})`
-}
-
-/** Every lease, in byte order, judged by one clock read. */
-export function listLeasesSql(table: string, shape: Shape): string {
+export function listLeasesSql(table: string, shape: Shape, history = false): string {
   // Materialized, as a subquery could be rescanned; the space in its name keeps any table from shadowing it.
   const at = '"db clock".at'
-  const column = (name: string, type: string) => (shape === 'current' ? `lease.${name}` : `NULL::${type}`)
+  const current = shape === 'current'
+  const column = (name: string, type: string) => (current ? `lease.${name}` : `NULL::${type}`)
   const pausedUntil = column('paused_until', 'timestamptz')
   const every = 'nullif(lease.every_ms, 0)'
   // With no due time stored (a scheduler that never named one), the last claim plus the interval.
-  const base = `coalesce(lease.next_due_at, lease.claimed_at + ${every} * interval '1 millisecond')`
-  const current = shape === 'current'
+  const base = `coalesce(lease.next_due_at, lease.claimed_at + ${ms(every)})`
   const nextDue = current ? dueAfterPause('lease.next_due_at', every) : 'NULL::timestamptz'
   const dueAt = current ? dueAfterPause(base, every) : 'NULL::timestamptz'
   // The end of a pause that has passed, until the job is claimed again.
   const resumedAt = current
     ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > lease.claimed_at THEN ${isoText('lease.paused_until')} END`
     : 'NULL::text'
+  // The last run: ended, running while its claim's lease holds, else unfinished (its replica died or
+  // lost the lease); a claim that marks no run (record: false, the original package) changes none.
+  const lastRun = current
+    ? `CASE WHEN NOT ${unended('lease')} THEN 'ended'
+    WHEN lease.claimed_at = lease.last_started_at AND ${claimEnd('lease', at)} > ${at} THEN 'running'
+    ELSE 'unfinished' END`
+    : `'ended'`
+  // When a run that died lost its lease: its own end, or at the latest the claim that replaced it.
+  const lostAt = `CASE WHEN lease.claimed_at = lease.last_started_at THEN ${claimEnd('lease', at)} ELSE lease.claimed_at END`
+  const died = (then: string, otherwise: string) =>
+    current ? `CASE WHEN lease.last_run = 'unfinished' THEN ${then} ELSE ${otherwise} END` : otherwise
+  const holder = 'CASE WHEN lease.claimed_at = lease.last_started_at THEN lease.holder END'
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT lease.job_name,
   lease.holder,
@@ -567,13 +578,15 @@ SELECT lease.job_name,
   ${isoTextOrInfinity('lease.lease_until')} AS lease_until,
   lease.lease_until > ${at} AS held,
   CASE WHEN NOT isfinite(lease.lease_until) THEN 'Infinity'::float8
-    WHEN lease.lease_until > ${at} THEN ceil(extract(epoch FROM lease.lease_until - ${at}) * 1000)::float8
+    WHEN lease.lease_until > ${at} THEN ceil(${msBetween('lease.lease_until', at)})::float8
     ELSE 0::float8 END AS remaining_ms,
   ${isoText(at)} AS checked_at,
-  ${column('last_outcome', 'text')} AS last_outcome,
-  ${isoText(column('last_finished_at', 'timestamptz'))} AS last_finished_at,
-  ${column('last_duration_ms', 'float8')} AS last_duration_ms,
-  ${column('last_error', 'text')} AS last_error,
+  CASE WHEN lease.last_run = 'ended' THEN ${column('last_outcome', 'text')} ELSE lease.last_run END AS last_outcome,
+  ${died("'unfinished'", column('last_outcome', 'text'))} AS last_ended_outcome,
+  ${isoText(column('last_started_at', 'timestamptz'))} AS last_started_at,
+  ${isoText(died(lostAt, column('last_finished_at', 'timestamptz')))} AS last_finished_at,
+  ${died('NULL', column('last_duration_ms', 'float8'))} AS last_duration_ms,
+  ${died(diedError(holder, lostAt), column('last_error', 'text'))} AS last_error,
   ${isoText(column('last_success_at', 'timestamptz'))} AS last_success_at,
   ${column('every_ms', 'float8')} AS every_ms,
   ${isoTextOrInfinity(pausedUntil)} AS paused_until,
@@ -581,9 +594,13 @@ SELECT lease.job_name,
   ${resumedAt} AS resumed_at,
   ${isoText(column('last_occurrence', 'timestamptz'))} AS last_occurrence,
   ${isoText(nextDue)} AS next_due_at,
-  (extract(epoch FROM ${at} - ${dueAt}) * 1000)::float8 AS since_due_ms,
-  coalesce(${column('missed_occurrences', 'bigint')}, 0)::float8 AS missed
-FROM ${quoteTable(table)} AS lease CROSS JOIN "db clock"
+  (${msBetween(at, dueAt)})::float8 AS since_due_ms,
+  coalesce(${column('missed_occurrences', 'bigint')}, 0)::float8 AS missed,
+  ${history ? `(coalesce(lease.unfinished_runs, 0) + ${died('1', '0')})::float8` : 'NULL::float8'} AS unfinished_runs
+FROM "db clock" LEFT JOIN LATERAL (
+  SELECT lease.*, ${lastRun.replace(/\n/g, '\n  ')} AS last_run
+  FROM ${quoteTable(table)} AS lease
+  WHERE lease.job_name ${NOT_DOCTOR}) AS lease ON true
 ORDER BY lease.job_name COLLATE "C"`
 }
 
@@ -600,8 +617,8 @@ function adminReturning(shape: Shape): string {
 }
 
 // A pause made before claim_until existed kept no claim end: taken as now.
-function claimEnd(alias: string): string {
-  return `CASE WHEN ${pauseHolds(alias)} THEN coalesce(${alias}.claim_until, clock.at)
+function claimEnd(alias: string, now = 'clock.at'): string {
+  return `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
     ELSE ${alias}.lease_until END`
 }
 
@@ -753,34 +770,20 @@ export function tableFactsParams(table: string): unknown[] {
 
 /**
  * The runs of every job (`$1` null) or one, newest first, before `$2` (ISO text; null: all), at
- * most `$3`. A run that died is read from the lease row until a recorded run writes it: each claim
- * the row keeps, and its own claim once that claim's lease has ended unrecorded.
+ * most `$3`. A run stored `running` runs while its claim's lease holds, and is `unfinished` once
+ * that lease ended with no outcome: its replica died, or lost the lease.
  */
 export function listRunsSql(table: string): string {
-  const t = quoteTable(table)
-  const h = quoteTable(historyTableOf(table))
-  const unlisted = (claimedAt: string) =>
-    `NOT EXISTS (SELECT FROM ${h} AS listed WHERE listed.job_name = lease.job_name AND listed.claimed_at = ${claimedAt})`
-  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at),
-"all runs" AS (
-  SELECT run.job_name, run.claimed_at, run.occurrence, run.holder, run.finished_at, run.duration_ms, run.outcome,
-    run.error, run.missed, run.catch_up
-  FROM ${h} AS run
-  UNION ALL
-  SELECT lease.job_name, ${DIED_RUN}
-  FROM ${t} AS lease CROSS JOIN jsonb_array_elements(lease.${UNRECORDED}) AS died (run)
-  WHERE ${unlisted("(died.run->>'claimed_at')::timestamptz")}
-  UNION ALL
-  SELECT lease.job_name, lease.claimed_at, lease.last_occurrence, lease.holder, NULL, NULL, 'unfinished', NULL,
-    coalesce(lease.last_missed, 0), false
-  FROM ${t} AS lease CROSS JOIN "db clock" AS clock
-  WHERE lease.claimed_at IS DISTINCT FROM lease.last_started_at AND ${claimEnd('lease')} <= clock.at
-    AND ${unlisted('lease.claimed_at')})
+  const outcome = `CASE WHEN run.outcome <> 'running' THEN run.outcome
+    WHEN lease.claimed_at = run.claimed_at AND ${claimEnd('lease')} > clock.at THEN 'running'
+    ELSE 'unfinished' END`
+  return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT run.job_name, ${isoText('run.claimed_at')} AS claimed_at, ${isoText('run.occurrence')} AS occurrence, run.holder,
-  ${isoText('run.finished_at')} AS finished_at, run.duration_ms, run.outcome, run.error, run.missed::float8 AS missed,
-  run.catch_up
-FROM "all runs" AS run
-WHERE ($1::text IS NULL OR run.job_name = $1::text)
+  ${isoText('run.finished_at')} AS finished_at, run.duration_ms, ${outcome} AS outcome, run.error,
+  run.missed::float8 AS missed, run.catch_up
+FROM ${quoteTable(historyTableOf(table))} AS run CROSS JOIN "db clock" AS clock
+  LEFT JOIN ${quoteTable(table)} AS lease ON lease.job_name = run.job_name
+WHERE ($1::text IS NULL OR run.job_name = $1::text) AND run.job_name ${NOT_DOCTOR}
   AND ($2::text IS NULL OR run.claimed_at < ${fromIsoText('$2')})
 ORDER BY run.claimed_at DESC, run.job_name COLLATE "C"
 LIMIT $3::integer`

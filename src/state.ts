@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto'
 import {
+  type ClaimKind,
   catchUpSql,
   claimSql,
   probeSql,
@@ -19,12 +20,12 @@ import {
 export type Statement = { readonly text: string; readonly name: string }
 
 /**
- * The hot statements of one table of one shape, for a claimant that keeps a history or not; all but `claim`
- * and `renew` are the current shape's. `record` writes the lease row alone; with the history,
- * `recordRun` also writes an ok run's row to it, and `recordRunFull` any other's (recordRunSql).
+ * The hot statements of one table for one kind of claimant (see {@link ClaimKind}): all but `claim`
+ * and `renew` are the current shape's. `record` writes the lease row alone; `recordRun` also the
+ * run's row in the history.
  */
 export type Statements = {
-  readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun' | 'recordRunFull']: Statement
+  readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement
 }
 
 /** How many tables are remembered at once, per handle and process-wide. */
@@ -35,24 +36,25 @@ export const NAMES = 1000
 
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
-// Per table, its statements of each shape, with and without the history: keyed by the table alone,
-// as a key made of all three on every claim cost more than the statement's lookup.
+const KINDS: readonly ClaimKind[] = ['original', 'lease', 'run', 'history']
+
+// Per table, its statements of each kind: keyed by the table alone, as a key made of both on every
+// claim cost more than the statement's lookup.
 const built = new Map<string, Array<Statements | undefined>>()
 
-/** The statements for `table` of `shape`, built on first use; `keeps` as claimSql's. */
-export function statementsOf(table: string, shape: Shape, keeps = false): Statements {
+/** The statements for `table` and a claimant of `kind`, built on first use. */
+export function statementsOf(table: string, kind: ClaimKind): Statements {
   const ofTable = built.get(table) ?? remember(built, table, [])
-  const kind = (shape === 'current' ? 2 : 0) + (keeps ? 1 : 0)
-  ofTable[kind] ??= Object.freeze({
+  const at = KINDS.indexOf(kind)
+  ofTable[at] ??= Object.freeze({
     probe: statement(probeSql(table)),
-    claim: statement(claimSql(table, shape, keeps)),
-    catchUp: statement(catchUpSql(table, keeps)),
-    renew: statement(renewSql(table, shape)),
+    claim: statement(claimSql(table, kind)),
+    catchUp: statement(catchUpSql(table, kind === 'original' ? 'lease' : kind)),
+    renew: statement(renewSql(table, kind === 'original' ? 'original' : 'current')),
     record: statement(recordOutcomeSql(table)),
-    recordRun: statement(recordRunSql(table, false)),
-    recordRunFull: statement(recordRunSql(table, true)),
+    recordRun: statement(recordRunSql(table)),
   })
-  return ofTable[kind]
+  return ofTable[at]
 }
 
 // Past TABLES entries the one added first goes; it is made again if it comes back.
@@ -84,7 +86,7 @@ export function clearWarning(table: string, about: string): void {
 /** What one handle knows of one table. */
 export interface TableKnowledge {
   shape: Shape | undefined
-  /** The table has its run history (historyTableOf), so claims keep the runs that died, and records write runs. */
+  /** The table has its run history (historyTableOf), so claims that record their runs write their rows there. */
   history: boolean
   readAt: number
   /** A read in flight: racing first claims send one catalog statement. */

@@ -1,6 +1,6 @@
 /** The records every step of a run passes along (config, slot, ticket); a won claim's reply becomes a ticket. */
-import type { HistoryKeep } from './options.js'
-import type { Shape } from './sql.js'
+import { DEFAULT_HISTORY, type HistoryKeep } from './options.js'
+import type { ClaimKind } from './sql.js'
 import { MAX_MS } from './time-input.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, Queryable } from './types.js'
 
@@ -47,26 +47,17 @@ export function slotOf(occurrence: number | null, nextGiven: number | null, ever
   return { occurrence, nextOccurrence: next, intervalMs: everyMs ?? gap }
 }
 
-/** A won claim: all its fences need. */
+/** A won claim: all its fences and its record need. */
 export interface Ticket {
   readonly config: ClaimConfig
   readonly claimToken: string | null
   readonly sentAt: number
-  readonly shape: Shape
+  /** What the claim wrote besides its lease; a `run` or `history` claim's run is recorded the same way. */
+  readonly kind: ClaimKind
   readonly occurrence: Date | null
   readonly missed: number
-  /** The interval to record; null lets the table observe it. */
-  readonly intervalMs: number | null
-  /** Won by catchUp: the history says so. */
-  readonly catchUp: boolean
-  /** The claim said claims died before it: its record writes their runs too. */
-  readonly unrecorded: boolean
-  /**
-   * The job's run number, runs not ok and trimmed number, as its claim returned them from the row
-   * (recordRunSql's `$13`–`$15`), which nothing but this run's record changes before it; null when
-   * the row has none yet.
-   */
-  readonly runNumbers: readonly [unknown, unknown, unknown] | null
+  /** The run's number in the history, as its claim returned it (sent back as it came); null: no row there. */
+  readonly runNumber: string | number | bigint | null
 }
 
 /** The ticket of a won claim or catch-up, from its reply's row and the slot it named. */
@@ -74,37 +65,34 @@ export function wonTicket(
   config: ClaimConfig,
   claimToken: string | null,
   sentAt: number,
-  shape: Shape,
+  kind: ClaimKind,
   row: Record<string, unknown> | undefined,
   slot: Slot | null,
-  catchUp: boolean,
 ): Ticket {
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
-  const intervalMs = Number(row?.interval_ms)
+  const number = row?.run_number
   return {
     config,
     claimToken,
     sentAt,
-    shape,
+    kind,
     occurrence: occurrence !== null && Number.isFinite(occurrence) ? new Date(occurrence) : null,
     missed: countOf(row?.missed),
-    intervalMs: Number.isFinite(intervalMs) && intervalMs > 0 ? intervalMs : (slot?.intervalMs ?? null),
-    catchUp,
-    unrecorded: row?.unrecorded === true,
-    runNumbers: numbered(row) ? [row.run_number, row.failed_runs, row.runs_trimmed] : null,
+    // Most drivers read a bigint as text; a number or bigint also casts.
+    runNumber: typeof number === 'string' || typeof number === 'number' || typeof number === 'bigint' ? number : null,
   }
-}
-
-// Sent back as they came (most drivers read a bigint as text): a number or bigint also casts.
-function numbered(row: Record<string, unknown> | undefined): row is Record<string, unknown> {
-  const number = (value: unknown) => typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint'
-  return number(row?.run_number) && number(row?.failed_runs) && number(row?.runs_trimmed)
 }
 
 // Most drivers send a bigint as text.
 function countOf(value: unknown): number {
   const n = typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : 0
   return Number.isSafeInteger(n) && n > 0 ? n : 0
+}
+
+/** How many runs, and runs not ok besides, the job's history keeps: the last two parameters of a `history` claim. */
+export function historyParams({ history }: ClaimConfig): [number, number] {
+  const { keep, keepFailed } = typeof history === 'object' ? history : DEFAULT_HISTORY
+  return [keep, keepFailed]
 }
 
 /** The first row of a driver's result, if it has one. */

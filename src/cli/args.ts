@@ -1,6 +1,7 @@
 /** The command line: which command, every option declared once, checked values (else exit 2), what a command is. */
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
+import { duration, type Paint } from '../human.js'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
 import {
   checkBasePath,
@@ -13,7 +14,6 @@ import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { type Exit, type ExitCode, oneLine, usage } from './exit.js'
-import { duration, type Paint } from './human.js'
 
 export const BIN = 'pg-cron-lease'
 

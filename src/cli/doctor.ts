@@ -1,10 +1,10 @@
 /** `pg-cron-lease doctor`: runDoctor's checks against --url and --table, as lines for people or as JSON. */
 import { type DoctorCheck, runDoctor } from '../doctor.js'
 import { escapeControls } from '../escape.js'
+import { jsonText, type Paint } from '../human.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { openClient } from './connect.js'
 import { EXIT, Exit, type ExitCode, usage } from './exit.js'
-import { jsonText, type Paint } from './human.js'
 
 export const doctor: Command = {
   summary: 'Check everything the guarantee depends on here, and prove it with a live race',

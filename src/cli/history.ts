@@ -1,9 +1,9 @@
 /** `pg-cron-lease history`: the run history, newest first, with the missed occurrences between runs. */
 import { escapeControls } from '../escape.js'
+import { duration, jsonText, type Paint } from '../human.js'
 import { listRuns, type RunInfo } from '../list-runs.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT, usage } from './exit.js'
-import { duration, jsonText, type Paint } from './human.js'
 
 /** How many runs `history` prints when no --limit is given: a screen. */
 export const HISTORY_LIMIT = 20
@@ -19,8 +19,10 @@ export const history: Command = {
   details:
     'Prints the run history, newest first: per run, when it started (its claim, by the database\n' +
     'clock), the occurrence it ran for ("-" for a claim by the lease alone), its holder, how long\n' +
-    'it took and how it ended: ok, error (with the first line of the error), or unfinished (no\n' +
-    'outcome was ever recorded: its replica died or was killed mid-tick; shown once its lease ended).\n' +
+    'it took and how it ended: running (from its claim on, while its lease holds), ok, error (with\n' +
+    'the first line of the error), or unfinished (its lease ran out with no outcome recorded: its\n' +
+    'replica died or lost the lease). Runs told not to record (record: false, history: false) and\n' +
+    'claims by replicas that record no outcome are not listed.\n' +
     'Occurrences that fell due with no claim show as a line of their own below the run after them.\n' +
     `At most --limit runs (default ${HISTORY_LIMIT}, at most 10000). Needs the history table that\n` +
     `${BIN} migrate adds.\n\n` +
@@ -46,7 +48,13 @@ export const history: Command = {
 export function renderHistory(runs: RunInfo[], table: string, jobName: string | undefined, paint: Paint): string {
   const whose = jobName === undefined ? '' : ` of ${escapeControls(jobName)}`
   if (runs.length === 0) return `No runs${whose} in the history of ${table} yet.\n`
-  const outcomeColour = { ok: paint.green, error: paint.red, unfinished: paint.red, unknown: paint.yellow }
+  const outcomeColour = {
+    running: paint.plain,
+    ok: paint.green,
+    error: paint.red,
+    unfinished: paint.red,
+    unknown: paint.yellow,
+  }
   const header = [...(jobName === undefined ? ['JOB'] : []), 'STARTED', 'OCCURRENCE', 'HOLDER', 'TOOK', 'OUTCOME']
   const rows = runs.map((run) => [
     ...(jobName === undefined ? [escapeControls(run.jobName)] : []),

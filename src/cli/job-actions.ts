@@ -1,11 +1,11 @@
 /** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
 import * as admin from '../admin.js'
 import { escapeControls } from '../escape.js'
+import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
+import { untilText } from '../verdict.js'
 import { BIN, type Command } from './args.js'
-import { untilText } from './check.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
-import { duration, msBetween } from './human.js'
 
 type JobAction = 'pause' | 'resume' | 'release'
 

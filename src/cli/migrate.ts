@@ -1,9 +1,9 @@
 /** The lease table's DDL: `sql` prints it without a database or `pg`; `migrate` creates or upgrades the table. */
 import type pg from 'pg'
+import type { Paint } from '../human.js'
 import { createTableSql, historyTableOf, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT } from './exit.js'
-import type { Paint } from './human.js'
 
 export const sql: Command = {
   summary: 'Print the CREATE TABLE statement for the lease table',

@@ -1,39 +1,48 @@
 /** `pg-cron-lease status`: every job, as a table for people, the JSON of listLeases() or for Prometheus. */
 import { escapeControls } from '../escape.js'
+import { ago, duration, jsonText, msBetween, type Paint, span } from '../human.js'
 import { type LeaseInfo, listLeases } from '../list-leases.js'
+import { renderPrometheus } from '../prometheus.js'
+import { untilText } from '../verdict.js'
 import { BIN, type Command, DATABASE_EXIT, type Format } from './args.js'
-import { leaseQuery, untilText } from './check.js'
+import { leaseQuery } from './check.js'
 import { EXIT } from './exit.js'
-import { ago, duration, jsonText, msBetween, type Paint, span } from './human.js'
 
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
   options: ['table', 'url', 'format', 'json', 'grace', 'overdue-factor'],
   optionHelp: { json: 'The same as --format json' },
   details:
-    'Per job: the holder, when it was claimed, when its lease expires, how its last run ended\n' +
-    '(LAST RUN) and how long it took (TOOK), when it is next due (NEXT DUE: "in 5 min", or "due 3 min\n' +
-    'ago" once passed with no claim since; "-" while its scheduler has not said), how many of its\n' +
-    'occurrences fell due unclaimed so far (MISSED), and STATE: FAILING (its last run failed),\n' +
+    'Per job: the holder, when it was claimed, when its lease expires, its last run (LAST RUN:\n' +
+    '"running for 12 s", "ok 3 min ago", "error …", or "unfinished …" when its lease ran out with no\n' +
+    'outcome: its replica died or lost the lease) and how long it took (TOOK), when it is next due\n' +
+    '(NEXT DUE: "in 5 min", or "due 3 min ago" once passed with no claim since; "-" while its\n' +
+    'scheduler has not said), how many of its occurrences fell due unclaimed so far (MISSED), and\n' +
+    'STATE: FAILING (its last run that ended failed) or DIED (it ended unfinished), until a run ends\n' +
+    'ok,\n' +
     'OVERDUE (later than its due time, the stored one or its last claim plus its interval, by more\n' +
     'than the grace: --grace, else (--overdue-factor − 1) × the interval, at most a minute each;\n' +
     'never while paused) or PAUSED. A pause is planned: the occurrences it skips are neither overdue\n' +
     'nor missed, and once it ends the job is next due at its first occurrence after the end; under\n' +
     'Pauses: each such job is listed, "paused until …" or "resumed at …". Ages\n' +
     "are differences of two database timestamps read in one statement; this machine's clock plays\n" +
-    'no part. Job names, holders and errors are printed with control characters and backslashes\n' +
+    'no part. A run that died is named under Last errors, with its holder and when its lease ran\n' +
+    'out. Job names, holders and errors are printed with control characters and backslashes\n' +
     'escaped (\\n, \\x1b, \\\\).\n\n' +
     '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
-    'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastFinishedAt,\n' +
-    'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil, resumedAt,\n' +
-    'lastOccurrence, nextDueAt, missed. Timestamps are ISO-8601 UTC text with microseconds; under an\n' +
+    'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastEndedOutcome,\n' +
+    'lastStartedAt, lastFinishedAt, lastDurationMs, lastError, lastSuccessAt, everyMs, overdue,\n' +
+    'paused, pausedUntil, resumedAt, lastOccurrence, nextDueAt, missed, unfinishedRuns. Timestamps\n' +
+    'are ISO-8601 UTC text with microseconds; under an\n' +
     'open-ended pause leaseUntil and pausedUntil are "infinity" and remainingMs is null (JSON has no\n' +
     'Infinity).\n\n' +
     "--format prometheus prints the Prometheus text format 0.0.4, ending with # EOF; node_exporter's\n" +
     'textfile collector reads it. Per job_name label, gauges: pg_cron_lease_held,\n' +
     '_last_claim_age_seconds, _last_success_age_seconds, _last_duration_seconds, _last_outcome_ok,\n' +
-    '_interval_seconds, _overdue, _paused, _next_due_in_seconds (negative once late); and the\n' +
-    'counter pg_cron_lease_missed_occurrences_total. A value not known yet is left out.\n\n' +
+    '_last_outcome (one sample per outcome label: running, ok, error, unfinished), _interval_seconds,\n' +
+    '_overdue, _paused, _next_due_in_seconds (negative once late); and the counters\n' +
+    'pg_cron_lease_missed_occurrences_total and _unfinished_runs_total (runs that died). A value not\n' +
+    'known yet is left out.\n\n' +
     'Examples:\n' +
     `  ${BIN} status --url postgres://app@db.internal:5432/app\n` +
     `  ${BIN} status --json | jq -r '.[] | select(.lastOutcome == "error") | .jobName'\n` +
@@ -62,7 +71,12 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
   if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
   const checked = leases[0]!.checkedAt
   const plain = (text: string): Cell => ({ text, paint: paint.plain })
-  const colour: Record<string, Paint['red']> = { FAILING: paint.red, OVERDUE: paint.red, PAUSED: paint.yellow }
+  const colour: Record<string, Paint['red']> = {
+    FAILING: paint.red,
+    DIED: paint.red,
+    OVERDUE: paint.red,
+    PAUSED: paint.yellow,
+  }
   const rows = leases.map((l): Cell[] => [
     plain(escapeControls(l.jobName)),
     plain(l.holder === null ? '-' : escapeControls(l.holder)),
@@ -74,7 +88,12 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
     nextDue(l, paint),
     { text: String(l.missed), paint: l.missed > 0 ? paint.yellow : paint.plain },
     {
-      text: [l.lastOutcome === 'error' && 'FAILING', l.overdue && 'OVERDUE', l.paused && 'PAUSED']
+      text: [
+        l.lastEndedOutcome === 'error' && 'FAILING',
+        l.lastEndedOutcome === 'unfinished' && 'DIED',
+        l.overdue && 'OVERDUE',
+        l.paused && 'PAUSED',
+      ]
         .filter(Boolean)
         .join(' '),
       paint: (text) => text.replace(/[A-Z]+/g, (m) => colour[m]?.(m) ?? m),
@@ -89,7 +108,7 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
       .trimEnd()
   const count = (n: number, what: string) => (n > 0 ? `, ${n} ${what}` : '')
   const failures = leases
-    .filter((l) => l.lastOutcome === 'error')
+    .filter((l) => l.lastEndedOutcome === 'error' || l.lastEndedOutcome === 'unfinished')
     .map((l) => `${escapeControls(l.jobName)}: ${escapeControls(l.lastError ?? 'no error text recorded')}`)
   // Why a job whose due time passed in a pause is not overdue.
   const pauses = leases
@@ -97,7 +116,8 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
     .map((l) => `${escapeControls(l.jobName)}: ${pauseNote(l)}`)
   const summary =
     `${leases.length} job${leases.length === 1 ? '' : 's'}, ${leases.filter((l) => l.held).length} held` +
-    count(failures.length, 'failing') +
+    count(leases.filter((l) => l.lastEndedOutcome === 'error').length, 'failing') +
+    count(leases.filter((l) => l.lastEndedOutcome === 'unfinished').length, 'died') +
     count(leases.filter((l) => l.overdue).length, 'overdue') +
     count(leases.filter((l) => l.paused).length, 'paused')
   return [
@@ -124,9 +144,14 @@ function expires(l: LeaseInfo, paint: Paint): Cell {
 }
 
 function lastRun(l: LeaseInfo, paint: Paint): Cell {
+  if (l.lastOutcome === 'running' && l.lastStartedAt !== null) {
+    return { text: `running for ${span(msBetween(l.checkedAt, l.lastStartedAt))}`, paint: paint.plain }
+  }
   if (l.lastFinishedAt === null) return { text: '-', paint: paint.plain }
   const when = ago(msBetween(l.checkedAt, l.lastFinishedAt))
-  if (l.lastOutcome === 'error') return { text: `error ${when}`, paint: paint.red }
+  if (l.lastOutcome === 'error' || l.lastOutcome === 'unfinished') {
+    return { text: `${l.lastOutcome} ${when}`, paint: paint.red }
+  }
   // null: the scheduler could not say how it ended (a node-cron coordinator run).
   return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: paint.plain }
 }
@@ -137,76 +162,4 @@ function nextDue(l: LeaseInfo, paint: Paint): Cell {
   if (ahead > 0) return { text: `in ${span(ahead)}`, paint: paint.plain }
   // Passed: red once listLeases calls it overdue (past the grace), plain while a pause explains it.
   return { text: `due ${ago(-ahead)}`, paint: l.overdue ? paint.red : l.paused ? paint.plain : paint.yellow }
-}
-
-// --format prometheus: text format 0.0.4 (what the textfile collector reads), ending `# EOF` as OpenMetrics
-// wants. No timestamps (the collector refuses them); unknown values are left out, never made up.
-const flag = (on: boolean) => (on ? 1 : 0)
-// Rounded to the microsecond, the precision of the timestamps, so a value reads 0.000072, not 0.00007156699988991022.
-const seconds = (ms: number | null) => (ms === null ? null : Math.round(ms * 1000) / 1e6)
-const age = (lease: LeaseInfo, at: string | null) => (at === null ? null : Math.max(0, msBetween(lease.checkedAt, at)))
-
-/** Each metric family by name, in the order they are printed. */
-const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number | null }> = {
-  pg_cron_lease_held: {
-    help: 'Whether the lease of the job is held (1), so that a claim made now would lose, or not (0).',
-    value: (l) => flag(l.held),
-  },
-  pg_cron_lease_last_claim_age_seconds: {
-    help: 'Seconds since the last claim of the job, by the database clock.',
-    value: (l) => seconds(age(l, l.claimedAt)),
-  },
-  pg_cron_lease_last_success_age_seconds: {
-    help: 'Seconds since the last run of the job that ended ok, by the database clock; absent until one has.',
-    value: (l) => seconds(age(l, l.lastSuccessAt)),
-  },
-  pg_cron_lease_last_duration_seconds: {
-    help: 'How long the last recorded run of the job took, in seconds; absent until a run is recorded.',
-    value: (l) => seconds(l.lastDurationMs),
-  },
-  pg_cron_lease_last_outcome_ok: {
-    help: 'Whether the last recorded run of the job ended ok (1) or failed (0); absent when unknown.',
-    value: (l) => (l.lastOutcome === null ? null : flag(l.lastOutcome === 'ok')),
-  },
-  pg_cron_lease_interval_seconds: {
-    help: 'The interval of the job in seconds, declared or observed between runs; absent while unknown.',
-    value: (l) => seconds(l.everyMs),
-  },
-  pg_cron_lease_overdue: {
-    help: 'Whether the job is overdue (1): its next due time passed unclaimed for longer than the grace or, with none known, not claimed for its interval times the overdue factor; never while paused.',
-    value: (l) => flag(l.overdue),
-  },
-  pg_cron_lease_paused: {
-    help: 'Whether a pause holds the job (1), so that no replica can claim it, or not (0).',
-    value: (l) => flag(l.paused),
-  },
-  pg_cron_lease_next_due_in_seconds: {
-    help: 'Seconds until the job is next due, by the database clock, negative once that time has passed; absent while unknown.',
-    value: (l) => (l.nextDueAt === null ? null : seconds(msBetween(l.nextDueAt, l.checkedAt))),
-  },
-  pg_cron_lease_missed_occurrences_total: {
-    help: 'Occurrences of the job that fell due with no claim, counted by the claims after them; 0 until one is, and on a table without the occurrence columns.',
-    value: (l) => l.missed,
-  },
-}
-
-export const PROMETHEUS_METRICS: readonly string[] = Object.keys(FAMILIES)
-
-/** A label value as both formats write it: backslash, double quote and line feed escaped. */
-export function escapeLabelValue(text: string): string {
-  return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
-}
-
-export function renderPrometheus(leases: LeaseInfo[]): string {
-  const lines: string[] = []
-  for (const [name, family] of Object.entries(FAMILIES)) {
-    // Only a counter's name ends in _total, as Prometheus names them; every other measure is a gauge.
-    lines.push(`# HELP ${name} ${family.help}`, `# TYPE ${name} ${name.endsWith('_total') ? 'counter' : 'gauge'}`)
-    for (const lease of leases) {
-      const value = family.value(lease)
-      if (value !== null) lines.push(`${name}{job_name="${escapeLabelValue(lease.jobName)}"} ${value}`)
-    }
-  }
-  lines.push('# EOF', '')
-  return lines.join('\n')
 }

@@ -1,15 +1,14 @@
 /** createDashboard: the jobs and their runs as pages and JSON, one Node request handler. */
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { pauseJob, releaseLease, resumeJob } from '../admin.js'
-import { checkJobs } from '../cli/check.js'
-import { jsonText } from '../cli/human.js'
-import { renderPrometheus, renderStatusJson } from '../cli/status.js'
-import { listLeases } from '../list-leases.js'
+import { jsonText } from '../human.js'
+import { readLeases } from '../list-leases.js'
 import { listRuns } from '../list-runs.js'
 import { compileOptions } from '../options.js'
-import { tableFactsParams, tableFactsSql } from '../sql.js'
+import { renderPrometheus } from '../prometheus.js'
 import type { LeaseOptions, Queryable } from '../types.js'
 import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
+import { judgeJobs } from '../verdict.js'
 import { type Gate, gate } from './auth.js'
 import { asset, loginPage, secure, send, shell } from './page.js'
 
@@ -147,7 +146,6 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   await reply(res, path, () => read(site, path, name, url.searchParams))
 }
 
-type Row = { checked_at?: unknown } | undefined
 type Reply = { status: number; type: string; body: string }
 
 async function read(site: Site, path: string, name: string, query: URLSearchParams): Promise<Reply> {
@@ -164,15 +162,11 @@ async function read(site: Site, path: string, name: string, query: URLSearchPara
     })
     return { status: 200, type: JSON_TYPE, body: jsonText(runs) }
   }
-  const leases = await listLeases(db, { table })
-  if (path === '/api/jobs') return { status: 200, type: JSON_TYPE, body: renderStatusJson(leases) }
+  const { leases, checkedAt } = await readLeases(db, { table })
+  if (path === '/api/jobs') return { status: 200, type: JSON_TYPE, body: jsonText(leases) }
   if (path === '/metrics')
     return { status: 200, type: 'text/plain; version=0.0.4; charset=utf-8', body: renderPrometheus(leases) }
-  // An empty table carries no clock reading of its own; the table's facts carry one, as in check.
-  const checkedAt =
-    leases[0]?.checkedAt ??
-    String(((await db.query(tableFactsSql(), tableFactsParams(table))).rows?.[0] as Row)?.checked_at)
-  const verdict = checkJobs({ leases, jobs: [], table, overdueFactor: DEFAULT_OVERDUE_FACTOR, checkedAt })
+  const verdict = judgeJobs({ leases, jobs: [], table, overdueFactor: DEFAULT_OVERDUE_FACTOR, checkedAt })
   return { status: verdict.healthy ? 200 : 503, type: JSON_TYPE, body: jsonText(verdict) }
 }
 

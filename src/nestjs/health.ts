@@ -1,11 +1,11 @@
-/** `pg-cron-lease check`'s verdict as a Terminus indicator; Terminus, an optional peer, loads at the first check. */
+/** The library's verdict (src/verdict.ts, as `pg-cron-lease check`) as a Terminus indicator; Terminus, an optional peer, loads at the first check. */
 import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
-import { checkJobs } from '../cli/check.js'
-import { type LeaseInfo, type ListLeasesOptions, listLeases } from '../list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, readLeases } from '../list-leases.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
+import { judgeJobs } from '../verdict.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 
 /**
@@ -68,19 +68,20 @@ export class PgCronLeaseHealthIndicator {
     const session = (await this.service).check(key)
     const table = this.config.defaults.table ?? DEFAULT_TABLE
     let leases: LeaseInfo[]
+    let checkedAt: string
     try {
-      leases = await listLeases(this.config.db, { table, overdueGraceMs, overdueFactor })
+      ;({ leases, checkedAt } = await readLeases(this.config.db, { table, overdueGraceMs, overdueFactor }))
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error)
       return session.down({ message: `cannot read ${table}: ${reason}` })
     }
-    const verdict = checkJobs({
+    const verdict = judgeJobs({
       leases: typeof jobs === 'function' ? leases.filter((lease) => jobs(lease.jobName)) : leases,
       jobs: Array.isArray(jobs) ? [...jobs] : [],
       table,
       overdueFactor: overdueFactor ?? DEFAULT_OVERDUE_FACTOR,
       graceMs: overdueGraceMs,
-      checkedAt: leases[0]?.checkedAt ?? '',
+      checkedAt,
     })
     const unhealthy = verdict.jobs.filter((job) => !job.healthy)
     if (unhealthy.length === 0) return session.up({ checked: verdict.jobs.length })

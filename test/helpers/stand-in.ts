@@ -8,7 +8,7 @@ export const LOSS = { rowCount: 0, rows: [] }
 
 /** Whether a call is the statement that records a won tick's outcome, sent after it settles. */
 export const isRecord = (call: Call): boolean =>
-  /^(?:WITH "db clock"[\s\S]*)?UPDATE \S+ AS lease\n *SET every_ms/.test(call.text)
+  /^(?:WITH "db clock"[\s\S]*)?UPDATE \S+ AS lease\n *SET last_finished_at/.test(call.text)
 
 export interface Call {
   text: string

@@ -288,7 +288,7 @@ describe('the statements page lists what the library sends', () => {
 
 /** The current shape's probe and claim for the default table, as the statements page shows them. */
 function claimText(): string {
-  return `${probeSql(DEFAULT_TABLE)};\n\n${claimSql(DEFAULT_TABLE, 'current', true)};`
+  return `${probeSql(DEFAULT_TABLE)};\n\n${claimSql(DEFAULT_TABLE, 'history')};`
 }
 
 describe('the migrations guide shows the table as the library creates it', () => {

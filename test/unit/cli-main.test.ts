@@ -147,7 +147,7 @@ describe('help and the version need no database', () => {
     assert.match(status, /remainingMs is null/)
     assert.match(status, /# EOF/)
     const check = (await cli(['check', '--help'])).stdout
-    assert.match(check, /paused job is never overdue, but a paused job whose last run failed is still FAILING/)
+    assert.match(check, /paused job is never overdue, but one FAILING or DIED stays so/)
     assert.match(check, /NEVER CLAIMED/)
     assert.match(check, /OVERDUE {8}it is later than its due time by more than the grace\. Its due time is the\n/)
     assert.match(check, /with none stored, its last claim plus its interval/)
@@ -501,6 +501,8 @@ describe('status and check hand --grace to listLeases as overdueGraceMs', () => 
       remaining_ms: 0,
       checked_at: CHECKED,
       last_outcome: 'ok',
+      last_ended_outcome: 'ok',
+      last_started_at: '2026-11-30T11:56:30.000000Z',
       last_finished_at: '2026-11-30T11:56:31.000000Z',
       last_duration_ms: 1000,
       last_error: null,
@@ -513,6 +515,7 @@ describe('status and check hand --grace to listLeases as overdueGraceMs', () => 
       next_due_at: '2026-11-30T11:58:30.000000Z',
       since_due_ms: 90_000,
       missed: 2,
+      unfinished_runs: 0,
     }
     const run = { code: -1, stdout: '', stderr: '', queries: 0 }
     let facts = 0

@@ -8,18 +8,13 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { installSkew } from '../../dev/skew-clock.ts'
-import { checkExitCode, checkJobs, renderCheck, renderCheckJson } from '../../src/cli/check.ts'
-import { type Paint, painter } from '../../src/cli/human.ts'
+import { checkExitCode, renderCheck, renderCheckJson } from '../../src/cli/check.ts'
 import { describeMigration } from '../../src/cli/migrate.ts'
-import {
-  escapeLabelValue,
-  PROMETHEUS_METRICS,
-  renderLeases,
-  renderPrometheus,
-  renderStatus,
-  renderStatusJson,
-} from '../../src/cli/status.ts'
+import { renderLeases, renderStatus, renderStatusJson } from '../../src/cli/status.ts'
+import { type Paint, painter } from '../../src/human.ts'
 import type { LeaseInfo } from '../../src/list-leases.ts'
+import { escapeLabelValue, PROMETHEUS_METRICS, renderPrometheus } from '../../src/prometheus.ts'
+import { judgeJobs as checkJobs } from '../../src/verdict.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
 
 /** The database clock reading every row below was listed at. */
@@ -32,8 +27,12 @@ function at(seconds: number): string {
   return new Date(Date.parse(CHECKED) + seconds * 1000).toISOString().replace(/Z$/, '000Z')
 }
 
-/** A row as listLeases returns it: claimed now, held for an hour, nothing recorded. */
+/**
+ * A row as listLeases returns it: claimed now, held for an hour, nothing recorded. The last ended
+ * run's outcome is the last run's, unless given (or that one is running).
+ */
 function lease(jobName: string, fields: Partial<LeaseInfo> = {}): LeaseInfo {
+  const last = fields.lastOutcome ?? null
   return {
     jobName,
     holder: 'web-1',
@@ -43,6 +42,8 @@ function lease(jobName: string, fields: Partial<LeaseInfo> = {}): LeaseInfo {
     remainingMs: 3_600_000,
     checkedAt: CHECKED,
     lastOutcome: null,
+    lastEndedOutcome: last === 'running' ? null : last,
+    lastStartedAt: null,
     lastFinishedAt: null,
     lastDurationMs: null,
     lastError: null,
@@ -55,6 +56,7 @@ function lease(jobName: string, fields: Partial<LeaseInfo> = {}): LeaseInfo {
     lastOccurrence: null,
     nextDueAt: null,
     missed: 0,
+    unfinishedRuns: null,
     ...fields,
   }
 }
@@ -444,7 +446,7 @@ describe('status --format prometheus prints a text exposition that parses strict
     return Object.fromEntries(family.samples.map((s) => [s.labels.job_name!, s.value]))
   }
 
-  test('every family has HELP and TYPE (a gauge, but the missed occurrences counter), every sample is labelled job_name only, and label values unescape to the exact job names', () => {
+  test('every family has HELP and TYPE (a gauge, but the two counters), every sample is labelled job_name (and the outcome of the last run), and label values unescape to the exact job names', () => {
     const leases = [...SEVERAL, lease(AWKWARD)]
     const text = renderPrometheus(leases)
     assert.ok(text.endsWith('\n# EOF\n'), 'it ends with # EOF')
@@ -457,18 +459,21 @@ describe('status --format prometheus prints a text exposition that parses strict
         'pg_cron_lease_last_success_age_seconds',
         'pg_cron_lease_last_duration_seconds',
         'pg_cron_lease_last_outcome_ok',
+        'pg_cron_lease_last_outcome',
         'pg_cron_lease_interval_seconds',
         'pg_cron_lease_overdue',
         'pg_cron_lease_paused',
         'pg_cron_lease_next_due_in_seconds',
         'pg_cron_lease_missed_occurrences_total',
+        'pg_cron_lease_unfinished_runs_total',
       ],
     )
     assert.deepEqual([...families.keys()], PROMETHEUS_METRICS)
     for (const [name, family] of families) {
-      assert.equal(family.type, name === 'pg_cron_lease_missed_occurrences_total' ? 'counter' : 'gauge', name)
+      assert.equal(family.type, name.endsWith('_total') ? 'counter' : 'gauge', name)
       assert.ok(family.help.length > 10, `${name} has a HELP text`)
-      for (const sample of family.samples) assert.deepEqual(Object.keys(sample.labels), ['job_name'], name)
+      const labels = name === 'pg_cron_lease_last_outcome' ? ['job_name', 'outcome'] : ['job_name']
+      for (const sample of family.samples) assert.deepEqual(Object.keys(sample.labels), labels, name)
     }
     const names = leases.map((l) => l.jobName)
     for (const always of [
@@ -620,7 +625,7 @@ describe('status --format prometheus prints a text exposition that parses strict
     const text = renderPrometheus([])
     assert.ok(text.endsWith('\n# EOF\n'))
     const empty = parseExposition(text)
-    assert.equal(empty.size, 10)
+    assert.equal(empty.size, 12)
     for (const family of empty.values()) assert.deepEqual(family.samples, [])
     const old = parseExposition(renderPrometheus([OLD_SHAPE]))
     const sampled = [...old].filter(([, f]) => f.samples.length > 0).map(([name]) => name)
@@ -717,6 +722,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
           neverClaimed: false,
           overdue: true,
           failing: false,
+          died: false,
           paused: false,
           reason: 'OVERDUE: last claimed 3 h ago, every 1 h (grace 1 min)',
         },
@@ -726,6 +732,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
           neverClaimed: false,
           overdue: false,
           failing: true,
+          died: false,
           paused: true,
           reason:
             'FAILING: last run failed 5 min ago: TypeError: no such row; PAUSED until resumed, so it cannot run again until then',
@@ -736,6 +743,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
           neverClaimed: false,
           overdue: false,
           failing: false,
+          died: false,
           paused: false,
           reason: null,
         },
@@ -745,6 +753,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
           neverClaimed: true,
           overdue: false,
           failing: false,
+          died: false,
           paused: false,
           reason: `NEVER CLAIMED: no row in ${TABLE}: never claimed, or a typo in the name`,
         },
@@ -819,6 +828,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
         neverClaimed: false,
         overdue: true,
         failing: false,
+        died: false,
         paused: false,
         reason: 'OVERDUE: due 2026-11-30T11:55:30.000000Z, not claimed for 4 min (grace 1 min)',
       },

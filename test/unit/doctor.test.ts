@@ -8,7 +8,6 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { doctorExitCode, renderDoctor } from '../../src/cli/doctor.ts'
-import { painter } from '../../src/cli/human.ts'
 import {
   DOCTOR_CHECKS,
   type DoctorCheck,
@@ -23,6 +22,7 @@ import {
   judgeTimeouts,
   judgeWritable,
 } from '../../src/doctor.ts'
+import { painter } from '../../src/human.ts'
 import { runDoctor } from '../../src/index.ts'
 import { standIn } from '../helpers/stand-in.ts'
 

@@ -378,14 +378,15 @@ describe('fuzzed arguments: a TypeError before any query, or the probe and one c
             pool.probes.map((call) => [call.text, call.params]),
             [[probeSql(table), [args.jobName, occurrence]]],
           )
-          // The claim's eight parameters: a named occurrence is what the claim is keyed on (without
-          // one, NULL: the lease decides alone), the tolerance is the option or 10% of the lease, and
-          // the interval the declared one or the gap to the next occurrence. A claimant that keeps
-          // the history (it records, and history is not false) sends the claim that keeps it.
+          // The claim's parameters: a named occurrence is what the claim is keyed on (without one,
+          // NULL: the lease decides alone), the tolerance is the option or 10% of the lease, and the
+          // interval the declared one or the gap to the next occurrence. A claimant that records its
+          // runs marks them; one that keeps the history (history is not false) also writes their
+          // rows, and sends how many to keep.
           const params = pool.calls[0]!.params
-          const keeps = opts.record !== false && opts.history !== false
-          assert.equal(pool.calls[0]!.text, claimSql(table, 'current', keeps))
-          assert.equal(params.length, 8)
+          const kind = opts.record === false ? 'lease' : opts.history === false ? 'run' : 'history'
+          assert.equal(pool.calls[0]!.text, claimSql(table, kind))
+          assert.equal(params.length, kind === 'history' ? 10 : 8)
           const next = instantOf(opts.nextOccurrence) ?? null
           const gap = declaredGap(opts)
           const tolerance = isNone(opts.clockToleranceMs)
@@ -435,7 +436,7 @@ describe('options are compiled on every call, each option read once a call', () 
     for (let i = 0; i < 5; i++) await withCronLease(db, 'job', 1000, () => 1, opts)
     assert.equal(reads, 5, "the logger's method was read once per call")
     assert.equal(db.calls.filter((call) => !isRecord(call)).length, 5)
-    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'current', true))
+    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'history'))
   })
 
   test('a bag changed after its first use is read and checked again', async () => {
@@ -444,7 +445,7 @@ describe('options are compiled on every call, each option read once a call', () 
     await withCronLease(db, 'job', 1000, () => 1, opts)
     opts.table = 'b'
     await withCronLease(db, 'job', 1000, () => 1, opts)
-    assert.equal(db.calls.filter((call) => !isRecord(call))[1]!.text, claimSql('b', 'current', true))
+    assert.equal(db.calls.filter((call) => !isRecord(call))[1]!.text, claimSql('b', 'history'))
     opts.holder = 42
     await assert.rejects(
       withCronLease(db, 'job', 1000, () => 1, opts),
@@ -471,7 +472,7 @@ describe('options are compiled on every call, each option read once a call', () 
     await withCronLease(db, 'job', 1000, () => 1, { table: 'b' })
     assert.deepEqual(
       db.calls.filter((call) => !isRecord(call)).map((call) => call.text),
-      [claimSql('a', 'current', true), claimSql('b', 'current', true)],
+      [claimSql('a', 'history'), claimSql('b', 'history')],
     )
   })
 

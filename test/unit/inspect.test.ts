@@ -14,6 +14,8 @@ const ROW = {
   remaining_ms: 1500,
   checked_at: '2026-11-29T22:12:59.928993Z',
   last_outcome: null,
+  last_ended_outcome: null,
+  last_started_at: null,
   last_finished_at: null,
   last_duration_ms: null,
   last_error: null,
@@ -26,11 +28,17 @@ const ROW = {
   next_due_at: null,
   since_due_ms: null,
   missed: 0,
+  unfinished_runs: null,
 }
+
+// What an empty table answers: one row with the clock reading and no job.
+const EMPTY = { rows: [{ job_name: null, checked_at: ROW.checked_at }] }
 
 // The fields a row of the original table shape (no outcome recorded) maps to.
 const NOTHING_RECORDED = {
   lastOutcome: null,
+  lastEndedOutcome: null,
+  lastStartedAt: null,
   lastFinishedAt: null,
   lastDurationMs: null,
   lastError: null,
@@ -43,6 +51,7 @@ const NOTHING_RECORDED = {
   lastOccurrence: null,
   nextDueAt: null,
   missed: 0,
+  unfinishedRuns: null,
 }
 
 describe('listLeases validates its arguments before the database is touched', () => {
@@ -80,22 +89,22 @@ describe('listLeases validates its arguments before the database is touched', ()
 
 describe('listLeases sends one read-only statement', () => {
   test('it selects from the quoted table, with no parameters, ordered by job name in byte order', async () => {
-    const db = standIn(() => ({ rows: [] }))
+    const db = standIn(() => EMPTY)
     assert.deepEqual(await listLeases(db, { table: 'jobs.leases' }), [])
     assert.equal(db.calls.length, 1)
     const [call] = db.calls
     assert.deepEqual(call!.params, [])
     assert.match(call!.text, /^WITH "db clock" AS MATERIALIZED \(SELECT clock_timestamp\(\) AS at\)/)
-    assert.match(call!.text, /FROM "jobs"\."leases" AS lease CROSS JOIN "db clock"/)
+    assert.match(call!.text, /FROM "db clock" LEFT JOIN LATERAL \([\s\S]*FROM "jobs"\."leases" AS lease\n/)
     assert.match(call!.text, /ORDER BY lease\.job_name COLLATE "C"$/)
     assert.doesNotMatch(call!.text, /now\(\)|\b(INSERT|UPDATE|DELETE|LOCK)\b/i)
-    assert.equal(call!.text, listLeasesSql('jobs.leases', 'current'))
+    assert.equal(call!.text, listLeasesSql('jobs.leases', 'current', true))
     assert.equal(db.facts.length, 1, "after one read of the table's facts")
   })
 
   test('on a table of the original shape (or one not found) it names none of the optional columns', async () => {
     for (const shape of ['original', 'missing'] as const) {
-      const db = standIn(() => ({ rows: [] }), shape)
+      const db = standIn(() => EMPTY, shape)
       assert.deepEqual(await listLeases(db, { table: 'jobs.leases' }), [])
       assert.deepEqual(
         db.calls.map((c) => c.text),
@@ -138,6 +147,8 @@ describe('listLeases reads rows strictly', () => {
     const recorded = {
       ...ROW,
       last_outcome: 'error',
+      last_ended_outcome: 'error',
+      last_started_at: '2026-11-29T22:12:11.428993Z',
       last_finished_at: '2026-11-29T22:12:12.000000Z',
       last_duration_ms: 571.25,
       last_error: 'Error: boom',
@@ -163,6 +174,8 @@ describe('listLeases reads rows strictly', () => {
       remainingMs: 1500,
       checkedAt: ROW.checked_at,
       lastOutcome: 'error',
+      lastEndedOutcome: 'error',
+      lastStartedAt: '2026-11-29T22:12:11.428993Z',
       lastFinishedAt: '2026-11-29T22:12:12.000000Z',
       lastDurationMs: 571.25,
       lastError: 'Error: boom',
@@ -175,6 +188,7 @@ describe('listLeases reads rows strictly', () => {
       lastOccurrence: null,
       nextDueAt: null,
       missed: 0,
+      unfinishedRuns: null,
     })
     assert.equal(
       (await strict).overdue,

@@ -96,8 +96,8 @@ describe('which claim each call sends', () => {
     await withCronLease(db, 'job', 1000, () => 1, { table })
     assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', null] }])
     const [claim] = claims(db.calls)
-    assert.equal(claim!.text, claimSql(table, 'current', true))
-    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null])
+    assert.equal(claim!.text, claimSql(table, 'history'))
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, null, 100, null, null, null, 100, 20])
   })
 
   test('on a table of the original shape, the original statement with the same three values as before', async () => {
@@ -120,22 +120,19 @@ describe('which claim each call sends', () => {
     await withCronLease(db, 'job', 1000, (ctx) => void seen.push([ctx.occurrence?.toISOString(), ctx.missed]), opts)
     assert.deepEqual(db.probes, [{ text: probeSql(table), params: ['job', OCCURRENCE_MS] }])
     const [claim, record] = db.calls
-    assert.equal(claim!.text, claimSql(table, 'current', true))
-    assert.equal(claim!.params.length, 8)
-    const [job, lease, holder, occurrence, tolerance, nextInMs, next, intervalMs] = claim!.params as number[]
+    assert.equal(claim!.text, claimSql(table, 'history'))
+    assert.equal(claim!.params.length, 10)
+    const [job, lease, holder, occurrence, tolerance, nextInMs, next, intervalMs, keep, keepFailed] = claim!
+      .params as number[]
     assert.deepEqual(
-      [job, lease, holder, occurrence, tolerance, next, intervalMs],
-      ['job', 1000, 'h', OCCURRENCE_MS, 100, Date.parse(NEXT), 3_600_000],
+      [job, lease, holder, occurrence, tolerance, next, intervalMs, keep, keepFailed],
+      ['job', 1000, 'h', OCCURRENCE_MS, 100, Date.parse(NEXT), 3_600_000, 100, 20],
     )
     // The next occurrence travels as a duration from this replica's now, which the database adds to its clock.
     assert.ok(Math.abs(nextInMs! - (Date.parse(NEXT) - sentAt)) < 5_000, String(nextInMs))
     assert.deepEqual(seen, [[OCCURRENCE, 2]])
     assert.ok(isRecord(record!))
-    assert.equal(
-      record!.params[5],
-      3_600_000,
-      "the gap between the occurrences named is recorded as the job's interval",
-    )
+    assert.equal(record!.params.length, 5, "the claim keeps the gap as the job's interval; the record ends the run")
   })
 
   test('on a table of the original shape an occurrence is not sent, with one warning per table: the lease alone, nothing recorded', async () => {
@@ -218,7 +215,7 @@ describe('which claim each call sends', () => {
       await withCronLease(db, 'job', 1000, () => 1, opts)
     }
     assert.equal(reads, 5, 'the bag is read on every call')
-    const sent = claims(db.calls).filter((c) => c.text === claimSql(opts.table, 'current', true))
+    const sent = claims(db.calls).filter((c) => c.text === claimSql(opts.table, 'history'))
     assert.deepEqual(
       sent.map((c) => c.params[3]),
       [0, 1, 2, 3, 4].map((i) => OCCURRENCE_MS + i * 60_000),
@@ -262,7 +259,7 @@ describe('a win or a dead heat leaves the probe out of the next three claims thr
     assert.equal(db.probes.length, 2, 'and that win left it out again')
     assert.deepEqual(
       db.calls.map((c) => [c.text, c.params.length]),
-      Array.from({ length: 7 }, () => [claimSql(table, 'current'), 8]),
+      Array.from({ length: 7 }, () => [claimSql(table, 'lease'), 8]),
       'every call sent the claim itself, with or without the probe before it',
     )
   })
@@ -465,7 +462,11 @@ describe('leasedTick reads the occurrence from what its scheduler passes', () =>
   test('by hand, and nothing at all', async () => {
     assert.equal((await occurrenceSent({ occurrence: OCCURRENCE }))[3], OCCURRENCE_MS)
     for (const nothing of [undefined, 'a string a scheduler passed', 42, new Proxy({ occurrence: OCCURRENCE }, {})]) {
-      assert.deepEqual((await occurrenceSent(nothing)).slice(3), [null, 100, null, null, null], String(nothing))
+      assert.deepEqual(
+        (await occurrenceSent(nothing)).slice(3),
+        [null, 100, null, null, null, 100, 20],
+        String(nothing),
+      )
     }
   })
 })
@@ -493,8 +494,8 @@ describe("leasedTick's catch-up can be waited for", () => {
     })
     assert.deepEqual(await caught.caughtUp, { ran: true, result: 7 })
     const [claim] = claims(current.calls)
-    assert.equal(claim!.text, catchUpSql(table, true))
-    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, 5000, null, null, 60_000])
+    assert.equal(claim!.text, catchUpSql(table, 'history'))
+    assert.deepEqual(claim!.params, ['job', 1000, `${hostname()}:${process.pid}`, 5000, null, null, 60_000, 100, 20])
     assert.deepEqual(current.probes, [])
     // Only a catch-up's reply names its occurrence and an interval (the table's, none being declared):
     // the run takes both from it.
@@ -516,7 +517,7 @@ describe("leasedTick's catch-up can be waited for", () => {
     assert.deepEqual(seen, [[OCCURRENCE, 3]])
     const [, record] = observed.calls
     assert.ok(isRecord(record!))
-    assert.equal(record!.params[5], 90_000, "the interval the catch-up returned is recorded as the job's")
+    assert.equal(record!.params.length, 5, 'the catch-up itself keeps the interval in the row; the record ends the run')
     const lost = standIn(() => LOSS)
     const none = leasedTick(lost, 'job', 1000, () => 1, { table, logger: quiet, catchUp: { withinMs: 5000 } })
     assert.deepEqual(await none.caughtUp, { ran: false, result: null }, 'no row back: nothing was due')
@@ -551,7 +552,7 @@ describe('forInterval declares the lease and the interval together', () => {
     const [claim, record] = db.calls
     assert.deepEqual(claim!.params.slice(0, 2), ['job', 12_000])
     assert.ok(isRecord(record!))
-    assert.equal(record!.params[5], 15_000, 'the interval is recorded as declared')
+    assert.equal(claim!.params[7], 15_000, 'the interval is declared with the claim')
     for (const bad of [{ leaseMs: 1000 }, { leaseMs: '1', everyMs: 2 }, null, []]) {
       await assert.rejects(
         withCronLease(standIn(), 'job', bad as never, () => 1),

@@ -105,7 +105,7 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
       [[probeSql('cron_leases'), ['job', null]]],
     )
     assert.equal(sql.calls.length, 1)
-    assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'current'))
+    assert.equal(sql.calls[0]!.text, claimSql('cron_leases', 'lease'))
     assert.deepEqual(sql.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null])
     assert.equal(sql.facts.length, 1)
     assert.deepEqual(sql.facts[0]!.params, ['"cron_leases"', CURRENT_COLUMN_NAMES, '"cron_leases_runs"'])

@@ -58,7 +58,7 @@ function pgLike(
 }
 
 const PROBE = probeSql('leases')
-const CLAIM = claimSql('leases', 'current')
+const CLAIM = claimSql('leases', 'lease')
 const claim = (db: Queryable) => withCronLease(db, 'job', 1000, () => 'ran', { table: 'leases', record: false })
 
 describe('a refusal of the prepared form is retried once as plain text', () => {
@@ -87,7 +87,7 @@ describe('a refusal of the prepared form is retried once as plain text', () => {
       await withCronLease(db, 'job', 1000, () => 'ran', { table: 'other', record: false })
       assert.deepEqual(
         sent.slice(5),
-        [{ plain: tableFactsSql() }, { plain: probeSql('other') }, { plain: claimSql('other', 'current') }],
+        [{ plain: tableFactsSql() }, { plain: probeSql('other') }, { plain: claimSql('other', 'lease') }],
         'a probe is plain from the start too',
       )
     })
@@ -170,7 +170,7 @@ describe('which pg handles get the prepared form', () => {
     // The second claim on 'leases' follows a win there, so it goes without the probe.
     assert.deepEqual(
       named.map((s) => s.text),
-      [PROBE, CLAIM, CLAIM, probeSql('other'), claimSql('other', 'current')],
+      [PROBE, CLAIM, CLAIM, probeSql('other'), claimSql('other', 'lease')],
     )
     const [probe, a, b, otherProbe, c] = named
     assert.equal(a!.named, b!.named)

@@ -165,7 +165,7 @@ describe('what withCronLease does with each reading', () => {
     assert.equal(db.calls.length, 4)
     // Each call claims, then records the error; neither touches the lease.
     for (const [i, call] of db.calls.entries()) {
-      assert.ok(i % 2 === 0 ? call.text === claimSql('cron_leases', 'current', true) : isRecord(call), call.text)
+      assert.ok(i % 2 === 0 ? call.text === claimSql('cron_leases', 'history') : isRecord(call), call.text)
     }
   })
 

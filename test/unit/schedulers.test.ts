@@ -57,8 +57,8 @@ describe('leasedTick validates every argument when the wrapper is made', () => {
     assert.deepEqual(db.probes, [{ text: probeSql('a.b'), params: ['job', null] }])
     assert.equal(db.calls.length, 2)
     assert.ok(isRecord(db.calls[1]!))
-    assert.equal(db.calls[0]!.text, claimSql('a.b', 'current', true))
-    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null])
+    assert.equal(db.calls[0]!.text, claimSql('a.b', 'history'))
+    assert.deepEqual(db.calls[0]!.params, ['job', 1000, 'h', null, 100, null, null, null, 100, 20])
     assert.equal(db.facts.length, 1, "the table's facts were read once, at the first call")
   })
 
@@ -251,7 +251,7 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
         ['report', 800, 'h', Date.parse(SLOT)],
       ],
     )
-    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'current', true))
+    assert.equal(db.calls[0]!.text, claimSql('jobs.leases', 'history'))
   })
 
   test('replicas whose clocks disagree claim the same row', async () => {
@@ -352,9 +352,9 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
     await coordinator.shouldRun(`a:${SLOT}`, 800)
     await coordinator.onComplete(`a:${SLOT}`)
     assert.equal(db.calls.length, 2)
-    assert.equal(db.calls[0]!.text, claimSql('cron_leases', 'current', true))
+    assert.equal(db.calls[0]!.text, claimSql('cron_leases', 'history'))
     assert.ok(isRecord(db.calls[1]!))
-    assert.deepEqual(db.calls[1]!.params.slice(3, 6), [null, null, null])
+    assert.deepEqual(db.calls[1]!.params.slice(3), [null, null])
     await coordinator.onComplete(`a:${SLOT}`)
     assert.equal(db.calls.length, 2, 'a second onComplete for the same key records nothing')
   })
@@ -365,7 +365,7 @@ describe('leaseCoordinator claims on the task name, with the same claim as withC
     await coordinator.shouldRun(`a:${SLOT}`, 800)
     coordinator.onExecutionFailed({ task: { name: 'a' }, execution: { error: new RangeError('bad\nsecond line') } })
     await coordinator.onComplete(`a:${SLOT}`)
-    assert.deepEqual(db.calls[1]!.params.slice(3, 6), ['error', 'RangeError: bad', null])
+    assert.deepEqual(db.calls[1]!.params.slice(3), ['error', 'RangeError: bad'])
   })
 
   test('record: false sends nothing after the claim', async () => {

@@ -15,7 +15,6 @@ import {
   catchUpSql,
   claimSql,
   fenceSql,
-  lateRunSql,
   probeSql,
   recordOutcomeSql,
   recordRunSql,
@@ -30,16 +29,16 @@ import { standIn, TOKEN } from '../helpers/stand-in.ts'
 
 const statements = {
   probe: probeSql('cron_leases'),
-  'current claim': claimSql('cron_leases', 'current', true),
-  'catch-up': catchUpSql('cron_leases', true),
+  'current claim': claimSql('cron_leases', 'history'),
+  'current catch-up, run only': catchUpSql('cron_leases', 'run'),
+  'catch-up': catchUpSql('cron_leases', 'history'),
   'original claim': claimSql('cron_leases', 'original'),
   'current renew': renewSql('cron_leases', 'current'),
   'original renew': renewSql('cron_leases', 'original'),
   record: recordOutcomeSql('cron_leases'),
-  'run record': recordRunSql('cron_leases', false),
-  'failures record': recordRunSql('cron_leases', true),
-  'late run, unrecorded': lateRunSql('cron_leases', 'unrecorded'),
-  'late run, history': lateRunSql('cron_leases', 'history'),
+  'lease-only claim': claimSql('cron_leases', 'lease'),
+  'run claim': claimSql('cron_leases', 'run'),
+  'run record': recordRunSql('cron_leases'),
   facts: tableFactsSql(),
 }
 
@@ -64,10 +63,10 @@ describe('the SQL reads the database clock and nothing else', () => {
     assert.deepEqual(
       db.calls.map((c) => c.params),
       [
-        ['job', 1000, 'h', null, 100, null, null, null],
+        ['job', 1000, 'h', null, 100, null, null, null, 100, 20],
         ['job', 1000, TOKEN, false],
-        // The claim returned no run numbers (a new row): the record goes on from the history.
-        ['job', TOKEN, db.calls[2]!.params[2], 'ok', null, null, 'h', null, 0, false, 100, 20, null, null, null],
+        // The claim returned no run number: the record ends the run in the lease row alone.
+        ['job', TOKEN, db.calls[2]!.params[2], 'ok', null],
       ],
     )
     assert.deepEqual(
@@ -108,6 +107,14 @@ describe("the table's facts are one read-only catalog statement", () => {
   })
 })
 
+/** A claim's or catch-up's own upsert: a `history` claimant's is the CTE `claimed`, indented by two spaces. */
+function upsertOf(text: string): string {
+  const start = text.indexOf('claimed AS (\n')
+  if (start === -1) return text
+  const body = text.slice(start + 'claimed AS (\n'.length, text.indexOf('\n  RETURNING lease.*)', start))
+  return body.replace(/^ {2}/gm, '')
+}
+
 describe('the claim on the current shape: a read-only probe, then one atomic upsert', () => {
   test('the probe reads one row and nothing else: a row back is a loss, held lease or an occurrence already claimed', () => {
     assert.equal(
@@ -119,32 +126,40 @@ WHERE lease.job_name = $1::text
   })
 
   test('the upsert never runs early, and tries an existing row only when it can lock it now', () => {
-    const text = statements['current claim']
-    assert.ok(
-      text.includes(`WHERE CASE WHEN slot.at > clock.at + $5::integer * interval '1 millisecond' THEN false
+    for (const kind of ['lease', 'run', 'history'] as const) {
+      const text = upsertOf(claimSql('cron_leases', kind))
+      assert.ok(
+        text.includes(`WHERE CASE WHEN slot.at > clock.at + $5::integer * interval '1 millisecond' THEN false
   ELSE NOT EXISTS (SELECT FROM "cron_leases" WHERE job_name = $1::text)
     OR EXISTS (SELECT FROM "cron_leases" AS free WHERE free.job_name = $1::text AND free.lease_until <= clock_timestamp()
       AND NOT coalesce(free.last_occurrence >= slot.at, false) FOR UPDATE SKIP LOCKED)
 END
 ON CONFLICT (job_name) DO UPDATE`),
-      text,
-    )
-    assert.equal(text.match(/FOR UPDATE/g)?.length, 1, 'the only lock before the arbiter is one nobody waits for')
+        text,
+      )
+      assert.equal(
+        claimSql('cron_leases', kind).match(/FOR UPDATE/g)?.length,
+        1,
+        'the only lock before the arbiter is one nobody waits for',
+      )
+    }
   })
 
   test('the upsert is still the atomic arbiter: it checks the lease and the occurrence again under the row lock', () => {
-    const text = statements['current claim']
-    assert.match(text, /^INSERT INTO "cron_leases" AS lease \(job_name, lease_until, holder, claimed_at, /)
-    assert.match(
-      text,
-      /\nWHERE lease\.lease_until <= clock_timestamp\(\)\n {2}AND NOT coalesce\(lease\.last_occurrence >= EXCLUDED\.last_occurrence, false\)\nRETURNING /,
-    )
-    assert.doesNotMatch(text, /\b(BEGIN|COMMIT|pg_advisory)\b/i)
-    assert.equal(text.split(';').length, 1, 'one statement')
+    for (const kind of ['lease', 'run', 'history'] as const) {
+      const text = claimSql('cron_leases', kind)
+      assert.match(upsertOf(text), /^INSERT INTO "cron_leases" AS lease \(job_name, lease_until, holder, claimed_at, /)
+      assert.match(
+        upsertOf(text),
+        /\nWHERE lease\.lease_until <= clock_timestamp\(\)\n {2}AND NOT coalesce\(lease\.last_occurrence >= EXCLUDED\.last_occurrence, false\)(\nRETURNING |$)/,
+      )
+      assert.doesNotMatch(text, /\b(BEGIN|COMMIT|pg_advisory)\b/i)
+      assert.equal(text.split(';').length, 1, 'one statement')
+    }
   })
 
   test('the catch-up locks the row last, once every other rule has passed', () => {
-    const text = statements['catch-up']
+    const text = upsertOf(statements['catch-up'])
     assert.match(text, /^UPDATE "cron_leases" AS lease\n/)
     assert.ok(
       text.indexOf('THEN EXISTS (SELECT FROM "cron_leases" AS locked') >
@@ -219,7 +234,7 @@ ON CONFLICT (job_name) DO UPDATE`),
       assert.ok(Array.isArray(args[1]))
     }
     assert.equal(seen[1]?.[0], probeSql('cron_leases'))
-    assert.equal(seen[2]?.[0], claimSql('cron_leases', 'current', true))
+    assert.equal(seen[2]?.[0], claimSql('cron_leases', 'history'))
   })
 })
 
@@ -279,7 +294,10 @@ describe('the table', () => {
       'next_occurrence',
       'last_missed',
       'missed_occurrences',
-      'unrecorded_claims',
+      'run_number',
+      'failed_runs',
+      'runs_trimmed',
+      'unfinished_runs',
     ]) {
       assert.match(CRON_LEASES_TABLE_SQL, new RegExp(`\\n      ${column} +[A-Z ]+,?\\n`), column)
       assert.match(upgradeTableSql(), new RegExp(`ADD COLUMN IF NOT EXISTS ${column} `), column)
@@ -341,17 +359,23 @@ describe('the history table is named beside its lease table', () => {
   })
 })
 
-describe("an ok run's record reads no other run, whatever the job's age", () => {
-  test('it finds the run leaving the last $11 by number, between bounds its claim returned, and reads no aggregate nor order', () => {
-    const text = recordRunSql('cron_leases', false)
+describe("a run's row is found by number, whatever the job's age", () => {
+  test('the claim trims between bounds the lease row holds, and its record finds its row by number; neither reads an order', () => {
+    const claim = claimSql('cron_leases', 'history')
     assert.match(
-      text,
-      /AND run\.run_number > \$15::bigint AND run\.run_number <= \$13::bigint \+ 1 - \$11::integer\n/,
-      'the trim: above where the last one looked, up to the run leaving the last $11',
+      claim,
+      /WHERE run\.job_name = \$1::text AND run\.run_number > before\.trimmed AND run\.run_number <= claimed\.runs_trimmed\n/,
+      'the trim: above where the last one stopped, up to the run leaving the last $9',
     )
-    assert.match(text, /run\.failure_number IS NULL OR run\.failure_number <= \$14::bigint - \$12::integer/)
-    assert.doesNotMatch(text, /\bmax\(|\bcount\(|ORDER BY|OFFSET|LIMIT/, 'nothing scans the job to find the cut')
-    assert.doesNotMatch(recordRunSql('cron_leases', true), /OFFSET|LIMIT/, 'nor does the other record')
+    assert.match(claim, /run\.failure_number IS NULL OR run\.failure_number <= claimed\.failed_runs - \$10::integer/)
+    assert.match(
+      claim,
+      /runs_trimmed = greatest\(coalesce\(lease\.runs_trimmed, 0\), coalesce\(lease\.run_number \+ 1, EXCLUDED\.run_number\) - \$9::integer\)/,
+    )
+    assert.doesNotMatch(claim, /\bcount\(|ORDER BY|OFFSET|LIMIT/, 'nothing scans the job to find the cut')
+    const record = recordRunSql('cron_leases')
+    assert.match(record, /WHERE run\.job_name = \$1::text AND run\.run_number = \$6::bigint AND run\.claimed_at = /)
+    assert.doesNotMatch(record, /\bmax\(|\bcount\(|ORDER BY|OFFSET|LIMIT/, 'nor does the record')
   })
 
   test("the index of runs not ok is the history's own, named beside it within 63 bytes", () => {

@@ -177,13 +177,13 @@ describe('null options, an empty or null holder and a null logger mean the defau
     assert.deepEqual(
       db.calls.filter((c) => !isRecord(c)).map((c) => c.params),
       [
-        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null],
-        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, 100, 20],
+        ['job', 1000, DEFAULT_HOLDER, null, 100, null, null, null, 100, 20],
         // The coordinator keys its claim on the slot in node-cron's key; the tolerance is 10% of the lease.
-        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null],
+        ['job', 800, DEFAULT_HOLDER, Date.parse('2026-11-29T22:00:00.000Z'), 80, null, null, null, 100, 20],
       ],
     )
-    assert.ok(db.calls.filter((c) => !isRecord(c)).every((c) => c.text === claimSql('cron_leases', 'current', true)))
+    assert.ok(db.calls.filter((c) => !isRecord(c)).every((c) => c.text === claimSql('cron_leases', 'history')))
     assert.deepEqual(
       db.probes.map((c) => c.params),
       [
@@ -193,9 +193,9 @@ describe('null options, an empty or null holder and a null logger mean the defau
       ],
     )
     assert.ok(db.probes.every((c) => c.text === probeSql('cron_leases')))
-    const empty = standIn(() => ({ rows: [] }))
+    const empty = standIn(() => ({ rows: [{ job_name: null, checked_at: '2026-11-29T22:12:11.428993Z' }] }))
     assert.deepEqual(await listLeases(empty, null as never), [])
-    assert.equal(empty.calls[0]!.text, listLeasesSql('cron_leases', 'current'))
+    assert.equal(empty.calls[0]!.text, listLeasesSql('cron_leases', 'current', true))
   })
 
   test("a holder of '' or null is the default holder, hostname:pid", async () => {
@@ -230,10 +230,10 @@ describe('null options, an empty or null holder and a null logger mean the defau
     await withCronLease(db, 'job', 1000, tick, none)
     await leasedTick(db, 'job', 1000, tick, { everyMs: null, clockToleranceMs: null } as never)()
     const [claim, record, bare] = db.calls
-    assert.deepEqual(claim!.params.slice(3), [Date.parse('2026-12-01T09:00:00Z'), 100, null, null, null])
+    assert.deepEqual(claim!.params.slice(3), [Date.parse('2026-12-01T09:00:00Z'), 100, null, null, null, 100, 20])
     assert.ok(isRecord(record!))
-    assert.equal(record!.params[5], null, 'no interval is recorded as declared')
-    assert.deepEqual(bare!.params.slice(3), [null, 100, null, null, null])
+    assert.equal(claim!.params[7], null, 'no interval is declared')
+    assert.deepEqual(bare!.params.slice(3), [null, 100, null, null, null, 100, 20])
     assert.equal(db.calls.length, 4)
   })
 

@@ -51,7 +51,7 @@ describe('every length in ms is rounded to a whole ms, then checked', () => {
     await pauseJob(paused, 'job', { forMs: 1.5, lockTimeoutMs: 2.5 })
     assert.deepEqual(paused.calls[0]!.params, ['job', 2, null, 3])
     await listLeases(
-      standIn(() => ({ rows: [] })),
+      standIn(() => ({ rows: [{ job_name: null, checked_at: '2026-11-29T22:12:11.428993Z' }] })),
       { overdueGraceMs: 1.5 },
     )
   })

@@ -102,7 +102,8 @@
   // A job's states, each a symbol and words: colour is never the only sign.
   function states(l) {
     const found = []
-    if (l.lastOutcome === 'error') found.push(['failing', '✖', 'failing'])
+    if (l.lastEndedOutcome === 'error') found.push(['failing', '✖', 'failing'])
+    if (l.lastEndedOutcome === 'unfinished') found.push(['died', '✝', 'died'])
     if (l.overdue) found.push(['overdue', '⚠', 'overdue'])
     if (l.paused) {
       found.push([
@@ -111,9 +112,8 @@
         l.pausedUntil === 'infinity' ? 'paused until resumed' : `paused until ${absolute(l.pausedUntil)}`,
       ])
     }
-    // Held is not running: a lease outlives its run. Running is a claim with no run finished since.
-    const unsettled = l.lastFinishedAt === null || l.lastFinishedAt < l.claimedAt
-    if (!l.paused && l.held && unsettled) found.push(['running', '▶', 'running'])
+    // Held is not running: a lease outlives its run, which the library tells apart.
+    if (l.lastOutcome === 'running') found.push(['running', '▶', 'running'])
     if (found.length === 0) found.push(['idle', '○', 'idle'])
     return found
   }
@@ -127,6 +127,7 @@
     )
   const outcomeOf = (o) =>
     ({
+      running: ['▶', 'running'],
       ok: ['✔', 'ok'],
       error: ['✖', 'error'],
       unfinished: ['…', 'unfinished'],
@@ -220,7 +221,7 @@
       return (x < y ? -1 : x > y ? 1 : 0) * sign || (a.jobName < b.jobName ? -1 : 1)
     })
     const count = (key) => view.leases.filter((l) => states(l).some(([k]) => k === key)).length
-    const summary = ['running', 'failing', 'overdue', 'paused'].map((key) => `${count(key)} ${key}`).join(', ')
+    const summary = ['running', 'failing', 'died', 'overdue', 'paused'].map((key) => `${count(key)} ${key}`).join(', ')
     const filter = el('input', {
       id: 'filter',
       type: 'search',

@@ -110,12 +110,7 @@ describe("fromPostgresJs prepares exactly when the postgres.js instance's prepar
         assert.deepEqual(
           await preparedHere(one),
           expected
-            ? [
-                probeSql(table),
-                claimSql(table, 'current', true),
-                recordRunSql(table, true),
-                renewSql(table, 'current'),
-              ].sort()
+            ? [probeSql(table), claimSql(table, 'history'), recordRunSql(table), renewSql(table, 'current')].sort()
             : [],
         )
       } finally {

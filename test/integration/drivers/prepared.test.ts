@@ -60,15 +60,13 @@ async function preparedTexts(db: pg.Pool | pg.Client): Promise<string[]> {
 
 /**
  * What a connection holds after {@link claimRenewBeatLose}: four texts, not five, as the beat sends
- * the renew's text, and the loss stops at the probe the win had already prepared. A job's first
- * run is recorded by the record that numbers its runs from the history (recordRunSql's `full`).
+ * the renew's text, and the loss stops at the probe the win had already prepared.
  */
-const hot = (t: string) =>
-  [probeSql(t), claimSql(t, 'current', true), recordRunSql(t, true), renewSql(t, 'current')].sort()
+const hot = (t: string) => [probeSql(t), claimSql(t, 'history'), recordRunSql(t), renewSql(t, 'current')].sort()
 /** What a connection holds after a job's first won claim: the probe that found the lease free, the claim, its record. */
-const afterFirstWin = (t: string) => [probeSql(t), claimSql(t, 'current', true), recordRunSql(t, true)].sort()
-/** And after more: the record of a run after the job's first, too. */
-const afterWins = (t: string) => [...afterFirstWin(t), recordRunSql(t, false)].sort()
+const afterFirstWin = (t: string) => [probeSql(t), claimSql(t, 'history'), recordRunSql(t)].sort()
+/** And after more: the same three, as every run is recorded by one text. */
+const afterWins = afterFirstWin
 
 /** Resolves at the next keep-alive beat of `jobName` that renewed (bounded). */
 function nextBeat(jobName: string): Promise<void> {
@@ -160,7 +158,7 @@ describe('with pg and the default options, the hot statements are prepared', () 
         assert.ok(texts.includes(probeSql(raceTable)), 'each claimant sent the prepared probe')
         // A probe that finds the lease held stops the claim, but every round starts with it expired:
         // in 100 rounds each claimant found it free at least once.
-        assert.ok(texts.includes(claimSql(raceTable, 'current', true)), 'each claimant sent the prepared claim')
+        assert.ok(texts.includes(claimSql(raceTable, 'history')), 'each claimant sent the prepared claim')
         assert.ok(
           texts.every((text) => afterWins(raceTable).includes(text)),
           'and, having won, the outcome record',

@@ -158,12 +158,23 @@ describe('each run is one row, with the right fields', () => {
       holder: 'next',
     })
     await waitFor(() => finishNext !== undefined)
+    assert.deepEqual(
+      (await runsOf(name)).map((r) => [r.holder, r.outcome]),
+      [
+        ['next', 'running'],
+        ['slow', 'unfinished'],
+      ],
+      'the slow run lost its lease: unfinished until it ends',
+    )
     finishSlow()
     await slow
-    assert.equal(await storedRows(name), 0, 'the late outcome waits in the lease row for the next record')
+    assert.equal(await storedRows(name), 2, 'each run has its row from its claim on')
     assert.deepEqual(
       (await runsOf(name)).map((r) => [r.holder, r.outcome, r.finishedAt !== null]),
-      [['slow', 'ok', true]],
+      [
+        ['next', 'running', false],
+        ['slow', 'ok', true],
+      ],
       'listed as it ended, not as unfinished',
     )
     finishNext()
@@ -209,7 +220,11 @@ describe('a run that never finished is shown', () => {
     assert.equal(signal, 'SIGKILL')
 
     const held = await runsOf(name)
-    assert.deepEqual(held, [], 'while its lease holds, the run may still be running: not listed')
+    assert.deepEqual(
+      held.map((r) => [r.holder, r.outcome, r.occurrence]),
+      [['dying', 'running', occurrence.toISOString().replace('Z', '000Z')]],
+      'while its lease holds, it reads as running, with its holder and occurrence',
+    )
     await expireLease(pool, table, name)
     const died = await runsOf(name)
     assert.equal(died.length, 1)
@@ -218,7 +233,7 @@ describe('a run that never finished is shown', () => {
     assert.equal(died[0]!.occurrence, occurrence.toISOString().replace('Z', '000Z'))
     assert.equal(died[0]!.finishedAt, null)
     assert.equal(died[0]!.durationMs, null)
-    assert.equal(await storedRows(name), 0, 'read from the lease row, not yet written')
+    assert.equal(await storedRows(name), 1, 'written by its claim')
 
     const nextOccurrence = new Date(occurrence.getTime() + 60_000)
     const next = await withCronLease(pool, name, 1, () => 1, { table, holder: 'next', occurrence: nextOccurrence })
@@ -231,7 +246,7 @@ describe('a run that never finished is shown', () => {
         ['dying', 'unfinished'],
       ],
     )
-    assert.equal(await storedRows(name), 2, 'the next recorded run wrote the dead one')
+    assert.equal(await storedRows(name), 2)
   })
 
   test('runs that die in a row are each kept, not only the last', async () => {
@@ -285,9 +300,19 @@ describe('a run that never finished is shown', () => {
     assert.equal(await storedRows(name), 2)
   })
 
-  test('a paused job whose claim ended unrecorded shows that run once its own lease ended', async () => {
+  test('a paused job whose run died shows that run once its own lease ended, not when the pause ends', async () => {
     const name = nextJob()
-    await withCronLease(pool, name, 1, () => 1, { table, holder: 'paused-run', record: false })
+    const dead = await claim({
+      db: pool,
+      table,
+      jobName: name,
+      leaseMs: 1,
+      holder: 'paused-run',
+      logger: undefined,
+      prepare: true,
+      record: true,
+    })
+    assert.notEqual(dead, null)
     await pauseJob(pool, name, { forMs: HOUR, table })
     await new Promise((resolve) => setTimeout(resolve, 5))
     assert.deepEqual(
@@ -298,15 +323,34 @@ describe('a run that never finished is shown', () => {
   })
 })
 
-describe('a claimant that keeps no history keeps no dead runs either', () => {
-  test('record: false and history: false claims leave unrecorded_claims empty', async () => {
+describe('a run the library was told not to record is never unfinished', () => {
+  test('record: false ×3, then a recorded run: the history has the recorded run alone, and listLeases says ok', async () => {
     const name = nextJob()
-    for (const opts of [{ history: false }, { record: false }, { record: false }]) {
-      await withCronLease(pool, name, 1, () => 1, { table, ...opts })
+    for (let i = 0; i < 3; i++) {
+      await withCronLease(pool, name, 1, () => 1, { table, holder: `quiet-${i}`, record: false })
       await expireLease(pool, table, name)
+      assert.deepEqual(await runsOf(name), [], 'a run told not to record is left out')
     }
-    const { rows } = await pool.query(`SELECT unrecorded_claims FROM ${quoteTable(table)} WHERE job_name = $1`, [name])
-    assert.equal(rows[0].unrecorded_claims, null)
+    await withCronLease(pool, name, 1, () => 1, { table, holder: 'recorded' })
+    await expireLease(pool, table, name)
+    await withCronLease(pool, name, 1, () => 1, { table, holder: 'quiet-last', record: false })
+    await expireLease(pool, table, name)
+    assert.deepEqual(
+      (await runsOf(name)).map((r) => [r.holder, r.outcome]),
+      [['recorded', 'ok']],
+    )
+    const [lease] = (await listLeases(pool, { table })).filter((l) => l.jobName === name)
+    assert.equal(lease?.lastOutcome, 'ok')
+    assert.equal(lease?.lastEndedOutcome, 'ok')
+  })
+
+  test('history: false keeps no rows, but its run is still marked and recorded in the lease row', async () => {
+    const name = nextJob()
+    await withCronLease(pool, name, 60_000, () => 1, { table, history: false })
+    assert.deepEqual(await runsOf(name), [])
+    const [lease] = (await listLeases(pool, { table })).filter((l) => l.jobName === name)
+    assert.equal(lease?.lastOutcome, 'ok')
+    assert.notEqual(lease?.lastStartedAt, null)
   })
 })
 

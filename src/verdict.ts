@@ -1,0 +1,120 @@
+/**
+ * Whether a job is healthy, decided once for every reader: `pg-cron-lease check` and `status`, the
+ * dashboard's `/healthz` and jobs page, and the NestJS health indicator.
+ */
+import { ago, duration, msBetween, span } from './human.js'
+import { type LeaseInfo, overdueGrace } from './list-leases.js'
+
+/**
+ * One job's verdict, as `pg-cron-lease check --json` prints it.
+ *
+ * @example
+ * const unhealthy = judgeJobs({ leases, jobs: [], table, overdueFactor: 2, checkedAt }).jobs.filter((j) => !j.healthy)
+ */
+export interface JobHealth {
+  jobName: string
+  healthy: boolean
+  /** No row in the table: never claimed, or a typo in the name. */
+  neverClaimed: boolean
+  overdue: boolean
+  /** Its last run that ended failed (`error`), until a run ends ok. */
+  failing: boolean
+  /** Its last run that ended died (`unfinished`: no outcome when its lease ran out), until a run ends ok. */
+  died: boolean
+  paused: boolean
+  /** Why it is unhealthy, one sentence per cause, as the text output prints it after the job name; `null` when healthy. */
+  reason: string | null
+}
+
+/**
+ * The verdict on a table's jobs, as `check --json` prints it.
+ *
+ * @example
+ * if (!judgeJobs(input).healthy) process.exitCode = 3
+ */
+export interface CheckResult {
+  healthy: boolean
+  /** The database clock reading every job was judged at. */
+  checkedAt: string
+  table: string
+  overdueFactor: number
+  /** The checked jobs: the names asked for in the order given, else every job in job-name order. */
+  jobs: JobHealth[]
+}
+
+/**
+ * What a verdict is drawn from: the leases read, and the job names asked for (none: every job in
+ * the table; a name with no row is unhealthy).
+ *
+ * @example
+ * const { leases, checkedAt } = await readLeases(pool, { table })
+ * judgeJobs({ leases, checkedAt, table, jobs: ['report'], overdueFactor: 2 })
+ */
+export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueFactor'> {
+  leases: LeaseInfo[]
+  jobs: readonly string[]
+  /** The grace in ms, when one was given; it only words the reason (listLeases judged with it). */
+  graceMs?: number | undefined
+}
+
+/**
+ * Every job's verdict: unhealthy when overdue, failing, died, or asked for by name with no row.
+ *
+ * @example
+ * const result = judgeJobs({ leases, checkedAt, table: 'cron_leases', jobs: [], overdueFactor: 2 })
+ */
+export function judgeJobs(input: CheckInput): CheckResult {
+  const { leases, jobs, table, overdueFactor, checkedAt } = input
+  const byName = new Map(leases.map((l) => [l.jobName, l]))
+  const names = jobs.length > 0 ? [...new Set(jobs)] : leases.map((l) => l.jobName)
+  const verdicts = names.map((name) => judge(name, byName.get(name), input))
+  return { healthy: verdicts.every((v) => v.healthy), checkedAt, table, overdueFactor, jobs: verdicts }
+}
+
+function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput): JobHealth {
+  const reasons: string[] = []
+  if (lease === undefined) reasons.push(`NEVER CLAIMED: no row in ${input.table}: never claimed, or a typo in the name`)
+  const grace = lease && `grace ${duration(overdueGrace(lease.everyMs, input.graceMs, input.overdueFactor))}`
+  if (lease?.overdue && lease.nextDueAt !== null) {
+    const late = msBetween(lease.checkedAt, lease.nextDueAt)
+    reasons.push(`OVERDUE: due ${lease.nextDueAt}, not claimed for ${span(late)} (${grace})`)
+  } else if (lease?.overdue) {
+    // With no stored due time, overdue implies a known interval: the due time is the last claim plus it.
+    const every = lease.everyMs === null ? '' : `, every ${duration(lease.everyMs)}`
+    reasons.push(`OVERDUE: last claimed ${ago(msBetween(lease.checkedAt, lease.claimedAt))}${every} (${grace})`)
+  }
+  const ended = lease?.lastEndedOutcome ?? null
+  const when = lease?.lastFinishedAt == null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
+  if (ended === 'error') {
+    reasons.push(`FAILING: last run failed${when}: ${lease?.lastError ?? 'no error text recorded'}`)
+  } else if (ended === 'unfinished') {
+    reasons.push(
+      `DIED: last run ended${when} with no outcome: ${lease?.lastError ?? 'its replica died or lost the lease'}`,
+    )
+  }
+  // Said so that nobody waits for a run that cannot come.
+  if ((ended === 'error' || ended === 'unfinished') && lease?.paused) {
+    reasons.push(`PAUSED ${untilText(lease.pausedUntil)}, so it cannot run again until then`)
+  }
+  const healthy = reasons.length === 0
+  return {
+    jobName,
+    healthy,
+    neverClaimed: lease === undefined,
+    overdue: lease?.overdue ?? false,
+    failing: ended === 'error',
+    died: ended === 'unfinished',
+    paused: lease?.paused ?? false,
+    reason: healthy ? null : reasons.join('; '),
+  }
+}
+
+/**
+ * "until 2026-12-01T06:00:00.000000Z", or "until resumed" for an open-ended pause.
+ *
+ * @example
+ * untilText('infinity') // 'until resumed'
+ */
+export function untilText(pausedUntil: string | null): string {
+  return pausedUntil === null || pausedUntil === 'infinity' ? 'until resumed' : `until ${pausedUntil}`
+}
