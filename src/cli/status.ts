@@ -21,8 +21,8 @@ export const status: Command = {
     'nor missed, and once it ends the job is next due at its first occurrence after the end; under\n' +
     'Pauses: each such job is listed, "paused until …" or "resumed at …". Ages\n' +
     "are differences of two database timestamps read in one statement; this machine's clock plays\n" +
-    'no part. Job names, holders and errors are printed with control characters and backslashes\n' +
-    'escaped (\\n, \\x1b, \\\\).\n\n' +
+    'no part. Job names, holders and errors are printed with control characters, invisible ones\n' +
+    '(zero-width, bidi) and backslashes escaped (\\n, \\x1b, \\u200b, \\\\).\n\n' +
     '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
     'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastFinishedAt,\n' +
     'lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil, resumedAt,\n' +
