@@ -87,7 +87,7 @@ describe('each verdict, from what was read', () => {
     const reader = judgePrivileges('t', 't_runs', 'monitor', true, grants('lease', ['SELECT']))
     assert.equal(reader.verdict.status, 'fail')
     assert.match(reader.verdict.summary, /monitor lacks INSERT, UPDATE on t\b/)
-    assert.match(reader.verdict.fix ?? '', /GRANT INSERT, UPDATE ON t TO monitor;.*--no-race/)
+    assert.match(reader.verdict.fix ?? '', /GRANT INSERT, UPDATE ON "t" TO "monitor";.*--no-race/)
     const history = judgePrivileges('t', 't_runs', 'app', true, [
       ...grants('lease', all),
       ...grants('history', ['SELECT']),
