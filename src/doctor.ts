@@ -4,15 +4,13 @@
  */
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { releaseLease } from './admin.js'
 import { clockOffset } from './clock.js'
-import { withCronLease } from './lease.js'
+import { fail, one, opener, pass, type Reads, type Row, raceCheck, rows, type Verdict, warn } from './doctor-race.js'
 import { migrateCommand } from './log.js'
-import { compileOptions } from './options.js'
+import { type Compiled, compileOptions } from './options.js'
 import { runStatement, transactionStatus } from './query.js'
 import {
   databaseClockSql,
-  deleteJobSql,
   historyTableOf,
   markSessionSql,
   privilegesSql,
@@ -39,6 +37,8 @@ export const DOCTOR_CHECKS = [
   'timeouts',
   'race',
 ] as const
+
+export { judgeRace } from './doctor-race.js'
 
 /** One check's id. */
 export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
@@ -77,7 +77,7 @@ export interface DoctorOptions {
   connect?: () => Promise<Queryable>
   /** How far this host's clock may be off the database's before the clock check warns, in ms. Default: 5000, the claims' tolerance under `LEASE.EVERY_MINUTE`. */
   clockToleranceMs?: number | null
-  /** Stops the race at the next round; its rows are deleted before `runDoctor` rejects with the signal's reason. */
+  /** Stops the doctor at its next check, or the race within its round (a claim waits at most 2 s for a lock); the race's rows are deleted before `runDoctor` rejects with the signal's reason. */
   signal?: AbortSignal
   /** Told what the doctor is doing, as it starts each step. */
   onProgress?: (message: string) => void
@@ -86,24 +86,16 @@ export interface DoctorOptions {
 // The claims' tolerance is 10% of the lease; the shortest preset, LEASE.EVERY_MINUTE, is 50 s.
 const CLOCK_TOLERANCE_MS = 5000
 const CLOCK_SAMPLES = 5
-const LATENCY_SAMPLES = 20
-const RACE_LEASE_MS = 60_000
 // Far longer than a SELECT takes on a loaded server, however busy.
 const BLOCKED_MS = 3000
-
-type Row = Record<string, unknown>
-type Verdict = Omit<DoctorCheck, 'id'>
-
-const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
-const warn = (summary: string, detail: string, fix: string): Verdict => ({ status: 'warn', summary, detail, fix })
-const fail = (summary: string, detail: string, fix: string): Verdict => ({ status: 'fail', summary, detail, fix })
 
 /**
  * Runs every check against `db` and resolves one {@link DoctorCheck} per check, in
  * {@link DOCTOR_CHECKS} order (the race left out when `race: false`). It rejects only when the
- * database cannot be reached (the driver's error) or `signal` aborts; a fault found is a check's
- * `fail`. The race claims a job named `pg-cron-lease:doctor:<random>` and deletes every row of
- * that job afterwards, in the lease table and its history, whatever happens; no other row is touched.
+ * database cannot be reached (the driver's error), when `signal` aborts, or when the race's rows
+ * could not be deleted (the error says how to delete them); a fault found is a check's `fail`.
+ * The race claims a job named `pg-cron-lease:doctor:<random>` and deletes every row of that job
+ * afterwards, in the lease table and its history, whatever happens; no other row is touched.
  *
  * @example
  * const checks = await runDoctor(pool, { table: 'jobs.leases' })
@@ -121,84 +113,120 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
       'a client in a transaction',
     )
   }
-  const { table, signal } = options
-  const say = (message: string) => options.onProgress?.(message)
-  const history = historyTableOf(table)
+  const r = reads(db, options)
   const checks: DoctorCheck[] = []
-  const add = (id: DoctorCheckId, verdict: Verdict) => checks.push({ id, ...verdict })
-  const open = opener(db, options.connect)
-
-  say('reading the server and session settings')
-  const server = await one(db, serverFactsSql(), [])
-  add('connection', judgeConnection(server))
-  add('writable', judgeWritable(server))
-  signal?.throwIfAborted()
-
-  say(`reading the shape of ${table} and of ${history}`)
-  const facts = await one(db, tableFactsSql(), tableFactsParams(table))
-  // `history` in the facts also needs the lease table's column for it; this is the table alone.
-  const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
-  add('table', judgeTable(table, history, facts, historyExists))
-  const granted = await rows(db, privilegesSql(), [quoteTable(table), quoteTable(history)])
-  const privileges = judgePrivileges(table, history, String(server.role), facts.exists === true, granted)
-  add('privileges', privileges.verdict)
-  signal?.throwIfAborted()
-
-  say(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
-  add('clock', await clockCheck(db, options.clockToleranceMs ?? CLOCK_TOLERANCE_MS))
-  signal?.throwIfAborted()
-
-  say('checking for a transaction pooler and prepared statements')
-  const session = await sessionCheck(db, open)
-  add('pooler', session.pooler)
-  add('prepared', session.prepared)
-  add('durability', judgeDurability(server))
-  add('timeouts', judgeTimeouts(server))
-  signal?.throwIfAborted()
-
-  if (options.race !== false) {
-    const blocked = raceBlocked(checks, privileges.canDelete, open === null, table)
-    if (blocked !== null) add('race', blocked)
+  // One loop over the table of checks: a check whose needs failed is not run, and says which.
+  for (const id of DOCTOR_CHECKS) {
+    const check = CHECKS[id]
+    if (check.skip?.(options)) continue
+    options.signal?.throwIfAborted()
+    const failed = (check.needs?.ids ?? []).filter((need) => checks.some((c) => c.id === need && c.status === 'fail'))
+    if (failed.length === 0) checks.push({ id, ...(await check.run(r)) })
     else {
-      // A pool lends no more clients than its max; asking for more would wait forever.
-      const lent =
-        options.connect === undefined ? Number((db as { options?: { max?: unknown } }).options?.max) : Number.NaN
-      const n = lent >= 2 ? Math.min(options.race, lent) : options.race
-      say(`racing ${n} connections for ${options.rounds} rounds on a job of the doctor's own`)
-      add(
-        'race',
-        await race(db, open!, { table, history: historyExists ? history : null, n, rounds: options.rounds, signal }),
-      )
+      const which = `the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed`
+      checks.push({
+        id,
+        ...fail(`not run: ${which}, so ${check.needs!.because}`, check.needs!.detail, check.needs!.fix),
+      })
     }
   }
   return checks
 }
 
-async function rows(db: Queryable, text: string, params: unknown[]): Promise<Row[]> {
-  return ((await db.query(text, params)).rows ?? []) as Row[]
+/** One row of the table of checks: what must not have failed first, when it is left out, how it runs. */
+interface Check {
+  needs?: { ids: DoctorCheckId[]; because: string; detail: string; fix: string }
+  skip?: (options: Compiled) => boolean
+  run(r: Reads): Promise<Verdict>
 }
 
-async function one(db: Queryable, text: string, params: unknown[]): Promise<Row> {
-  return (await rows(db, text, params))[0] ?? {}
+const CHECKS: Record<DoctorCheckId, Check> = {
+  connection: { run: async (r) => judgeConnection(await r.server()) },
+  writable: { run: async (r) => judgeWritable(await r.server()) },
+  table: {
+    async run(r) {
+      const { hidden, facts, historyExists } = await r.tables()
+      if (hidden === null) return judgeTable(r.table, r.history, facts, historyExists)
+      return warn(
+        `not checked: ${String((await r.server()).role)} has no USAGE on schema ${hidden}, so it cannot see ${r.table}`,
+        `has_schema_privilege('${hidden}', 'USAGE') is false`,
+        'grant it as the privileges check says, then run doctor again (docs/operations.md#doctor)',
+      )
+    },
+  },
+  privileges: {
+    async run(r) {
+      const { hidden, facts, granted } = await r.tables()
+      const role = String((await r.server()).role)
+      if (hidden !== null) return judgeSchemaUsage(r.table, hidden, role)
+      return judgePrivileges(r.table, r.history, role, facts.exists === true, granted, r.options.race === false).verdict
+    },
+  },
+  clock: { run: (r) => clockCheck(r) },
+  pooler: { run: async (r) => (await r.session()).pooler },
+  prepared: { run: async (r) => (await r.session()).prepared },
+  durability: { run: async (r) => judgeDurability(await r.server()) },
+  timeouts: { run: async (r) => judgeTimeouts(await r.server()) },
+  race: {
+    needs: {
+      ids: ['writable', 'table', 'privileges'],
+      because: 'no claim can win here',
+      detail: 'the race claims a job of its own, which needs a writable table and the privileges to claim',
+      fix: 'fix the failures above, or check a role that may not write with --no-race (runDoctor: race: false) (docs/operations.md#doctor)',
+    },
+    skip: (options) => options.race === false,
+    run: raceCheck,
+  },
 }
 
-type Open = () => Promise<{ db: Queryable; close(): Promise<void> }>
-
-// More connections: the caller's opener, else a pg Pool's own clients; null when there is neither.
-function opener(db: Queryable, connect: (() => Promise<Queryable>) | undefined): Open | null {
-  const pool = db as { connect?: () => Promise<Queryable>; totalCount?: unknown }
-  const make = connect ?? (typeof pool.connect === 'function' && 'totalCount' in pool ? () => pool.connect!() : null)
-  if (make === null) return null
-  return async () => {
-    const client = (await make()) as Queryable & { release?: () => unknown; end?: () => unknown }
-    return {
-      db: client,
-      async close() {
-        await (typeof client.release === 'function' ? client.release() : client.end?.())
-      },
-    }
+function reads(db: Queryable, options: Compiled): Reads {
+  const once = <T>(read: () => Promise<T>) => {
+    let done: Promise<T> | undefined
+    return () => (done ??= read())
   }
+  const { table } = options
+  const history = historyTableOf(table)
+  const say = (message: string) => options.onProgress?.(message)
+  // A pool lends no more clients than its max; asking for more would wait forever.
+  const max = Number((db as { options?: { max?: unknown } }).options?.max)
+  const r: Reads = {
+    db,
+    options,
+    table,
+    history,
+    say,
+    open: opener(db, options.connect),
+    lent: options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY,
+    server: once(() => {
+      say('reading the server and session settings')
+      return one(db, serverFactsSql(), [])
+    }),
+    tables: once(async () => {
+      say(`reading the shape of ${table} and of ${history}`)
+      // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
+      const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
+      const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
+      if (usage[0]?.usage === false) {
+        return { hidden: schema, facts: {}, historyExists: false, granted: [], canDelete: false }
+      }
+      const facts = await one(db, tableFactsSql(), tableFactsParams(table))
+      // `history` in the facts also needs the lease table's column for it; this is the table alone.
+      const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
+      const granted = await rows(db, privilegesSql(), [quoteTable(table), quoteTable(history)])
+      const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
+      return { hidden: null, facts, historyExists, granted, canDelete }
+    }),
+    session: once(() => {
+      say('checking for a transaction pooler and prepared statements')
+      return sessionCheck(r)
+    }),
+  }
+  return r
 }
+
+// The doctor's own statements, beside the code that binds them. The schema's USAGE, by name:
+// has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
+const SCHEMA_USAGE_SQL = `SELECT has_schema_privilege(oid, 'USAGE') AS usage FROM pg_namespace WHERE nspname = $1::text`
 
 const SUPPORTED = 140000
 
@@ -264,12 +292,20 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
   return pass(`${table} has the current shape, and its history table ${history} is present`, detail)
 }
 
+/** A name as SQL reads it whatever it holds: every identifier quoted, so a GRANT runs as printed. */
+const quoteName = (name: string) => `"${name.replaceAll('"', '""')}"`
+
+/**
+ * What `role` may do on the tables; `reading` (a check with `race: false`) asks only what a monitor
+ * needs, SELECT on both tables, and a role that reads but cannot claim is a warning, not a failure.
+ */
 export function judgePrivileges(
   table: string,
   history: string,
   role: string,
   exists: boolean,
   granted: Row[],
+  reading = false,
 ): { verdict: Verdict; canDelete: boolean } {
   const has = (kind: string, privilege: string) =>
     granted.some((g) => g.kind === kind && g.privilege === privilege && g.granted === true)
@@ -285,32 +321,55 @@ export function judgePrivileges(
   const needs: [string, string, string[]][] = [['lease', table, ['SELECT', 'INSERT', 'UPDATE']]]
   if (granted.some((g) => g.kind === 'history'))
     needs.push(['history', history, ['SELECT', 'INSERT', 'UPDATE', 'DELETE']])
-  const lacking = needs
-    .map(([kind, name, privileges]) => ({ name, missing: privileges.filter((p) => !has(kind, p)) }))
-    .filter((l) => l.missing.length > 0)
-  const detail = needs.map(
-    ([kind, name, ps]) => `${name}: ${ps.map((p) => `${p} ${has(kind, p) ? 'yes' : 'no'}`).join(', ')}`,
-  )
-  if (lacking.length === 0) {
-    return {
-      verdict: pass(
-        `${role} may ${needs.map(([, name, ps]) => `${ps.join(', ')} on ${name}`).join('; ')}`,
-        detail.join('; '),
-      ),
-      canDelete,
-    }
-  }
+  const lackingOf = (want: (p: string) => boolean) =>
+    needs
+      .map(([kind, name, privileges]) => ({ name, missing: privileges.filter((p) => want(p) && !has(kind, p)) }))
+      .filter((l) => l.missing.length > 0)
+  const lacking = lackingOf(() => true)
+  const unreadable = lackingOf((p) => p === 'SELECT')
+  const detail = needs
+    .map(([kind, name, ps]) => `${name}: ${ps.map((p) => `${p} ${has(kind, p) ? 'yes' : 'no'}`).join(', ')}`)
+    .join('; ')
+  const grants = lacking.map((l) => `GRANT ${l.missing.join(', ')} ON ${quoteTable(l.name)} TO ${quoteName(role)};`)
   const missing = lacking.map((l) => `${l.missing.join(', ')} on ${l.name}`).join('; ')
-  const grants = lacking.map((l) => `GRANT ${l.missing.join(', ')} ON ${l.name} TO ${role};`).join(' ')
-  const verdict = fail(
-    `${role} lacks ${missing}: its claims ${lacking[0]!.name === table ? 'fail' : 'cannot record their runs'}`,
-    detail.join('; '),
-    `${grants} A role meant only to read (a monitor) cannot claim: check it with --no-race (runDoctor: race: false) (docs/operations.md#doctor)`,
-  )
+  const monitor = 'A role meant only to read (a monitor) needs SELECT on both tables alone'
+  let verdict: Verdict
+  if (lacking.length === 0)
+    verdict = pass(`${role} may ${needs.map(([, n, ps]) => `${ps.join(', ')} on ${n}`).join('; ')}`, detail)
+  else if (reading && unreadable.length === 0) {
+    verdict = warn(
+      `${role} may read (SELECT) ${needs.map(([, n]) => n).join(' and ')}, all that status, check and history need, but lacks ${missing}: it cannot claim`,
+      detail,
+      `nothing, for a monitor; a role that runs jobs needs ${grants.join(' ')} (docs/operations.md#doctor)`,
+    )
+  } else if (reading) {
+    verdict = fail(
+      `${role} lacks ${unreadable.map((l) => `SELECT on ${l.name}`).join('; ')}: it cannot read the leases and runs`,
+      detail,
+      `${unreadable.map((l) => `GRANT SELECT ON ${quoteTable(l.name)} TO ${quoteName(role)};`).join(' ')} ${monitor} (docs/operations.md#doctor)`,
+    )
+  } else {
+    verdict = fail(
+      `${role} lacks ${missing}: its claims ${lacking[0]!.name === table ? 'fail' : 'cannot record their runs'}`,
+      detail,
+      `${grants.join(' ')} ${monitor}: check it with --no-race (runDoctor: race: false) (docs/operations.md#doctor)`,
+    )
+  }
   return { verdict, canDelete }
 }
 
-async function clockCheck(db: Queryable, toleranceMs: number): Promise<Verdict> {
+/** A role without USAGE on the table's schema cannot name the table at all. */
+export function judgeSchemaUsage(table: string, schema: string, role: string): Verdict {
+  return fail(
+    `${role} has no USAGE on schema ${schema}: it cannot reach ${table}, so its claims fail`,
+    `has_schema_privilege('${schema}', 'USAGE') is false`,
+    `GRANT USAGE ON SCHEMA ${quoteName(schema)} TO ${quoteName(role)}; then run doctor again for the table's own privileges (docs/operations.md#doctor)`,
+  )
+}
+
+async function clockCheck({ db, options, say }: Reads): Promise<Verdict> {
+  say(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
+  const toleranceMs = options.clockToleranceMs ?? CLOCK_TOLERANCE_MS
   let best: { offsetMs: number; roundTripMs: number } | undefined
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
     const sentWallMs = Date.now()
@@ -347,12 +406,14 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
 // Two connections, interleaved: A marks its session and runs a named statement; B opens a transaction
 // (under transaction pooling it takes the backend A just gave back); A runs the statement again.
 // Without a pooler, A keeps its backend, its mark and its prepared statement.
-async function sessionCheck(db: Queryable, open: Open | null): Promise<{ pooler: Verdict; prepared: Verdict }> {
-  const a = open === null ? null : await open()
+// Its statements take no lock, and a session's timeouts set behind a pooler would stay on a server
+// connection that others use: its connections are not bounded. A pool of max 1 gives it one.
+async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdict; prepared: Verdict }> {
+  const a = open === null ? null : await open(false)
   const b =
-    open === null
+    open === null || lent < 2
       ? null
-      : await open().catch(async (error) => {
+      : await open(false).catch(async (error) => {
           await a?.close()
           throw error
         })
@@ -482,130 +543,5 @@ export function judgeTimeouts(server: Row): Verdict {
     `${set.map((name) => `${name} = ${String(server[name])}`).join(', ')}: it can cut a claim, a renew or a fence (a tick's open transaction) short`,
     detail,
     'set it to 0, or well above your longest tick, for the application role (ALTER ROLE … SET statement_timeout = 0) (docs/failure-modes.md#fenced-writes)',
-  )
-}
-
-function raceBlocked(checks: DoctorCheck[], canDelete: boolean, noConnections: boolean, table: string): Verdict | null {
-  const failed = checks.filter(
-    (c) => c.status === 'fail' && (c.id === 'writable' || c.id === 'table' || c.id === 'privileges'),
-  )
-  const checkedTable = checks.find((c) => c.id === 'table')?.status
-  if (failed.length > 0 || checkedTable === undefined) {
-    const which = failed.map((c) => c.id).join(', ')
-    return fail(
-      `not run: the ${which} check${failed.length === 1 ? '' : 's'} failed, so no claim can win here`,
-      'the race claims a job of its own, which needs a writable table and the privileges to claim',
-      'fix the failures above, or check a role that may not write with --no-race (runDoctor: race: false) (docs/operations.md#doctor)',
-    )
-  }
-  if (noConnections) {
-    return warn(
-      'not run: this handle opens no more connections',
-      'a race needs connections of its own',
-      'pass a pg Pool, or opts.connect to runDoctor (docs/operations.md#doctor)',
-    )
-  }
-  if (!canDelete) {
-    return warn(
-      `not run: the race deletes its own row afterwards, and this role has no DELETE on ${table}`,
-      'claims need no DELETE; only the race does',
-      'run doctor as a role that may DELETE, or skip the race with --no-race (docs/operations.md#doctor)',
-    )
-  }
-  return null
-}
-
-interface Race {
-  table: string
-  /** The history table, when it exists: rows of the doctor's job there are deleted too. */
-  history: string | null
-  n: number
-  rounds: number
-  signal: AbortSignal | undefined
-}
-
-async function race(db: Queryable, open: Open, { table, history, n, rounds, signal }: Race): Promise<Verdict> {
-  const jobName = `pg-cron-lease:doctor:${randomBytes(8).toString('hex')}`
-  const opened = await Promise.allSettled(Array.from({ length: n }, () => open()))
-  const claimants = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []))
-  // Doctor reports the clock itself; the claims' own warnings would only repeat it.
-  const quiet = { warn() {} }
-  try {
-    const refused = opened.find((o) => o.status === 'rejected')
-    if (refused !== undefined) throw (refused as PromiseRejectedResult).reason
-    const tally = { single: 0, none: 0, many: 0 }
-    for (let round = 0; round < rounds && !signal?.aborted; round++) {
-      if (round > 0) await releaseLease(claimants[0]!.db, jobName, { table })
-      const outcomes = await Promise.all(
-        claimants.map((c, i) =>
-          // Recorded as any run is (the lease row and the history): the whole path a tick takes.
-          withCronLease(c.db, jobName, RACE_LEASE_MS, () => i, {
-            table,
-            holder: `pg-cron-lease doctor ${i}`,
-            logger: quiet,
-          }),
-        ),
-      )
-      const winners = outcomes.filter((o) => o.ran).length
-      if (winners === 1) tally.single++
-      else if (winners === 0) tally.none++
-      else tally.many++
-    }
-    // The lease is held now: every claim below loses, as most claims do.
-    const lost: number[] = []
-    const plain: number[] = []
-    const loser = claimants[claimants.length - 1]!.db
-    for (let i = 0; i < LATENCY_SAMPLES && !signal?.aborted; i++) {
-      let start = performance.now()
-      await withCronLease(loser, jobName, RACE_LEASE_MS, () => null, { table, logger: quiet })
-      lost.push(performance.now() - start)
-      start = performance.now()
-      await loser.query('SELECT 1', [])
-      plain.push(performance.now() - start)
-    }
-    signal?.throwIfAborted()
-    return judgeRace({ ...tally, n, rounds, lostP50: median(lost), selectP50: median(plain) })
-  } catch (error) {
-    if (signal?.aborted) throw signal.reason
-    return fail(
-      `the race could not run: ${oneLine(error)}`,
-      `job ${jobName}`,
-      'fix the error above, then run doctor again (docs/operations.md#doctor)',
-    )
-  } finally {
-    // Every claim has settled (each round is awaited), so nothing can write the job after this.
-    await Promise.allSettled(claimants.map((c) => c.close()))
-    await db.query(deleteJobSql(table), [jobName])
-    if (history !== null) await db.query(deleteJobSql(history), [jobName])
-  }
-}
-
-function oneLine(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ')
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((x, y) => x - y)
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
-}
-
-export function judgeRace(r: {
-  single: number
-  none: number
-  many: number
-  n: number
-  rounds: number
-  lostP50: number
-  selectP50: number
-}): Verdict {
-  const ms = (v: number) => `${v.toFixed(2)} ms`
-  const cost = `a losing claim's p50 ${ms(r.lostP50)}, ${(r.lostP50 / r.selectP50).toFixed(1)}× SELECT 1's ${ms(r.selectP50)}`
-  const detail = `${r.n} connections, ${r.rounds} rounds: ${r.single} with one winner, ${r.none} with none, ${r.many} with more; ${cost}; its rows were deleted`
-  if (r.single === r.rounds)
-    return pass(`${r.rounds} rounds of ${r.n} connections, exactly one winner each; ${cost}`, detail)
-  return fail(
-    `${r.rounds - r.single} of ${r.rounds} rounds did not have exactly one winner (${r.many} with more, ${r.none} with none): the guarantee does not hold on this stack`,
-    detail,
-    'report it with this output, and do not rely on the lease here (docs/operations.md#doctor)',
   )
 }

@@ -4,15 +4,18 @@
 const NAMED: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
 
 /**
- * Escapes every character that can move the cursor, start an escape sequence or end a line.
+ * Escapes every character that can move the cursor, start an escape sequence or end a line, and
+ * every invisible format character (zero-width, bidi overrides): `bill\u200Bing` must not read as
+ * `billing`, nor U+202E reverse the line. The same classes as the dashboard's `visible()`.
  *
  * @example
- * escapeControls('a\nb\x1b[31m') // 'a\\nb\\x1b[31m'
+ * escapeControls('a\nb\x1b[31m\u202e') // 'a\\nb\\x1b[31m\\u202e'
  */
 export function escapeControls(text: string): string {
-  return text.replace(/[\p{Cc}\u2028\u2029\\]/gu, (char) => {
-    const code = char.charCodeAt(0)
-    const byte = code <= 0xff
-    return NAMED[char] ?? `\\${byte ? 'x' : 'u'}${code.toString(16).padStart(byte ? 2 : 4, '0')}`
+  return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\\]/gu, (char) => {
+    const code = char.codePointAt(0)!
+    if (NAMED[char] !== undefined) return NAMED[char]
+    if (code <= 0xff) return `\\x${code.toString(16).padStart(2, '0')}`
+    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`
   })
 }

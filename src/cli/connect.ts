@@ -86,10 +86,19 @@ export async function openClient(target: Target): Promise<pg.Client> {
   // A connection lost mid-query rejects that query; without a listener the same event would
   // also crash the process with a stack trace.
   client.on('error', () => {})
+  const started = performance.now()
   try {
     await client.connect()
   } catch (error) {
     await client.end().catch(() => {})
+    // pg's own connect timeout carries no code: told apart by the time it took, never by its words.
+    const late = performance.now() - started >= CONNECT_TIMEOUT_MS
+    if ((error as { code?: unknown })?.code === undefined && late) {
+      throw Object.assign(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`), {
+        code: 'ETIMEDOUT',
+        cause: error,
+      })
+    }
     throw error
   }
   return client
@@ -118,6 +127,7 @@ export async function openPool(target: Target): Promise<pg.Pool> {
   return pool
 }
 
+// Chosen by SQLSTATE or Node's error code, never by the wording of a message.
 function explain(error: unknown, target: Target, { command, table }: Doing): string {
   const code = (error as { code?: unknown })?.code
   const said = oneLine(error)
@@ -131,7 +141,12 @@ function explain(error: unknown, target: Target, { command, table }: Doing): str
     case 'ETIMEDOUT':
     case 'EHOSTUNREACH':
     case 'ENETUNREACH':
-      return `cannot connect to ${where}: ${code}; check the host and port in --url or DATABASE_URL, and that the network lets you through`
+      return `cannot connect to ${where}: ${said}; check the host and port in --url or DATABASE_URL, and that the network lets you through`
+    // The server answered: these are limits of the session, not a connection that failed.
+    case '57014':
+      return `the database cancelled ${command} in ${where}: a statement ran past statement_timeout (or was cancelled by hand) (SQLSTATE 57014); raise statement_timeout for this role, or find what holds a lock on ${table} (pg_locks)`
+    case '55P03':
+      return `${command} waited past lock_timeout for a lock on ${table} in ${where} (SQLSTATE 55P03); another session holds it: find it in pg_locks, or raise lock_timeout`
     case '28P01':
     case '28000':
       return `cannot log in to ${where}: ${said}; check the user and password in --url or DATABASE_URL`
@@ -147,9 +162,6 @@ function explain(error: unknown, target: Target, { command, table }: Doing): str
       // No statement names a column the table may lack (pause and resume read the columns first
       // and say what to run), so a missing column means a table that is not a lease table.
       return `${table} in ${where} is not a pg-cron-lease table (${said}); check --table`
-  }
-  if (/timeout/i.test(said)) {
-    return `cannot connect to ${where}: no answer within ${CONNECT_TIMEOUT_MS / 1000} s; check the host and port in --url or DATABASE_URL`
   }
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))
     return `the database refused ${command}: ${said} (SQLSTATE ${code})`

@@ -16,9 +16,11 @@ export const doctor: Command = {
     "clock (this host's against the database's), pooler (transaction pooling), prepared (named\n" +
     'statements), durability (synchronous_commit, a synchronous standby), timeouts, and race: --race\n' +
     'connections claim a job named pg-cron-lease:doctor:<random> for --rounds rounds, and every round\n' +
-    'must have exactly one winner; then every row of that job is deleted, even on Ctrl-C, and no\n' +
-    'other row is touched. Each check prints one line, ✓, ! (a warning) or ✗ (a failure), with what\n' +
-    'to do for ! and ✗; a summary line ends the text. What it is doing goes to stderr.\n' +
+    'must have exactly one winner; then every row of that job is deleted, even on Ctrl-C or SIGTERM,\n' +
+    'and no other row is touched. Each statement of the race waits at most 2 s for a lock. Each check\n' +
+    'prints one line, ✓, ! (a warning) or ✗ (a failure), with what to do for ! and ✗; a summary line\n' +
+    'ends the text. What it is doing goes to stderr. --no-race checks what a role that only reads\n' +
+    '(a monitor) needs: SELECT on both tables; a role that cannot claim is then a warning.\n' +
     '--format json prints an array of { id, status, summary, detail, fix }, status pass, warn or fail.\n\n' +
     'Examples:\n' +
     `  ${BIN} doctor --url postgres://app@db.internal:5432/app\n` +
@@ -29,12 +31,15 @@ export const doctor: Command = {
     if (values.format === 'prometheus') throw usage('doctor prints --format text or json, not prometheus')
     const text = values.format === 'text'
     const checks = await context.connect(async (client, target) => {
-      // Ctrl-C stops the race at the next round; runDoctor deletes its rows before it rejects.
-      // A second Ctrl-C meets no handler and ends the process at once.
+      // Ctrl-C, or SIGTERM (timeout, a CI step's limit, kubectl), stops the doctor within a round;
+      // runDoctor deletes its rows before it rejects. A second signal meets no handler and ends the
+      // process at once.
       const interrupt = new AbortController()
-      const stop = () =>
+      const stop = () => {
+        for (const signal of SIGNALS) process.off(signal, stop)
         interrupt.abort(new Exit('interrupted: the race stopped, and its rows were deleted', EXIT.FAILED))
-      process.once('SIGINT', stop)
+      }
+      for (const signal of SIGNALS) process.once(signal, stop)
       try {
         return await runDoctor(client, {
           table: values.table,
@@ -45,13 +50,15 @@ export const doctor: Command = {
           onProgress: (message) => text && context.note(`${BIN} doctor: ${message}…\n`),
         })
       } finally {
-        process.off('SIGINT', stop)
+        for (const signal of SIGNALS) process.off(signal, stop)
       }
     })
     context.out(text ? renderDoctor(checks, context.paint) : jsonText(checks))
     return doctorExitCode(checks)
   },
 }
+
+const SIGNALS = ['SIGINT', 'SIGTERM'] as const
 
 const MARKS = { pass: '✓', warn: '!', fail: '✗' } as const
 

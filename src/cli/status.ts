@@ -27,8 +27,8 @@ export const status: Command = {
     'Pauses: each such job is listed, "paused until …" or "resumed at …". Ages\n' +
     "are differences of two database timestamps read in one statement; this machine's clock plays\n" +
     'no part. A run that died is named under Last errors, with its holder and when its lease ran\n' +
-    'out. Job names, holders and errors are printed with control characters and backslashes\n' +
-    'escaped (\\n, \\x1b, \\\\).\n\n' +
+    'out. Job names, holders and errors are printed with control characters, invisible ones\n' +
+    '(zero-width, bidi) and backslashes escaped (\\n, \\x1b, \\u200b, \\\\).\n\n' +
     '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
     'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastEndedOutcome,\n' +
     'lastStartedAt, lastFinishedAt, lastDurationMs, lastError, lastSuccessAt, everyMs, overdue,\n' +

@@ -9,10 +9,13 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { installSkew } from '../../dev/skew-clock.ts'
 import { checkExitCode, renderCheck, renderCheckJson } from '../../src/cli/check.ts'
+import { renderHistory } from '../../src/cli/history.ts'
 import { describeMigration } from '../../src/cli/migrate.ts'
 import { renderLeases, renderStatus, renderStatusJson } from '../../src/cli/status.ts'
+import { escapeControls } from '../../src/escape.ts'
 import { type Paint, painter } from '../../src/human.ts'
 import type { LeaseInfo } from '../../src/list-leases.ts'
+import type { RunInfo } from '../../src/list-runs.ts'
 import { escapeLabelValue, PROMETHEUS_METRICS, renderPrometheus } from '../../src/prometheus.ts'
 import { judgeJobs as checkJobs } from '../../src/verdict.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
@@ -936,5 +939,47 @@ describe('migrate says what it did', () => {
     assert.match(describeMigration({ table: 't', where, before: 4, after: 19, history: true }, green), sgr('32'))
     // Green marks a change made; a table already up to date had none.
     assert.doesNotMatch(describeMigration({ table: 't', where, before: 19, after: 19, history: false }, green), sgr())
+  })
+})
+
+describe('invisible characters in names, holders and errors are shown as escapes, as the dashboard shows them', () => {
+  // A zero-width space, a right-to-left override, a BOM, a word joiner, a tag (astral, Cf) and a line separator.
+  const NAME = 'bill\u200Bing\u202Eevil\uFEFF\u2060\u{E0041}\u2028'
+  const SHOWN = 'bill\\u200bing\\u202eevil\\ufeff\\u2060\\u{e0041}\\u2028'
+  const invisible = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
+
+  test('escapeControls escapes every control, format, line and paragraph separator character, and leaves the rest', () => {
+    assert.equal(escapeControls(NAME), SHOWN)
+    assert.equal(escapeControls('billing é 日本 🙂'), 'billing é 日本 🙂')
+    assert.equal(
+      escapeControls('\u00AD\u061C\u200E\u200F\u202A\u2066\u2069'),
+      '\\xad\\u061c\\u200e\\u200f\\u202a\\u2066\\u2069',
+    )
+  })
+
+  test('status and history print bill\\u200Bing, never a name that looks like billing', () => {
+    const status = renderStatus([lease(NAME, { holder: `web\u200D1` })], TABLE, PLAIN)
+    assert.ok(status.includes(`${SHOWN}   web\\u200d1`), status)
+    const run: RunInfo = {
+      jobName: NAME,
+      occurrence: null,
+      holder: 'h\u202E',
+      claimedAt: '2026-12-04T09:00:00.000000Z',
+      startedAt: '2026-12-04T09:00:00.000000Z',
+      finishedAt: '2026-12-04T09:00:01.000000Z',
+      durationMs: 1000,
+      outcome: 'error',
+      error: 'Error: \u2066spoof\u2069',
+      missed: 0,
+      catchUp: false,
+    }
+    const history = renderHistory([run], TABLE, undefined, PLAIN)
+    assert.ok(
+      history.includes(SHOWN) && history.includes('h\\u202e') && history.includes('\\u2066spoof\\u2069'),
+      history,
+    )
+    for (const text of [status, history]) {
+      assert.ok(!text.split('\n').some((l) => invisible.test(l)), 'no invisible character reaches the terminal')
+    }
   })
 })

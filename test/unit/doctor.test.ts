@@ -18,6 +18,7 @@ import {
   judgePrepared,
   judgePrivileges,
   judgeRace,
+  judgeSchemaUsage,
   judgeTable,
   judgeTimeouts,
   judgeWritable,
@@ -87,12 +88,54 @@ describe('each verdict, from what was read', () => {
     const reader = judgePrivileges('t', 't_runs', 'monitor', true, grants('lease', ['SELECT']))
     assert.equal(reader.verdict.status, 'fail')
     assert.match(reader.verdict.summary, /monitor lacks INSERT, UPDATE on t\b/)
-    assert.match(reader.verdict.fix ?? '', /GRANT INSERT, UPDATE ON t TO monitor;.*--no-race/)
+    assert.match(reader.verdict.fix ?? '', /GRANT INSERT, UPDATE ON "t" TO "monitor";.*--no-race/)
     const history = judgePrivileges('t', 't_runs', 'app', true, [
       ...grants('lease', all),
       ...grants('history', ['SELECT']),
     ])
     assert.match(history.verdict.summary, /INSERT, UPDATE, DELETE on t_runs/)
+  })
+
+  test('privileges: every GRANT quotes its names; a role that may only read passes --no-race with a warning, one without SELECT fails it', () => {
+    const odd = judgePrivileges('jobs.Leases', 'jobs.Leases_runs', 'App-User', true, grants('lease', ['SELECT']))
+    assert.match(odd.verdict.fix ?? '', /^GRANT INSERT, UPDATE ON "jobs"\."Leases" TO "App-User";/)
+    const monitor = judgePrivileges(
+      't',
+      't_runs',
+      'monitor',
+      true,
+      [...grants('lease', ['SELECT']), ...grants('history', ['SELECT'])],
+      true,
+    )
+    assert.equal(monitor.verdict.status, 'warn')
+    assert.match(
+      monitor.verdict.summary,
+      /^monitor may read \(SELECT\) t and t_runs, .* lacks INSERT, UPDATE on t; INSERT, UPDATE, DELETE on t_runs: it cannot claim$/,
+    )
+    const blind = judgePrivileges(
+      't',
+      't_runs',
+      'monitor',
+      true,
+      [...grants('lease', []), ...grants('history', ['SELECT'])],
+      true,
+    )
+    assert.equal(blind.verdict.status, 'fail')
+    assert.match(blind.verdict.fix ?? '', /^GRANT SELECT ON "t" TO "monitor"; A role meant only to read/)
+    const usage = judgeSchemaUsage('jobs.t', 'jobs', 'Mon"itor')
+    assert.equal(usage.status, 'fail')
+    assert.match(usage.fix ?? '', /^GRANT USAGE ON SCHEMA "jobs" TO "Mon""itor";/)
+  })
+
+  test('the race names the rounds that had no winner or more than one', () => {
+    const r = { single: 17, none: 1, many: 2, n: 3, rounds: 20, lostP50: 0.3, selectP50: 0.15 }
+    const failed = judgeRace({ ...r, failed: { none: [7], many: [2, 11] } })
+    assert.equal(failed.status, 'fail')
+    assert.match(
+      failed.summary,
+      /^3 of 20 rounds did not have exactly one winner \(2 with more, 1 with none: more than one winner in rounds 2, 11; no winner in round 7\)/,
+    )
+    assert.match(failed.detail, /\(more than one winner in rounds 2, 11; no winner in round 7\)/)
   })
 
   test('the clock: within the tolerance (less the round trip doubt) passes; ahead or behind past it warns, saying what it affects', () => {
@@ -164,6 +207,9 @@ test('every fix links to a heading that exists in docs/', () => {
     judgeTable('t', 't_runs', { ...current, history: false }, false),
     judgePrivileges('t', 't_runs', 'app', false, []).verdict,
     judgePrivileges('t', 't_runs', 'app', true, []).verdict,
+    judgePrivileges('t', 't_runs', 'app', true, grants('lease', ['SELECT']), true).verdict,
+    judgePrivileges('t', 't_runs', 'app', true, [], true).verdict,
+    judgeSchemaUsage('s.t', 's', 'app'),
     judgeClock(600_000, 1, 5000),
     judgePooler({ pids: [1, 2], shared: [], markLost: true, waited: false, two: true }),
     judgePrepared(true, true),

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -643,6 +644,51 @@ describe('database errors exit 1 with one line that says what to do, and the pas
         assert.notEqual(run.stdout + run.stderr, '', `${args.join(' ')} printed something`)
         assert.ok(!`${run.stdout}${run.stderr}`.includes(password), `${args.join(' ')} via ${via}`)
       }
+    }
+  })
+
+  test('a statement cut by statement_timeout (57014) or lock_timeout (55P03) names that setting, not a failed connection', async () => {
+    const table = await freshTable(pool, 'cli_timeouts')
+    await withCronLease(pool, 'job', 60_000, () => {}, { table })
+    // A lock that every read of the table waits for, so the session's timeout surely runs out.
+    const locker = await pool.connect()
+    try {
+      await locker.query('BEGIN')
+      await locker.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`)
+      for (const [setting, code] of [
+        ['statement_timeout', '57014'],
+        ['lock_timeout', '55P03'],
+      ] as const) {
+        const session = new URL(url)
+        session.searchParams.set('options', `-c ${setting}=200`)
+        for (const args of [['status'], ['check'], ['history']]) {
+          const run = await cli([...args, '--table', table, '--url', session.href])
+          assertFails(run, 1, new RegExp(`${setting}.*\\(SQLSTATE ${code}\\)`))
+          assert.doesNotMatch(run.stderr, /cannot connect|no answer/, `${args[0]} under ${setting}`)
+        }
+      }
+    } finally {
+      await locker.query('ROLLBACK')
+      locker.release()
+    }
+  })
+
+  test('a server that never answers is still "cannot connect": no answer within 10 s', async () => {
+    // Accepts the TCP connection and says nothing: the connect timeout is the only way out.
+    const sockets: net.Socket[] = []
+    const silent = net.createServer((socket) => sockets.push(socket))
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const { port } = silent.address() as net.AddressInfo
+    try {
+      const run = await cli(['status', '--url', `postgres://app:hunter2@127.0.0.1:${port}/app`])
+      assertFails(
+        run,
+        1,
+        new RegExp(`cannot connect to 127\\.0\\.0\\.1:${port}/app: no answer within 10 s; check the host and port`),
+      )
+    } finally {
+      for (const socket of sockets) socket.destroy()
+      silent.close()
     }
   })
 
