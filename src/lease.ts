@@ -1,4 +1,4 @@
-import { publishClaim, traceTick } from './channels.js'
+import { publishClaim, publishRunEnd, publishRunStart, traceTick } from './channels.js'
 import { checkClock, clockOffset, monotonicMs } from './clock.js'
 import { checkKeepAliveHandle, openContext } from './context.js'
 import { draining, type InFlight, openRun, type RunGroup, untilStopped } from './drain.js'
@@ -138,13 +138,14 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run?: 
     )
   }
   const { ctx, close, stop } = openContext(ticket, keepAlive)
+  publishRunStart(ticket)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
       // Stopped by a shutdown, the run is over: it rejects, and is recorded, with the shutdown's reason.
       () => (run === undefined ? config.runTick(ctx) : untilStopped(run, stop, () => config.runTick(ctx))),
-      () => ({ jobName, holder, claimToken, leaseMs }),
+      () => ({ run: ticket, jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
   } catch (error) {
@@ -153,10 +154,12 @@ export async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run?: 
   } finally {
     run?.onStop(undefined)
     const sent = close()
+    const durationMs = monotonicMs() - startedAt
     if (config.record) {
       const everyMs = config.everyMs ?? ticket.intervalMs ?? undefined
-      await recordOutcome(ticket, monotonicMs() - startedAt, everyMs, settled, sent)
+      await recordOutcome(ticket, durationMs, everyMs, settled, sent)
     }
+    publishRunEnd(ticket, settled, durationMs)
   }
 }
 
