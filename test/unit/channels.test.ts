@@ -45,7 +45,12 @@ describe('nothing is built when nobody subscribes', () => {
     let reads = 0
     const config = { jobName: 'j', holder: 'h', leaseMs: 5 }
     const fields: Record<string, unknown> = { config, claimToken: 't', occurrence: null, missed: 2, catchUp: false }
-    const ticket = new Proxy(fields, { get: (target, key: string) => (reads++, target[key]) }) as never
+    const ticket = new Proxy(fields, {
+      get(target, key: string) {
+        reads++
+        return target[key]
+      },
+    }) as never
     const publishAll = () => {
       publishRunStart(ticket)
       publishRunEnd(ticket, { outcome: 'ok' }, 1.5)
@@ -57,11 +62,11 @@ describe('nothing is built when nobody subscribes', () => {
     const received: [string, any][] = []
     const names = [CHANNELS.runStart, CHANNELS.runEnd, CHANNELS.lost, CHANNELS.drainAbort]
     const listeners = names.map((name) => (m: unknown) => received.push([name, m]))
-    names.forEach((name, i) => diagnostics.subscribe(name, listeners[i]!))
+    for (const [i, name] of names.entries()) diagnostics.subscribe(name, listeners[i]!)
     try {
       publishAll()
     } finally {
-      names.forEach((name, i) => diagnostics.unsubscribe(name, listeners[i]!))
+      for (const [i, name] of names.entries()) diagnostics.unsubscribe(name, listeners[i]!)
     }
     assert.ok(reads > 0)
     assert.deepEqual(
