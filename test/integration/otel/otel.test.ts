@@ -92,7 +92,9 @@ async function points(name: string): Promise<Point[]> {
   metricExporter.reset()
   await metricReader.forceFlush()
   const scopes = metricExporter.getMetrics().at(-1)?.scopeMetrics ?? []
-  return scopes.flatMap((scope) => scope.metrics.filter((m) => m.descriptor.name === name).flatMap((m) => m.dataPoints))
+  return scopes.flatMap((scope) =>
+    scope.metrics.filter((m) => m.descriptor.name === name).flatMap((m) => m.dataPoints as Point[]),
+  )
 }
 /** The sum of metric `name` over the points whose attributes include `match`. */
 async function total(name: string, match: Record<string, unknown>): Promise<number> {
