@@ -4,9 +4,14 @@ export default defineConfig([
   {
     // The NestJS subpath is an entry of its own: nothing of the core imports it, so loading
     // 'pg-cron-lease' loads no NestJS package. NestJS packages are peers, so they stay external.
-    // The dashboard is one too; its page script and style sheet stay plain files, copied beside the
+    // The OpenTelemetry subpath too (its @opentelemetry/api is an optional peer). The dashboard is one too; its page script and style sheet stay plain files, copied beside the
     // bundles (dist/assets/) and read at run time, so one copy serves ESM, CJS and the bin.
-    entry: { index: 'src/index.ts', nestjs: 'src/nestjs/index.ts', dashboard: 'src/dashboard/index.ts' },
+    entry: {
+      index: 'src/index.ts',
+      nestjs: 'src/nestjs/index.ts',
+      dashboard: 'src/dashboard/index.ts',
+      otel: 'src/otel/index.ts',
+    },
     format: ['esm', 'cjs'],
     dts: true,
     platform: 'node',

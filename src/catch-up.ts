@@ -75,5 +75,5 @@ export async function claimCatchUp(config: ClaimConfig, withinMs: number, slot: 
   const result = await claimed.catch((error: unknown) => Promise.reject(claimError(config, error)))
   const { matched: won, claimToken } = readResult(result, jobName, 'claimed to catch up')
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-  return won ? wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot) : null
+  return won ? wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot, true) : null
 }

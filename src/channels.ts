@@ -1,5 +1,7 @@
 /** `node:diagnostics_channel`; messages are built only when someone subscribes. */
 import diagnostics from 'node:diagnostics_channel'
+import type { Settled } from './outcome.js'
+import type { Ticket } from './ticket.js'
 
 /**
  * Published after every claim that got an answer from the database.
@@ -24,6 +26,8 @@ export interface ClaimMessage {
  * diagnostics_channel.subscribe('pg-cron-lease:renew', (m) => m.renewed || alert(m.jobName))
  */
 export interface RenewMessage {
+  /** The run it belongs to: the `run` of its {@link RunStartMessage}. */
+  run: object
   jobName: string
   holder: string
   renewed: boolean
@@ -37,10 +41,91 @@ export interface RenewMessage {
  * diagnostics_channel.tracingChannel('pg-cron-lease:tick').subscribe({ start(m) {}, asyncEnd(m) {}, error(m) {} })
  */
 export interface TickMessage {
+  /** The run it belongs to: the `run` of its {@link RunStartMessage}. */
+  run: object
   jobName: string
   holder: string
   claimToken: string | null
   leaseMs: number
+  /**
+   * Left for a `start` subscriber to set: the tick is then called as `within(tick)`, so it runs in
+   * whatever that function makes current (OpenTelemetry's `context.with`, whose storage no
+   * `bindStore` can reach). A second subscriber should wrap the first's, not replace it.
+   */
+  within?: <R>(tick: () => R) => R
+}
+
+/**
+ * Published once a claim is won (a catch-up's too), before its tick is called; for the node-cron
+ * coordinator, before `shouldRun` resolves `true`. Every run that starts ends with a {@link RunEndMessage}.
+ *
+ * @example
+ * diagnostics_channel.subscribe('pg-cron-lease:run:start', (m) => console.log(m.jobName, m.occurrence, m.missed))
+ */
+export interface RunStartMessage {
+  /** The same object in every message of this run, to key a `WeakMap` on; read nothing from it. */
+  run: object
+  jobName: string
+  holder: string
+  claimToken: string | null
+  leaseMs: number
+  /** The occurrence the claim won, `null` when the call named none. */
+  occurrence: Date | null
+  /** Occurrences of the job that fell due unclaimed before this one, counted by this claim. */
+  missed: number
+  /** Won by a catch-up (`catchUp`, or the `catchUp` option of `leasedTick`, `@Leased()` or the coordinator). */
+  catchUp: boolean
+}
+
+/**
+ * Published once a run's outcome is recorded (or at once when `record` is false), after its tick
+ * settled: the last message of the run.
+ *
+ * @example
+ * diagnostics_channel.subscribe('pg-cron-lease:run:end', (m) => m.outcome === 'error' && report(m.error))
+ */
+export interface RunEndMessage {
+  run: object
+  jobName: string
+  holder: string
+  claimToken: string | null
+  /** `unknown` when the scheduler cannot say (an unwatched node-cron task). */
+  outcome: 'ok' | 'error' | 'unknown'
+  /** What the tick threw, `undefined` unless `outcome` is `error`. */
+  error: unknown
+  /** How long the tick took in ms, as recorded in the table. */
+  durationMs: number
+}
+
+/**
+ * Published once per run, when its tick learns its lease was lost (a renew, keep-alive beat or
+ * fence found it ended or replaced, or keep-alive could not extend it in time); `ctx.signal` aborts.
+ *
+ * @example
+ * diagnostics_channel.subscribe('pg-cron-lease:lost', (m) => console.warn(m.jobName, m.reason))
+ */
+export interface LostLeaseMessage {
+  run: object
+  jobName: string
+  holder: string
+  claimToken: string | null
+  /** Why, in words: `it was released (…)`, `another claim replaced it`, `it expired`, … */
+  reason: string
+}
+
+/**
+ * Published when a shutdown (`drainLeases`, or a NestJS application's close) aborts a run still
+ * going at its timeout; the run then ends with `outcome: 'error'` and this reason.
+ *
+ * @example
+ * diagnostics_channel.subscribe('pg-cron-lease:drain-abort', (m) => console.warn('aborted', m.jobName))
+ */
+export interface DrainAbortMessage {
+  run: object
+  jobName: string
+  holder: string
+  claimToken: string | null
+  reason: Error
 }
 
 /**
@@ -54,11 +139,19 @@ export const CHANNELS = Object.freeze({
   claim: 'pg-cron-lease:claim',
   renew: 'pg-cron-lease:renew',
   tick: 'pg-cron-lease:tick',
+  runStart: 'pg-cron-lease:run:start',
+  runEnd: 'pg-cron-lease:run:end',
+  lost: 'pg-cron-lease:lost',
+  drainAbort: 'pg-cron-lease:drain-abort',
 } as const)
 
 const claimChannel = diagnostics.channel(CHANNELS.claim)
 const renewChannel = diagnostics.channel(CHANNELS.renew)
 const tickChannel = diagnostics.tracingChannel<unknown, TickMessage & object>(CHANNELS.tick)
+const runStartChannel = diagnostics.channel(CHANNELS.runStart)
+const runEndChannel = diagnostics.channel(CHANNELS.runEnd)
+const lostChannel = diagnostics.channel(CHANNELS.lost)
+const drainAbortChannel = diagnostics.channel(CHANNELS.drainAbort)
 
 export function publishClaim(message: () => ClaimMessage): void {
   if (claimChannel.hasSubscribers) claimChannel.publish(message())
@@ -71,5 +164,40 @@ export function publishRenew(message: () => RenewMessage): void {
 // Either way the tick starts synchronously and a synchronous throw becomes a rejection.
 export function traceTick<T>(run: () => T | Promise<T>, message: () => TickMessage): Promise<T> {
   if (!tickChannel.hasSubscribers) return new Promise<T>((resolve) => resolve(run()))
-  return tickChannel.tracePromise(async () => run(), message())
+  const context = message()
+  // `start` subscribers run before this function is called, so `within` is set by then.
+  return tickChannel.tracePromise(async () => (context.within === undefined ? run() : context.within(run)), context)
+}
+
+// The fields every run message shares; the ticket is the run's identity.
+function runOf(ticket: Ticket) {
+  const { jobName, holder } = ticket.config
+  return { run: ticket, jobName, holder, claimToken: ticket.claimToken }
+}
+
+export function publishRunStart(ticket: Ticket): void {
+  if (!runStartChannel.hasSubscribers) return
+  const { occurrence, missed, catchUp } = ticket
+  runStartChannel.publish({
+    ...runOf(ticket),
+    leaseMs: ticket.config.leaseMs,
+    occurrence,
+    missed,
+    catchUp,
+  } satisfies RunStartMessage)
+}
+
+export function publishRunEnd(ticket: Ticket, settled: Settled, durationMs: number): void {
+  if (!runEndChannel.hasSubscribers) return
+  const error = settled.outcome === 'error' ? settled.error : undefined
+  runEndChannel.publish({ ...runOf(ticket), outcome: settled.outcome, error, durationMs } satisfies RunEndMessage)
+}
+
+export function publishLost(ticket: Ticket, reason: string): void {
+  if (lostChannel.hasSubscribers) lostChannel.publish({ ...runOf(ticket), reason } satisfies LostLeaseMessage)
+}
+
+export function publishDrainAbort(ticket: Ticket, reason: Error): void {
+  if (drainAbortChannel.hasSubscribers)
+    drainAbortChannel.publish({ ...runOf(ticket), reason } satisfies DrainAbortMessage)
 }

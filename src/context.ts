@@ -1,5 +1,5 @@
 /** The tick's context: fenced renew, fence, abort signal, keep-alive beats. */
-import { publishRenew } from './channels.js'
+import { publishDrainAbort, publishLost, publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
 import { whyLost } from './lost-lease.js'
@@ -96,7 +96,12 @@ export function openContext(
   let expiresAt = ticket.sentAt + leaseMs
 
   // Once aborted, abort() does nothing: the first reason stands.
-  const lose = (why: string) => abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
+  let lost = false
+  const lose = (why: string) => {
+    if (!lost) publishLost(ticket, why)
+    lost = true
+    abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
+  }
 
   // One fenced statement at a time: with none overlapping, the last reply is from the last
   // statement the database ran, so each reply alone can say where the lease ends.
@@ -128,7 +133,7 @@ export function openContext(
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
     const result = await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare)
     const { matched: renewed } = readResult(result, jobName, 'renewed')
-    publishRenew(() => ({ jobName, holder, renewed, ms }))
+    publishRenew(() => ({ run: ticket, jobName, holder, renewed, ms }))
     if (!renewed) lose(await whyLost(ticket, monotonicMs() < expiresAt))
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
     return renewed
@@ -189,7 +194,10 @@ export function openContext(
       // A beat or renew already sent can land after the tick settled: the record goes after it.
       return queue
     },
-    stop: abort,
+    stop(reason) {
+      publishDrainAbort(ticket, reason)
+      abort(reason)
+    },
   }
 }
 

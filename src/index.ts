@@ -1,7 +1,16 @@
 export { fromPostgresJs, type PostgresJsSql } from './adapters/postgres-js.js'
 export { type JobOptions, type PauseOptions, pauseJob, releaseLease, resumeJob } from './admin.js'
 export { type CatchUpOptions, catchUp } from './catch-up.js'
-export { CHANNELS, type ClaimMessage, type RenewMessage, type TickMessage } from './channels.js'
+export {
+  CHANNELS,
+  type ClaimMessage,
+  type DrainAbortMessage,
+  type LostLeaseMessage,
+  type RenewMessage,
+  type RunEndMessage,
+  type RunStartMessage,
+  type TickMessage,
+} from './channels.js'
 export { type DoctorCheck, type DoctorOptions, runDoctor } from './doctor.js'
 export { type DrainOptions, type DrainResult, drainLeases } from './drain.js'
 export { ERROR_CODES, LeaseLostError } from './errors.js'

@@ -1,4 +1,4 @@
-import { publishClaim, traceTick } from './channels.js'
+import { publishClaim, publishRunEnd, publishRunStart, traceTick } from './channels.js'
 import { checkClock, clockOffset, monotonicMs } from './clock.js'
 import { checkKeepAliveHandle, openContext } from './context.js'
 import { draining, type InFlight, openRun, type RunGroup, untilStopped } from './drain.js'
@@ -131,13 +131,14 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
     )
   }
   const { ctx, close, stop } = openContext(ticket, keepAlive)
+  publishRunStart(ticket)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
       // Stopped by a shutdown, the run is over: it rejects, and is recorded, with the shutdown's reason.
       () => untilStopped(run, stop, () => config.runTick(ctx)),
-      () => ({ jobName, holder, claimToken, leaseMs }),
+      () => ({ run: ticket, jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
   } catch (error) {
@@ -146,7 +147,9 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
   } finally {
     run.onStop(undefined)
     const sent = close()
-    if (config.record) await recordOutcome(ticket, monotonicMs() - startedAt, settled, sent)
+    const durationMs = monotonicMs() - startedAt
+    if (config.record) await recordOutcome(ticket, durationMs, settled, sent)
+    publishRunEnd(ticket, settled, durationMs)
   }
 }
 

@@ -1,5 +1,6 @@
 /** A run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
 import { claimCatchUp } from './catch-up.js'
+import { publishDrainAbort, publishRunEnd, publishRunStart, traceTick } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { type InFlight, openRun, untilStopped } from './drain.js'
 import { claim } from './lease.js'
@@ -98,9 +99,11 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     return { occurrence, nextOccurrence: next, intervalMs: gap }
   }
   // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
-  const finish = ({ ticket, startedAt, failed }: Run, heard: boolean) => {
+  const finish = async ({ ticket, startedAt, failed }: Run, heard: boolean) => {
     const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
-    return recordOutcome(ticket, monotonicMs() - startedAt, settled)
+    const durationMs = monotonicMs() - startedAt
+    if (record) await recordOutcome(ticket, durationMs, settled)
+    publishRunEnd(ticket, settled, durationMs)
   }
   // Once per run: by onComplete, or by a shutdown that stopped it first (`stopped` holds its reason).
   const complete = async (key: string, run: Run, stopped?: unknown[]) => {
@@ -108,7 +111,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     running.delete(key)
     if (stopped) run.failed = stopped
     try {
-      if (record) await finish(run, watched.has(run.ticket.config.jobName))
+      await finish(run, watched.has(run.ticket.config.jobName))
     } finally {
       run.open?.end()
     }
@@ -135,8 +138,12 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       }
       const run: Run = { ticket, startedAt: monotonicMs(), open }
       running.set(key, run)
+      publishRunStart(ticket)
       // A shutdown cannot tell node-cron's task; the run is recorded as stopped, and onComplete finds nothing.
-      open.onStop((reason) => void complete(key, run, [reason]))
+      open.onStop((reason) => {
+        publishDrainAbort(ticket, reason)
+        void complete(key, run, [reason])
+      })
       return true
     },
     // Releasing here would let a replica whose timer fires late run the same occurrence again.
@@ -184,12 +191,15 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       if (ticket === null) return
       const run: Run = { ticket, startedAt: monotonicMs() }
       catchingUp.set(jobName, run)
+      publishRunStart(ticket)
       try {
         // Stopped by a shutdown, the run is over (the task cannot be told): recorded with the reason.
+        const execute = () => (task.execute as () => Promise<unknown>).call(task)
+        const { holder, leaseMs } = config
         await untilStopped(
           open,
-          () => {},
-          () => (task.execute as () => Promise<unknown>).call(task),
+          (reason) => publishDrainAbort(ticket, reason),
+          () => traceTick(execute, () => ({ run: ticket, jobName, holder, claimToken: ticket.claimToken, leaseMs })),
         )
       } catch (error) {
         // execute() rejects when the task throws: the run failed, not the catch-up.
@@ -197,7 +207,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       } finally {
         catchingUp.delete(jobName)
       }
-      if (record) await finish(run, true)
+      await finish(run, true)
     } finally {
       open.end()
     }

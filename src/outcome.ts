@@ -79,8 +79,9 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
 function warnNoHistory({ config }: Ticket): void {
   warn(
     config.logger,
-    `pg-cron-lease: ${config.table} has no run history table (${historyTableOf(config.table)}), so runs are not kept; ` +
-      `claims, outcomes and pauses work as before; run \`${migrateCommand(config.table)}\` (or upgradeTableSql()) to add it: ` +
+    `pg-cron-lease: ${config.table} has no run history (${historyTableOf(config.table)}, with its columns in ${config.table}) ` +
+      'that this role may write, so runs are not kept; claims, outcomes and pauses work as before; run ' +
+      `\`${migrateCommand(config.table)}\` (or upgradeTableSql()) to add it, and grant SELECT, INSERT, UPDATE, DELETE on it: ` +
       'replicas see it within a minute, with no restart',
   )
 }

@@ -233,7 +233,7 @@ SET lease_until = clock.at + ${ms('$2::integer')},
   next_due_at = coalesce(clock.at + ${ms('$5::float8')}, ${dueAt} + ${ms(every('$7'))}),
   next_occurrence = coalesce(${fromMs('$6::bigint')}, ${slot} + ${ms(every('$7'))}),
   last_missed = ${skipped}::bigint,
-  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${runStarted(kind, 'clock.at', '$7', number, '$8')}
+  missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${skipped}::bigint${runStarted(kind, 'clock.at', 'coalesce($7::float8, lease.every_ms)', number, '$8')}
 FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE lease.job_name = $1::text
   AND CASE WHEN ${due} <= clock.at AND lease.claimed_at < lease.next_due_at
@@ -752,14 +752,21 @@ WHERE NOT EXISTS (SELECT FROM exact) AND age(other.backend_xid) >= age(lease.xma
 ORDER BY pid`
 }
 
-/** The table's shape, whether it has the run history, and the database clock; read-only and lockless (safe in a transaction). */
+/**
+ * The table's shape, whether it has the run history this role may write, and the database clock;
+ * read-only and lockless (safe in a transaction).
+ */
 export function tableFactsSql(): string {
   return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND NOT attisdropped
     AND attname = ANY ($2::text[]))::int = cardinality($2::text[]) AS current,
   to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text)
-    AND NOT attisdropped AND attname IN (${HISTORY_COLUMNS.map(([name]) => `'${name}'`).join(', ')})) = ${HISTORY_COLUMNS.length} AS history,
+    AND NOT attisdropped AND attname IN (${HISTORY_COLUMNS.map(([name]) => `'${name}'`).join(', ')})) = ${HISTORY_COLUMNS.length}
+    -- A claim writes its run there: a role that may not is a table without it, not a failed claim.
+    AND (SELECT bool_and(has_table_privilege(to_regclass($3::text), privilege))
+      FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege) AS history,
+  to_regclass($3::text) IS NOT NULL AS history_table,
   ${isoText('clock_timestamp()')} AS checked_at`
 }
 

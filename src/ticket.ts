@@ -56,6 +56,8 @@ export interface Ticket {
   readonly kind: ClaimKind
   readonly occurrence: Date | null
   readonly missed: number
+  /** Won by catchUp. */
+  readonly catchUp: boolean
   /** The run's number in the history, as its claim returned it (sent back as it came); null: no row there. */
   readonly runNumber: string | number | bigint | null
 }
@@ -68,6 +70,7 @@ export function wonTicket(
   kind: ClaimKind,
   row: Record<string, unknown> | undefined,
   slot: Slot | null,
+  catchUp = false,
 ): Ticket {
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
   const number = row?.run_number
@@ -78,6 +81,7 @@ export function wonTicket(
     kind,
     occurrence: occurrence !== null && Number.isFinite(occurrence) ? new Date(occurrence) : null,
     missed: countOf(row?.missed),
+    catchUp,
     // Most drivers read a bigint as text; a number or bigint also casts.
     runNumber: typeof number === 'string' || typeof number === 'number' || typeof number === 'bigint' ? number : null,
   }

@@ -78,7 +78,8 @@ export function describeMigration({ table, where, before, after, history }: Migr
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }
 
+// Whether the history table exists, whatever this role may do with it: migrate makes it or leaves it.
 async function factsOf(client: pg.Client, table: string): Promise<{ columns: number; history: boolean } | null> {
   const { rows } = await client.query(tableFactsSql(), tableFactsParams(table))
-  return rows[0].exists ? { columns: rows[0].columns, history: rows[0].history === true } : null
+  return rows[0].exists ? { columns: rows[0].columns, history: rows[0].history_table === true } : null
 }

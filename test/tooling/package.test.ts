@@ -25,7 +25,12 @@ before(() => {
   assert.ok(tarball, 'npm pack wrote a tarball')
   writeFileSync(
     path.join(dir, 'package.json'),
-    JSON.stringify({ name: 'consumer', private: true, dependencies: { 'pg-cron-lease': `file:./${tarball}` } }),
+    JSON.stringify({
+      name: 'consumer',
+      private: true,
+      // The OpenTelemetry API is an optional peer: an application that uses pg-cron-lease/otel has it.
+      dependencies: { 'pg-cron-lease': `file:./${tarball}`, ...lockedVersions('', ['@opentelemetry/api']) },
+    }),
   )
   run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent'])
 })
@@ -95,6 +100,26 @@ describe('the packed tarball installs and loads both ways', () => {
     const core = run('node', [
       '-e',
       "require('pg-cron-lease'); console.log(Object.keys(require.cache).some((f) => f.includes('dashboard')))",
+    ])
+    assert.equal(core.trim(), 'false')
+  })
+
+  test('pg-cron-lease/otel loads both ways and subscribes; the core loads no OpenTelemetry', () => {
+    const probe =
+      "const stop = m.instrumentCronLeases(); const on = dc.hasSubscribers('pg-cron-lease:run:start'); stop(); console.log(JSON.stringify({ t: typeof m.traceNodeCronTask, on, off: dc.hasSubscribers('pg-cron-lease:run:start') }))"
+    const cjs = run('node', [
+      '-e',
+      `const dc = require('node:diagnostics_channel'); const m = require('pg-cron-lease/otel'); ${probe}`,
+    ])
+    const esm = run('node', [
+      '--input-type=module',
+      '-e',
+      `import dc from 'node:diagnostics_channel'; import * as m from 'pg-cron-lease/otel'; ${probe}`,
+    ])
+    for (const out of [cjs, esm]) assert.deepEqual(JSON.parse(out), { t: 'function', on: true, off: false })
+    const core = run('node', [
+      '-e',
+      "require('pg-cron-lease'); console.log(Object.keys(require.cache).some((f) => f.includes('@opentelemetry') || f.includes('/dist/otel.')))",
     ])
     assert.equal(core.trim(), 'false')
   })

@@ -5,7 +5,15 @@
 import assert from 'node:assert/strict'
 import diagnostics from 'node:diagnostics_channel'
 import { describe, test } from 'node:test'
-import { publishClaim, publishRenew, traceTick } from '../../src/channels.ts'
+import {
+  publishClaim,
+  publishDrainAbort,
+  publishLost,
+  publishRenew,
+  publishRunEnd,
+  publishRunStart,
+  traceTick,
+} from '../../src/channels.ts'
 import { CHANNELS, withCronLease } from '../../src/index.ts'
 import { standIn } from '../helpers/stand-in.ts'
 
@@ -19,14 +27,56 @@ function counting<T>(message: T) {
 }
 
 const CLAIM = { jobName: 'j', holder: 'h', won: true, claimToken: null }
-const RENEW = { jobName: 'j', holder: 'h', renewed: true, ms: 5 }
-const TICK = { jobName: 'j', holder: 'h', claimToken: null, leaseMs: 5 }
+const RUN = {}
+const RENEW = { run: RUN, jobName: 'j', holder: 'h', renewed: true, ms: 5 }
+const TICK = { run: RUN, jobName: 'j', holder: 'h', claimToken: null, leaseMs: 5 }
 
 describe('nothing is built when nobody subscribes', () => {
   test('no channel has a subscriber to begin with', () => {
     assert.equal(diagnostics.hasSubscribers(CHANNELS.claim), false)
     assert.equal(diagnostics.hasSubscribers(CHANNELS.renew), false)
     assert.equal(diagnostics.tracingChannel(CHANNELS.tick).hasSubscribers, false)
+    for (const name of [CHANNELS.runStart, CHANNELS.runEnd, CHANNELS.lost, CHANNELS.drainAbort]) {
+      assert.equal(diagnostics.hasSubscribers(name), false, name)
+    }
+  })
+
+  test('the run messages read nothing of the run until their channel has a subscriber', () => {
+    let reads = 0
+    const config = { jobName: 'j', holder: 'h', leaseMs: 5 }
+    const fields: Record<string, unknown> = { config, claimToken: 't', occurrence: null, missed: 2, catchUp: false }
+    const ticket = new Proxy(fields, {
+      get(target, key: string) {
+        reads++
+        return target[key]
+      },
+    }) as never
+    const publishAll = () => {
+      publishRunStart(ticket)
+      publishRunEnd(ticket, { outcome: 'ok' }, 1.5)
+      publishLost(ticket, 'it was released')
+      publishDrainAbort(ticket, new Error('shutting down'))
+    }
+    publishAll()
+    assert.equal(reads, 0)
+    const received: [string, any][] = []
+    const names = [CHANNELS.runStart, CHANNELS.runEnd, CHANNELS.lost, CHANNELS.drainAbort]
+    const listeners = names.map((name) => (m: unknown) => received.push([name, m]))
+    for (const [i, name] of names.entries()) diagnostics.subscribe(name, listeners[i]!)
+    try {
+      publishAll()
+    } finally {
+      for (const [i, name] of names.entries()) diagnostics.unsubscribe(name, listeners[i]!)
+    }
+    assert.ok(reads > 0)
+    assert.deepEqual(
+      received.map(([name, m]) => [name, m.run === ticket, m.jobName]),
+      names.map((name) => [name, true, 'j']),
+    )
+    assert.deepEqual(received[0]![1].missed, 2)
+    assert.deepEqual(received[1]![1].outcome, 'ok')
+    assert.deepEqual(received[1]![1].durationMs, 1.5)
+    assert.deepEqual(received[2]![1].reason, 'it was released')
   })
 
   test('claim and renew messages are built only while someone subscribes', () => {

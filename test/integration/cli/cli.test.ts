@@ -107,13 +107,21 @@ function micros(iso: string): bigint {
   return BigInt(Date.parse(`${iso.slice(0, 19)}Z`)) * 1000n + BigInt(iso.slice(20, 26))
 }
 
-/** Sets a lease's claim and expiry relative to the database clock. */
+/** Sets a lease's claim and expiry relative to the database clock; its run, if it marked one, started with it. */
 async function setTimes(table: string, jobName: string, claimedAgo: string, until: string) {
   await pool.query(
     `UPDATE "${table}" SET claimed_at = clock_timestamp() - $2::interval, lease_until = clock_timestamp() + $3::interval
      WHERE job_name = $1`,
     [jobName, claimedAgo, until],
   )
+  // A table of the original shape marks no run.
+  await pool
+    .query(`UPDATE "${table}" SET last_started_at = claimed_at WHERE job_name = $1 AND last_started_at IS NOT NULL`, [
+      jobName,
+    ])
+    .catch((error: { code?: string }) => {
+      if (error.code !== '42703') throw error
+    })
 }
 
 /** Sets the last recorded run relative to the database clock; a failed run leaves no success. */
@@ -537,6 +545,7 @@ describe('a job whose next due time passed unclaimed, on real rows', () => {
       neverClaimed: false,
       overdue: true,
       failing: false,
+      died: false,
       paused: false,
       reason: `OVERDUE: due ${late.nextDueAt}, not claimed for 4 min (grace 1 min)`,
     })

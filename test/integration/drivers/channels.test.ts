@@ -54,6 +54,12 @@ async function observe<T>(body: (log: [string, any][]) => Promise<T>): Promise<{
 
 const names = (log: [string, any][]) => log.map(([name]) => name)
 
+/** A message without its `run` (the run's identity object, checked to be there). */
+function bare({ run, ...rest }: Record<string, any>) {
+  assert.equal(typeof run, 'object', 'the message names its run')
+  return rest
+}
+
 /** Makes the lease of `jobName` claimable again, as if it had run out. */
 const expire = (jobName: string) => expireLease(pool, table, jobName)
 
@@ -63,6 +69,10 @@ describe('the channel names are the contract', () => {
       claim: 'pg-cron-lease:claim',
       renew: 'pg-cron-lease:renew',
       tick: 'pg-cron-lease:tick',
+      runStart: 'pg-cron-lease:run:start',
+      runEnd: 'pg-cron-lease:run:end',
+      lost: 'pg-cron-lease:lost',
+      drainAbort: 'pg-cron-lease:drain-abort',
     })
   })
 })
@@ -138,7 +148,7 @@ describe('pg-cron-lease:renew reports every renew and keep-alive beat the databa
       ),
     )
     const renews = log.filter(([name]) => name === 'renew').map(([, m]) => m as RenewMessage)
-    assert.deepEqual(renews, [
+    assert.deepEqual(renews.map(bare), [
       { jobName: 'renew:manual', holder: 'replica-a', renewed: true, ms: 90_000 },
       { jobName: 'renew:manual', holder: 'replica-a', renewed: true, ms: 60_000 },
     ])
@@ -170,7 +180,7 @@ describe('pg-cron-lease:renew reports every renew and keep-alive beat the databa
         ['renew', 'replica-a', false],
       ],
     )
-    assert.deepEqual(messages[2]![1], { jobName: 'renew:lost', holder: 'replica-a', renewed: false, ms: 5_000 })
+    assert.deepEqual(bare(messages[2]![1]), { jobName: 'renew:lost', holder: 'replica-a', renewed: false, ms: 5_000 })
   })
 
   test('a keep-alive beat publishes { renewed: true, ms: extendMs }, and beats stop with the tick', async () => {
@@ -204,12 +214,67 @@ describe('pg-cron-lease:renew reports every renew and keep-alive beat the databa
         await new Promise((resolve) => setTimeout(resolve, 300))
         return log
       })
-      assert.deepEqual(await firstBeat, { jobName: 'renew:beat', holder: 'replica-a', renewed: true, ms: 5_000 })
+      assert.deepEqual(bare(await firstBeat), { jobName: 'renew:beat', holder: 'replica-a', renewed: true, ms: 5_000 })
       assert.ok(names(log).includes('renew'))
       assert.equal(log.length, afterTick!, 'no beat after the tick settled')
     } finally {
       diagnostics.unsubscribe(CHANNELS.renew, onRenew)
     }
+  })
+})
+
+describe('the run channels: run:start after the claim, run:end last, one run object throughout', () => {
+  test('a won claim publishes claim, run:start, the tick, its renews, then run:end once its outcome is recorded', async () => {
+    const log: [string, any][] = []
+    const listen = (name: string) => (m: unknown) => log.push([name, m])
+    const listeners = [CHANNELS.claim, CHANNELS.runStart, CHANNELS.renew, CHANNELS.runEnd].map(
+      (name) => [name, listen(name)] as const,
+    )
+    const tick = diagnostics.tracingChannel(CHANNELS.tick)
+    const handlers = { start: listen('tick:start'), asyncEnd: listen('tick:asyncEnd') }
+    for (const [name, listener] of listeners) diagnostics.subscribe(name, listener)
+    tick.subscribe(handlers as never)
+    const occurrence = new Date(Math.floor(Date.now() / 1000) * 1000)
+    try {
+      await withCronLease(pool, 'run:order', 30_000, (ctx) => ctx.renew(), { table, holder: 'replica-a', occurrence })
+    } finally {
+      for (const [name, listener] of listeners) diagnostics.unsubscribe(name, listener)
+      tick.unsubscribe(handlers as never)
+    }
+    assert.deepEqual(names(log), [
+      'pg-cron-lease:claim',
+      'pg-cron-lease:run:start',
+      'tick:start',
+      'pg-cron-lease:renew',
+      'tick:asyncEnd',
+      'pg-cron-lease:run:end',
+    ])
+    const [, start] = log[1]!
+    for (const [, m] of log.slice(1)) assert.equal(m.run, start.run, 'one run object in every message')
+    assert.deepEqual(bare(start), {
+      jobName: 'run:order',
+      holder: 'replica-a',
+      claimToken: log[0]![1].claimToken,
+      leaseMs: 30_000,
+      occurrence,
+      missed: 0,
+      catchUp: false,
+    })
+    const end = bare(log[5]![1])
+    assert.ok(end.durationMs >= 0)
+    assert.deepEqual(
+      { ...end, durationMs: 0 },
+      {
+        jobName: 'run:order',
+        holder: 'replica-a',
+        claimToken: start.claimToken,
+        outcome: 'ok',
+        error: undefined,
+        durationMs: 0,
+      },
+    )
+    const [row] = (await listLeases(pool, { table })).filter((l) => l.jobName === 'run:order')
+    assert.equal(row!.lastOutcome, 'ok', 'recorded before run:end')
   })
 })
 
@@ -233,7 +298,7 @@ describe('pg-cron-lease:tick traces the tick as a TracingChannel (tracePromise)'
     assert.equal(eventsWhenTickRan, 2, 'the tick runs after claim and start, before end')
     const context = ticks[0]![1]
     for (const [, m] of ticks) assert.equal(m, context, 'every event carries the same context object')
-    assert.deepEqual(context, {
+    assert.deepEqual(bare(context), {
       jobName: 'tick:ok',
       holder: 'replica-a',
       claimToken: value.result!.token,
@@ -273,7 +338,7 @@ describe('pg-cron-lease:tick traces the tick as a TracingChannel (tracePromise)'
       assert.equal(context.error, thrown, 'the context carries the very error the caller got')
       assert.ok(!('result' in context))
       assert.deepEqual(
-        { ...context, error: undefined },
+        { ...bare(context), error: undefined },
         { jobName, holder: 'replica-a', claimToken: context.claimToken, leaseMs: 30_000, error: undefined },
       )
       assert.match(context.claimToken, TOKEN)
