@@ -52,33 +52,37 @@ export function runCommand(argv: string[], options: ChildOptions): Promise<void>
       stderr(`pg-cron-lease: exec ${failed.message}\n`)
       reject(failed)
     }
-    let child: ChildProcess
+    // Forwarded, and waited for: exec ends after its command, leaving no orphan behind. Listened
+    // for before the spawn: a signal between the two would end exec and leave the command running.
+    let child: ChildProcess | undefined
+    const forward = (name: NodeJS.Signals) => child?.kill(name)
+    process.on('SIGTERM', forward)
+    process.on('SIGINT', forward)
     try {
       // stderr through a pipe, to keep its last line; stdin and stdout are the caller's own.
       child = spawn(file, args, { env: env as NodeJS.ProcessEnv, stdio: ['inherit', 'inherit', 'pipe'] })
     } catch (error) {
+      process.off('SIGTERM', forward)
+      process.off('SIGINT', forward)
       notStarted(error)
       return
     }
+    const started = child
     const last = lastLine()
     const decoder = new StringDecoder('utf8')
-    child.stderr!.on('data', (chunk: Buffer) => {
+    started.stderr!.on('data', (chunk: Buffer) => {
       const text = decoder.write(chunk)
       stderr(text)
       last.add(text)
     })
-    // Forwarded, and waited for: exec ends after its command, leaving no orphan behind.
-    const forward = (name: NodeJS.Signals) => child.kill(name)
-    process.on('SIGTERM', forward)
-    process.on('SIGINT', forward)
     let lost: string | undefined
     let killer: NodeJS.Timeout | undefined
     // The lease can no longer be kept, so another host may soon run the job: the command must stop.
     const stop = () => {
       lost = oneLine(signal.reason).replace(/^pg-cron-lease: /, '')
       stderr(`pg-cron-lease: ${lost}; stopping the command: SIGTERM, then SIGKILL after ${duration(killAfterMs)}\n`)
-      child.kill('SIGTERM')
-      killer = setTimeout(() => child.kill('SIGKILL'), killAfterMs)
+      started.kill('SIGTERM')
+      killer = setTimeout(() => started.kill('SIGKILL'), killAfterMs)
     }
     if (signal.aborted) stop()
     else signal.addEventListener('abort', stop, { once: true })
@@ -99,9 +103,9 @@ export function runCommand(argv: string[], options: ChildOptions): Promise<void>
       reject(new CommandFailed(message, exitCode))
     }
     // A spawn that failed (ENOENT, EACCES) has no pid; a failed kill of a live child changes nothing.
-    child.on('error', (error) => child.pid === undefined && settle(null, null, error))
-    child.on('exit', () => setTimeout(() => child.stderr!.destroy(), STDERR_AFTER_EXIT_MS).unref())
-    child.on('close', (code, by) => settle(code, by))
+    started.on('error', (error) => started.pid === undefined && settle(null, null, error))
+    started.on('exit', () => setTimeout(() => started.stderr!.destroy(), STDERR_AFTER_EXIT_MS).unref())
+    started.on('close', (code, by) => settle(code, by))
   })
 }
 
