@@ -1,22 +1,18 @@
 /** exec's schedule: its slots (croner for --cron, epoch multiples for --every), the slot nearest a clock reading, its defaults. */
-import { LEASE, leaseForInterval, MAX_LEASE_MS } from '../presets.js'
+import type { Cron } from 'croner'
+import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
 import type { Values } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 import { duration } from './human.js'
 
 /**
- * A schedule's slots in ms since the epoch, and the shortest gap between two of them.
+ * A schedule's slots in ms since the epoch: the latest at or before `ms`, the first after it (null:
+ * none); and the shortest gap between two.
  *
  * @example
  * everySchedule(60_000).after(90_000) // 120_000
  */
-export interface Schedule {
-  /** The latest slot at or before `ms`, or null. */
-  atOrBefore(ms: number): number | null
-  /** The first slot after `ms`, or null. */
-  after(ms: number): number | null
-  gapMs: number
-}
+export type Schedule = { atOrBefore(ms: number): number | null; after(ms: number): number | null; gapMs: number }
 
 /**
  * `--every`: whole multiples of the interval since 1970-01-01T00:00Z, so every host counts the same slots.
@@ -32,13 +28,6 @@ export function everySchedule(everyMs: number): Schedule {
   }
 }
 
-/** The parts of croner's `Cron` read here. */
-export interface CronJob {
-  nextRun(from?: Date): Date | null
-  nextRuns(n: number, from?: Date): Date[]
-  previousRuns(n: number, from?: Date): Date[]
-}
-
 // Enough upcoming slots to meet the short day of a DST change in a daily schedule (a year of them).
 const GAP_SAMPLE = 400
 
@@ -48,14 +37,13 @@ const GAP_SAMPLE = 400
  * @example
  * cronSchedule(new Cron('0 * * * *', { timezone: 'Europe/Berlin' }), Date.now()).gapMs // 3_600_000
  */
-export function cronSchedule(job: CronJob, fromMs: number): Schedule {
-  const ms = (date: Date | null | undefined) => (date == null ? null : date.getTime())
+export function cronSchedule(job: Cron, fromMs: number): Schedule {
   const slots = job.nextRuns(GAP_SAMPLE, new Date(fromMs)).map((date) => date.getTime())
   const gaps = slots.slice(1).map((slot, i) => slot - slots[i]!)
   return {
     // previousRuns is strictly before its reference, nextRun strictly after.
-    atOrBefore: (at) => ms(job.previousRuns(1, new Date(at + 1))[0]),
-    after: (at) => ms(job.nextRun(new Date(at))),
+    atOrBefore: (at) => job.previousRuns(1, new Date(at + 1))[0]?.getTime() ?? null,
+    after: (at) => job.nextRun(new Date(at))?.getTime() ?? null,
     gapMs: gaps.length > 0 ? Math.min(...gaps) : Number.POSITIVE_INFINITY,
   }
 }
@@ -73,85 +61,47 @@ export function nearestSlot(schedule: Schedule, nowMs: number): { slot: number; 
   return slot === null ? null : { slot, next: schedule.after(slot) }
 }
 
-/** What `exec` runs, checked before anything is claimed. */
-export interface Plan {
-  job: string
-  argv: string[]
-  schedule: Schedule
-  leaseMs: number
-  withinMs: number
-  killAfterMs: number
-  skippedExit: number
-}
-
 /** The `--kill-after` default: a third of Kubernetes' default grace, as drainLeases' timeout. */
 export const KILL_AFTER_MS = 10_000
 const MAX_WITHIN_MS = 5 * 60_000
-const PRESETS = new Map<number, number>([
-  [60_000, LEASE.EVERY_MINUTE],
-  [5 * 60_000, LEASE.EVERY_5_MIN],
-  [10 * 60_000, LEASE.EVERY_10_MIN],
-  [3_600_000, LEASE.HOURLY],
-  [86_400_000, LEASE.DAILY],
-])
 
 /**
- * exec's arguments as a plan; every refusal is a usage error (exit 2) naming the argument, and a
- * missing croner an exit 1. `nowMs` only picks the slots the shortest gap is measured on.
+ * exec's job and schedule, its lease and --within; every refusal a usage error (exit 2) naming the
+ * argument, a missing croner an exit 1. `nowMs` picks the slots the shortest gap is measured on.
  *
  * @example
  * const plan = await readPlan(values, Date.now())
  */
-export async function readPlan(values: Values, nowMs: number): Promise<Plan> {
+export async function readPlan(values: Values, nowMs: number) {
   const { jobs, cron, tz, everyMs } = values
-  if (jobs.length !== 1) {
-    throw usage(jobs.length === 0 ? 'exec needs --job <name>, the name its runs are kept under' : 'exec runs one --job')
-  }
+  if (jobs.length !== 1) throw usage(jobs.length === 0 ? 'exec needs --job <name>' : 'exec runs one --job, got more')
   if (cron !== undefined && everyMs !== undefined) throw usage('--cron and --every cannot both be given: one schedule')
-  if (cron === undefined && everyMs === undefined)
-    throw usage('exec needs a schedule: --cron <expr> or --every <duration>')
-  if (tz !== undefined && cron === undefined)
-    throw usage('--tz goes with --cron; --every counts from 1970-01-01T00:00Z')
+  if (cron === undefined && everyMs === undefined) throw usage('exec needs --cron <expr> or --every <duration>')
+  if (tz !== undefined && cron === undefined) throw usage('--tz goes with --cron; --every counts from 1970-01-01Z')
   const schedule = cron === undefined ? everySchedule(everyMs!) : cronSchedule(await loadCron(cron, tz), nowMs)
-  const { gapMs } = schedule
+  const gapMs = schedule.gapMs
   const withinMs = values.withinMs ?? Math.min(Math.floor(gapMs / 2), MAX_WITHIN_MS)
-  if (withinMs > gapMs) {
-    throw usage(
-      `--within must be at most the shortest gap between two slots, ${duration(gapMs)}, got ${duration(withinMs)}`,
-    )
-  }
-  const leaseMs = values.leaseMs ?? PRESETS.get(gapMs) ?? defaultLease(gapMs)
-  if (leaseMs > MAX_LEASE_MS)
-    throw usage(`--lease must be at most ${MAX_LEASE_MS} ms (about 24.8 days), got ${leaseMs} ms`)
-  return {
-    job: jobs[0]!,
-    argv: values.argv!,
-    schedule,
-    leaseMs,
-    withinMs,
-    killAfterMs: values.killAfterMs ?? KILL_AFTER_MS,
-    skippedExit: values.skippedExit ?? 0,
-  }
-}
-
-function defaultLease(gapMs: number): number {
-  if (gapMs <= MAX_LEASE_MS / 0.8) return leaseForInterval(gapMs)
-  throw usage(`give --lease: its default, 80% of the ${duration(gapMs)} between slots, is more than ${MAX_LEASE_MS} ms`)
+  if (withinMs > gapMs)
+    throw usage(`--within must be at most ${duration(gapMs)}, the gap between slots, got ${duration(withinMs)}`)
+  // Slots further apart than the longest lease (a monthly job) get 80% of that.
+  const leaseMs = values.leaseMs ?? leaseForInterval(Math.min(gapMs, MAX_LEASE_MS))
+  if (leaseMs > MAX_LEASE_MS) throw usage(`--lease must be at most ${duration(MAX_LEASE_MS)}, got ${duration(leaseMs)}`)
+  return { job: jobs[0]!, schedule, leaseMs, withinMs }
 }
 
 // croner is an optional peer dependency, loaded here only: `pg-cron-lease` itself never loads it.
-async function loadCron(expression: string, tz: string | undefined): Promise<CronJob> {
+async function loadCron(expression: string, tz: string | undefined): Promise<Cron> {
   const { Cron } = await import('croner').catch((error: { code?: string }) => {
     if (error?.code !== 'ERR_MODULE_NOT_FOUND' && error?.code !== 'MODULE_NOT_FOUND') throw error
     throw new Exit('--cron needs the croner package, which is not installed: run npm install croner', EXIT.FAILED)
   })
-  // Checked first: croner only finds a bad zone when it computes a date, with a long message.
+  let job: Cron
   try {
+    // Checked first: croner finds a bad zone only when it computes a date, and says it at length.
     new Intl.DateTimeFormat('en-US', { timeZone: tz ?? 'UTC' })
   } catch {
     throw usage(`--tz must be an IANA time zone such as Europe/Berlin or UTC, got ${JSON.stringify(tz)}`)
   }
-  let job: CronJob
   try {
     // UTC unless told: hosts in different zones must name the same slots.
     job = new Cron(expression, { timezone: tz ?? 'UTC' })
