@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -45,8 +45,8 @@ after(async () => {
 })
 
 /** One `exec` process, as a host's crontab starts it; `detached` puts it in a process group of its own. */
-function exec(args: string[], options: { detached?: boolean; env?: Record<string, string> } = {}) {
-  const child = spawn(process.execPath, [path.join(installed, 'dist/cli.mjs'), 'exec', ...args], {
+function exec(args: string[], options: { detached?: boolean; env?: Record<string, string>; dir?: string } = {}) {
+  const child = spawn(process.execPath, [path.join(options.dir ?? installed, 'dist/cli.mjs'), 'exec', ...args], {
     env: { ...process.env, DATABASE_URL: url, ...options.env },
     detached: options.detached ?? false,
   })
@@ -208,6 +208,25 @@ describe('pg-cron-lease exec', () => {
       assertExit(run, 1)
       assert.match(run.stderr, /^pg-cron-lease: cannot connect to 127\.0\.0\.1:\d+\/postgres: connection refused/)
       assert.deepEqual(ran.lines(), [])
+    })
+
+    test('without croner installed, --cron exits 1 saying to install it, before anything is claimed', async () => {
+      const bare = mkdtempSync(path.join(os.tmpdir(), 'pgcl-exec-bare-'))
+      try {
+        mkdirSync(path.join(bare, 'dist'))
+        copyFileSync(path.join(installed, 'dist/cli.mjs'), path.join(bare, 'dist/cli.mjs'))
+        const ran = marker('bare')
+        const run = await exec(['--job', 'bare', '--cron', '* * * * *', '--', ...recording(ran.file)], { dir: bare })
+          .done
+        assertExit(run, 1)
+        assert.equal(
+          run.stderr,
+          'pg-cron-lease: --cron needs the croner package, which is not installed: run npm install croner\n',
+        )
+        assert.deepEqual(ran.lines(), [])
+      } finally {
+        rmSync(bare, { recursive: true, force: true })
+      }
     })
 
     test('SIGTERM to exec: passed on to the command, which leaves no orphan; exit 143, the run an error', async () => {
