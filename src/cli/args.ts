@@ -82,6 +82,41 @@ export const OPTIONS = {
   race: { type: 'string', arg: '<n>', help: `How many connections race (default ${DOCTOR_RACE}, 2 to 100)` },
   rounds: { type: 'string', arg: '<n>', help: `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)` },
   'no-race': { type: 'boolean', help: 'Skip the race, for a role that may not write' },
+  cron: {
+    type: 'string',
+    arg: '<expr>',
+    help: 'The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
+  },
+  tz: {
+    type: 'string',
+    arg: '<zone>',
+    help: 'The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)',
+  },
+  every: {
+    type: 'string',
+    arg: '<duration>',
+    help: 'The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
+  },
+  lease: {
+    type: 'string',
+    arg: '<duration>',
+    help: 'How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
+  },
+  within: {
+    type: 'string',
+    arg: '<duration>',
+    help: 'How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
+  },
+  'kill-after': {
+    type: 'string',
+    arg: '<duration>',
+    help: 'Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
+  },
+  'skipped-exit': {
+    type: 'string',
+    arg: '<n>',
+    help: 'The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
+  },
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
@@ -114,11 +149,24 @@ export interface Values {
   /** doctor's race: how many connections, or false for --no-race; left out for the default. */
   race?: number | false
   rounds?: number
+  /** exec's --cron and --tz, as given: croner checks them, loaded only by exec. */
+  cron?: string
+  tz?: string
+  /** exec's --every, --lease, --within and --kill-after in ms, and --skipped-exit. */
+  everyMs?: number
+  leaseMs?: number
+  withinMs?: number
+  killAfterMs?: number
+  skippedExit?: number
+  /** The command and its arguments, everything after `--`, for a command that runs one. */
+  argv?: string[]
 }
 
 export interface Accepts {
   options: readonly OptionName[]
   job?: boolean
+  /** Takes a command to run after `--`. */
+  argv?: boolean
 }
 
 export interface Target {
@@ -143,12 +191,14 @@ export interface Context {
 /** One command; each is a module of its own, and src/cli/main.ts lists them. */
 export interface Command extends Accepts {
   summary: string
+  /** The usage line after the command's name, where the one built from its options would mislead. */
+  synopsis?: string
   /** Help for an option where this command's differs from the one in OPTIONS. */
   optionHelp?: Partial<Record<OptionName, string>>
   details: string
   exitCodes: string
-  /** Runs with values already checked; resolves the exit code, or throws an Exit. */
-  run(values: Values, context: Context): Promise<ExitCode>
+  /** Runs with values already checked; resolves the exit code (exec: its command's), or throws an Exit. */
+  run(values: Values, context: Context): Promise<ExitCode | number>
 }
 
 /** The exit 1 of every command that reads the database, as its help says it. */
@@ -191,7 +241,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
       args,
       options: Object.fromEntries(accepts.options.map((o) => [o, OPTIONS[o]])),
       strict: true,
-      allowPositionals: accepts.job === true,
+      allowPositionals: accepts.job === true || accepts.argv === true,
       tokens: true,
     })
   } catch (error) {
@@ -216,6 +266,14 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     ...(lockTimeout !== undefined && { lockTimeoutMs: valid(() => parseDuration(lockTimeout, '--lock-timeout')) }),
   }
   const { positionals } = parsed
+  if (accepts.argv) result.argv = commandAfterDashes(name, parsed.tokens!)
+  for (const [option, key] of DURATIONS) {
+    const text = values[option]
+    if (text !== undefined) result[key] = valid(() => parseDuration(text, `--${option}`))
+  }
+  if (values.cron !== undefined) result.cron = values.cron
+  if (values.tz !== undefined) result.tz = values.tz
+  if (values['skipped-exit'] !== undefined) result.skippedExit = exitCode(values['skipped-exit'])
   if (accepts.job) {
     if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
     if (positionals.length > 1) {
@@ -240,6 +298,36 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   if (values.limit !== undefined) result.limit = limit(values.limit)
   if (until !== undefined) result.until = valid(() => parseUntil(until, '--until'))
   return result
+}
+
+const DURATIONS = [
+  ['every', 'everyMs'],
+  ['lease', 'leaseMs'],
+  ['within', 'withinMs'],
+  ['kill-after', 'killAfterMs'],
+] as const
+
+// Everything after `--`, which must be there: without it, the command's own options would be read as ours.
+function commandAfterDashes(name: string, tokens: { kind: string; index: number; value?: unknown }[]): string[] {
+  const dashes = tokens.find((t) => t.kind === 'option-terminator')
+  const before = tokens.find((t) => t.kind === 'positional' && (dashes === undefined || t.index < dashes.index))
+  if (before !== undefined || dashes === undefined) {
+    const got = before === undefined ? 'none was given' : `got ${JSON.stringify(before.value)} before it`
+    throw misuse(`${name} runs the command given after --, as in ${BIN} ${name} ... -- COMMAND [ARG...]; ${got}`, name)
+  }
+  const argv = tokens.filter((t) => t.kind === 'positional').map((t) => String(t.value))
+  if (argv.length === 0 || argv[0] === '') {
+    throw misuse(`${name} needs a command after --, as in ${BIN} ${name} ... -- COMMAND [ARG...]`, name)
+  }
+  return argv
+}
+
+// A process's exit code: a whole number from 0 to 255, digits only.
+function exitCode(text: string): number {
+  if (!/^\d{1,3}$/.test(text) || Number(text) > 255) {
+    throw usage(`--skipped-exit must be a whole number from 0 to 255, got ${JSON.stringify(text)}`)
+  }
+  return Number(text)
 }
 
 // parseArgs keeps the last repeat: `--for 1h --for 2h` would silently pause for 2h.

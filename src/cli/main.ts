@@ -6,6 +6,7 @@ import { check } from './check.js'
 import { type Connect, connectionTarget, openPool, withClient } from './connect.js'
 import { dashboard } from './dashboard.js'
 import { doctor } from './doctor.js'
+import { exec } from './exec.js'
 import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
 import { history } from './history.js'
 import { pause, release, resume } from './job-actions.js'
@@ -36,12 +37,13 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   resume,
   release,
   dashboard,
+  exec,
 }
 
 const NAMES = Object.keys(COMMANDS)
 
 /** Runs one invocation and resolves its exit code; never rejects, never exits the process. */
-export async function main(argv: string[], io: CliIo): Promise<ExitCode> {
+export async function main(argv: string[], io: CliIo): Promise<ExitCode | number> {
   const print = (text: string): ExitCode => {
     io.stdout.write(text)
     return EXIT.OK
@@ -112,7 +114,7 @@ function mainHelp(): string {
     ]),
     '',
     'Exit codes: 0 success, 1 database error, 2 usage error, 3 check found an unhealthy job.',
-    'doctor exits 3 too, when one of its checks fails.',
+    'doctor exits 3 too, when one of its checks fails; exec exits with the code of the command it ran.',
     'An option may be given once; only --job repeats. NO_COLOR turns colours off.',
     '',
   ].join('\n')
@@ -124,7 +126,7 @@ function commandHelp(name: string, command: Command): string {
   )
   if (command.job) synopsis.unshift('<job>')
   return [
-    `Usage: ${BIN} ${name} ${synopsis.join(' ')}`,
+    `Usage: ${BIN} ${name} ${command.synopsis ?? synopsis.join(' ')}`,
     '',
     `${command.summary}.`,
     '',

@@ -124,6 +124,22 @@ describe('the packed tarball installs and loads both ways', () => {
     assert.equal(core.trim(), 'false')
   })
 
+  test('croner, an optional peer, is loaded by `exec --cron` alone: never bundled, never loaded by the library', () => {
+    const dist = path.join(dir, 'node_modules/pg-cron-lease/dist')
+    const cli = readFileSync(path.join(dist, 'cli.mjs'), 'utf8')
+    assert.match(cli, /await import\("croner"\)/, 'the bin imports croner when --cron asks for it')
+    assert.doesNotMatch(cli, /^import .*"croner"/m, 'and not at its top')
+    assert.doesNotMatch(cli, /CronPattern/, "croner's own code is not bundled")
+    for (const file of readdirSync(dist).filter((f) => /\.(c|m)?js$/.test(f) && f !== 'cli.mjs')) {
+      const code = readFileSync(path.join(dist, file), 'utf8')
+      assert.doesNotMatch(
+        code,
+        /(?:import|require)\s*\(?\s*["']croner["']|from\s*["']croner["']/,
+        `${file} never loads croner`,
+      )
+    }
+  })
+
   test('the tarball ships the DDL file for migration tools, reachable through the exports map', () => {
     assert.ok(readdirSync(path.join(dir, 'node_modules/pg-cron-lease/sql')).includes('cron_leases.sql'))
     const out = run('node', [
