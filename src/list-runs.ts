@@ -73,10 +73,10 @@ export async function listRuns(db: Queryable, opts?: ListRunsOptions): Promise<R
   const known = knowledgeOf(db, table)
   const shape = await readFacts({ db, table }, known)
   if (shape === undefined || !known.history) {
-    throw new Error(
+    const message =
       `pg-cron-lease: ${table} has no run history (${historyTableOf(table)}${shape === undefined ? `, nor ${table} itself` : ''}): ` +
-        `create it with \`${migrateCommand(table)}\`, or run upgradeTableSql() in a migration`,
-    )
+      `create it with \`${migrateCommand(table)}\`, or run upgradeTableSql() in a migration`
+    throw Object.assign(new Error(message), { code: 'PG_CRON_LEASE_NO_HISTORY' })
   }
   const result = await runStatement(db, listRunsSql(table), [jobName ?? null, before ?? null, limit], false)
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
