@@ -230,9 +230,10 @@ function routeOf(path: string, method: string | undefined, job: RegExpExecArray 
   return path === '/metrics' || path === '/healthz' ? 'machine' : undefined
 }
 
-/** Not the dashboard's: to `next` as it came, or a bare 404 when there is none. */
+/** Not the dashboard's: to `next` as it came, or else the dashboard's own 404. */
 function pass(res: ServerResponse, next: Next | undefined) {
   if (next) return next()
+  secure(res)
   send(res, 404, TEXT_TYPE, 'Not found\n')
 }
 
