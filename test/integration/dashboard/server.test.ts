@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { copyFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net, { type AddressInfo } from 'node:net'
 import os from 'node:os'
@@ -351,7 +351,9 @@ describe('the dashboard command, as the package ships it', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'pgcl-dash-token-'))
     const file = (name: string, text: string, mode: number) => {
       const at = path.join(dir, name)
-      writeFileSync(at, text, { mode })
+      writeFileSync(at, text)
+      // Not through writeFileSync's mode, which the umask would narrow.
+      chmodSync(at, mode)
       return at
     }
     const cases: [string[], Record<string, string>, RegExp][] = [
