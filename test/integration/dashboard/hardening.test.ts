@@ -187,7 +187,12 @@ describe('a burst of requests shares its reads, and waits for a busy pool withou
     const small = new pg.Pool({ connectionString: await testDatabaseUrl(), max: 4, connectionTimeoutMillis: 1000 })
     closers.push(() => small.end())
     let reads = 0
-    const counted = { query: (text: string, params?: unknown[]) => (reads++, small.query(text, params)) }
+    const counted = {
+      query(text: string, params?: unknown[]) {
+        reads++
+        return small.query(text, params)
+      },
+    }
     const base = await serve({ db: counted, table: many })
     const jobs = Array.from({ length: 10 }, (_, i) => encodeURIComponent(`job:${String(i + 1).padStart(5, '0')}`))
     const paths = Array.from({ length: 200 }, (_, i) =>

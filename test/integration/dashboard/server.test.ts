@@ -332,6 +332,18 @@ describe('the dashboard command, as the package ships it', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
 
+  /** The URL the command prints once it listens; rejects if it exits first. */
+  const printedUrl = (child: ReturnType<typeof cli>) =>
+    new Promise<string>((resolve, reject) => {
+      let out = ''
+      child.stdout.on('data', (chunk) => {
+        out += chunk
+        const found = /http:\/\/\S+/.exec(out)?.[0]
+        if (found) resolve(found)
+      })
+      child.on('exit', () => reject(new Error(`exited before printing a URL: ${out}`)))
+    })
+
   test('bad flags are usage errors (exit 2) before any connection', async () => {
     const cases: [string[], RegExp][] = [
       [['--port', '99999'], /--port must be a whole number from 0 to 65535, got "99999"/],
@@ -396,10 +408,7 @@ describe('the dashboard command, as the package ships it', () => {
       { PG_CRON_LEASE_DASHBOARD_TOKEN: '' },
     )
     const done = finished(child, { killAfterMs: 120_000 })
-    await new Promise<void>((resolve) =>
-      child.stdout.on('data', (chunk) => /http:\/\//.test(String(chunk)) && resolve()),
-    )
-    const base = `http://127.0.0.1:${port}`
+    const base = new URL(await printedUrl(child)).origin
     const paths = Array.from({ length: 200 }, (_, i) =>
       i % 4 === 0 ? `/api/runs?job=job:${String(i).padStart(5, '0')}` : ['/api/jobs', '/metrics', '/healthz'][i % 3]!,
     )
@@ -474,15 +483,7 @@ describe('the dashboard command, as the package ships it', () => {
       '/cron',
     ])
     const done = finished(child, { killAfterMs: 60_000 })
-    let out = ''
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk) => {
-        out += chunk
-        const found = /http:\/\/\S+/.exec(out)?.[0]
-        if (found) resolve(found)
-      })
-      child.on('exit', () => reject(new Error(`exited before printing a URL: ${out}`)))
-    })
+    const url = await printedUrl(child)
     assert.equal(url, `http://127.0.0.1:${port}/cron/`)
     assert.equal((await fetch(`${url}api/jobs`)).status, 401)
     assert.equal((await fetch(`${url}api/jobs`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200)
