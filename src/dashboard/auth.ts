@@ -22,7 +22,12 @@ const MAX_CLIENTS = 10_000
 const digest = (text: string) => createHash('sha256').update(text).digest()
 const hex = (text: string) => digest(text).toString('hex')
 
-/** Whether the client reached us over TLS: its own socket, or a proxy in front that says so. */
+/**
+ * The scheme the client used: `X-Forwarded-Proto` from a proxy in front, else its own socket's.
+ *
+ * @example
+ * const secure = forwardedProto(req) === 'https'
+ */
 export function forwardedProto(req: IncomingMessage): string {
   const said = [req.headers['x-forwarded-proto']].flat()[0]?.split(',')[0]?.trim().toLowerCase()
   return said || ((req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http')
@@ -52,6 +57,10 @@ interface Client {
 /**
  * The gate for one token. Sessions live in this process only: a restart signs everyone out.
  * `now` is a monotonic clock in ms (a parameter so the tests can move it).
+ *
+ * @example
+ * const guard = gate(token)
+ * if (guard.admit(req) !== true) res.writeHead(401).end()
  */
 export function gate(token: string, now: () => number = () => performance.now()): Gate {
   // Both sides are hashed first, so they have one length and the comparison takes the same time
