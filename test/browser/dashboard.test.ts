@@ -211,8 +211,9 @@ describe("a job's page, whatever the job's name and whatever its history", () =>
     const dots = await freshTable(pool, 'dash_dots')
     for (const name of ['.', '..']) await withCronLease(pool, name, 60_000, () => {}, { table: dots, holder: 'web-5' })
     const base = await serve({ table: dots })
+    const page = await open(`${base}/`)
     for (const name of ['.', '..']) {
-      const page = await open(`${base}/?job=${encodeURIComponent(name)}`)
+      await page.goto(`${base}/?job=${encodeURIComponent(name)}`)
       await page.locator('#runs').waitFor()
       assert.equal(await page.locator('h2').textContent(), name)
       assert.equal(await page.locator('#runs tbody tr').count(), 1, name)
