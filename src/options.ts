@@ -136,10 +136,17 @@ export const OPTIONS = {
   // The dashboard's: checked by createDashboard, which needs them all at once.
   db: row(['createDashboard'], (value, name) => checkQueryable(value, name)),
   basePath: row(['createDashboard'], checkBasePath),
-  token: row(['createDashboard'], (value, name) => {
-    if (value === undefined) return undefined
-    if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
-    return value
+  token: row(['createDashboard'], checkDashboardToken),
+  allowedHosts: row(['createDashboard'], (value, name): string[] => {
+    if (value === undefined) return []
+    if (!Array.isArray(value)) fail(name, "an array of host names such as ['cron.example.com']", value)
+    return value.map((host: unknown) => {
+      // A name as a Host header gives it, less the port: cron.example.com, 10.0.0.5, [fd00::5].
+      if (typeof host !== 'string' || !/^([^\s/:?#@[\]]+|\[[0-9a-f:.]+\])$/i.test(host)) {
+        fail(name, 'a host name such as cron.example.com, without port, scheme or path', host)
+      }
+      return host.toLowerCase()
+    })
   }),
   allowActions: row(['createDashboard'], (value, name) => {
     if (value === undefined) return false
@@ -235,6 +242,27 @@ export function checkBasePath(value: unknown, name: string): string {
     fail(name, "a path that starts with '/', such as '/cron', without ?, #, spaces or '//'", value)
   }
   return value.replace(/\/$/, '')
+}
+
+/** The shortest dashboard token accepted: shorter ones can be guessed online, even rate-limited. */
+export const MIN_TOKEN_LENGTH = 16
+
+/**
+ * The dashboard's token: at least {@link MIN_TOKEN_LENGTH} characters. The error gives its length,
+ * never the token itself.
+ *
+ * @example
+ * checkDashboardToken(process.env.DASHBOARD_TOKEN, 'opts.token')
+ */
+export function checkDashboardToken(value: unknown, name: string): string | undefined {
+  if (value === undefined) return undefined
+  if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
+  if (value.trim().length < MIN_TOKEN_LENGTH) {
+    throw new TypeError(
+      `pg-cron-lease: ${name} must be at least ${MIN_TOKEN_LENGTH} characters, got one of ${value.trim().length}: a short token can be guessed; make one with: openssl rand -hex 24`,
+    )
+  }
+  return value
 }
 
 /**

@@ -69,6 +69,12 @@ export const OPTIONS = {
     help: 'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
   },
   'allow-actions': { type: 'boolean', help: 'Show pause, resume and release buttons and accept them; needs a token' },
+  'allowed-host': {
+    type: 'string',
+    multiple: true,
+    arg: '<name>',
+    help: 'Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
+  },
   'token-file': {
     type: 'string',
     arg: '<file>',
@@ -136,11 +142,13 @@ export interface Values {
   job?: string
   forMs?: number
   until?: string
-  /** The dashboard's --host, --port, --base-path, --allow-actions and --token-file. */
+  /** The dashboard's --host, --port, --base-path, --allow-actions, --allowed-host and --token-file. */
   host: string
   port: number
   basePath: string
   allowActions: boolean
+  /** --allowed-host, each checked and lowercased. */
+  allowedHosts: string[]
   tokenFile?: string
   /** --limit, checked. */
   limit?: number
@@ -226,10 +234,13 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
-type Given = Partial<Record<Exclude<OptionName, 'json' | 'job' | 'no-race' | 'allow-actions'>, string>> & {
+type Given = Partial<
+  Record<Exclude<OptionName, 'json' | 'job' | 'no-race' | 'allow-actions' | 'allowed-host'>, string>
+> & {
   json?: boolean
   'no-race'?: boolean
   job?: string[]
+  'allowed-host'?: string[]
   'allow-actions'?: boolean
 }
 
@@ -260,6 +271,9 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
     basePath:
       values['base-path'] === undefined ? '/' : valid(() => checkBasePath(values['base-path'], '--base-path')) || '/',
     allowActions: values['allow-actions'] === true,
+    allowedHosts: valid(() =>
+      LIBRARY_OPTIONS.allowedHosts.check(values['allowed-host'] ?? [], '--allowed-host', { leaseMs: 0 }),
+    ),
     ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
     ...(values.url !== undefined && { url: values.url }),
     ...(grace !== undefined && { graceMs: valid(() => parseDuration(grace, '--grace')) }),

@@ -118,10 +118,22 @@ export const withClient: Connect = async (target, doing, work) => {
   }
 }
 
-/** A pool for a long-lived command: its connections are opened, and failures reported, per query. */
-export async function openPool(target: Target): Promise<pg.Pool> {
-  const { Pool } = (await import('pg').catch(pgMissing)).default
-  const pool = new Pool({ ...connection(target), max: 4 })
+/**
+ * A pool for a long-lived command: its connections are opened, and failures reported, per query.
+ * Each new connection gets `connectTimeoutMs` to connect; a query waiting for a connection the pool
+ * has already lent out waits without a deadline (a busy pool is not an unreachable database).
+ */
+export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOUT_MS): Promise<pg.Pool> {
+  const { Pool, Client } = (await import('pg').catch(pgMissing)).default
+  // The pool's own connectionTimeoutMillis would also bound the wait for a free client, and fail
+  // it as "timeout exceeded when trying to connect"; so the limit goes to each client instead.
+  const { connectionTimeoutMillis: _, ...options } = connection(target)
+  class TimedClient extends Client {
+    constructor(config?: pg.ClientConfig) {
+      super({ ...config, connectionTimeoutMillis: connectTimeoutMs })
+    }
+  }
+  const pool = new Pool({ ...options, max: 4, Client: TimedClient })
   // An idle connection lost (a restart) is dropped from the pool; without a listener it would crash.
   pool.on('error', () => {})
   return pool

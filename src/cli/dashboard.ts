@@ -1,9 +1,10 @@
 /** `pg-cron-lease dashboard`: createDashboard on a port of its own, until Ctrl-C or SIGTERM. */
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import http from 'node:http'
 import { isIP } from 'node:net'
 import { createDashboard } from '../dashboard/dashboard.js'
 import { listLeases } from '../list-leases.js'
+import { checkDashboardToken } from '../options.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 
@@ -12,17 +13,19 @@ export const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'
 
 export const dashboard: Command = {
   summary: 'Serve the jobs and their runs as web pages, JSON, /metrics and /healthz',
-  options: ['table', 'url', 'host', 'port', 'base-path', 'allow-actions', 'token-file'],
+  options: ['table', 'url', 'host', 'port', 'base-path', 'allow-actions', 'allowed-host', 'token-file'],
   details:
     `Serves the dashboard (docs/dashboard.md) and prints the URL it listens on. The token, when\n` +
     `set, comes from --token-file or else the ${TOKEN_VARIABLE} variable, never from an\n` +
-    'argument, where ps shows it; with one, every page and endpoint needs it. Beyond loopback\n' +
-    '(--host other than 127.0.0.1, ::1 or localhost) it refuses to start without a token. It is\n' +
+    'argument, where ps shows it; with one, every page and endpoint needs it. A token must be at\n' +
+    'least 16 characters, and its file readable by its owner only (chmod 600). Beyond loopback\n' +
+    '(--host other than 127.0.0.1, ::1 or localhost) it refuses to start without a token; without\n' +
+    'one it answers only requests for localhost, 127.0.0.1, [::1] and each --allowed-host. It is\n' +
     'read-only unless --allow-actions is given with a token. Stops on Ctrl-C or SIGTERM.\n\n' +
     'Examples:\n' +
     `  ${BIN} dashboard --port 8080\n` +
     `  ${TOKEN_VARIABLE}=$(cat /run/secrets/dash) ${BIN} dashboard --host 0.0.0.0 --allow-actions`,
-  exitCodes: `0 stopped by a signal, ${DATABASE_EXIT}, 2 usage error (or no token beyond loopback)`,
+  exitCodes: `0 stopped by a signal, ${DATABASE_EXIT}, 2 usage error (or no token beyond loopback, a short token, a token file others may read)`,
   async run(values, context) {
     const token = readToken(values.tokenFile, context.env)
     const { host, port, table } = values
@@ -40,6 +43,7 @@ export const dashboard: Command = {
       basePath: values.basePath,
       token,
       allowActions: values.allowActions,
+      allowedHosts: values.allowedHosts,
     })
     const server = http.createServer(handler)
     await new Promise<void>((resolve, reject) => {
@@ -76,16 +80,32 @@ export const dashboard: Command = {
 
 function readToken(file: string | undefined, env: Readonly<Record<string, string | undefined>>): string | undefined {
   let text = env[TOKEN_VARIABLE]
+  let source = TOKEN_VARIABLE
   if (file !== undefined) {
+    const shown = JSON.stringify(file)
     try {
       text = readFileSync(file, 'utf8')
+      // Group and others: on Windows the mode says nothing of who may read the file.
+      const mode = statSync(file).mode & 0o777
+      if ((mode & 0o077) !== 0 && process.platform !== 'win32') {
+        throw usage(
+          `--token-file ${shown} may be read or written by others (mode ${mode.toString(8).padStart(4, '0')}): anyone on this machine could take the token or change it; run chmod 600 ${shown}`,
+        )
+      }
     } catch (error) {
-      throw usage(`cannot read --token-file ${JSON.stringify(file)}: ${oneLine(error)}`)
+      if (error instanceof Exit) throw error
+      throw usage(`cannot read --token-file ${shown}: ${oneLine(error)}`)
     }
     // A file usually ends in a newline that is not part of the token.
-    if (text.trim() === '') throw usage(`--token-file ${JSON.stringify(file)} is empty`)
+    if (text.trim() === '') throw usage(`--token-file ${shown} is empty`)
+    source = `the token in --token-file ${shown}`
   }
-  return text === undefined || text.trim() === '' ? undefined : text.trim()
+  if (text === undefined || text.trim() === '') return undefined
+  try {
+    return checkDashboardToken(text.trim(), source)
+  } catch (error) {
+    throw usage(oneLine(error).replace(/^pg-cron-lease: /, ''))
+  }
 }
 
 function loopback(host: string): boolean {

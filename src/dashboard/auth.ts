@@ -1,31 +1,76 @@
-/** The dashboard token: a bearer header or the login cookie, compared in constant time, never logged. */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto'
+/**
+ * The dashboard token and the sessions it opens: a bearer header or a login cookie, compared in
+ * constant time, never logged; wrong tokens from one address are limited.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
 const COOKIE = 'pg_cron_lease_dashboard'
+/** How long a session lasts, on the server as in the cookie's Max-Age. */
+export const SESSION_MS = 12 * 3600_000
+/** Sessions kept at once; past it, the oldest is dropped (its browser signs in again). */
+export const MAX_SESSIONS = 1000
+/** Wrong tokens from one address within {@link FAILURE_WINDOW_MS} before it is locked out. */
+export const MAX_FAILURES = 5
+export const FAILURE_WINDOW_MS = 60_000
+/** The first lockout; each next one from the same address lasts twice as long, up to an hour. */
+export const LOCKOUT_MS = 60_000
+const MAX_LOCKOUT_MS = 3600_000
+/** Addresses remembered at once; past it, the one seen longest ago is forgotten. */
+const MAX_CLIENTS = 10_000
 
 const digest = (text: string) => createHash('sha256').update(text).digest()
+const hex = (text: string) => digest(text).toString('hex')
+
+/**
+ * The scheme the client used: `X-Forwarded-Proto` from a proxy in front, else its own socket's.
+ *
+ * @example
+ * const secure = forwardedProto(req) === 'https'
+ */
+export function forwardedProto(req: IncomingMessage): string {
+  const said = [req.headers['x-forwarded-proto']].flat()[0]?.split(',')[0]?.trim().toLowerCase()
+  return said || ((req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http')
+}
 
 export interface Gate {
-  /** Whether the request carries the token, as a bearer header or as the login cookie. */
-  admits(req: IncomingMessage): boolean
+  /** Admitted (`true`), not (`false`), or the seconds this address must wait after too many wrong tokens. */
+  admit(req: IncomingMessage): boolean | number
   /** Whether it came with the bearer header, which a browser never adds by itself. */
   bearer(req: IncomingMessage): boolean
-  /** Whether `given` is the token itself (the login form). */
-  matches(given: string): boolean
+  /** The seconds this address must wait before a token it sends is looked at again, else 0. */
+  lockedFor(req: IncomingMessage): number
+  /** Whether `given` is the token; a wrong one counts against the request's address. */
+  matches(req: IncomingMessage, given: string): boolean
+  /** Opens a new session and sets its cookie. */
   signIn(req: IncomingMessage, res: ServerResponse): void
+  /** Ends the request's session on the server and clears its cookie. */
   signOut(req: IncomingMessage, res: ServerResponse): void
 }
 
-export function gate(token: string): Gate {
+interface Client {
+  failures: number[]
+  lockouts: number
+  until: number
+}
+
+/**
+ * The gate for one token. Sessions live in this process only: a restart signs everyone out.
+ * `now` is a monotonic clock in ms (a parameter so the tests can move it).
+ *
+ * @example
+ * const guard = gate(token)
+ * if (guard.admit(req) !== true) res.writeHead(401).end()
+ */
+export function gate(token: string, now: () => number = () => performance.now()): Gate {
   // Both sides are hashed first, so they have one length and the comparison takes the same time
   // whatever the guess; timingSafeEqual alone would leak the length.
   const expected = digest(token)
-  const matches = (given: string) => timingSafeEqual(digest(given), expected)
-  // The cookie holds a value derived from the token, not the token: a stolen cookie does not give
-  // the bearer token away.
-  const session = createHmac('sha256', token).update('pg-cron-lease dashboard session').digest('hex')
-  const sessionDigest = digest(session)
+  const same = (given: string) => timingSafeEqual(digest(given), expected)
+  // Keyed by the hash of the session id: a Map lookup by the id itself could leak, by its timing,
+  // how much of a guessed id matches; a hash gives a guess nothing to close in on.
+  const sessions = new Map<string, number>()
+  const clients = new Map<string, Client>()
   const bearerOf = (req: IncomingMessage) => /^Bearer +(.*\S)\s*$/i.exec(req.headers.authorization ?? '')?.[1]
   const cookieOf = (req: IncomingMessage) =>
     (req.headers.cookie ?? '')
@@ -34,21 +79,70 @@ export function gate(token: string): Gate {
       .find(([name]) => name === COOKIE)?.[1]
   // No Path: the browser scopes the cookie to the directory the login form posted from, which is
   // the dashboard's base path as the browser sees it, whatever a proxy in between did to it.
-  const cookie = (req: IncomingMessage, value: string, maxAge: number) => {
-    const https =
-      (req.socket as { encrypted?: boolean }).encrypted === true || req.headers['x-forwarded-proto'] === 'https'
-    return `${COOKIE}=${value}; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${https ? '; Secure' : ''}`
+  const cookie = (req: IncomingMessage, value: string, maxAgeS: number) =>
+    `${COOKIE}=${value}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeS}${forwardedProto(req) === 'https' ? '; Secure' : ''}`
+  const addressOf = (req: IncomingMessage) => req.socket.remoteAddress ?? ''
+
+  const lockedFor = (req: IncomingMessage) => {
+    const until = clients.get(addressOf(req))?.until ?? 0
+    return until > now() ? Math.ceil((until - now()) / 1000) : 0
+  }
+  const failed = (req: IncomingMessage) => {
+    const address = addressOf(req)
+    const at = now()
+    const client = clients.get(address) ?? { failures: [], lockouts: 0, until: 0 }
+    client.failures = client.failures.filter((t) => t > at - FAILURE_WINDOW_MS)
+    client.failures.push(at)
+    if (client.failures.length >= MAX_FAILURES) {
+      client.lockouts++
+      client.until = at + Math.min(LOCKOUT_MS * 2 ** (client.lockouts - 1), MAX_LOCKOUT_MS)
+      client.failures = []
+    }
+    // Re-inserted, so the Map's order is the order of last failure and the first is the stalest.
+    clients.delete(address)
+    if (clients.size >= MAX_CLIENTS) clients.delete(clients.keys().next().value!)
+    clients.set(address, client)
+  }
+  const matches = (req: IncomingMessage, given: string) => {
+    if (same(given)) {
+      clients.delete(addressOf(req))
+      return true
+    }
+    failed(req)
+    return false
+  }
+  const live = (id: string | undefined) => {
+    if (id === undefined) return false
+    const key = hex(id)
+    const until = sessions.get(key)
+    if (until === undefined) return false
+    if (until > now()) return true
+    sessions.delete(key)
+    return false
   }
   return {
-    admits(req) {
+    admit(req) {
       const bearer = bearerOf(req)
-      if (bearer !== undefined) return matches(bearer)
-      const value = cookieOf(req)
-      return value !== undefined && timingSafeEqual(digest(value), sessionDigest)
+      // A session is never locked out: a guesser on the same address cannot sign others out.
+      if (bearer === undefined) return live(cookieOf(req))
+      const wait = lockedFor(req)
+      return wait > 0 ? wait : matches(req, bearer)
     },
     bearer: (req) => bearerOf(req) !== undefined,
+    lockedFor,
     matches,
-    signIn: (req, res) => res.setHeader('Set-Cookie', cookie(req, session, 12 * 3600)),
-    signOut: (req, res) => res.setHeader('Set-Cookie', cookie(req, '', 0)),
+    signIn(req, res) {
+      const at = now()
+      for (const [key, until] of sessions) if (until <= at) sessions.delete(key)
+      if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!)
+      const id = randomBytes(32).toString('base64url')
+      sessions.set(hex(id), at + SESSION_MS)
+      res.setHeader('Set-Cookie', cookie(req, id, SESSION_MS / 1000))
+    },
+    signOut(req, res) {
+      const id = cookieOf(req)
+      if (id !== undefined) sessions.delete(hex(id))
+      res.setHeader('Set-Cookie', cookie(req, '', 0))
+    },
   }
 }

@@ -1,6 +1,6 @@
 /** createDashboard: the jobs and their runs as pages and JSON, one Node request handler. */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { pauseJob, releaseLease, resumeJob } from '../admin.js'
+import { pauseJob, ROW_LOCKED, releaseLease, resumeJob } from '../admin.js'
 import { jsonText } from '../human.js'
 import { readLeases } from '../list-leases.js'
 import { listRuns } from '../list-runs.js'
@@ -9,7 +9,7 @@ import { renderPrometheus } from '../prometheus.js'
 import type { LeaseOptions, Queryable } from '../types.js'
 import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { judgeJobs } from '../verdict.js'
-import { type Gate, gate } from './auth.js'
+import { forwardedProto, type Gate, gate } from './auth.js'
 import { asset, loginPage, secure, send, shell } from './page.js'
 
 /**
@@ -27,15 +27,25 @@ export interface DashboardOptions extends Pick<LeaseOptions, 'table'> {
    * proxy that strips the prefix. Default `/`.
    */
   basePath?: string
-  /** When set, every page and endpoint needs it: `Authorization: Bearer …` or the login form's cookie. */
+  /**
+   * When set, every page and endpoint needs it: `Authorization: Bearer …` or the login form's
+   * session cookie. At least 16 characters.
+   */
   token?: string
+  /**
+   * Without a token, the names besides `localhost`, `127.0.0.1` and `[::1]` that requests may
+   * give as their `Host` (no port); any other gets 421, so a page on another name that resolves
+   * to this machine cannot read the dashboard (DNS rebinding). Default `[]`.
+   */
+  allowedHosts?: string[]
   /** Show pause, resume and release and accept their POSTs; needs `token` too. Default `false`. */
   allowActions?: boolean
 }
 
 /**
  * A Node request handler, `(req, res, next?)`: for `http.createServer`, Express and NestJS
- * middleware. A path it does not serve goes to `next` when given, else gets a 404.
+ * middleware. A path it does not serve (with a `basePath`, any path outside it) goes to `next`
+ * untouched when given, else gets a 404.
  *
  * @example
  * http.createServer(createDashboard({ db: pool })).listen(8080, '127.0.0.1')
@@ -47,9 +57,14 @@ const TEXT_TYPE = 'text/plain; charset=utf-8'
 const HTML_TYPE = 'text/html; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
+/** The `code` of listRuns' error for a table without its run history. */
+const NO_HISTORY = 'PG_CRON_LEASE_NO_HISTORY'
+/** Reads run at once against `db`; the rest wait their turn here (see {@link readers}). */
+const READERS = 2
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
 
 /**
- * The dashboard of one lease table: the jobs page, a page per job, `/api/jobs`,
+ * The dashboard of one lease table: the jobs page, a page per job, `/api/jobs`, `/api/runs?job=`,
  * `/api/jobs/:name/runs`, `/metrics` and `/healthz` (docs/dashboard.md). Read-only unless
  * `allowActions` and `token` are both given.
  *
@@ -57,16 +72,17 @@ const BODY_LIMIT = 4096
  * app.use('/cron', createDashboard({ db: pool, token: process.env.DASHBOARD_TOKEN, allowActions: true }))
  */
 export function createDashboard(opts: DashboardOptions): DashboardHandler {
-  const { db, table, basePath, token, allowActions } = compileOptions('createDashboard', opts)
+  const { db, table, basePath, token, allowActions, allowedHosts } = compileOptions('createDashboard', opts)
   const site: Site = {
     db: db as Queryable,
     table,
     basePath,
     guard: token === undefined ? undefined : gate(token),
     actions: allowActions && token !== undefined,
+    hosts: new Set([...LOOPBACK, ...allowedHosts]),
+    ...readers(READERS),
   }
   return (req, res, next) => {
-    secure(res)
     serve(site, req, res, next).catch((error: unknown) => {
       if (res.headersSent) return void res.destroy()
       const message = error instanceof Error ? error.message : String(error)
@@ -75,94 +91,204 @@ export function createDashboard(opts: DashboardOptions): DashboardHandler {
   }
 }
 
-interface Site {
+interface Site extends Readers {
   db: Queryable
   table: string
   basePath: string
   guard: Gate | undefined
   actions: boolean
+  hosts: Set<string>
 }
 
-async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) {
-  const { guard, table } = site
+interface Readers {
+  /** The answer of a read of `key` already in flight, else `work`'s: one read for a burst of requests. */
+  once<T>(key: string, work: () => Promise<T>): Promise<T>
+  /** `work` when one of the readers is free: a burst waits here, not in the pool. */
+  turn<T>(work: () => Promise<T>): Promise<T>
+}
+
+/**
+ * Reads shared while in flight, and at most `limit` at once. A burst of requests waits its turn
+ * here, in order and without a deadline: in the pool it would wait under the pool's
+ * connectionTimeoutMillis, which fails a wait for a free client with the same error as a
+ * database that cannot be reached.
+ */
+function readers(limit: number): Readers {
+  const inFlight = new Map<string, Promise<unknown>>()
+  const waiting: (() => void)[] = []
+  let running = 0
+  return {
+    once<T>(key: string, work: () => Promise<T>) {
+      let shared = inFlight.get(key) as Promise<T> | undefined
+      if (shared === undefined) {
+        shared = work().finally(() => inFlight.delete(key))
+        inFlight.set(key, shared)
+      }
+      return shared
+    },
+    async turn<T>(work: () => Promise<T>) {
+      if (running < limit) running++
+      else await new Promise<void>((resolve) => waiting.push(resolve))
+      try {
+        return await work()
+      } finally {
+        // A waiter takes this reader's place; only when none waits is it free.
+        const next = waiting.shift()
+        if (next) next()
+        else running--
+      }
+    },
+  }
+}
+
+type Next = (error?: unknown) => void
+type Route = 'asset' | 'page' | 'session' | 'jobs' | 'runs' | 'action' | 'machine'
+
+async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next?: Next) {
+  const { guard, table, basePath } = site
   // Only the path and the query are read: the base is a placeholder, never a request.
   const url = new URL(req.url ?? '/', 'http://localhost')
-  const { basePath } = site
-  let path = url.pathname
-  if (basePath !== '' && (path === basePath || path.startsWith(`${basePath}/`))) path = path.slice(basePath.length)
-  // The page's URLs are relative, so the page itself must end in '/': '/cron' would load '/app.js'.
+  // As the browser addressed it: Express's mount strips its prefix from req.url, not from this.
   const outer = new URL((req as { originalUrl?: string }).originalUrl ?? req.url ?? '/', url).pathname
-  if ((path === '' || path === '/') && !outer.endsWith('/')) {
+  const under = (p: string) => basePath === '' || p === basePath || p.startsWith(`${basePath}/`)
+  // With a basePath, only what lies under it is the dashboard's: the app's own / and /healthz are not.
+  if (!under(outer)) return pass(res, next)
+  let path = url.pathname
+  if (basePath !== '' && under(path)) path = path.slice(basePath.length)
+  const method = req.method === 'HEAD' ? 'GET' : req.method
+  const job = /^\/api\/jobs\/([^/]+)\/(runs|pause|resume|release)$/.exec(path)
+  const route = routeOf(path === '' ? '/' : path, method, job)
+  if (route === undefined) return pass(res, next)
+  // From here on the answer is the dashboard's, and so are its headers; never before.
+  secure(res)
+  if (guard === undefined && !site.hosts.has(hostName(req.headers.host))) {
+    return send(
+      res,
+      421,
+      TEXT_TYPE,
+      `Without a token this dashboard answers only for ${[...site.hosts].join(', ')}, not Host ${JSON.stringify(req.headers.host ?? '')}: add the name with --allowed-host (allowedHosts), or set a token.\n`,
+    )
+  }
+  // The page's URLs are relative, so the page itself must end in '/': '/cron' would load '/app.js'.
+  if (route === 'page' && !outer.endsWith('/')) {
     res.setHeader('Location', `${outer.slice(outer.lastIndexOf('/') + 1)}/${url.search}`)
     return send(res, 308, TEXT_TYPE, 'The dashboard is one level down: add a trailing slash.\n')
   }
-  const method = req.method === 'HEAD' ? 'GET' : req.method
-  if (path === '' || path === '/') path = '/'
-
-  const file = method === 'GET' ? asset(path.slice(1)) : undefined
   // The assets hold no data, and the login page needs its style.
-  if (file !== undefined) {
+  if (route === 'asset') {
     res.setHeader('Cache-Control', 'no-cache')
+    const file = asset(path.slice(1))!
     return send(res, 200, file.type, file.body)
   }
-  if (method === 'POST' && (path === '/login' || path === '/logout')) {
-    if (guard === undefined || !sameOrigin(req, guard, false)) return seeOther(res)
-    if (path === '/logout') {
-      guard.signOut(req, res)
-      return seeOther(res)
-    }
-    const given = new URLSearchParams(await readBody(req)).get('token') ?? ''
-    if (!guard.matches(given)) return send(res, 401, HTML_TYPE, loginPage(table, true))
-    guard.signIn(req, res)
-    return seeOther(res)
-  }
+  if (route === 'session') return session(site, req, res, path)
 
-  const job = /^\/api\/jobs\/([^/]+)\/(runs|pause|resume|release)$/.exec(path)
   const action = job?.[2] === 'runs' ? undefined : (job?.[2] as keyof typeof ACTIONS | undefined)
   // Refused before anything else, so a read-only dashboard never acts whoever asks.
   if (method === 'POST' && action !== undefined && !site.actions) {
     return fail(res, 403, 'actions are off: start the dashboard with allowActions (--allow-actions) and a token')
   }
-  const known = path === '/' || path === '/api/jobs' || path === '/metrics' || path === '/healthz' || job !== null
-  if (!known) return next ? next() : send(res, 404, TEXT_TYPE, 'Not found\n')
-  if (guard !== undefined && !guard.admits(req)) {
-    if (path === '/' && method === 'GET') return send(res, 401, HTML_TYPE, loginPage(table, false))
+  const admitted = guard === undefined ? true : guard.admit(req)
+  if (typeof admitted === 'number') return tooMany(res, admitted, jsonText({ error: tooManyText(admitted) }), JSON_TYPE)
+  if (!admitted) {
+    if (route === 'page' && method === 'GET') return send(res, 401, HTML_TYPE, loginPage(table))
     res.setHeader('WWW-Authenticate', 'Bearer realm="pg-cron-lease dashboard"')
     return fail(res, 401, 'this dashboard needs its token: send Authorization: Bearer <token>, or sign in at its page')
   }
-  const name = job === null ? '' : decoded(job[1]!)
+  const name = route === 'runs' && job === null ? url.searchParams.get('job') : job === null ? '' : decoded(job[1]!)
+  if (name === null) return fail(res, 400, 'api/runs needs the job: api/runs?job=<name>')
   if (name === undefined) return fail(res, 400, 'the job name in the path is not valid percent-encoded UTF-8')
   if (method === 'POST' && action !== undefined) {
-    if (!sameOrigin(req, guard!, true)) return fail(res, 403, 'the Origin of this request is not the dashboard')
-    const changed = await act(() => ACTIONS[action](site.db, name, { table, ...actionOptions(action, req) }))
-    if (typeof changed === 'string') return fail(res, 400, changed)
-    return send(res, changed ? 200 : 404, JSON_TYPE, jsonText({ jobName: name, action, changed }))
+    const problem = originProblem(req, guard!, true)
+    if (problem !== undefined) return fail(res, 403, `the Origin of this request is not the dashboard: ${problem}`)
+    return reply(res, path, () =>
+      ACTIONS[action](site.db, name, { table, ...actionOptions(action, url.searchParams) }).then((changed) => ({
+        status: changed ? 200 : 404,
+        type: JSON_TYPE,
+        body: jsonText({ jobName: name, action, changed }),
+      })),
+    )
   }
   if (method !== 'GET') {
     res.setHeader('Allow', 'GET')
     return fail(res, 405, `${method} is not served here`)
   }
-  if (path === '/') return send(res, 200, HTML_TYPE, shell(table, site.actions, guard !== undefined))
-  await reply(res, path, () => read(site, path, name, url.searchParams))
+  if (route === 'page') return send(res, 200, HTML_TYPE, shell(table, site.actions, guard !== undefined))
+  const query = url.searchParams
+  const key = route === 'runs' ? `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}` : path
+  await reply(res, path, () => site.once(key, () => read(site, route, path, name, query)))
+}
+
+/** What the path is to the dashboard, or undefined when it is not the dashboard's to answer. */
+function routeOf(path: string, method: string | undefined, job: RegExpExecArray | null): Route | undefined {
+  if (method === 'GET' && asset(path.slice(1)) !== undefined) return 'asset'
+  if (method === 'POST' && (path === '/login' || path === '/logout')) return 'session'
+  if (path === '/') return 'page'
+  if (path === '/api/jobs') return 'jobs'
+  if (path === '/api/runs' || job?.[2] === 'runs') return 'runs'
+  if (job !== null) return 'action'
+  return path === '/metrics' || path === '/healthz' ? 'machine' : undefined
+}
+
+/** Not the dashboard's: to `next` as it came, or else the dashboard's own 404. */
+function pass(res: ServerResponse, next: Next | undefined) {
+  if (next) return next()
+  secure(res)
+  send(res, 404, TEXT_TYPE, 'Not found\n')
+}
+
+/** The name in a Host header, lowercased, without its port: `[::1]:8080` is `[::1]`. */
+function hostName(host: string | undefined): string {
+  const text = (host ?? '').toLowerCase()
+  return text.startsWith('[') ? text.slice(0, text.indexOf(']') + 1) : text.replace(/:\d*$/, '')
+}
+
+/** The login form's POST and the sign-out's. */
+async function session(site: Site, req: IncomingMessage, res: ServerResponse, path: string) {
+  const { guard, table } = site
+  if (guard === undefined) return seeOther(res)
+  const problem = originProblem(req, guard, false)
+  if (problem !== undefined) return send(res, 403, HTML_TYPE, loginPage(table, `Not signed in: ${problem}.`))
+  if (path === '/logout') {
+    guard.signOut(req, res)
+    return seeOther(res)
+  }
+  const wait = guard.lockedFor(req)
+  if (wait > 0) return tooMany(res, wait, loginPage(table, tooManyText(wait)), HTML_TYPE)
+  const given = new URLSearchParams(await readBody(req)).get('token') ?? ''
+  if (!guard.matches(req, given)) {
+    return send(res, 401, HTML_TYPE, loginPage(table, 'That token is not the one this dashboard was started with.'))
+  }
+  guard.signIn(req, res)
+  seeOther(res)
+}
+
+const tooManyText = (seconds: number) => `too many wrong tokens from this address: try again in ${seconds} s`
+
+function tooMany(res: ServerResponse, seconds: number, body: string, type: string) {
+  res.setHeader('Retry-After', String(seconds))
+  send(res, 429, type, body)
 }
 
 type Reply = { status: number; type: string; body: string }
 
-async function read(site: Site, path: string, name: string, query: URLSearchParams): Promise<Reply> {
-  const { db, table } = site
-  if (path !== '/api/jobs' && path !== '/metrics' && path !== '/healthz') {
+async function read(site: Site, route: Route, path: string, name: string, query: URLSearchParams): Promise<Reply> {
+  const { db, table, once, turn } = site
+  if (route === 'runs') {
     const limit = query.get('limit')
     const before = query.get('before')
-    const runs = await listRuns(db, {
-      table,
-      jobName: name,
-      // A malformed value goes on as text, for listRuns' own TypeError (a 400) to name.
-      ...(limit !== null && { limit: (/^\d+$/.test(limit) ? Number(limit) : limit) as number }),
-      ...(before !== null && { before }),
-    })
+    const runs = await turn(() =>
+      listRuns(db, {
+        table,
+        jobName: name,
+        // A malformed value goes on as text, for listRuns' own TypeError (a 400) to name.
+        ...(limit !== null && { limit: (/^\d+$/.test(limit) ? Number(limit) : limit) as number }),
+        ...(before !== null && { before }),
+      }),
+    )
     return { status: 200, type: JSON_TYPE, body: jsonText(runs) }
   }
-  const { leases, checkedAt } = await readLeases(db, { table })
+  // One read of the leases serves the jobs, /metrics and /healthz asked at once.
+  const { leases, checkedAt } = await once('leases', () => turn(() => readLeases(db, { table })))
   if (path === '/api/jobs') return { status: 200, type: JSON_TYPE, body: jsonText(leases) }
   if (path === '/metrics')
     return { status: 200, type: 'text/plain; version=0.0.4; charset=utf-8', body: renderPrometheus(leases) }
@@ -170,19 +296,30 @@ async function read(site: Site, path: string, name: string, query: URLSearchPara
   return { status: verdict.healthy ? 200 : 503, type: JSON_TYPE, body: jsonText(verdict) }
 }
 
-// A database that cannot be reached is a 503 the page shows as stale data; a bad argument a 400.
+/**
+ * The status of a failed read or action, from what the error is, never from its wording: a bad
+ * argument 400, a table without run history 404, a row another transaction holds locked 409 (the
+ * message names the holder), and anything else on the way to the database 503, which the page
+ * shows as stale data.
+ */
+function statusOf(error: unknown): number {
+  if (error instanceof TypeError) return 400
+  const code = (error as { code?: unknown } | null)?.code
+  if (code === NO_HISTORY) return 404
+  if (code === ROW_LOCKED) return 409
+  return 503
+}
+
 async function reply(res: ServerResponse, path: string, work: () => Promise<Reply>) {
   let answer: Reply
   try {
     answer = await work()
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error)
-    const status =
-      error instanceof TypeError && /must be/.test(message) ? 400 : /has no run history/.test(message) ? 404 : 503
     const body = path === '/healthz' ? { healthy: false, error: message } : { error: message }
     return send(
       res,
-      status,
+      statusOf(error),
       path === '/metrics' ? TEXT_TYPE : JSON_TYPE,
       path === '/metrics' ? `# ${message}\n` : jsonText(body),
     )
@@ -190,19 +327,9 @@ async function reply(res: ServerResponse, path: string, work: () => Promise<Repl
   send(res, answer.status, answer.type, answer.body)
 }
 
-async function act(work: () => Promise<boolean>): Promise<boolean | string> {
-  try {
-    return await work()
-  } catch (error) {
-    if (error instanceof TypeError) return error.message
-    throw error
-  }
-}
-
 /** A pause takes `?forMs=` or `?until=`; without either it lasts until resumed. */
-function actionOptions(action: string, req: IncomingMessage) {
+function actionOptions(action: string, query: URLSearchParams) {
   if (action !== 'pause') return {}
-  const query = new URL(req.url ?? '/', 'http://localhost').searchParams
   const forMs = query.get('forMs')
   const until = query.get('until')
   return {
@@ -213,18 +340,32 @@ function actionOptions(action: string, req: IncomingMessage) {
 }
 
 /**
- * A browser always sends Origin with a POST; it must be this host. Without one, only a request
- * with the bearer header passes (curl, scripts): a browser cannot be made to add it cross-site.
+ * Why a POST is not from the dashboard's own page, or undefined when it is. A browser always
+ * sends Origin with a POST; it must be the origin the browser addressed, which behind a proxy is
+ * in X-Forwarded-Host and X-Forwarded-Proto when the proxy sets them (a page elsewhere cannot add
+ * them: a cross-site request with a header of its own is preflighted, and no preflight is
+ * answered). Without an Origin, an action passes only with the bearer header, which a browser
+ * cannot be made to add cross-site (curl, scripts).
  */
-function sameOrigin(req: IncomingMessage, guard: Gate, strict: boolean): boolean {
+function originProblem(req: IncomingMessage, guard: Gate, strict: boolean): string | undefined {
+  if (req.headers['sec-fetch-site'] === 'cross-site') return 'it came from another site'
   const origin = req.headers.origin
-  if (req.headers['sec-fetch-site'] === 'cross-site') return false
-  if (origin === undefined) return !strict || guard.bearer(req)
-  const host = req.headers['x-forwarded-host'] ?? req.headers.host
+  if (origin === undefined) return !strict || guard.bearer(req) ? undefined : 'it has no Origin and no bearer header'
+  const host = [req.headers['x-forwarded-host']].flat()[0]?.split(',')[0]?.trim() || req.headers.host
+  const own = originOf(`${forwardedProto(req)}://${host}`)
+  if (own !== undefined && originOf(origin) === own) return undefined
+  return (
+    `the browser is at ${origin}, but the dashboard sees itself at ${own ?? `Host ${JSON.stringify(host ?? '')}`}; ` +
+    'a proxy in front must pass X-Forwarded-Host and X-Forwarded-Proto (docs/dashboard.md, Behind a reverse proxy)'
+  )
+}
+
+function originOf(text: string): string | undefined {
   try {
-    return new URL(origin).host === host
+    const { origin } = new URL(text)
+    return origin === 'null' ? undefined : origin
   } catch {
-    return false
+    return undefined
   }
 }
 

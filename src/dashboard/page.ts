@@ -10,7 +10,7 @@ const CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
   "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-/** The headers of every reply, whatever it holds. */
+/** The headers of every reply the dashboard gives; never of a request it hands on. */
 export function secure(res: ServerResponse): void {
   res.setHeader('Content-Security-Policy', CSP)
   res.setHeader('X-Content-Type-Options', 'nosniff')
@@ -84,11 +84,9 @@ export function shell(table: string, actions: boolean, signedIn: boolean): strin
 `
 }
 
-/** The login form, for a browser without the token; `failed` after a wrong one. */
-export function loginPage(table: string, failed: boolean): string {
-  const said = failed
-    ? '<p class="error" role="alert">That token is not the one this dashboard was started with.</p>'
-    : ''
+/** The login form, for a browser without the token; `said` is why the last attempt failed. */
+export function loginPage(table: string, said?: string): string {
+  const reason = said === undefined ? '' : `<p class="error" role="alert">${escapeHtml(said)}</p>`
   return `${head('Sign in: pg-cron-lease', '')}<body>
 <header><h1>pg-cron-lease</h1><span class="table">${escapeHtml(table)}</span></header>
 <main class="login">
@@ -96,7 +94,7 @@ export function loginPage(table: string, failed: boolean): string {
 <label for="token">Dashboard token</label>
 <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
 <button type="submit">Sign in</button>
-${said}
+${reason}
 </form>
 </main>
 </body>

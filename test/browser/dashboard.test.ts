@@ -16,6 +16,7 @@ import { expireLease, freshTable, testDatabaseUrl, testPool } from '../../dev/po
 import { createDashboard, type DashboardOptions } from '../../src/dashboard/index.ts'
 import { listLeases, pauseJob, quoteTable, withCronLease } from '../../src/index.ts'
 import { listRuns } from '../../src/list-runs.ts'
+import { historyTableOf } from '../../src/sql.ts'
 import { finished } from '../helpers/child.ts'
 
 const TOKEN = 'browser-test-token'
@@ -202,6 +203,56 @@ describe("a job's page shows its history", () => {
     assert.match(await rows.nth(2).textContent().then(text), /unfinished/)
     assert.match(await rows.nth(3).textContent().then(text), /report server down/)
     assert.match(await page.locator('#jobs, .facts').first().textContent().then(text), /web-4/)
+  })
+})
+
+describe("a job's page, whatever the job's name and whatever its history", () => {
+  test("jobs named '.' and '..' open, with their runs", async () => {
+    const dots = await freshTable(pool, 'dash_dots')
+    for (const name of ['.', '..']) await withCronLease(pool, name, 60_000, () => {}, { table: dots, holder: 'web-5' })
+    const base = await serve({ table: dots })
+    const page = await open(`${base}/`)
+    for (const name of ['.', '..']) {
+      await page.goto(`${base}/?job=${encodeURIComponent(name)}`)
+      await page.locator('#runs').waitFor()
+      assert.equal(await page.locator('h2').textContent(), name)
+      assert.equal(await page.locator('#runs tbody tr').count(), 1, name)
+      assert.match(await page.locator('#runs tbody tr').first().textContent().then(text), /ok/)
+    }
+  })
+
+  test('runs that cannot be read show the reason, not "No runs recorded yet."', async () => {
+    const bare = await freshTable(pool, 'dash_bare')
+    await withCronLease(pool, 'solo', 60_000, () => {}, { table: bare, holder: 'web-6' })
+    await pool.query(`DROP TABLE ${quoteTable(historyTableOf(bare))}`)
+    const page = await open(`${await serve({ table: bare })}/?job=solo`)
+    await page.locator('#runs-error').waitFor()
+    assert.match(await page.locator('#runs-error').textContent().then(text), /has no run history.*migrate/)
+    assert.doesNotMatch(await page.locator('main').textContent().then(text), /No runs recorded yet/)
+  })
+})
+
+describe('a refresh keeps what the user was doing', () => {
+  test('keyboard focus and a text selection survive the 5-second refresh, and Tab goes on from there', async () => {
+    const page = await open(`${await serve()}/`)
+    await rowOf(page, 'report:hourly').waitFor()
+    await rowOf(page, 'report:hourly').locator('a').focus()
+    // As strings: the page's globals are not this file's (its types have no DOM).
+    await page.evaluate(`{
+      const row = [...document.querySelectorAll('#jobs tbody tr')].find((r) => r.textContent.includes('billing:daily'))
+      getSelection().selectAllChildren(row.querySelectorAll('td')[1])
+      document.querySelector('#jobs').setAttribute('data-before', 'refresh')
+    }`)
+    const selected = String(await page.evaluate('getSelection().toString()'))
+    assert.match(selected, /web-2/)
+    // A table without the mark is one the refresh drew.
+    await page.locator('#jobs:not([data-before])').waitFor({ timeout: 15_000 })
+    assert.equal(await page.evaluate('document.activeElement.textContent'), 'report:hourly')
+    assert.equal(await page.evaluate('getSelection().toString()'), selected)
+    const order = await page.locator('#jobs tbody tr th a').evaluateAll((links) => links.map((l) => l.textContent))
+    await page.keyboard.press('Tab')
+    const next = await page.evaluate("document.activeElement.closest('tr')?.querySelector('th a')?.textContent")
+    assert.equal(next, order[order.indexOf('report:hourly') + 1], 'Tab goes on to the next row')
   })
 })
 

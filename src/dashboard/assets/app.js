@@ -164,7 +164,8 @@
   async function refresh() {
     clearTimeout(timer)
     try {
-      const path = jobName === null ? null : `api/jobs/${encodeURIComponent(jobName)}/runs?limit=${STRIP}`
+      // A query, not a path segment: a job named '..' would be normalised out of api/jobs/../runs.
+      const path = jobName === null ? null : `api/runs?job=${encodeURIComponent(jobName)}&limit=${STRIP}`
       // A history that cannot be read is said on the job's page; only the jobs decide staleness.
       const history = path === null ? Promise.resolve([]) : getJson(path).catch((error) => ({ error }))
       const [leases, runs] = await Promise.all([getJson('api/jobs'), history])
@@ -181,16 +182,34 @@
     timer = setTimeout(refresh, REFRESH_MS)
   }
 
+  // A node's place under main as child indexes. A redraw of the same data puts the same thing at
+  // the same place, so the focus and a selection are carried over to it.
+  function pathOf(node) {
+    const path = []
+    for (let at = node; at !== main; at = at.parentNode) {
+      if (!at?.parentNode) return null
+      path.unshift(Array.prototype.indexOf.call(at.parentNode.childNodes, at))
+    }
+    return path
+  }
+  const nodeAt = (path) => path?.reduce((node, i) => node?.childNodes[i], main) ?? null
+  const clamp = (node, at) => Math.min(at, node.nodeType === Node.TEXT_NODE ? node.length : node.childNodes.length)
+
   function render() {
-    const focused = document.activeElement?.id
-    const at = focused === 'filter' ? document.getElementById('filter').selectionStart : null
+    const active = document.activeElement
+    const focused = [pathOf(active), active?.tagName, active?.selectionStart, active?.selectionEnd]
+    // Read before the redraw: the live range collapses once its nodes leave the page.
+    const range = getSelection().rangeCount > 0 ? getSelection().getRangeAt(0) : null
+    const { startContainer: from, startOffset, endContainer: to, endOffset } = range?.collapsed === false ? range : {}
+    const marks = from ? [pathOf(from), startOffset, pathOf(to), endOffset] : []
     main.textContent = ''
     main.append(jobName === null ? jobsView() : jobView())
-    if (focused === 'filter') {
-      const input = document.getElementById('filter')
-      input.focus()
-      input.setSelectionRange(at, at)
-    }
+    const [start, end] = [nodeAt(marks[0]), nodeAt(marks[2])]
+    if (start && end) getSelection().setBaseAndExtent(start, clamp(start, marks[1]), end, clamp(end, marks[3]))
+    const again = nodeAt(focused[0])
+    if (again?.tagName !== focused[1]) return
+    again.focus({ preventScroll: true })
+    if (typeof focused[2] === 'number') again.setSelectionRange(focused[2], focused[3])
   }
 
   // The jobs page: filter, sort, a table drawn a page of rows at a time.
@@ -336,13 +355,12 @@
         lease.lastError === null ? null : fact('Last error', visible(lease.lastError)),
       ),
     )
-    parts.push(
-      el('h3', { text: `Last ${STRIP} occurrences` }),
-      strip(runs),
-      el('h3', { text: 'Run durations' }),
-      chart(runs),
-    )
-    parts.push(el('h3', { text: 'Runs, newest first' }), runsTable(runs))
+    if (view.runsError !== null) {
+      const said = `Cannot read this job's runs: ${visible(view.runsError)}`
+      return el('section', {}, parts, el('p', { class: 'unreadable', id: 'runs-error', role: 'alert', text: said }))
+    }
+    parts.push(el('h3', { text: `Last ${STRIP} occurrences` }), strip(runs), el('h3', { text: 'Run durations' }))
+    parts.push(chart(runs), el('h3', { text: 'Runs, newest first' }), runsTable(runs))
     return el('section', {}, parts)
   }
   const fact = (term, value) => [el('dt', { text: term }), el('dd', {}, value)]
@@ -452,22 +470,13 @@
       ...bars,
     )
   }
-
   function runsTable(runs) {
     if (runs.length === 0) return el('p', { text: 'No runs recorded yet.' })
     const head = ['Started', 'Finished', 'Took', 'Outcome', 'Holder', 'Occurrence', 'Missed before', 'Error']
     return el(
       'table',
       { id: 'runs' },
-      el(
-        'thead',
-        {},
-        el(
-          'tr',
-          {},
-          head.map((h) => el('th', { scope: 'col', text: h })),
-        ),
-      ),
+      el('thead', {}, el('tr', {}, ...head.map((h) => el('th', { scope: 'col', text: h })))),
       el(
         'tbody',
         {},
@@ -488,7 +497,6 @@
       ),
     )
   }
-
   function showZone() {
     zoneButton.textContent = utc ? 'Show local time' : 'Show UTC'
     zoneButton.setAttribute('aria-pressed', String(utc))

@@ -6,9 +6,9 @@
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { copyFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -17,9 +17,10 @@ import express from 'express'
 import type pg from 'pg'
 import { build, type UserConfig } from 'tsdown'
 import { freePort, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
+import { openPool } from '../../../src/cli/connect.ts'
 import { main } from '../../../src/cli/main.ts'
 import { createDashboard, type DashboardOptions } from '../../../src/dashboard/index.ts'
-import { listLeases, listRuns, withCronLease } from '../../../src/index.ts'
+import { listLeases, listRuns, quoteTable, withCronLease } from '../../../src/index.ts'
 import { renderPrometheus } from '../../../src/prometheus.ts'
 import { finished } from '../../helpers/child.ts'
 import { parseExposition } from '../../helpers/prometheus.ts'
@@ -48,6 +49,18 @@ async function serve(opts: Partial<DashboardOptions> = {}, wrap?: http.RequestLi
   servers.push(server)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+/** The status of a GET with the given Host header, which fetch would not let us choose. */
+function requestStatus(url: string, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { headers: { host } }, (reply) => {
+        reply.resume()
+        resolve(reply.statusCode ?? 0)
+      })
+      .on('error', reject)
+  })
 }
 
 const paused = async (jobName: string) => (await listLeases(pool, { table })).find((l) => l.jobName === jobName)?.paused
@@ -114,15 +127,23 @@ describe('the page script never parses data as HTML', () => {
 
 describe('with a token, every page and endpoint needs it', () => {
   test('without it: 401 and no data, on the page and on every endpoint', async () => {
-    const base = await serve({ token: TOKEN })
-    for (const file of ['/', '/api/jobs', '/api/jobs/report%3Ahourly/runs', '/metrics', '/healthz']) {
+    for (const file of [
+      '/',
+      '/api/jobs',
+      '/api/jobs/report%3Ahourly/runs',
+      '/api/runs?job=x',
+      '/metrics',
+      '/healthz',
+    ]) {
+      // A dashboard each: five wrong tokens from one address would lock it out (429).
+      const base = await serve({ token: TOKEN })
       for (const authorization of [undefined, 'Bearer wrong', `Bearer ${TOKEN}x`, TOKEN]) {
         const reply = await fetch(`${base}${file}`, { headers: authorization ? { authorization } : {} })
         assert.equal(reply.status, 401, `${file} with ${authorization}`)
         assert.doesNotMatch(await reply.text(), /report:hourly|billing/, file)
       }
     }
-    const login = await (await fetch(`${base}/`)).text()
+    const login = await (await fetch(`${await serve({ token: TOKEN })}/`)).text()
     assert.match(login, /<form method="post" action="login">/)
   })
 
@@ -258,10 +279,10 @@ describe('machine endpoints', () => {
 })
 
 describe('base path', () => {
-  test('with basePath the prefix is stripped when present, and /cron redirects to /cron/', async () => {
+  test('with basePath only the paths under it are served, and /cron redirects to /cron/', async () => {
     const base = await serve({ basePath: '/cron' })
     assert.equal((await fetch(`${base}/cron/api/jobs`)).status, 200)
-    assert.equal((await fetch(`${base}/api/jobs`)).status, 200, 'a proxy that strips it reaches the same')
+    assert.equal((await fetch(`${base}/api/jobs`)).status, 404, 'a path outside the base path is not its own')
     const bare = await fetch(`${base}/cron`, { redirect: 'manual' })
     assert.equal(bare.status, 308)
     assert.equal(bare.headers.get('location'), 'cron/')
@@ -311,6 +332,18 @@ describe('the dashboard command, as the package ships it', () => {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
 
+  /** The URL the command prints once it listens; rejects if it exits first. */
+  const printedUrl = (child: ReturnType<typeof cli>) =>
+    new Promise<string>((resolve, reject) => {
+      let out = ''
+      child.stdout.on('data', (chunk) => {
+        out += chunk
+        const found = /http:\/\/\S+/.exec(out)?.[0]
+        if (found) resolve(found)
+      })
+      child.on('exit', () => reject(new Error(`exited before printing a URL: ${out}`)))
+    })
+
   test('bad flags are usage errors (exit 2) before any connection', async () => {
     const cases: [string[], RegExp][] = [
       [['--port', '99999'], /--port must be a whole number from 0 to 65535, got "99999"/],
@@ -326,6 +359,102 @@ describe('the dashboard command, as the package ships it', () => {
     }
   })
 
+  test('a token under 16 characters, or a token file others may read or write, is refused at start, saying why', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'pgcl-dash-token-'))
+    const file = (name: string, text: string, mode: number) => {
+      const at = path.join(dir, name)
+      writeFileSync(at, text)
+      // Not through writeFileSync's mode, which the umask would narrow.
+      chmodSync(at, mode)
+      return at
+    }
+    const cases: [string[], Record<string, string>, RegExp][] = [
+      [
+        [],
+        { PG_CRON_LEASE_DASHBOARD_TOKEN: 'abc' },
+        /PG_CRON_LEASE_DASHBOARD_TOKEN must be at least 16 characters, got one of 3/,
+      ],
+      [['--token-file', file('short', 'abc\n', 0o600)], {}, /--token-file ".*short" must be at least 16 characters/],
+      [
+        ['--token-file', file('open', `${TOKEN}\n`, 0o644)],
+        {},
+        /may be read or written by others \(mode 0644\).*chmod 600/,
+      ],
+      [['--token-file', file('group', `${TOKEN}\n`, 0o620)], {}, /may be read or written by others \(mode 0620\)/],
+      [['--allowed-host', 'cron.example.com:8080'], {}, /--allowed-host must be a host name .*without port/],
+    ]
+    for (const [args, env, message] of cases) {
+      let err = ''
+      const io = { stdout: { write: () => true }, stderr: { write: (t: string) => (err += t) }, env }
+      assert.equal(await main(['dashboard', '--url', 'postgres://u@127.0.0.1:1/x', ...args], io), 2, args.join(' '))
+      assert.match(err, message)
+      assert.ok(!err.includes(TOKEN), 'the token is never printed')
+    }
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  test('two hundred requests at once on 10,000 jobs all answer, and only its Host names are answered', async () => {
+    const many = await freshTable(pool, 'dash_load')
+    // Healthy jobs, each claimed just now and due in a minute, so /healthz has every reason to say 200.
+    await pool.query(
+      `INSERT INTO ${quoteTable(many)} (job_name, lease_until, holder, claimed_at, last_outcome, last_finished_at, last_duration_ms, every_ms)
+       SELECT 'job:' || lpad(i::text, 5, '0'), clock_timestamp() + interval '1 minute', 'web-' || (i % 7), clock_timestamp(),
+              'ok', clock_timestamp(), i % 1000, 60000
+       FROM generate_series(1, 10000) AS i`,
+    )
+    const port = await freePort()
+    const child = cli(
+      ['--url', await testDatabaseUrl(), '--table', many, '--port', String(port), '--allowed-host', 'cron.example.com'],
+      { PG_CRON_LEASE_DASHBOARD_TOKEN: '' },
+    )
+    const done = finished(child, { killAfterMs: 120_000 })
+    const base = new URL(await printedUrl(child)).origin
+    const paths = Array.from({ length: 200 }, (_, i) =>
+      i % 4 === 0 ? `/api/runs?job=job:${String(i).padStart(5, '0')}` : ['/api/jobs', '/metrics', '/healthz'][i % 3]!,
+    )
+    const replies = await Promise.all(
+      paths.map(async (p) => {
+        const reply = await fetch(`${base}${p}`)
+        return `${reply.status} ${p} ${reply.status === 200 ? '' : await reply.text()}`.trim()
+      }),
+    )
+    assert.deepEqual(
+      replies.filter((r) => !r.startsWith('200 ')),
+      [],
+    )
+    const host = (name: string) => requestStatus(`${base}/api/jobs`, name)
+    assert.equal(await host('cron.example.com'), 200, 'a name given with --allowed-host')
+    assert.equal(await host(`localhost:${port}`), 200)
+    assert.equal(await host('rebind.test'), 421)
+    child.kill('SIGTERM')
+    assert.equal((await done).code, 0)
+  })
+
+  test("the command's pool: a query waits for a busy pool without a deadline; a connection that cannot be made still times out", async () => {
+    const url = await testDatabaseUrl()
+    const busy = await openPool({ url, label: 'test' }, 300)
+    const held = await Promise.all(Array.from({ length: 4 }, () => busy.connect()))
+    const waiting = busy.query('SELECT 1 AS one')
+    // Three times the connect timeout, with every client lent out: a wait, not a failure.
+    await new Promise((resolve) => setTimeout(resolve, 900))
+    held[0]!.release()
+    assert.equal(((await waiting).rows[0] as { one: number }).one, 1)
+    for (const client of held.slice(1)) client.release()
+    await busy.end()
+
+    const silent = net.createServer(() => {})
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const nowhere = await openPool(
+      { url: `postgres://u@127.0.0.1:${(silent.address() as AddressInfo).port}/x`, label: 'silent' },
+      300,
+    )
+    const started = performance.now()
+    await assert.rejects(nowhere.query('SELECT 1'))
+    assert.ok(performance.now() - started < 3000, `gave up after ${performance.now() - started} ms`)
+    await nowhere.end()
+    silent.close()
+  })
+
   test('beyond loopback without a token it refuses to start, saying why', async () => {
     const env = { PG_CRON_LEASE_DASHBOARD_TOKEN: '' }
     const done = await finished(cli(['--host', '0.0.0.0', '--url', await testDatabaseUrl()], env), {
@@ -339,7 +468,7 @@ describe('the dashboard command, as the package ships it', () => {
   test('it prints the URL it listens on, takes the token from --token-file, and stops on SIGTERM', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'pgcl-dash-'))
     const file = path.join(dir, 'token')
-    writeFileSync(file, `${TOKEN}\n`)
+    writeFileSync(file, `${TOKEN}\n`, { mode: 0o600 })
     const port = await freePort()
     const child = cli([
       '--url',
@@ -354,15 +483,7 @@ describe('the dashboard command, as the package ships it', () => {
       '/cron',
     ])
     const done = finished(child, { killAfterMs: 60_000 })
-    let out = ''
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk) => {
-        out += chunk
-        const found = /http:\/\/\S+/.exec(out)?.[0]
-        if (found) resolve(found)
-      })
-      child.on('exit', () => reject(new Error(`exited before printing a URL: ${out}`)))
-    })
+    const url = await printedUrl(child)
     assert.equal(url, `http://127.0.0.1:${port}/cron/`)
     assert.equal((await fetch(`${url}api/jobs`)).status, 401)
     assert.equal((await fetch(`${url}api/jobs`, { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200)
