@@ -172,7 +172,7 @@ export function traceTick<T>(run: () => T | Promise<T>, message: () => TickMessa
 // The fields every run message shares; the ticket is the run's identity.
 function runOf(ticket: Ticket) {
   const { jobName, holder } = ticket.config
-  return { run: ticket, jobName, holder, claimToken: ticket.claimToken }
+  return { run: ticket.run, jobName, holder, claimToken: ticket.claimToken }
 }
 
 export function publishRunStart(ticket: Ticket): void {

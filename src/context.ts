@@ -133,7 +133,7 @@ export function openContext(
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
     const result = await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare)
     const { matched: renewed } = readResult(result, jobName, 'renewed')
-    publishRenew(() => ({ run: ticket, jobName, holder, renewed, ms }))
+    publishRenew(() => ({ run: ticket.run, jobName, holder, renewed, ms }))
     if (!renewed) lose(await whyLost(ticket, monotonicMs() < expiresAt))
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
     return renewed

@@ -138,7 +138,7 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
     const result = await traceTick(
       // Stopped by a shutdown, the run is over: it rejects, and is recorded, with the shutdown's reason.
       () => untilStopped(run, stop, () => config.runTick(ctx)),
-      () => ({ run: ticket, jobName, holder, claimToken, leaseMs }),
+      () => ({ run: ticket.run, jobName, holder, claimToken, leaseMs }),
     )
     return { ran: true, result }
   } catch (error) {

@@ -199,7 +199,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         await untilStopped(
           open,
           (reason) => publishDrainAbort(ticket, reason),
-          () => traceTick(execute, () => ({ run: ticket, jobName, holder, claimToken: ticket.claimToken, leaseMs })),
+          () =>
+            traceTick(execute, () => ({ run: ticket.run, jobName, holder, claimToken: ticket.claimToken, leaseMs })),
         )
       } catch (error) {
         // execute() rejects when the task throws: the run failed, not the catch-up.

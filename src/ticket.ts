@@ -49,6 +49,8 @@ export function slotOf(occurrence: number | null, nextGiven: number | null, ever
 
 /** A won claim: all its fences and its record need. */
 export interface Ticket {
+  /** The run's identity in the channels' messages: a small frozen object, one per run, safe to log. */
+  readonly run: Readonly<{ jobName: string; claimToken: string | null }>
   readonly config: ClaimConfig
   readonly claimToken: string | null
   readonly sentAt: number
@@ -75,6 +77,7 @@ export function wonTicket(
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
   const number = row?.run_number
   return {
+    run: Object.freeze({ jobName: config.jobName, claimToken }),
     config,
     claimToken,
     sentAt,

@@ -35,7 +35,7 @@ const README_MAX_LINES = 400
 // Other blocks hold what cannot wrap: a crontab line, a command's real output.
 const MAX_WIDTH = 100
 const MAX_CODE_WIDTH = 120
-const LANGUAGES = new Set(['ts', 'js', 'sh', 'sql', 'text', 'ini', 'json', 'yaml', 'prisma'])
+const LANGUAGES = new Set(['ts', 'js', 'sh', 'sql', 'text', 'ini', 'json', 'yaml', 'prisma', 'nginx'])
 const CODE_WIDTH = (lang: string) => (lang === 'ts' || lang === 'js' ? MAX_CODE_WIDTH : Infinity)
 const EXCERPT = /^\/\/ excerpt of (examples\/\S+)$/
 

@@ -44,7 +44,15 @@ describe('nothing is built when nobody subscribes', () => {
   test('the run messages read nothing of the run until their channel has a subscriber', () => {
     let reads = 0
     const config = { jobName: 'j', holder: 'h', leaseMs: 5 }
-    const fields: Record<string, unknown> = { config, claimToken: 't', occurrence: null, missed: 2, catchUp: false }
+    const run = Object.freeze({ jobName: 'j', claimToken: 't' })
+    const fields: Record<string, unknown> = {
+      run,
+      config,
+      claimToken: 't',
+      occurrence: null,
+      missed: 2,
+      catchUp: false,
+    }
     const ticket = new Proxy(fields, {
       get(target, key: string) {
         reads++
@@ -70,7 +78,7 @@ describe('nothing is built when nobody subscribes', () => {
     }
     assert.ok(reads > 0)
     assert.deepEqual(
-      received.map(([name, m]) => [name, m.run === ticket, m.jobName]),
+      received.map(([name, m]) => [name, m.run === run && JSON.stringify(m.run) !== undefined, m.jobName]),
       names.map((name) => [name, true, 'j']),
     )
     assert.deepEqual(received[0]![1].missed, 2)
