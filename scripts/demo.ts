@@ -183,7 +183,8 @@ async function stageScene(): Promise<void> {
       saidMissed = true
       say(`  ${time(missed)}  ${SCENE_JOBS[1]}  ${p.yellow('missed')}: no replica fired for it`)
     }
-    if (m.state === 'error') say(`  ${time(m.slot)}  ${SCENE_JOBS[1]}  ${p.red('error')} on replica-${m.replica}: ${m.error}`)
+    if (m.state === 'error')
+      say(`  ${time(m.slot)}  ${SCENE_JOBS[1]}  ${p.red('error')} on replica-${m.replica}: ${m.error}`)
     if (m.state === 'running' && m.slot === dying) {
       const child = children[m.replica - 1]!
       killed.add(child)

@@ -43,7 +43,8 @@ try {
       // A picture of a page that does not show what it is for is worse than none: stop instead.
       for (const outcome of ['ok', 'missed', 'error', 'unfinished']) {
         const cells = await page.locator(`#strip [data-outcome="${outcome}"]`).count()
-        if (cells === 0) throw new Error(`the strip of demo:incidents shows no '${outcome}' occurrence; nothing written`)
+        if (cells === 0)
+          throw new Error(`the strip of demo:incidents shows no '${outcome}' occurrence; nothing written`)
       }
       return { page, file: `docs/dashboard-${colorScheme}.png` }
     }),
