@@ -9,6 +9,7 @@
  *   npm run docs:screenshots
  */
 import { spawn } from 'node:child_process'
+import type { Page } from 'playwright-core'
 import { launchBrowser } from '../dev/browser.ts'
 
 const demo = spawn(
@@ -36,8 +37,8 @@ try {
   // apart, rather than the dark one a second's runs later.
   const pages = await Promise.all(
     (['light', 'dark'] as const).map(async (colorScheme) => {
-      // Tall and wide enough for the runs that went wrong in the runs table.
-      const page = await browser.newPage({ colorScheme, viewport: { width: 1400, height: 1100 }, timezoneId: 'UTC' })
+      // Wide enough for a run's error on one line or two.
+      const page = await browser.newPage({ colorScheme, viewport: { width: 1400, height: 900 }, timezoneId: 'UTC' })
       await page.goto(`${url}?job=demo%3Aincidents`)
       await page.locator('#strip').waitFor()
       // A picture of a page that does not show what it is for is worse than none: stop instead.
@@ -50,11 +51,31 @@ try {
     }),
   )
   for (const { page, file } of pages) {
-    await page.screenshot({ path: file, fullPage: false })
+    // The page refreshes every 5 s and may add a run at the top while it is photographed: the
+    // picture is kept only if the table ends where it did just before it was taken.
+    for (let attempt = 1; ; attempt++) {
+      const height = await pictureHeight(page)
+      await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: 1400, height } })
+      if ((await pictureHeight(page)) === height) break
+      if (attempt === 3) throw new Error(`the page of demo:incidents kept changing while ${file} was written`)
+    }
     console.log(`wrote ${file}`)
   }
 } finally {
   await (await launched.catch(() => undefined))?.close()
   demo.kill('SIGINT')
   await exited
+}
+
+/**
+ * Down to the oldest run that went wrong (an error, a run that died, a run after a miss), however
+ * many ok runs came after it, as the runs table is newest first; in one call, so no refresh falls
+ * between the rows it reads.
+ */
+async function pictureHeight(page: Page): Promise<number> {
+  const bottom = (await page.evaluate(`Math.max(...[...document.querySelectorAll('#runs tbody tr')]
+    .filter((row) => row.querySelector('.outcome.error, .outcome.unfinished') || row.cells[6].textContent !== '0')
+    .map((row) => row.getBoundingClientRect().bottom + window.scrollY))`)) as number
+  if (!Number.isFinite(bottom)) throw new Error('the runs table of demo:incidents shows no run that went wrong')
+  return Math.ceil(bottom) + 16
 }
