@@ -120,6 +120,8 @@ pool.on('error', () => {})
 let plan: Plan | undefined
 let scene: Scene | undefined
 let stopping = false
+// The scene's fires in progress in this replica, from the fire to the recorded outcome.
+let firing = 0
 
 const task = cron.schedule(
   '* * * * * *',
@@ -164,27 +166,35 @@ async function onFire(slot: number): Promise<void> {
 /** One occurrence of a scene's job, claimed as in the lease mode; its tick as the scene says. */
 async function onSceneFire(current: Scene, job: SceneJob, slot: number): Promise<void> {
   if (stopping || slot < current.first || job.missed.includes(slot)) return
-  await sleep(Math.random() * current.driftMs)
-  const report = (state: SceneReport['state'], error?: string) =>
-    send({ type: 'scene', jobName: job.jobName, slot, replica, state, ...(error === undefined ? {} : { error }) })
-  const tick = async () => {
-    if (job.dying.includes(slot)) {
-      report('running')
-      // Far longer than the demo takes to kill this process: the run never ends on its own.
-      await sleep(60_000)
-    }
-    await sleep(current.tickMs)
-    if (job.failing.includes(slot)) throw new Error(SCENE_ERROR)
-  }
+  firing++
   try {
-    const { ran } = await withCronLease(pool, job.jobName, leaseForInterval(1000), tick, {
-      table: current.table,
-      holder: `replica-${replica}`,
-      ...occurrenceOf(slot),
-    })
-    report(ran ? 'ran' : 'skipped')
-  } catch (error) {
-    report('error', (error as Error).message)
+    await sleep(Math.random() * current.driftMs)
+    const report = (state: SceneReport['state'], error?: string) =>
+      send({ type: 'scene', jobName: job.jobName, slot, replica, state, ...(error === undefined ? {} : { error }) })
+    const tick = async () => {
+      if (job.dying.includes(slot)) {
+        // The kill is for this run alone: the replica's other jobs of this second settle (and
+        // record) first, or the healthy job would lose a run to it too.
+        while (firing > 1) await sleep(10)
+        report('running')
+        // Far longer than the demo takes to kill this process: the run never ends on its own.
+        await sleep(60_000)
+      }
+      await sleep(current.tickMs)
+      if (job.failing.includes(slot)) throw new Error(SCENE_ERROR)
+    }
+    try {
+      const { ran } = await withCronLease(pool, job.jobName, leaseForInterval(1000), tick, {
+        table: current.table,
+        holder: `replica-${replica}`,
+        ...occurrenceOf(slot),
+      })
+      report(ran ? 'ran' : 'skipped')
+    } catch (error) {
+      report('error', (error as Error).message)
+    }
+  } finally {
+    firing--
   }
 }
 

@@ -190,7 +190,7 @@ async function stageScene(): Promise<void> {
       killed.add(child)
       child.kill('SIGKILL')
       say(
-        `  ${time(m.slot)}  ${SCENE_JOBS[1]}  ${p.red('died')}: replica-${m.replica} killed (SIGKILL) during its run; a new replica-${m.replica} starts`,
+        `  ${time(m.slot)}  ${SCENE_JOBS[1]}  ${p.red('died')}: replica-${m.replica} (pid ${child.pid}) killed (SIGKILL) during its run; a new replica-${m.replica} starts`,
       )
       void startReplica(m.replica).then(
         (fresh) => fresh.send({ type: 'scene', scene } satisfies ToReplica),

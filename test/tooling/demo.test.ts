@@ -162,8 +162,10 @@ describe('the demo shows the problem and the fix', () => {
       assert.equal(failed.length, 1, JSON.stringify(runs))
       assert.match(failed[0]!.error ?? '', /^Error: the report service answered 503/)
       // The run that died: its replica, a real process, was killed (SIGKILL) in the middle of it.
-      const killed = /died: (replica-\d+) killed \(SIGKILL\) during its run/.exec(run.output())?.[1]
-      assert.ok(killed, `the demo says which replica it killed:\n${run.output()}`)
+      const [, killed, pid] =
+        /died: (replica-\d+) \(pid (\d+)\) killed \(SIGKILL\) during its run/.exec(run.output()) ?? []
+      assert.ok(killed && pid, `the demo says which replica it killed:\n${run.output()}`)
+      assert.equal(existsSync(`/proc/${pid}`), false, `process ${pid} is gone`)
       const died = runs.filter((r) => r.outcome === 'unfinished')
       assert.equal(died.length, 1, JSON.stringify(runs))
       assert.equal(died[0]!.holder, killed)

@@ -3,6 +3,7 @@
  * on every way the race can go wrong, or the step proves nothing.
  */
 import assert from 'node:assert/strict'
+import { readFile } from 'node:fs/promises'
 import { describe, test } from 'node:test'
 import { judgeRace, type RaceReport, RUNTIMES } from '../../dev/runtimes.ts'
 
@@ -46,8 +47,18 @@ describe('the race under another runtime passes only with one winner a round, un
     assert.match(judgeRace('bun', '')[0]!, /^no report/)
   })
 
+  test('.ci/run runs the race under both runtimes', async () => {
+    const ci = await readFile('.ci/run', 'utf8')
+    assert.match(ci, /^npm run test:runtimes$/m)
+    const pkg = JSON.parse(await readFile('package.json', 'utf8')) as { scripts: Record<string, string> }
+    assert.equal(pkg.scripts['test:runtimes'], 'node --import tsx scripts/runtimes.ts')
+    assert.deepEqual(
+      RUNTIMES.map((r) => r.name),
+      ['bun', 'deno'],
+    )
+  })
+
   test('the runtimes are pinned to exact versions, as docs/compatibility.md lists them', async () => {
-    const { readFile } = await import('node:fs/promises')
     const doc = await readFile('docs/compatibility.md', 'utf8')
     for (const { spec } of RUNTIMES) {
       assert.match(spec, /^[a-z]+@\d+\.\d+\.\d+$/)
