@@ -33,34 +33,28 @@ const served = new Promise<string>((resolve, reject) => {
 
 try {
   const [browser, url] = await Promise.all([launched, served])
-  // Both pages loaded first, then both photographed: they show the same runs, fetched a moment
-  // apart, rather than the dark one a second's runs later.
-  const pages = await Promise.all(
-    (['light', 'dark'] as const).map(async (colorScheme) => {
-      // Wide enough for a run's error on one line or two.
-      const page = await browser.newPage({ colorScheme, viewport: { width: 1400, height: 900 }, timezoneId: 'UTC' })
-      await page.goto(`${url}?job=demo%3Aincidents`)
-      await page.locator('#strip').waitFor()
-      // A picture of a page that does not show what it is for is worse than none: stop instead.
-      for (const outcome of ['ok', 'missed', 'error', 'unfinished']) {
-        const cells = await page.locator(`#strip [data-outcome="${outcome}"]`).count()
-        if (cells === 0)
-          throw new Error(`the strip of demo:incidents shows no '${outcome}' occurrence; nothing written`)
-      }
-      return { page, file: `docs/dashboard-${colorScheme}.png` }
-    }),
-  )
-  for (const { page, file } of pages) {
-    // The page refreshes every 5 s and may add a run at the top while it is photographed: the
-    // picture is kept only if the table ends where it did just before it was taken.
-    for (let attempt = 1; ; attempt++) {
-      const height = await pictureHeight(page)
-      await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: 1400, height } })
-      if ((await pictureHeight(page)) === height) break
-      if (attempt === 3) throw new Error(`the page of demo:incidents kept changing while ${file} was written`)
-    }
-    console.log(`wrote ${file}`)
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 }, timezoneId: 'UTC' })
+  await page.goto(`${url}?job=demo%3Aincidents`)
+  await page.locator('#strip').waitFor()
+  // A picture of a page that does not show what it is for is worse than none: stop instead.
+  for (const outcome of ['ok', 'missed', 'error', 'unfinished']) {
+    const cells = await page.locator(`#strip [data-outcome="${outcome}"]`).count()
+    if (cells === 0) throw new Error(`the strip of demo:incidents shows no '${outcome}' occurrence; nothing written`)
   }
+  // Both pictures of one page, one after the other, so they show the same runs. The page refreshes
+  // every 5 s: if its text changed meanwhile, both are taken again.
+  for (let attempt = 1; ; attempt++) {
+    const before = await page.locator('body').textContent()
+    const height = await pictureHeight(page)
+    for (const colorScheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme })
+      const file = `docs/dashboard-${colorScheme}.png`
+      await page.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: 1400, height } })
+    }
+    if ((await page.locator('body').textContent()) === before) break
+    if (attempt === 3) throw new Error('the page of demo:incidents kept changing while it was photographed')
+  }
+  console.log('wrote docs/dashboard-light.png and docs/dashboard-dark.png')
 } finally {
   await (await launched.catch(() => undefined))?.close()
   demo.kill('SIGINT')
