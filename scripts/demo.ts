@@ -7,8 +7,10 @@
  *   npm run demo -- [--mode none|advisory|lease[,…]] [--seconds 10] [--replicas 4] [--drift 150]
  *                   [--pg 18|14] [--database-url URL] [--dashboard [--dashboard-port 8080]]
  *
- * `--dashboard` keeps the database once the modes have run and serves the dashboard on it (on
- * 127.0.0.1, read-only) until Ctrl-C: the lease mode's runs, its misses and its lease.
+ * `--dashboard` keeps the database and the replicas once the modes have run: they go on running
+ * two jobs claimed by occurrence, `demo:lease` (healthy) and `demo:incidents` (a miss, an error,
+ * and a run whose replica is killed mid-tick), and the dashboard is served on that table (on
+ * 127.0.0.1, read-only) until Ctrl-C.
  *
  * `--database-url` runs against an existing server instead (a uniquely named table is created and
  * dropped). Everything started is stopped, and the temporary data removed, on completion and on
@@ -16,6 +18,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { EventEmitter } from 'node:events'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
@@ -36,10 +39,12 @@ import {
 import { Cleanups, parseMajor, startServer } from '../dev/lifecycle.ts'
 import { createDashboard } from '../src/dashboard/index.ts'
 import { createTableSql, quoteTable } from '../src/index.ts'
-import type { FromReplica, Plan, ToReplica } from './demo-replica.ts'
+import type { FromReplica, Plan, Scene, ToReplica } from './demo-replica.ts'
 
 const MODES: Mode[] = ['none', 'advisory', 'lease']
 const TICK_MS = 50
+/** The jobs the replicas run while the dashboard is served: a healthy one, and one with incidents. */
+const SCENE_JOBS = ['demo:lease', 'demo:incidents'] as const
 
 const { values } = parseArgs({
   options: {
@@ -92,7 +97,17 @@ const table = values['database-url'] ? `demo_leases_${randomBytes(4).toString('h
 await admin.query(createTableSql(table))
 if (values['database-url']) cleanups.add(() => admin.query(`DROP TABLE IF EXISTS ${quoteTable(table)}`).then(() => {}))
 
-const children = await spawnReplicas()
+// The replicas by number (replica n is children[n - 1]); one the demo kills is replaced by a new
+// process under the same number, as an orchestrator would restart it.
+const REPLICA_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'demo-replica.ts')
+const children: ChildProcess[] = []
+const fromReplicas = new EventEmitter()
+// Replicas the demo killed on purpose, whose exit is no error; and whether everything is stopping.
+const killed = new WeakSet<ChildProcess>()
+let stopping = false
+await spawnReplicas()
+// The plan of the mode that ran last, for the dashboard's scene to go on from.
+let lastPlan: Plan | undefined
 const summaries: Summary[] = []
 for (const mode of modes) summaries.push(await runMode(mode))
 
@@ -103,9 +118,12 @@ say(p.dim('  duplicates = runs beyond the first of an occurrence; misses = occur
 if (values.dashboard) await serveDashboard()
 await cleanups.run()
 
-/** Serves the dashboard on the demo's table until Ctrl-C, which runs the clean-ups as usual. */
+/**
+ * Serves the dashboard on the demo's table until Ctrl-C, which runs the clean-ups as usual. The
+ * replicas go on running the scene's jobs meanwhile, so what the page shows stays current.
+ */
 async function serveDashboard(): Promise<never> {
-  await Promise.all(children.map((child) => stopChild(child)))
+  await stageScene()
   const pool = new pg.Pool({ connectionString: server.url, max: 4 })
   pool.on('error', () => {})
   const web = http.createServer(createDashboard({ db: pool, table }))
@@ -117,54 +135,123 @@ async function serveDashboard(): Promise<never> {
   })
   say()
   say(p.bold(`Dashboard of the demo's table: http://127.0.0.1:${(web.address() as AddressInfo).port}/`))
-  say(p.dim('  the database is kept while it runs; Ctrl-C stops both'))
+  say(p.dim(`  the replicas keep running ${SCENE_JOBS.join(' and ')}; Ctrl-C stops them and the database`))
   return new Promise<never>(() => {})
 }
 
-async function spawnReplicas(): Promise<ChildProcess[]> {
-  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'demo-replica.ts')
-  const started = Array.from({ length: replicas }, (_, i) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script], {
-      env: { ...process.env, DATABASE_URL: server.url, DEMO_REPLICA: String(i + 1) },
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    })
-    let stderr = ''
-    child.stderr?.on('data', (chunk) => {
-      stderr = (stderr + chunk).slice(-4000)
-    })
-    child.on('exit', (code, signal) => {
-      if (code !== 0 && !cleanups.interrupted && !stopping) {
-        process.stderr.write(`replica ${i + 1} exited (${signal ?? code}):\n${stderr}\n`)
+/**
+ * What the dashboard is there to show, made the way it happens: every replica runs `demo:lease`
+ * and `demo:incidents` each second, each occurrence claimed by its scheduled time, and three of
+ * `demo:incidents`'s occurrences go wrong. One no replica fires (a miss, counted by the claim
+ * after it), one whose tick throws (an error, with its message), and one whose replica the demo
+ * kills with SIGKILL in the middle of the tick (a run that died: it never records an outcome). A
+ * new process then takes the killed replica's place, as an orchestrator would start one. Returns
+ * once two more occurrences have run, so the dead run is in the history, and the healthy
+ * `demo:lease` is neither late nor failing.
+ */
+async function stageScene(): Promise<void> {
+  // Straight on from the lease mode when it ran last and its next occurrence is still ahead, so
+  // demo:lease misses nothing in between; else two seconds out, as a mode starts.
+  const next = lastPlan?.mode === 'lease' ? lastPlan.last + 1 : undefined
+  const first = next !== undefined && next * 1000 - Date.now() > 300 ? next : Math.floor(Date.now() / 1000) + 2
+  const missed = first + 3
+  const failing = first + 5
+  const dying = first + 7
+  const scene: Scene = {
+    first,
+    table,
+    driftMs,
+    tickMs: TICK_MS,
+    jobs: [
+      { jobName: SCENE_JOBS[0], missed: [], failing: [], dying: [] },
+      { jobName: SCENE_JOBS[1], missed: [missed], failing: [failing], dying: [dying] },
+    ],
+  }
+  const time = (slot: number) => new Date(slot * 1000).toISOString().slice(11, 19)
+  say()
+  say(
+    `${p.bold('Dashboard data:')} ${p.dim(`every replica runs ${SCENE_JOBS.join(' and ')} each second, claimed by occurrence; ${SCENE_JOBS[1]} meets three incidents`)}`,
+  )
+  let saidMissed = false
+  let done!: () => void
+  const settled = new Promise<void>((resolve) => {
+    done = resolve
+  })
+  const onMessage = (m: FromReplica) => {
+    if (m.type !== 'scene' || m.jobName !== SCENE_JOBS[1]) return
+    if (m.state === 'ran' && m.slot > missed && !saidMissed) {
+      saidMissed = true
+      say(`  ${time(missed)}  ${SCENE_JOBS[1]}  ${p.yellow('missed')}: no replica fired for it`)
+    }
+    if (m.state === 'error')
+      say(`  ${time(m.slot)}  ${SCENE_JOBS[1]}  ${p.red('error')} on replica-${m.replica}: ${m.error}`)
+    if (m.state === 'running' && m.slot === dying) {
+      const child = children[m.replica - 1]!
+      killed.add(child)
+      child.kill('SIGKILL')
+      say(
+        `  ${time(m.slot)}  ${SCENE_JOBS[1]}  ${p.red('died')}: replica-${m.replica} (pid ${child.pid}) killed (SIGKILL) during its run; a new replica-${m.replica} starts`,
+      )
+      void startReplica(m.replica).then(
+        (fresh) => fresh.send({ type: 'scene', scene } satisfies ToReplica),
+        (error: Error) => process.stderr.write(`${error.message}\n`),
+      )
+    }
+    // The run after the death records it in the history; one more, and the page has settled.
+    if (m.state === 'ran' && m.slot >= dying + 2) done()
+  }
+  fromReplicas.on('message', onMessage)
+  for (const child of children) if (child.connected) child.send({ type: 'scene', scene } satisfies ToReplica)
+  // If no report comes (a machine far too busy), the dashboard is served all the same.
+  const deadline = setTimeout(done, (dying + 6) * 1000 - Date.now())
+  await settled
+  clearTimeout(deadline)
+  fromReplicas.off('message', onMessage)
+}
+
+/**
+ * Starts replica `n` (from 1) in `children[n - 1]`; resolves once it is connected to the database.
+ * Its messages are passed on to {@link fromReplicas}.
+ */
+function startReplica(n: number): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', REPLICA_SCRIPT], {
+    env: { ...process.env, DATABASE_URL: server.url, DEMO_REPLICA: String(n) },
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  })
+  children[n - 1] = child
+  let stderr = ''
+  child.stderr?.on('data', (chunk) => {
+    stderr = (stderr + chunk).slice(-4000)
+  })
+  child.on('exit', (code, signal) => {
+    if (code !== 0 && !cleanups.interrupted && !stopping && !killed.has(child)) {
+      process.stderr.write(`replica ${n} exited (${signal ?? code}):\n${stderr}\n`)
+    }
+  })
+  child.on('message', (m: FromReplica) => fromReplicas.emit('message', m))
+  return new Promise<ChildProcess>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`replica ${n} did not start within 60 s`)), 60_000)
+    child.once('exit', () => reject(new Error(`replica ${n} exited during start-up`)))
+    child.on('message', (m: FromReplica) => {
+      if (m.type === 'ready') {
+        clearTimeout(timer)
+        resolve(child)
       }
     })
-    return child
   })
-  let stopping = false
+}
+
+async function spawnReplicas(): Promise<void> {
   cleanups.add(async () => {
     stopping = true
-    await Promise.all(started.map((child) => stopChild(child)))
+    await Promise.all(children.map((child) => stopChild(child)))
   })
-  await Promise.all(
-    started.map(
-      (child, i) =>
-        new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error(`replica ${i + 1} did not start within 60 s`)), 60_000)
-          child.once('exit', () => reject(new Error(`replica ${i + 1} exited during start-up`)))
-          child.on('message', (m: FromReplica) => {
-            if (m.type === 'ready') {
-              clearTimeout(timer)
-              resolve()
-            }
-          })
-        }),
-    ),
-  ).catch(async (error) => {
+  await Promise.all(Array.from({ length: replicas }, (_, i) => startReplica(i + 1))).catch(async (error) => {
     process.stderr.write(`${(error as Error).message}\n`)
     await cleanups.run()
     process.exit(1)
   })
   await cleanups.checkpoint()
-  return started
 }
 
 /** Asks a replica to stop, then insists: SIGKILL if it has not exited within 3 s. */
@@ -197,6 +284,7 @@ async function runMode(mode: Mode): Promise<Summary> {
     driftMs,
     tickMs: TICK_MS,
   }
+  lastPlan = plan
   const rows: Occurrence[] = Array.from({ length: seconds }, (_, i) => ({
     slot: first + i,
     marks: Array.from({ length: replicas }, () => undefined),
@@ -226,12 +314,12 @@ async function runMode(mode: Mode): Promise<Summary> {
     reported[i]!++
     flush(false)
   }
-  for (const child of children) child.on('message', onMessage)
+  fromReplicas.on('message', onMessage)
   for (const child of children) if (child.connected) child.send({ type: 'plan', plan } satisfies ToReplica)
   const timer = setInterval(() => flush(true), 250)
   await finished
   clearInterval(timer)
-  for (const child of children) child.off('message', onMessage)
+  fromReplicas.off('message', onMessage)
   const summary = summarise(mode, rows)
   say(
     p.dim(

@@ -68,7 +68,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/drivers/prepared.test.ts': 24,
   'test/integration/schedulers/leased-tick.test.ts': 23,
   'test/integration/one-winner/fuzz.test.ts': 22,
-  'test/tooling/demo.test.ts': 28,
+  'test/tooling/demo.test.ts': 38,
   'test/integration/once-per-occurrence/occurrence-soak.test.ts': 14,
   'test/integration/doctor/stacks.test.ts': 18,
   'test/integration/lease/keep-alive.test.ts': 14,

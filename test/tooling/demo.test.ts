@@ -109,21 +109,74 @@ describe('the demo shows the problem and the fix', () => {
     assert.equal(output.includes('\u001b['), false, 'NO_COLOR output has no escape codes')
   })
 
-  test('--dashboard keeps the database and serves the dashboard on the runs, until Ctrl-C', async () => {
+  test('--dashboard serves jobs claimed by occurrence: a healthy one, and one with a miss, an error and a run that died', async () => {
     const run = runDemo([
       ...['--mode', 'lease', '--seconds', '2', '--replicas', '2'],
       ...['--database-url', await testDatabaseUrl(), '--dashboard', '--dashboard-port', '0'],
     ])
-    await waitFor(run, /Dashboard of the demo's table: http:\/\/127\.0\.0\.1:\d+\//, 60_000)
-    const url = /Dashboard of the demo's table: (\S+)/.exec(run.output())![1]!
-    const jobs = (await (await fetch(`${url}api/jobs`)).json()) as { jobName: string }[]
-    assert.deepEqual(
-      jobs.map((j) => j.jobName),
-      ['demo:lease'],
-    )
-    const runs = (await (await fetch(`${url}api/jobs/demo%3Alease/runs`)).json()) as { outcome: string }[]
-    assert.ok(runs.length >= 1 && runs.every((r) => r.outcome === 'ok'), JSON.stringify(runs))
-    run.child.kill('SIGINT')
+    try {
+      await waitFor(run, /Dashboard of the demo's table: http:\/\/127\.0\.0\.1:\d+\//, 90_000)
+      const url = /Dashboard of the demo's table: (\S+)/.exec(run.output())![1]!
+      const get = async <T>(route: string) => (await (await fetch(`${url}${route}`)).json()) as T
+      interface Job {
+        jobName: string
+        lastOutcome: string | null
+        overdue: boolean
+        everyMs: number | null
+      }
+      interface Run {
+        occurrence: string | null
+        outcome: string
+        holder: string | null
+        error: string | null
+        missed: number
+      }
+      const jobs = await get<Job[]>('api/jobs')
+      assert.deepEqual(
+        jobs.map((j) => j.jobName),
+        ['demo:incidents', 'demo:lease'],
+      )
+      // The healthy job: still running, every run ok, none late, so nothing flags it.
+      const healthy = jobs.find((j) => j.jobName === 'demo:lease')!
+      assert.equal(healthy.lastOutcome, 'ok', JSON.stringify(healthy))
+      assert.equal(healthy.overdue, false, JSON.stringify(healthy))
+      assert.equal(healthy.everyMs, 1000, 'the interval comes from the occurrences named')
+      const leaseRuns = await get<Run[]>('api/jobs/demo%3Alease/runs')
+      assert.ok(leaseRuns.length >= 3, JSON.stringify(leaseRuns))
+      assert.ok(
+        leaseRuns.every((r) => r.outcome === 'ok' && r.occurrence !== null),
+        JSON.stringify(leaseRuns),
+      )
+
+      // The other job, claimed by occurrence, newest first: each incident as it happened.
+      const runs = (await get<Run[]>('api/jobs/demo%3Aincidents/runs')).reverse()
+      assert.ok(
+        runs.every((r) => r.occurrence !== null),
+        `every run names its occurrence: ${JSON.stringify(runs)}`,
+      )
+      const second = (r: Run) => Date.parse(r.occurrence!) / 1000
+      const afterMiss = runs.findIndex((r) => r.missed === 1)
+      assert.ok(afterMiss > 0, `a run counts one occurrence missed before it: ${JSON.stringify(runs)}`)
+      assert.equal(second(runs[afterMiss]!) - second(runs[afterMiss - 1]!), 2, 'the occurrence between them was missed')
+      const failed = runs.filter((r) => r.outcome === 'error')
+      assert.equal(failed.length, 1, JSON.stringify(runs))
+      assert.match(failed[0]!.error ?? '', /^Error: the report service answered 503/)
+      // The run that died: its replica, a real process, was killed (SIGKILL) in the middle of it.
+      const [, killed, pid] =
+        /died: (replica-\d+) \(pid (\d+)\) killed \(SIGKILL\) during its run/.exec(run.output()) ?? []
+      assert.ok(killed && pid, `the demo says which replica it killed:\n${run.output()}`)
+      assert.equal(existsSync(`/proc/${pid}`), false, `process ${pid} is gone`)
+      const died = runs.filter((r) => r.outcome === 'unfinished')
+      assert.equal(died.length, 1, JSON.stringify(runs))
+      assert.equal(died[0]!.holder, killed)
+      assert.ok(
+        runs.filter((r) => second(r) > second(died[0]!)).every((r) => r.outcome === 'ok'),
+        `the occurrences after it run on: ${JSON.stringify(runs)}`,
+      )
+      assert.doesNotMatch(run.output(), /exited \(/, 'no replica exited but the one killed on purpose')
+    } finally {
+      run.child.kill('SIGINT')
+    }
     const { code } = await run.exited
     assert.equal(code, 130, run.output())
   })
