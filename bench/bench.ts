@@ -288,6 +288,10 @@ const previous: PreviousRun | null =
           occurrence: pooledOf(previousRounds, 'occurrence').claimsPerSec,
           floor: fleet.floor.claimsPerSec,
         },
+        fleetRounds: {
+          lease: fleetRounds.filter((f) => f.kind === 'lease').map((f) => f.claimsPerSec),
+          occurrence: fleetRounds.filter((f) => f.kind === 'occurrence').map((f) => f.claimsPerSec),
+        },
       })
 const results: Results = {
   meta: {
