@@ -111,8 +111,7 @@ export function underSavepoint(
   noTransaction?: () => Promise<QueryResultLike>,
 ): Promise<QueryResultLike> {
   const send = () => savepointed(db, text, params, noTransaction)
-  const connection = connectionOf(db)
-  return connection instanceof Promise ? connection.then((key) => inTurn(key, send)) : inTurn(connection, send)
+  return connectionOf(db).then((key) => inTurn(key, send))
 }
 
 // One savepoint name is enough: on a connection, nothing else of the library's is in flight while
@@ -155,7 +154,7 @@ const queues = new Map<unknown, Promise<void>>()
 const ignore = () => {}
 
 function inTurn<T>(connection: unknown, send: () => Promise<T>): Promise<T> {
-  const turn = (queues.get(connection) ?? Promise.resolve()).then(send)
+  const turn = Promise.all([queues.get(connection), asking]).then(send)
   const tail = turn.then(ignore, ignore)
   queues.set(connection, tail)
   void tail.then(() => {
@@ -166,23 +165,31 @@ function inTurn<T>(connection: unknown, send: () => Promise<T>): Promise<T> {
 
 // A pg client is its connection. Any other handle is asked which connection it is on, once per
 // object: two adapters made over one transaction (fromKnex(trx) per call) are two objects on one
-// connection, and their savepoints must queue as one.
-function connectionOf(db: Queryable): unknown {
+// connection, and their savepoints must queue as one. The question is a statement on a connection
+// not known yet, so it waits for every statement in flight, and every statement waits for it.
+function connectionOf(db: Queryable): Promise<unknown> {
   const state = handleState(db)
-  if ((state.sending ?? sendingOf(db, state)).client) return db
+  if ((state.sending ?? sendingOf(db, state)).client) return Promise.resolve(db)
   if (state.connection === undefined) {
-    const asked = Promise.resolve(db.query(connectionSql(), [])).then((result) => {
+    const ask = async () => {
+      const result = await db.query(connectionSql(), [])
       const id = (result as { rows?: Array<{ connection?: unknown }> } | null)?.rows?.[0]?.connection
       // A driver that returns no rows can only be queued by its object.
       return typeof id === 'string' ? id : db
-    })
+    }
+    // After what is in flight now; what is sent from now on waits for it (inTurn).
+    const asked = Promise.all([asking, ...queues.values()]).then(ask)
     state.connection = asked
+    asking = asked.then(ignore, ignore)
     asked.catch(() => {
       if (state.connection === asked) state.connection = undefined
     })
   }
   return state.connection
 }
+
+// The last connection question asked, settled or not: statements on known connections wait for it.
+let asking: Promise<unknown> = Promise.resolve()
 
 function codeOf(error: unknown): unknown {
   return (error as { code?: unknown } | null)?.code

@@ -159,6 +159,29 @@ describe('two handle objects over one connection', { timeout: 30_000 }, () => {
   })
 })
 
+describe('a connection is asked which it is in its turn', { timeout: 30_000 }, () => {
+  test('four handle objects over one client in a transaction, first used at once: their probes and statements go one at a time', async () => {
+    const client = await pool.connect()
+    try {
+      await client.query('BEGIN')
+      // Four objects, one connection, and one count of what is in flight on it.
+      const { handle, seen } = counted(client)
+      const handles = Array.from({ length: 4 }, () => ({
+        query: handle.query,
+        getTransactionStatus: handle.getTransactionStatus,
+      }))
+      const listed = await Promise.all(handles.map((h) => listLeases(h, { table })))
+      assert.equal(listed.length, 4)
+      assert.equal(seen.most, 1, 'never two statements at once on the connection')
+      const probes = seen.texts.filter((text) => text.includes('pg_backend_pid()'))
+      assert.equal(probes.length, 4, 'each handle object asked once')
+      await client.query('COMMIT')
+    } finally {
+      client.release()
+    }
+  })
+})
+
 describe('the whole file', () => {
   test('printed no DeprecationWarning (pg 8.23 prints one when its query queue is used)', () => {
     assert.deepEqual(deprecations, [])
