@@ -270,7 +270,7 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
     )
   }
   const columns = Number(facts.columns)
-  const detail = `${columns} columns, ${facts.current === true ? 'the current shape' : 'an older shape'}; history table ${history} ${historyExists ? 'present' : 'missing'}, ${facts.history === true ? 'in use' : 'not in use'}`
+  const detail = `${columns} columns, ${facts.current === true ? 'the current shape' : 'an older shape'}; history table ${history} ${historyExists ? 'present' : 'missing'}, ${facts.history_shape === true ? 'in use' : 'not in use'}`
   if (facts.current !== true) {
     const what = columns === 4 ? 'the original 4-column shape' : `${columns} columns, not the current shape`
     return fail(
@@ -279,7 +279,7 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
       `${upgrade} to upgrade it; replicas pick it up within a minute (docs/migrations.md#upgrading-an-older-table)`,
     )
   }
-  if (facts.history !== true) {
+  if (facts.history_shape !== true) {
     const what = historyExists
       ? `lacks the column its history table ${history} needs`
       : `its history table ${history} is missing`

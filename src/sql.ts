@@ -753,21 +753,23 @@ ORDER BY pid`
 }
 
 /**
- * The table's shape, whether it has the run history this role may write, and the database clock;
- * read-only and lockless (safe in a transaction).
+ * The table's shape, whether it has the run history (`history_shape`: the table and the lease row's
+ * columns for it) and this role may write it (`history`), and the database clock; read-only and
+ * lockless (safe in a transaction).
  */
 export function tableFactsSql(): string {
   return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND NOT attisdropped
     AND attname = ANY ($2::text[]))::int = cardinality($2::text[]) AS current,
-  to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text)
-    AND NOT attisdropped AND attname IN (${HISTORY_COLUMNS.map(([name]) => `'${name}'`).join(', ')})) = ${HISTORY_COLUMNS.length}
-    -- A claim writes its run there: a role that may not is a table without it, not a failed claim.
-    AND (SELECT bool_and(has_table_privilege(to_regclass($3::text), privilege))
-      FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege) AS history,
+  -- A claim writes its run there: a role that may not has a table without it, not a failed claim.
+  run.shape AND (SELECT bool_and(has_table_privilege(to_regclass($3::text), privilege))
+    FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege) AS history,
+  run.shape AS history_shape,
   to_regclass($3::text) IS NOT NULL AS history_table,
-  ${isoText('clock_timestamp()')} AS checked_at`
+  ${isoText('clock_timestamp()')} AS checked_at
+FROM (SELECT to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text)
+    AND NOT attisdropped AND attname IN (${HISTORY_COLUMNS.map(([name]) => `'${name}'`).join(', ')})) = ${HISTORY_COLUMNS.length} AS shape) AS run`
 }
 
 /** The parameters of {@link tableFactsSql} for `table`. */

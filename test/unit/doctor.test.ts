@@ -40,7 +40,7 @@ const server = {
   lock_timeout: '0',
   idle_in_transaction_session_timeout: '0',
 }
-const current = { exists: true, columns: 19, current: true, history: true }
+const current = { exists: true, columns: 19, current: true, history: true, history_shape: true }
 const all = ['SELECT', 'INSERT', 'UPDATE', 'DELETE']
 const grants = (kind: string, granted: string[]) =>
   all.map((privilege) => ({ kind, privilege, granted: granted.includes(privilege) }))
@@ -68,11 +68,21 @@ describe('each verdict, from what was read', () => {
     assert.equal(original.status, 'fail')
     assert.match(original.summary, /original 4-column shape/)
     assert.match(original.fix ?? '', /`pg-cron-lease migrate`/)
-    const noHistory = judgeTable('cron_leases', 'cron_leases_runs', { ...current, history: false }, false)
+    const noHistory = judgeTable(
+      'cron_leases',
+      'cron_leases_runs',
+      { ...current, history: false, history_shape: false },
+      false,
+    )
     assert.equal(noHistory.status, 'warn')
     assert.match(noHistory.summary, /cron_leases_runs is missing/)
     assert.match(noHistory.fix ?? '', /pg-cron-lease migrate/)
-    const unused = judgeTable('cron_leases', 'cron_leases_runs', { ...current, history: false }, true)
+    const unused = judgeTable(
+      'cron_leases',
+      'cron_leases_runs',
+      { ...current, history: false, history_shape: false },
+      true,
+    )
     assert.equal(unused.status, 'warn')
     assert.match(unused.summary, /lacks the column its history table cron_leases_runs needs/)
     assert.equal(judgeTable('cron_leases', 'cron_leases_runs', current, true).status, 'pass')
@@ -204,7 +214,7 @@ test('every fix links to a heading that exists in docs/', () => {
     judgeWritable({ ...server, read_only: 'on' }),
     judgeTable('t', 't_runs', { exists: false }, false),
     judgeTable('t', 't_runs', { exists: true, columns: 4, current: false }, false),
-    judgeTable('t', 't_runs', { ...current, history: false }, false),
+    judgeTable('t', 't_runs', { ...current, history: false, history_shape: false }, false),
     judgePrivileges('t', 't_runs', 'app', false, []).verdict,
     judgePrivileges('t', 't_runs', 'app', true, []).verdict,
     judgePrivileges('t', 't_runs', 'app', true, grants('lease', ['SELECT']), true).verdict,

@@ -95,7 +95,10 @@ describe("the table's facts are one read-only catalog statement", () => {
     for (const column of ['columns', 'current', 'history', 'checked_at'])
       assert.match(text, new RegExp(`AS ${column}\\b`), column)
     assert.match(text, /attname = ANY \(\$2::text\[\]\)\)::int = cardinality\(\$2::text\[\]\) AS current/)
-    assert.doesNotMatch(text, /\b(INSERT|UPDATE|DELETE|FOR UPDATE|FOR SHARE|FOR KEY SHARE|LOCK)\b/)
+    assert.doesNotMatch(
+      text.replace(/'[^']*'/g, "''"),
+      /\b(INSERT|UPDATE|DELETE|FOR UPDATE|FOR SHARE|FOR KEY SHARE|LOCK)\b/,
+    )
   })
 
   test('its parameters: the quoted table, every current column, and the quoted history table', () => {
