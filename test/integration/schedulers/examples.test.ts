@@ -325,7 +325,8 @@ describe('an example stopped while a tick is in flight ends its pool only after 
           await locker.query('BEGIN')
           await locker.query('LOCK TABLE cron_leases IN EXCLUSIVE MODE')
           const unrecorded = await locker.query(
-            'SELECT count(*)::int AS n FROM cron_leases WHERE job_name LIKE $1 AND last_started_at IS DISTINCT FROM claimed_at',
+            `SELECT count(*)::int AS n FROM cron_leases WHERE job_name LIKE $1
+               AND coalesce(last_started_at > last_finished_at, last_started_at IS NOT NULL)`,
             [`example:${name}%`],
           )
           if (unrecorded.rows[0].n === 0) return true
@@ -337,7 +338,8 @@ describe('an example stopped while a tick is in flight ends its pool only after 
         await until(`a claim of ${name} waits on the lock`, async () => {
           const waiting = await pool.query(
             `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE application_name = $1 AND $2::int = ANY(pg_blocking_pids(pid)) AND query LIKE 'INSERT INTO "cron_leases" AS lease%'`,
+             WHERE application_name = $1 AND $2::int = ANY(pg_blocking_pids(pid))
+               AND (query LIKE 'INSERT INTO "cron_leases" AS lease%' OR query LIKE 'WITH before AS MATERIALIZED%')`,
             [`example-${name}`, rows[0].pid],
           )
           return waiting.rows[0].n > 0
