@@ -56,6 +56,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/dashboard/server.test.ts': 12,
   'test/tooling/package.test.ts': 45,
   'test/integration/cli/cli.test.ts': 40,
+  'test/integration/cli/errors.test.ts': 22,
   'test/integration/cli/exec.test.ts': 60,
   'test/integration/faults/failover.test.ts': 36,
   'test/integration/schedulers/nestjs.test.ts': 36,
