@@ -14,7 +14,7 @@ import { createTableSql, withCronLease } from '../../../src/index.ts'
 import { finished } from '../../helpers/child.ts'
 import { assertFails, BIN_PATH, useBuiltBin } from '../../helpers/cli-bin.ts'
 
-const { built, ready, cli } = useBuiltBin()
+const { ready, cli } = useBuiltBin()
 let pool: pg.Pool
 let url: string
 let installed: string
