@@ -871,17 +871,17 @@ export interface HistoryResult {
 /**
  * Runs `from` to `to` of `job` sent in a loop on the server, a few thousand a call, only to bring
  * the job's history to the state of its run `to` in seconds rather than minutes of round trips:
- * each run is the lease row taken as a claim takes it (returning what the claim returns), then the
- * library's own outcome record as it sent it (`records`, every tenth the failed run's), with that
- * claim's token and numbers, committed on its own. Not timed; `synchronous_commit` is off only for
- * these runs.
+ * each run is the library's own claim as it sent it (which writes the run's row and trims the
+ * job's rows), its lease ended first so that it wins, then the library's own outcome record as it
+ * sent it (`records`, every tenth the failed run's), with that claim's token and run number,
+ * committed on its own. Not timed; `synchronous_commit` is off only for these runs.
  */
 async function fastForward(
   b: Bench,
   run: {
     table: string
     job: string
-    holder: string
+    claim: SentStatement
     records: { ok: SentStatement; failed: SentStatement }
     from: number
     to: number
@@ -890,22 +890,32 @@ async function fastForward(
   const { observer } = b
   const { quoteTable } = b.library
   const literal = (v: unknown) => (v === null || v === undefined ? 'NULL' : `'${String(v).replace(/'/g, "''")}'`)
-  // What each run's claim returns, in the order the record takes it after its first two parameters.
-  const fromClaim: Record<number, string> = { 1: 'token', 12: 'numbers[1]', 13: 'numbers[2]', 14: 'numbers[3]' }
+  // What each run's claim returns, in the order the record takes it: its token, and its run number.
+  const fromClaim: Record<number, string> = { 1: 'token', 5: 'number' }
   // Every parameter as text (each is cast in the statement).
-  const args = (r: SentStatement) => r.values.map((v, i) => fromClaim[i] ?? `${literal(v)}::text`).join(', ')
+  const args = (r: SentStatement, from: Record<number, string> = {}) =>
+    r.values.map((v, i) => from[i] ?? `${literal(v)}::text`).join(', ')
+  const parameters = (sent: SentStatement) => sent.values.map(() => 'text').join(', ')
   // Each statement as the body of a function, whose $1… are its parameters: its plan is kept
   // between runs as a prepared statement's is (an EXECUTE would plan it again every run).
   const recordOf = async (name: string, sent: SentStatement) => {
     const record = `pg_temp.bench_history_${name}`
     await observer.query(
-      `CREATE OR REPLACE FUNCTION ${record}(${sent.values.map(() => 'text').join(', ')}) RETURNS void LANGUAGE plpgsql AS $bench$
+      `CREATE OR REPLACE FUNCTION ${record}(${parameters(sent)}) RETURNS void LANGUAGE plpgsql AS $bench$
 BEGIN
 ${sent.text};
 END $bench$`,
     )
     return record
   }
+  const claim = 'pg_temp.bench_history_claim'
+  await observer.query(
+    `CREATE OR REPLACE FUNCTION ${claim}(${parameters(run.claim)})
+RETURNS TABLE (won_token text, won_missed bigint, won_number bigint) LANGUAGE plpgsql AS $bench$
+BEGIN
+RETURN QUERY ${run.claim.text};
+END $bench$`,
+  )
   const ok = await recordOf('ok', run.records.ok)
   const failed = await recordOf('failed', run.records.failed)
   const BATCH = 5_000
@@ -913,27 +923,26 @@ END $bench$`,
   for (let first = run.from; first <= run.to; first += BATCH) {
     const last = Math.min(run.to, first + BATCH - 1)
     await observer.query(`DO $bench$
-DECLARE token text; numbers text[];
+DECLARE token text; number text;
 BEGIN
   FOR n IN ${first}..${last} LOOP
-    UPDATE ${quoteTable(run.table)} SET claimed_at = clock_timestamp(), holder = ${literal(run.holder)},
-      lease_until = clock_timestamp() + interval '1 millisecond'
-    WHERE job_name = ${literal(run.job)}
-    RETURNING to_char(claimed_at AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-      ARRAY[run_number::text, failed_runs::text, runs_trimmed::text] INTO token, numbers;
+    UPDATE ${quoteTable(run.table)} SET lease_until = clock_timestamp() - interval '1 millisecond'
+    WHERE job_name = ${literal(run.job)};
+    SELECT won_token, won_number::text INTO token, number FROM ${claim}(${args(run.claim)});
+    IF token IS NULL THEN RAISE EXCEPTION 'run % of the bench job was not won', n; END IF;
     IF n % 10 = 0 THEN
-      PERFORM ${failed}(${args(run.records.failed)});
+      PERFORM ${failed}(${args(run.records.failed, fromClaim)});
     ELSE
-      PERFORM ${ok}(${args(run.records.ok)});
+      PERFORM ${ok}(${args(run.records.ok, fromClaim)});
     END IF;
     COMMIT;
   END LOOP;
 END $bench$`)
   }
   await observer.query('RESET synchronous_commit')
-  // Each run recorded: the lease row names the last claim as started, as a record leaves it.
+  // Each run recorded: the lease row's last run ended, as a record leaves it.
   const { rows } = await observer.query(
-    `SELECT claimed_at = last_started_at AS recorded FROM ${quoteTable(run.table)} WHERE job_name = $1`,
+    `SELECT last_finished_at >= last_started_at AS recorded FROM ${quoteTable(run.table)} WHERE job_name = $1`,
     [run.job],
   )
   if (rows[0]?.recorded !== true) throw new Error(`the server-side runs of ${run.job} were not recorded`)
@@ -942,8 +951,9 @@ END $bench$`)
 /** The history's default `{ keep, keepFailed }` (the `history` option left out), which the case uses. */
 const DEFAULT_KEEP = { keep: 100, keepFailed: 20 }
 
-/** How the library's outcome record with the history begins (recordOutcomeSql). */
+/** How the library's outcome record with the history begins (recordRunSql), and its claim that writes the run's row. */
 const RECORD_TEXT = 'WITH "db clock"'
+const CLAIM_TEXT = 'WITH before AS MATERIALIZED'
 const latency = (samples: number[]): Latency => {
   const sorted = [...samples].sort((a, b) => a - b)
   return { samples: sorted.length, p50: percentile(sorted, 0.5), p90: percentile(sorted, 0.9) }
@@ -951,9 +961,9 @@ const latency = (samples: number[]): Latency => {
 
 /**
  * One job run `historyRuns` times back to back through `withCronLease` (default options, so the
- * history keeps 100 runs and 20 failed ones; every tenth run fails), timing the outcome record
- * the library sends after each tick: the statement that writes the run's row and trims the job's
- * rows. Its last `historyWindow` runs are timed in turn with young jobs' runs 5 to 15 in the same
+ * history keeps 100 runs and 20 failed ones; every tenth run fails), timing the history's write of
+ * each run: its claim, which writes the run's row and trims the job's rows, and its outcome record,
+ * which ends that row. Its last `historyWindow` runs are timed in turn with young jobs' runs 5 to 15 in the same
  * table, so both see the same moments of the machine: the ratio is what the job's age costs.
  *
  * The lease is 1 ms, so the next claim usually finds it ended; one that does not claims again.
@@ -963,16 +973,25 @@ export async function historyWrite(b: Bench): Promise<HistoryResult> {
   const { withCronLease, historyTableOf, quoteTable } = b.library
   const table = b.tables.history
   const history = quoteTable(historyTableOf(table))
+  // The history write of a run: its claim, which writes the run's row and trims, and its record.
   let recordMs: number | null = null
+  let claimMs = 0
   let recorded: SentStatement | null = null
+  let claimed: SentStatement | null = null
   const query = (config: string | SentStatement, values?: unknown[]) => {
     const statement = typeof config === 'string' ? { text: config, values: values ?? [] } : config
     const t0 = clockMs()
     const sent = typeof config === 'string' ? pool.query(config, values) : pool.query(config)
-    if (!statement.text.startsWith(RECORD_TEXT)) return sent
+    const isRecord = statement.text.startsWith(RECORD_TEXT)
+    if (!isRecord && !statement.text.startsWith(CLAIM_TEXT)) return sent
     return sent.then((result) => {
-      recordMs = clockMs() - t0
-      recorded = statement
+      if (isRecord) {
+        recordMs = clockMs() - t0
+        recorded = statement
+      } else {
+        claimMs = clockMs() - t0
+        claimed = statement
+      }
       return result
     })
   }
@@ -993,7 +1012,7 @@ export async function historyWrite(b: Bench): Promise<HistoryResult> {
       )
       if (!ran) continue
       if (recordMs === null) throw new Error(`run ${n} of ${job} sent no outcome record with the history`)
-      return recordMs
+      return claimMs + recordMs
     }
   }
   // The library's record of a run that went well and of one that failed, as it sent them.
@@ -1010,8 +1029,10 @@ export async function historyWrite(b: Bench): Promise<HistoryResult> {
     if (n >= 5 && n <= 15) early.push(ms)
   }
   const records = { ok: await sentRecord(19), failed: await sentRecord(20) }
+  const claim = claimed as SentStatement | null
+  if (claim === null) throw new Error('the runs of the bench job sent no claim that writes their row')
   const forwardStart = clockMs()
-  await fastForward(b, { table, job: JOB, holder: HOLDER, records, from: 21, to: runs - window })
+  await fastForward(b, { table, job: JOB, claim, records, from: 21, to: runs - window })
   const serverRunsMs = clockMs() - forwardStart
   const young: number[] = []
   const late: number[] = []
