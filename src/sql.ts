@@ -355,8 +355,11 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
 // run 10 and at run 100,000; `before` holds where the last trim stopped.
 function withRunRow(table: string, upsert: string, catchUp: boolean, keepFailed: string, output: string): string {
   const h = quoteTable(historyTableOf(table))
-  const previous = 'run.run_number = claimed.run_number - 1'
-  const kept = `claimed.failed_runs - ${keepFailed}::integer`
+  // Each bound read once, as a scalar, so every run is found through the history's key: a join on
+  // `claimed` would read every row the job keeps. No row claimed: NULL, and nothing matches.
+  const of = (expression: string, from = 'claimed') => `(SELECT ${expression} FROM ${from})`
+  const previous = `run.run_number = ${of('claimed.run_number - 1')}`
+  const kept = of(`claimed.failed_runs - ${keepFailed}::integer`)
   return `WITH before AS MATERIALIZED (
   SELECT coalesce(max(lease.runs_trimmed), 0) AS trimmed FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text),
 claimed AS (
@@ -367,20 +370,21 @@ ${upsert.replace(/^/gm, '  ')}
   SELECT claimed.job_name, claimed.run_number, claimed.claimed_at, claimed.last_occurrence, claimed.holder, 'running',
     claimed.last_missed, ${catchUp} FROM claimed),
 "run died" AS (
-  UPDATE ${h} AS run SET outcome = 'unfinished', failure_number = claimed.failed_runs
-  FROM claimed WHERE run.job_name = $1::text AND ${previous} AND run.outcome = 'running'
+  UPDATE ${h} AS run SET outcome = 'unfinished', failure_number = ${of('claimed.failed_runs')}
+  WHERE run.job_name = $1::text AND ${previous} AND run.outcome = 'running'
   RETURNING run.run_number),
 -- Past the last keep now (more, once, when keep was lowered): the one that just died is numbered first.
 "runs trimmed" AS (
-  DELETE FROM ${h} AS run USING claimed, before
-  WHERE run.job_name = $1::text AND run.run_number > before.trimmed AND run.run_number <= claimed.runs_trimmed
+  DELETE FROM ${h} AS run
+  WHERE run.job_name = $1::text AND run.run_number > ${of('before.trimmed', 'before')}
+    AND run.run_number <= ${of('claimed.runs_trimmed')}
     AND (run.failure_number IS NULL OR run.failure_number <= ${kept})
     AND NOT (${previous} AND run.outcome = 'running')),
 -- The failures kept from before, past the last keepFailed once one more died.
 "failures trimmed" AS (
-  DELETE FROM ${h} AS run USING claimed, before
+  DELETE FROM ${h} AS run
   WHERE EXISTS (SELECT FROM "run died") AND run.job_name = $1::text AND run.failure_number <= ${kept}
-    AND run.run_number <= before.trimmed)
+    AND run.run_number <= ${of('before.trimmed', 'before')})
 SELECT ${output} FROM claimed`
 }
 

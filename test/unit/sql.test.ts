@@ -367,10 +367,13 @@ describe("a run's row is found by number, whatever the job's age", () => {
     const claim = claimSql('cron_leases', 'history')
     assert.match(
       claim,
-      /WHERE run\.job_name = \$1::text AND run\.run_number > before\.trimmed AND run\.run_number <= claimed\.runs_trimmed\n/,
+      /WHERE run\.job_name = \$1::text AND run\.run_number > \(SELECT before\.trimmed FROM before\)\n\s+AND run\.run_number <= \(SELECT claimed\.runs_trimmed FROM claimed\)\n/,
       'the trim: above where the last one stopped, up to the run leaving the last $9',
     )
-    assert.match(claim, /run\.failure_number IS NULL OR run\.failure_number <= claimed\.failed_runs - \$10::integer/)
+    assert.match(
+      claim,
+      /run\.failure_number IS NULL OR run\.failure_number <= \(SELECT claimed\.failed_runs - \$10::integer FROM claimed\)/,
+    )
     assert.match(
       claim,
       /runs_trimmed = greatest\(coalesce\(lease\.runs_trimmed, 0\), coalesce\(lease\.run_number \+ 1, EXCLUDED\.run_number\) - \$9::integer\)/,
