@@ -310,7 +310,7 @@ function unended(alias: string): string {
 
 // What a run that died reads as in last_error: it names its holder and when its lease ended.
 function diedError(holder: string, lostAt: string): string {
-  return `format('no outcome: the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
+  return `format('the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
     coalesce(${holder}, 'a replica'), ${isoText(lostAt)})`
 }
 

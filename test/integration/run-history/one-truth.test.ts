@@ -157,7 +157,7 @@ describe('a run killed mid-tick reads as died in every reader, until the next ru
     assert.match(died.status.line, /unfinished .* DIED$/, `status: ${died.status.line}`)
     assert.match(
       died.status.text,
-      new RegExp(`${name}: no outcome: the run of dying had not ended when its lease ran out`),
+      new RegExp(`${name}: the run of dying had not ended when its lease ran out`),
     )
     assert.equal(died.check.code, 3, 'check exits 3')
     assert.match(died.check.stdout, new RegExp(`^${name}: DIED: `))
