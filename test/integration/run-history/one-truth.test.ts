@@ -155,10 +155,7 @@ describe('a run killed mid-tick reads as died in every reader, until the next ru
     assert.equal(died.lease.lastEndedOutcome, 'unfinished')
     assert.match(died.lease.lastError ?? '', /dying/, 'the error names the holder')
     assert.match(died.status.line, /unfinished .* DIED$/, `status: ${died.status.line}`)
-    assert.match(
-      died.status.text,
-      new RegExp(`${name}: the run of dying had not ended when its lease ran out`),
-    )
+    assert.match(died.status.text, new RegExp(`${name}: the run of dying had not ended when its lease ran out`))
     assert.equal(died.check.code, 3, 'check exits 3')
     assert.match(died.check.stdout, new RegExp(`^${name}: DIED: `))
     assert.equal(died.prometheus.unfinished, 1, 'pg_cron_lease_last_outcome{outcome="unfinished"}')
