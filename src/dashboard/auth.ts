@@ -56,13 +56,13 @@ interface Client {
 
 /**
  * The gate for one token. Sessions live in this process only: a restart signs everyone out.
- * `now` is a monotonic clock in ms (a parameter so the tests can move it).
+ * `monotonicMs` is a monotonic clock in ms (a parameter so the tests can move it).
  *
  * @example
  * const guard = gate(token)
  * if (guard.admit(req) !== true) res.writeHead(401).end()
  */
-export function gate(token: string, now: () => number = () => performance.now()): Gate {
+export function gate(token: string, monotonicMs: () => number = () => performance.now()): Gate {
   // Both sides are hashed first, so they have one length and the comparison takes the same time
   // whatever the guess; timingSafeEqual alone would leak the length.
   const expected = digest(token)
@@ -85,11 +85,11 @@ export function gate(token: string, now: () => number = () => performance.now())
 
   const lockedFor = (req: IncomingMessage) => {
     const until = clients.get(addressOf(req))?.until ?? 0
-    return until > now() ? Math.ceil((until - now()) / 1000) : 0
+    return until > monotonicMs() ? Math.ceil((until - monotonicMs()) / 1000) : 0
   }
   const failed = (req: IncomingMessage) => {
     const address = addressOf(req)
-    const at = now()
+    const at = monotonicMs()
     const client = clients.get(address) ?? { failures: [], lockouts: 0, until: 0 }
     client.failures = client.failures.filter((t) => t > at - FAILURE_WINDOW_MS)
     client.failures.push(at)
@@ -116,7 +116,7 @@ export function gate(token: string, now: () => number = () => performance.now())
     const key = hex(id)
     const until = sessions.get(key)
     if (until === undefined) return false
-    if (until > now()) return true
+    if (until > monotonicMs()) return true
     sessions.delete(key)
     return false
   }
@@ -132,7 +132,7 @@ export function gate(token: string, now: () => number = () => performance.now())
     lockedFor,
     matches,
     signIn(req, res) {
-      const at = now()
+      const at = monotonicMs()
       for (const [key, until] of sessions) if (until <= at) sessions.delete(key)
       if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!)
       const id = randomBytes(32).toString('base64url')
