@@ -3,7 +3,6 @@
  * with the runs that died mid-tick among them; and tables without it keep working as before.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import type pg from 'pg'
@@ -23,7 +22,7 @@ import {
 import { claim } from '../../../src/lease.ts'
 import { CURRENT_COLUMN_NAMES, quoteTable } from '../../../src/sql.ts'
 import { SHAPE_READ } from '../../../src/table-facts.ts'
-import { finished } from '../../helpers/child.ts'
+import { dyingReplica } from '../../helpers/child.ts'
 
 let pool: pg.Pool
 let table: string
@@ -196,25 +195,7 @@ describe('a run that never finished is shown', () => {
   test('a replica killed mid-tick: unfinished, with its holder and occurrence, once its lease ended; kept once the job is next claimed', async () => {
     const name = nextJob()
     const occurrence = new Date(Math.floor(Date.now() / 60_000) * 60_000 - 60_000)
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', new URL('../../helpers/dying-replica.ts', import.meta.url).pathname],
-      {
-        env: {
-          ...process.env,
-          DYING_TABLE: table,
-          DYING_JOB: name,
-          DYING_OCCURRENCE: occurrence.toISOString(),
-          DYING_LEASE_MS: '1500',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
-    const exit = finished(child, { killAfterMs: 30_000 })
-    // The child prints once its tick runs; the kill lands mid-tick.
-    await new Promise<void>((resolve) =>
-      child.stdout!.on('data', (chunk) => String(chunk).includes('ticking') && resolve()),
-    )
+    const { child, exit } = await dyingReplica({ table, job: name, occurrence, leaseMs: 1500 })
     child.kill('SIGKILL')
     const { signal } = await exit
     assert.equal(signal, 'SIGKILL')

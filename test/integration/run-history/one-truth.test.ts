@@ -5,7 +5,6 @@
  * finished, but record nothing (record: false, the original package), never read as died.
  */
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, test } from 'node:test'
@@ -16,7 +15,7 @@ import { main } from '../../../src/cli/main.ts'
 import { createDashboard } from '../../../src/dashboard/index.ts'
 import { type LeaseInfo, listLeases, listRuns, withCronLease } from '../../../src/index.ts'
 import { PgCronLeaseHealthIndicator } from '../../../src/nestjs/health.ts'
-import { finished } from '../../helpers/child.ts'
+import { dyingReplica } from '../../helpers/child.ts'
 import { parseExposition } from '../../helpers/prometheus.ts'
 
 let pool: pg.Pool
@@ -117,25 +116,7 @@ describe('a run killed mid-tick reads as died in every reader, until the next ru
     await withCronLease(pool, name, 1, () => 'first', { table, holder: 'before', everyMs: HOUR })
     await expireLease(pool, table, name)
 
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', new URL('../../helpers/dying-replica.ts', import.meta.url).pathname],
-      {
-        env: {
-          ...process.env,
-          DATABASE_URL: url,
-          DYING_TABLE: table,
-          DYING_JOB: name,
-          DYING_OCCURRENCE: occurrence.toISOString(),
-          DYING_LEASE_MS: '60000',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    )
-    const exit = finished(child, { killAfterMs: 30_000 })
-    await new Promise<void>((resolve) =>
-      child.stdout!.on('data', (chunk) => String(chunk).includes('ticking') && resolve()),
-    )
+    const { child, exit } = await dyingReplica({ table, job: name, occurrence, leaseMs: 60_000, url })
 
     // In flight: visible from its claim, with its holder and occurrence.
     const running = await readers(name)
