@@ -536,7 +536,10 @@ SET finished_at = clock.at, duration_ms = $3::float8, outcome = coalesce($4::tex
   failure_number = CASE WHEN ${failed} THEN coalesce((SELECT recorded.failed_runs FROM recorded), run.failure_number)
     WHEN $4::text = 'ok' THEN NULL ELSE run.failure_number END
 FROM "db clock" AS clock
-WHERE run.job_name = $1::text AND run.run_number = $6::bigint AND run.claimed_at = ${fromIsoText('$2')}
+-- The lease row first (its number read through \`recorded\`, which runs it before the scan), then the run's
+-- row, as every claim locks them: the other order deadlocks with the claim that replaces this run.
+WHERE run.job_name = $1::text AND run.run_number = coalesce((SELECT $6::bigint FROM recorded), $6::bigint)
+  AND run.claimed_at = ${fromIsoText('$2')}
   AND run.outcome IN ('running', 'unfinished')`
 }
 
