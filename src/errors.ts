@@ -34,6 +34,8 @@ export class LeaseLostError extends Error {
  * if (error.code === ERROR_CODES.NO_HISTORY) console.log('run pg-cron-lease migrate')
  */
 export const ERROR_CODES = Object.freeze({
+  /** A bad argument or option (a `TypeError` naming it in `argument`), found before any query. Node's own code. */
+  INVALID_ARGUMENT: 'ERR_INVALID_ARG_VALUE',
   /** `ctx.fence()`: another claim replaced this one (a {@link LeaseLostError}). */
   LEASE_LOST: 'PG_CRON_LEASE_LOST',
   /** `pauseJob`, `resumeJob`, `releaseLease`: the job's row stayed locked past `lockTimeoutMs`. */
@@ -41,6 +43,19 @@ export const ERROR_CODES = Object.freeze({
   /** `listRuns`: the table has no run history (`pg-cron-lease migrate` adds it). */
   NO_HISTORY: 'PG_CRON_LEASE_NO_HISTORY',
 } as const)
+
+/** A bad argument: `argument` names it as the caller wrote it (`opts.until`), `detail` says what it must be and what it was. */
+export interface ArgumentError extends TypeError {
+  readonly code: typeof ERROR_CODES.INVALID_ARGUMENT
+  readonly argument: string
+  readonly detail: string
+}
+
+/** The {@link ArgumentError} for `argument`: its message is `pg-cron-lease: <argument> <detail>`. */
+export function argumentError(argument: string, detail: string): ArgumentError {
+  const error = new TypeError(`pg-cron-lease: ${argument} ${detail}`)
+  return Object.assign(error, { code: ERROR_CODES.INVALID_ARGUMENT, argument, detail } as const)
+}
 
 /** An Error with one of {@link ERROR_CODES}. */
 export function codedError(code: string, message: string, cause?: unknown): Error & { code: string } {

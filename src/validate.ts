@@ -1,4 +1,5 @@
 /** Argument checks shared by every entry point: a TypeError naming the argument, before any query. */
+import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
 import { MAX_LEASE_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
@@ -6,7 +7,7 @@ import { acceptName, isAcceptedName } from './state.js'
 import type { Queryable } from './types.js'
 
 export function fail(name: string, rule: string, value: unknown): never {
-  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${formatValue(value)}`)
+  throw argumentError(name, `must be ${rule}, got ${formatValue(value)}`)
 }
 
 const QUERYABLE_RULE =
