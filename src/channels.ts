@@ -34,18 +34,22 @@ export interface RenewMessage {
   ms: number
 }
 
+/** What every message of one run carries. */
+export interface RunMessage {
+  /** The same object in every message of this run, to key a `WeakMap` on; read nothing from it. */
+  run: object
+  jobName: string
+  holder: string
+  claimToken: string | null
+}
+
 /**
  * The context of the `pg-cron-lease:tick` tracing channel, one per tick that runs.
  *
  * @example
  * diagnostics_channel.tracingChannel('pg-cron-lease:tick').subscribe({ start(m) {}, asyncEnd(m) {}, error(m) {} })
  */
-export interface TickMessage {
-  /** The run it belongs to: the `run` of its {@link RunStartMessage}. */
-  run: object
-  jobName: string
-  holder: string
-  claimToken: string | null
+export interface TickMessage extends RunMessage {
   leaseMs: number
   /**
    * Left for a `start` subscriber to set: the tick is then called as `within(tick)`, so it runs in
@@ -62,12 +66,7 @@ export interface TickMessage {
  * @example
  * diagnostics_channel.subscribe('pg-cron-lease:run:start', (m) => console.log(m.jobName, m.occurrence, m.missed))
  */
-export interface RunStartMessage {
-  /** The same object in every message of this run, to key a `WeakMap` on; read nothing from it. */
-  run: object
-  jobName: string
-  holder: string
-  claimToken: string | null
+export interface RunStartMessage extends RunMessage {
   leaseMs: number
   /** The occurrence the claim won, `null` when the call named none. */
   occurrence: Date | null
@@ -84,11 +83,7 @@ export interface RunStartMessage {
  * @example
  * diagnostics_channel.subscribe('pg-cron-lease:run:end', (m) => m.outcome === 'error' && report(m.error))
  */
-export interface RunEndMessage {
-  run: object
-  jobName: string
-  holder: string
-  claimToken: string | null
+export interface RunEndMessage extends RunMessage {
   /** `unknown` when the scheduler cannot say (an unwatched node-cron task). */
   outcome: 'ok' | 'error' | 'unknown'
   /** What the tick threw, `undefined` unless `outcome` is `error`. */
@@ -104,11 +99,7 @@ export interface RunEndMessage {
  * @example
  * diagnostics_channel.subscribe('pg-cron-lease:lost', (m) => console.warn(m.jobName, m.reason))
  */
-export interface LostLeaseMessage {
-  run: object
-  jobName: string
-  holder: string
-  claimToken: string | null
+export interface LostLeaseMessage extends RunMessage {
   /** Why, in words: `it was released (…)`, `another claim replaced it`, `it expired`, … */
   reason: string
 }
@@ -120,11 +111,7 @@ export interface LostLeaseMessage {
  * @example
  * diagnostics_channel.subscribe('pg-cron-lease:drain-abort', (m) => console.warn('aborted', m.jobName))
  */
-export interface DrainAbortMessage {
-  run: object
-  jobName: string
-  holder: string
-  claimToken: string | null
+export interface DrainAbortMessage extends RunMessage {
   reason: Error
 }
 

@@ -10,21 +10,15 @@ import { RECORD_WAIT_MS } from './outcome.js'
 /** One run in flight, from its claim until `end()`, once its outcome is recorded. */
 export interface InFlight {
   readonly jobName: string
-  /** The shutdown's reason, once one stopped the run. */
-  readonly stopped: Error | undefined
-  /** Called with the reason when a shutdown stops the run (at once if one has); one listener, undefined: none. */
-  onStop(listener: ((reason: Error) => void) | undefined): void
-  end(): void
-}
-
-interface Tracked extends InFlight {
-  stopped: Error | undefined
   readonly group: RunGroup | undefined
-  /** Its place in IN_FLIGHT, -1 once ended; and the order it started in. */
-  at: number
-  readonly started: number
+  /** The shutdown's reason, once one stopped the run. */
+  stopped: Error | undefined
+  /** Called with the reason when a shutdown stops the run (at once if one has); undefined: none. */
+  onStop(listener: ((reason: Error) => void) | undefined): void
   stop(reason: Error): void
-  ended(): Promise<void>
+  end(): void
+  /** Settles once the run has ended. */
+  readonly ended: Promise<void>
 }
 
 /** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
@@ -39,10 +33,8 @@ export function runGroup(): RunGroup {
 
 const PROCESS = runGroup()
 
-// The process's runs in flight, each knowing its place, so ending one swaps the last into it: a Set
-// that empties after nearly every claim reallocates its table, which cost a claim close to 1 µs.
-const IN_FLIGHT: Tracked[] = []
-let runsStarted = 0
+// The process's runs in flight, in the order they started.
+const IN_FLIGHT = new Set<InFlight>()
 
 /** Whether this process is draining: the check on the claim path, just before a claim is sent. */
 export function draining(): boolean {
@@ -52,17 +44,14 @@ export function draining(): boolean {
 /** Starts a run in flight, in the process and in `group`; null once either drains, and nothing may be sent. */
 export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   if (PROCESS.closed || group?.closed) return null
-  // A listener, not an AbortController: most runs lose their claim, and the claim path pays one
-  // object and a place in IN_FLIGHT.
   let listener: ((reason: Error) => void) | undefined
-  let waiting: Promise<void> | undefined
-  let wake: (() => void) | undefined
-  const run: Tracked = {
+  let end = () => {}
+  const ended = new Promise<void>((resolve) => (end = resolve))
+  const run: InFlight = {
     jobName,
-    stopped: undefined,
     group,
-    at: IN_FLIGHT.length,
-    started: runsStarted++,
+    stopped: undefined,
+    ended,
     onStop(listen) {
       listener = listen
       if (run.stopped !== undefined) listen?.(run.stopped)
@@ -72,59 +61,27 @@ export function openRun(jobName: string, group?: RunGroup): InFlight | null {
       run.stopped = reason
       listener?.(reason)
     },
-    ended() {
-      waiting ??= run.at >= 0 ? new Promise((resolve) => (wake = resolve)) : Promise.resolve()
-      return waiting
-    },
     end() {
-      if (run.at < 0) return
-      const last = IN_FLIGHT.pop() as Tracked
-      if (last !== run) {
-        IN_FLIGHT[run.at] = last
-        last.at = run.at
-      }
-      run.at = -1
-      wake?.()
+      IN_FLIGHT.delete(run)
+      end()
     },
   }
-  IN_FLIGHT.push(run)
+  IN_FLIGHT.add(run)
   return run
-}
-
-// The group's runs in flight, in the order they started.
-function runsOf(group: RunGroup): Tracked[] {
-  return IN_FLIGHT.filter((run) => group === PROCESS || run.group === group).sort((a, b) => a.started - b.started)
 }
 
 /**
  * `tick()`, until a shutdown stops `run`: then `stop` is called (the run's ctx.signal aborts) and it
- * rejects with the reason; a run stopped before it starts never starts. A tick that returns no
- * promise pays no promise here.
+ * rejects with the reason; a run stopped before it starts never starts.
  */
-export function untilStopped<T>(
-  run: InFlight,
-  stop: (reason: Error) => void,
-  tick: () => Promise<T> | T,
-): Promise<T> | T {
-  if (run.stopped !== undefined) {
-    stop(run.stopped)
-    throw run.stopped
-  }
-  let reject: ((reason: Error) => void) | undefined
-  run.onStop((reason) => {
-    stop(reason)
-    reject?.(reason)
+export function untilStopped<T>(run: InFlight, stop: (reason: Error) => void, tick: () => Promise<T> | T): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    run.onStop((reason) => {
+      stop(reason)
+      reject(reason)
+    })
+    if (run.stopped === undefined) Promise.resolve(tick()).then(resolve, reject)
   })
-  const value = tick()
-  if (!isThenable(value)) return value
-  return new Promise<T>((resolve, fail) => {
-    reject = fail
-    value.then(resolve, fail)
-  })
-}
-
-function isThenable<T>(value: Promise<T> | T): value is Promise<T> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function'
 }
 
 /**
@@ -135,10 +92,11 @@ function isThenable<T>(value: Promise<T> | T): value is Promise<T> {
 export async function drainGroup(group: RunGroup, timeoutMs: number, waited: string): Promise<string[]> {
   group.closed = true
   const deadline = monotonicMs() + timeoutMs
-  let left = runsOf(group)
+  const runsOf = () => [...IN_FLIGHT].filter((run) => group === PROCESS || run.group === group)
+  let left = runsOf()
   while (left.length > 0 && monotonicMs() < deadline) {
     await settledBy(left, deadline)
-    left = runsOf(group)
+    left = runsOf()
   }
   for (const run of left) run.stop(shutdownError(run.jobName, waited))
   // A stopped tick records its error in at most RECORD_WAIT_MS; a claim stuck on the database is not
@@ -155,23 +113,15 @@ function shutdownError(jobName: string, waited: string): Error {
   )
 }
 
-// setTimeout fires at once past 2^31 - 1 ms, so a longer wait is made of shorter ones.
+// setTimeout fires at once past 2^31 - 1 ms: a longer wait is made of shorter ones (drainGroup's loop).
 const LONGEST_TIMER_MS = 2 ** 31 - 1
 
-function settledBy(runs: Tracked[], deadline: number): Promise<void> {
-  return new Promise((resolve) => {
-    let timer: NodeJS.Timeout | undefined
-    const wait = () => {
-      const ms = deadline - monotonicMs()
-      if (ms <= 0) return resolve()
-      timer = setTimeout(wait, Math.min(Math.ceil(ms), LONGEST_TIMER_MS))
-    }
-    wait()
-    void Promise.all(runs.map((run) => run.ended())).then(() => {
-      clearTimeout(timer)
-      resolve()
-    })
-  })
+async function settledBy(runs: InFlight[], deadline: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const ms = Math.min(Math.max(0, Math.ceil(deadline - monotonicMs())), LONGEST_TIMER_MS)
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))
+  await Promise.race([Promise.all(runs.map((run) => run.ended)), late])
+  clearTimeout(timer)
 }
 
 /**

@@ -7,6 +7,7 @@ export {
   type DrainAbortMessage,
   type LostLeaseMessage,
   type RenewMessage,
+  type RunMessage,
   type RunEndMessage,
   type RunStartMessage,
   type TickMessage,

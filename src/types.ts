@@ -133,8 +133,7 @@ export interface LeaseContext {
   readonly missed: number
   /**
    * Aborts once this claim is known to have lost the lease (a failed renew or keep-alive beat), or
-   * once a shutdown stops the run (`drainLeases`), with an error saying which. Made when first read
-   * (a getter on the context's prototype), so `{ ...ctx }` leaves it out.
+   * once a shutdown stops the run (`drainLeases`), with an error saying which.
    */
   readonly signal: AbortSignal
 }
