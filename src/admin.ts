@@ -1,5 +1,5 @@
 /** Acting on one job's row without a deploy: pause, resume, or end a crashed holder's lease. */
-import { ERROR_CODES } from './errors.js'
+import { codedError, ERROR_CODES } from './errors.js'
 import { escapeControls } from './escape.js'
 import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
@@ -101,21 +101,23 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
       until,
     )
   }
-  return row === null || row.job_name === null ? null : jobState(row)
+  return jobState(row)
 }
 
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table, lockTimeoutMs } = opening(db, jobName, 'resumeJob', opts)
   await requireShape(db, table, 'resuming')
   const row = await changeJob(db, resumeSql(table), [], { table, jobName, doing: 'resume', lockTimeoutMs })
-  return row === null || row.job_name === null ? null : { ...jobState(row), wasPaused: row.was_paused === true }
+  const state = jobState(row)
+  return state && { ...state, wasPaused: row?.was_paused === true }
 }
 
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table, lockTimeoutMs } = opening(db, jobName, 'releaseLease', opts)
   const shape = await requireShape(db, table, undefined)
-  const row = await changeJob(db, releaseSql(table, shape), [], { table, jobName, doing: 'release', lockTimeoutMs })
-  return row === null || row.job_name === null ? null : jobState(row)
+  return jobState(
+    await changeJob(db, releaseSql(table, shape), [], { table, jobName, doing: 'release', lockTimeoutMs }),
+  )
 }
 
 function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOptions | undefined) {
@@ -142,7 +144,8 @@ async function requireShape(db: Queryable, table: string, doing: string | undefi
   return shape
 }
 
-function jobState(row: Record<string, unknown>): JobState {
+function jobState(row: Record<string, unknown> | null): JobState | null {
+  if (row === null || row.job_name === null) return null
   return {
     jobName: String(row.job_name),
     leaseUntil: String(row.lease_until),
@@ -166,8 +169,7 @@ async function changeJob(db: Queryable, text: string, params: unknown[], change:
   const { jobName, lockTimeoutMs } = change
   const result = await runStatement(db, text, [jobName, ...params, lockTimeoutMs], false).catch(
     async (error: unknown) => {
-      if ((error as { code?: unknown } | null)?.code !== '55P03') throw error
-      throw await rowLocked(db, change, error)
+      throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
     },
   )
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
@@ -181,23 +183,20 @@ async function changeJob(db: Queryable, text: string, params: unknown[], change:
 
 // Read after the wait ran out, as nothing can be asked of a statement while it waits.
 async function rowLocked(db: Queryable, { table, jobName, doing, lockTimeoutMs }: Change, cause: unknown) {
+  type Holder = { pid?: unknown; application_name?: unknown }
   const found = await runStatement(db, rowLockHoldersSql(table), [jobName], false).then(
-    (result) => (result as { rows?: { pid?: unknown; application_name?: unknown }[] }).rows ?? [],
+    (result) => ((result as { rows?: Holder[] }).rows ?? []).filter((h) => typeof h.pid === 'number'),
     () => [],
   )
-  const holders = found
-    .filter((h) => typeof h.pid === 'number')
-    .map(
-      (h) =>
-        `pid ${h.pid}${typeof h.application_name === 'string' ? ` (application_name ${formatValue(h.application_name)})` : ''}`,
-    )
+  const named = (h: Holder) =>
+    typeof h.application_name === 'string' ? ` (application_name ${formatValue(h.application_name)})` : ''
   const by =
-    holders.length > 0
-      ? `${holders.join(', ')}, a transaction still open`
+    found.length > 0
+      ? `${found.map((h) => `pid ${h.pid}${named(h)}`).join(', ')}, a transaction still open`
       : 'another transaction (its pid cannot be read: it may have ended since, hold it with others, or be hidden from this role)'
-  const end = holders.length > 0 ? `pg_terminate_backend(${found[0]!.pid})` : 'pg_terminate_backend(pid)'
   const message =
     `pg-cron-lease: cannot ${doing} '${escapeControls(jobName)}': its row in ${table} stayed locked for ${lockTimeoutMs} ms (opts.lockTimeoutMs) by ${by}; ` +
-    `nothing was changed. End that transaction (for a crashed holder, ${end}), or wait longer with a larger opts.lockTimeoutMs`
-  return Object.assign(new Error(message, { cause }), { code: ROW_LOCKED })
+    `nothing was changed. End that transaction (for a crashed holder, pg_terminate_backend(${found[0]?.pid ?? 'pid'})), ` +
+    'or wait longer with a larger opts.lockTimeoutMs'
+  return codedError(ROW_LOCKED, message, cause)
 }

@@ -19,7 +19,7 @@ export { withCronLease } from './lease.js'
 export { type LeasedTick, type LeasedTickOptions, leasedTick, type TickOccurrence } from './leased-tick.js'
 export { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions, listLeases } from './list-leases.js'
 export { type ListRunsOptions, listRuns, type RunInfo } from './list-runs.js'
-export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator } from './node-cron.js'
+export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator } from './coordinator.js'
 export type { CatchUpWindow } from './options.js'
 export { forInterval, type IntervalLease, LEASE, leaseForInterval, MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 export {

@@ -1,4 +1,4 @@
-/** A run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
+/** leaseCoordinator: a run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
 import { claimCatchUp } from './catch-up.js'
 import { publishDrainAbort, publishRunEnd, publishRunStart, traceTick } from './channels.js'
 import { monotonicMs } from './clock.js'
