@@ -132,21 +132,50 @@ export const CHANNELS = Object.freeze({
   drainAbort: 'pg-cron-lease:drain-abort',
 } as const)
 
-const claimChannel = diagnostics.channel(CHANNELS.claim)
-const renewChannel = diagnostics.channel(CHANNELS.renew)
+// Each publisher builds its message only when someone listens: most claims lose, unobserved.
+function publisher<A extends unknown[], M>(name: string, message: (...args: A) => M): (...args: A) => void {
+  const channel = diagnostics.channel(name)
+  return (...args) => {
+    if (channel.hasSubscribers) channel.publish(message(...args))
+  }
+}
+
+// The fields every run message shares; the ticket is the run's identity.
+function runOf({ run, config, claimToken }: Ticket): RunMessage {
+  return { run, jobName: config.jobName, holder: config.holder, claimToken }
+}
+
+export const publishClaim = publisher(CHANNELS.claim, (message: () => ClaimMessage) => message())
+export const publishRenew = publisher(CHANNELS.renew, (message: () => RenewMessage) => message())
+export const publishRunStart = publisher(
+  CHANNELS.runStart,
+  (ticket: Ticket): RunStartMessage => ({
+    ...runOf(ticket),
+    leaseMs: ticket.config.leaseMs,
+    occurrence: ticket.occurrence,
+    missed: ticket.missed,
+    catchUp: ticket.catchUp,
+  }),
+)
+export const publishRunEnd = publisher(
+  CHANNELS.runEnd,
+  (ticket: Ticket, settled: Settled, durationMs: number): RunEndMessage => ({
+    ...runOf(ticket),
+    outcome: settled.outcome,
+    error: settled.outcome === 'error' ? settled.error : undefined,
+    durationMs,
+  }),
+)
+export const publishLost = publisher(
+  CHANNELS.lost,
+  (ticket: Ticket, reason: string): LostLeaseMessage => ({ ...runOf(ticket), reason }),
+)
+export const publishDrainAbort = publisher(
+  CHANNELS.drainAbort,
+  (ticket: Ticket, reason: Error): DrainAbortMessage => ({ ...runOf(ticket), reason }),
+)
+
 const tickChannel = diagnostics.tracingChannel<unknown, TickMessage & object>(CHANNELS.tick)
-const runStartChannel = diagnostics.channel(CHANNELS.runStart)
-const runEndChannel = diagnostics.channel(CHANNELS.runEnd)
-const lostChannel = diagnostics.channel(CHANNELS.lost)
-const drainAbortChannel = diagnostics.channel(CHANNELS.drainAbort)
-
-export function publishClaim(message: () => ClaimMessage): void {
-  if (claimChannel.hasSubscribers) claimChannel.publish(message())
-}
-
-export function publishRenew(message: () => RenewMessage): void {
-  if (renewChannel.hasSubscribers) renewChannel.publish(message())
-}
 
 // Either way the tick starts synchronously and a synchronous throw becomes a rejection.
 export function traceTick<T>(run: () => T | Promise<T>, message: () => TickMessage): Promise<T> {
@@ -154,37 +183,4 @@ export function traceTick<T>(run: () => T | Promise<T>, message: () => TickMessa
   const context = message()
   // `start` subscribers run before this function is called, so `within` is set by then.
   return tickChannel.tracePromise(async () => (context.within === undefined ? run() : context.within(run)), context)
-}
-
-// The fields every run message shares; the ticket is the run's identity.
-function runOf(ticket: Ticket) {
-  const { jobName, holder } = ticket.config
-  return { run: ticket.run, jobName, holder, claimToken: ticket.claimToken }
-}
-
-export function publishRunStart(ticket: Ticket): void {
-  if (!runStartChannel.hasSubscribers) return
-  const { occurrence, missed, catchUp } = ticket
-  runStartChannel.publish({
-    ...runOf(ticket),
-    leaseMs: ticket.config.leaseMs,
-    occurrence,
-    missed,
-    catchUp,
-  } satisfies RunStartMessage)
-}
-
-export function publishRunEnd(ticket: Ticket, settled: Settled, durationMs: number): void {
-  if (!runEndChannel.hasSubscribers) return
-  const error = settled.outcome === 'error' ? settled.error : undefined
-  runEndChannel.publish({ ...runOf(ticket), outcome: settled.outcome, error, durationMs } satisfies RunEndMessage)
-}
-
-export function publishLost(ticket: Ticket, reason: string): void {
-  if (lostChannel.hasSubscribers) lostChannel.publish({ ...runOf(ticket), reason } satisfies LostLeaseMessage)
-}
-
-export function publishDrainAbort(ticket: Ticket, reason: Error): void {
-  if (drainAbortChannel.hasSubscribers)
-    drainAbortChannel.publish({ ...runOf(ticket), reason } satisfies DrainAbortMessage)
 }

@@ -39,9 +39,9 @@ export interface LeaseCoordinator {
 interface WatchedTask {
   name?: string
   on(event: 'execution:failed', listener: LeaseCoordinator['onExecutionFailed']): void
-  /** Stored as the job's next due time by each claim the task wins. */
+  /** The job's next due time, stored by each claim the task wins. */
   getNextRun?(): Date | null
-  /** Runs the task without the coordinator: what a catch-up run is. */
+  /** Runs the task without the coordinator: a catch-up run. */
   execute?(): Promise<unknown>
 }
 
@@ -75,13 +75,11 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   checkQueryable(db)
   const options = compileOptions('leaseCoordinator', opts)
   const { leaseMs: lease, logger, record, catchUp } = options
-  // Runs won and not completed, by node-cron's key.
+  // By node-cron's key; only watched tasks' runs can be known to have succeeded; each task's
+  // previous slot gives the interval when the task cannot; node-cron names a catch-up run by its start.
   const running = new Map<string, Run>()
-  // Tasks whose failures are heard: only their runs can be known to have succeeded.
   const watched = new Map<string, WatchedTask>()
-  // Each task's previous slot: the interval when no watched task says it.
   const lastSlot = new Map<string, number>()
-  // Catch-up runs in flight, by task name: node-cron names an executed run by its start.
   const catchingUp = new Map<string, Run>()
 
   const configOf = (jobName: string, fallbackMs: () => number): ClaimConfig => {
@@ -125,13 +123,10 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       // In flight for drainLeases from the claim to onComplete's record: node-cron runs the task between.
       const open = openRun(jobName)
       if (open === null) return false
-      let ticket: Ticket | null
-      try {
-        ticket = await claim(config, slotFor(jobName, occurrence))
-      } catch (error) {
+      const ticket = await claim(config, slotFor(jobName, occurrence)).catch((error: unknown) => {
         open.end()
         throw error
-      }
+      })
       if (ticket === null) {
         open.end()
         return false

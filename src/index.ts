@@ -7,11 +7,12 @@ export {
   type DrainAbortMessage,
   type LostLeaseMessage,
   type RenewMessage,
-  type RunMessage,
   type RunEndMessage,
+  type RunMessage,
   type RunStartMessage,
   type TickMessage,
 } from './channels.js'
+export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator } from './coordinator.js'
 export { type DoctorCheck, type DoctorOptions, runDoctor } from './doctor.js'
 export { type DrainOptions, type DrainResult, drainLeases } from './drain.js'
 export { ERROR_CODES, LeaseLostError } from './errors.js'
@@ -19,7 +20,6 @@ export { withCronLease } from './lease.js'
 export { type LeasedTick, type LeasedTickOptions, leasedTick, type TickOccurrence } from './leased-tick.js'
 export { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions, listLeases } from './list-leases.js'
 export { type ListRunsOptions, listRuns, type RunInfo } from './list-runs.js'
-export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator } from './coordinator.js'
 export type { CatchUpWindow } from './options.js'
 export { forInterval, type IntervalLease, LEASE, leaseForInterval, MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 export {

@@ -23,7 +23,7 @@ import {
   wonTicket,
 } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
-import { checkFunction, checkJobName, checkMs, checkQueryable, fail } from './validate.js'
+import { checkFunction, checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
 /**
  * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without
@@ -80,13 +80,8 @@ export function runConfig<T>(
 function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefined } {
   if (typeof value !== 'object' || value === null) return { leaseMs: checkMs(value, 'leaseMs'), everyMs: undefined }
   const rule = 'a number of milliseconds, or what forInterval() returns'
-  let leaseMs: unknown
-  let everyMs: unknown
-  try {
-    ;({ leaseMs, everyMs } = value as IntervalLease)
-  } catch {
-    return fail('leaseMs', rule, value)
-  }
+  const leaseMs = readOrFail(value, 'leaseMs', 'leaseMs', rule)
+  const everyMs = readOrFail(value, 'everyMs', 'leaseMs', rule)
   if (typeof leaseMs !== 'number' || typeof everyMs !== 'number') fail('leaseMs', rule, value)
   return { leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'), everyMs: checkMs(everyMs, 'leaseMs.everyMs', MAX_INTERVAL_MS) }
 }
@@ -181,7 +176,6 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null): Prom
     if (readResult(held, jobName, 'claimed').matched) return lost(config, slot, kind)
     probed = true
   }
-  // A run that began before drainLeases sends no claim after it.
   if (draining()) return null
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
@@ -293,15 +287,13 @@ async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void
   const known = knowledgeOf(config.db, config.table)
   const fresh = known.clock !== undefined && monotonicMs() - known.clock.at < CLOCK_CHECK_EVERY_MS
   // A failed read leaves nothing to judge by.
-  if (
-    !fresh &&
-    !(await readFacts(config, known).then(
+  const read =
+    fresh ||
+    (await readFacts(config, known).then(
       () => true,
       () => false,
     ))
-  )
-    return
-  judgeEarly(config, occurrence, known.clock)
+  if (read) judgeEarly(config, occurrence, known.clock)
 }
 
 function judgeEarly(config: ClaimConfig, occurrence: number, clock: TableKnowledge['clock']): void {

@@ -28,7 +28,7 @@ function call(target: object, method: unknown, ...args: unknown[]): unknown {
  * croner's job (the latest slot at or before `currentRun()`, so a `trigger()` names it too), the
  * `cron` package's job, `{ occurrence, nextOccurrence }` by hand; anything else names none.
  */
-export function schedulerSlot(at: unknown): NamedSlot {
+function schedulerSlot(at: unknown): NamedSlot {
   if (typeof at !== 'object' || at === null || types.isProxy(at)) return NO_SLOT
   const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
   if (types.isDate(node.date)) {

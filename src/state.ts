@@ -32,7 +32,7 @@ export type Statements = {
 const TABLES = 100
 
 /** How many accepted job names are remembered at once. */
-export const NAMES = 1000
+const NAMES = 1000
 
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 

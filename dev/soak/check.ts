@@ -48,10 +48,10 @@ export interface SteadyWindow {
  * plus the lease and the next claim can come no earlier; the 10 µs only absorb the rounding of
  * epoch milliseconds held in a double.
  */
-export const CLOCK_READS_TOLERANCE_MS = 0.01
+const CLOCK_READS_TOLERANCE_MS = 0.01
 
 /** Runs per window of this many intervals: at least `WINDOW_INTERVALS - 1` must have run. */
-export const WINDOW_INTERVALS = 5
+const WINDOW_INTERVALS = 5
 
 export interface JobReport {
   job: string

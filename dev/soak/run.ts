@@ -14,7 +14,7 @@ import { checkHistory, type JobSpec, type KillRecord, type RunRecord, type SoakR
 import type { ReplicaConfig } from './replica.ts'
 
 /** Five jobs with second-level intervals, each with the lease `leaseForInterval` gives. */
-export const DEFAULT_INTERVALS_MS = [1000, 1500, 2000, 2500, 3000]
+const DEFAULT_INTERVALS_MS = [1000, 1500, 2000, 2500, 3000]
 
 /**
  * Three hours and 150 ms ahead: besides being hours off, the skewed replica reaches each multiple
@@ -22,7 +22,7 @@ export const DEFAULT_INTERVALS_MS = [1000, 1500, 2000, 2500, 3000]
  * interval), so it fires 5-15% of the interval earlier. It wins most occurrences, and the others
  * win when its drift is large: the runs alternate between two phases.
  */
-export const DEFAULT_SKEW_MS = 3 * 3600_000 + 150
+const DEFAULT_SKEW_MS = 3 * 3600_000 + 150
 
 export interface SoakOptions {
   /** Where the replicas connect (the server, or PgBouncer in front of it). */
@@ -40,7 +40,7 @@ export interface SoakOptions {
   log?: (line: string) => void
 }
 
-export interface ReplicaStats {
+interface ReplicaStats {
   holder: string
   fires: number
   won: number
