@@ -11,29 +11,24 @@ import type { Queryable, QueryResultLike } from './types.js'
 const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])
 
 /** Runs one statement: prepared where possible, under a savepoint in a caller's transaction. */
-export function runStatement(
+export async function runStatement(
   db: Queryable,
   statement: Statement | string,
   params: unknown[],
   prepare: boolean,
 ): Promise<QueryResultLike> {
-  // Not async, as it runs on every claim; a driver that throws still gives a rejection.
-  try {
-    const state = handleState(db)
-    const sending = state.sending ?? sendingOf(db, state)
-    // 'I' idle, 'T' in a transaction, 'E' failed; a Pool, or a handle that cannot tell, counts as idle.
-    const status = sending.status === null ? 'I' : sending.status()
-    const named = prepare && sending.named
-    if (status === 'I') return outside(db, state, statement, params, named)
-    const text = typeof statement === 'string' ? statement : statement.text
-    if (status === 'T') return underSavepoint(db, text, params)
-    // Not known yet: the savepoint tells, as Postgres refuses one outside a transaction (25P01).
-    if (status === '?') return underSavepoint(db, text, params, () => outside(db, state, statement, params, named))
-    // A failed transaction refuses this as it does any statement; null: a client not connected yet.
-    return Promise.resolve(db.query(text, params))
-  } catch (error) {
-    return Promise.reject(error)
-  }
+  const state = handleState(db)
+  const sending = state.sending ?? sendingOf(db, state)
+  // 'I' idle, 'T' in a transaction, 'E' failed; a Pool, or a handle that cannot tell, counts as idle.
+  const status = sending.status === null ? 'I' : sending.status()
+  const named = prepare && sending.named
+  if (status === 'I') return outside(db, state, statement, params, named)
+  const text = typeof statement === 'string' ? statement : statement.text
+  if (status === 'T') return underSavepoint(db, text, params)
+  // Not known yet: the savepoint tells, as Postgres refuses one outside a transaction (25P01).
+  if (status === '?') return underSavepoint(db, text, params, () => outside(db, state, statement, params, named))
+  // A failed transaction refuses this as it does any statement; null: a client not connected yet.
+  return db.query(text, params)
 }
 
 /** A handle's transaction state, as pg names it ('?': not known yet); null when it cannot tell. */
@@ -78,7 +73,7 @@ function watchStatus(connection: unknown): () => unknown {
 }
 
 // Outside a transaction: prepared on a pg handle, unless the pooler in front of it refused once.
-function outside(
+async function outside(
   db: Queryable,
   state: HandleState,
   statement: Statement | string,
@@ -86,17 +81,17 @@ function outside(
   named: boolean,
 ): Promise<QueryResultLike> {
   if (!named || typeof statement === 'string' || state.unprepared) {
-    return Promise.resolve(db.query(typeof statement === 'string' ? statement : statement.text, params))
+    return db.query(typeof statement === 'string' ? statement : statement.text, params)
   }
-  const pg = db as unknown as {
-    query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike>
-  }
-  return pg.query({ name: statement.name, text: statement.text, values: params }).then(undefined, (error: unknown) => {
+  type Named = { query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike> }
+  try {
+    return await (db as unknown as Named).query({ name: statement.name, text: statement.text, values: params })
+  } catch (error) {
     if (!NOT_PREPARED.has(codeOf(error) as string)) throw error
     // The pooler in front of this handle will not start keeping prepared statements.
     state.unprepared = true
     return db.query(statement.text, params)
-  })
+  }
 }
 
 /**
