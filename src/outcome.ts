@@ -24,14 +24,8 @@ export async function recordOutcome(
   after?: Promise<unknown>,
 ): Promise<void> {
   let timer: NodeJS.Timeout | undefined
-  const waited = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, RECORD_WAIT_MS).unref()
-  })
-  const written = (async () => {
-    await after
-    await write(ticket, durationMs, settled)
-  })()
-  await Promise.race([written, waited])
+  const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, RECORD_WAIT_MS).unref()))
+  await Promise.race([Promise.resolve(after).then(() => write(ticket, durationMs, settled)), waited])
   clearTimeout(timer)
 }
 
@@ -47,15 +41,11 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
   }
   const statements = statementsOf(table, kind)
   // A run with a row in the history ends it there too, in the same statement.
+  const params = (text: string | null) => [jobName, claimToken, durationMs, outcome, text]
   const send = (text: string | null) =>
     runNumber === null
-      ? runStatement(db, statements.record, [jobName, claimToken, durationMs, outcome, text], prepare)
-      : runStatement(
-          db,
-          statements.recordRun,
-          [jobName, claimToken, durationMs, outcome, text, runNumber, historyParams(ticket.config)[1]],
-          prepare,
-        )
+      ? runStatement(db, statements.record, params(text), prepare)
+      : runStatement(db, statements.recordRun, [...params(text), runNumber, historyParams(ticket.config)[1]], prepare)
   try {
     await send(errorText)
   } catch (error) {
