@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { releaseLease } from './admin.js'
 import { withCronLease } from './lease.js'
 import type { Compiled } from './options.js'
-import { deleteJobSql, quoteTable } from './sql.js'
+import { quoteTable } from './sql.js'
 import type { Queryable } from './types.js'
 
 const LATENCY_SAMPLES = 20
@@ -75,6 +75,7 @@ WHERE held.locktype = 'relation' AND held.granted AND held.pid <> pg_backend_pid
   AND held.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
 ORDER BY held.pid`
 const COUNT_JOB_SQL = (table: string) => `SELECT count(*)::int AS n FROM ${quoteTable(table)} WHERE job_name = $1::text`
+const DELETE_JOB_SQL = (table: string) => `DELETE FROM ${quoteTable(table)} WHERE job_name = $1::text`
 
 type Held = Queryable & {
   release?: (error?: Error) => unknown
@@ -237,7 +238,7 @@ async function cleanUp({ table, history, open, tables }: Reads, jobName: string,
   const c = await open!(bounded)
   try {
     for (const t of names) {
-      await rows(c.db, deleteJobSql(t), [jobName]).catch(async (error) => {
+      await rows(c.db, DELETE_JOB_SQL(t), [jobName]).catch(async (error) => {
         const left = await one(c.db, COUNT_JOB_SQL(t), [jobName]).catch(() => ({ n: 1 }))
         if (Number(left.n) === 0) return
         throw Object.assign(

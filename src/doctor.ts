@@ -9,17 +9,7 @@ import { fail, one, opener, pass, type Reads, type Row, raceCheck, rows, type Ve
 import { migrateCommand } from './log.js'
 import { type Compiled, compileOptions } from './options.js'
 import { runStatement, transactionStatus } from './query.js'
-import {
-  databaseClockSql,
-  historyTableOf,
-  markSessionSql,
-  privilegesSql,
-  quoteTable,
-  serverFactsSql,
-  sessionProbeSql,
-  tableFactsParams,
-  tableFactsSql,
-} from './sql.js'
+import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } from './sql.js'
 import { handleState } from './state.js'
 import type { Queryable } from './types.js'
 import { checkQueryable, fail as refuse } from './validate.js'
@@ -199,7 +189,7 @@ function reads(db: Queryable, options: Compiled): Reads {
     lent: options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY,
     server: once(() => {
       say('reading the server and session settings')
-      return one(db, serverFactsSql(), [])
+      return one(db, SERVER_FACTS_SQL, [])
     }),
     tables: once(async () => {
       say(`reading the shape of ${table} and of ${history}`)
@@ -212,7 +202,7 @@ function reads(db: Queryable, options: Compiled): Reads {
       const facts = await one(db, tableFactsSql(), tableFactsParams(table))
       // `history` in the facts also needs the lease table's column for it; this is the table alone.
       const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
-      const granted = await rows(db, privilegesSql(), [quoteTable(table), quoteTable(history)])
+      const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
       const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
       return { hidden: null, facts, historyExists, granted, canDelete }
     }),
@@ -224,9 +214,28 @@ function reads(db: Queryable, options: Compiled): Reads {
   return r
 }
 
-// The doctor's own statements, beside the code that binds them. The schema's USAGE, by name:
-// has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
+// By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
 const SCHEMA_USAGE_SQL = `SELECT has_schema_privilege(oid, 'USAGE') AS usage FROM pg_namespace WHERE nspname = $1::text`
+// The standbys counted stream from this server; without one, no failover can lose a commit here.
+const SERVER_FACTS_SQL = `SELECT current_setting('server_version_num')::int AS version_num, current_user AS role,
+  current_setting('server_version') AS version,
+  pg_is_in_recovery() AS in_recovery,
+  current_setting('transaction_read_only') AS read_only,
+  current_setting('synchronous_commit') AS synchronous_commit,
+  current_setting('synchronous_standby_names') AS synchronous_standby_names,
+  (SELECT count(*) FROM pg_stat_replication)::int AS standbys,
+  current_setting('statement_timeout') AS statement_timeout,
+  current_setting('lock_timeout') AS lock_timeout,
+  current_setting('idle_in_transaction_session_timeout') AS idle_in_transaction_session_timeout`
+// A row for each privilege on each table that exists: `$1` the lease table, `$2` its history.
+const PRIVILEGES_SQL = `SELECT relation.kind, privilege, has_table_privilege(relation.oid, privilege) AS granted
+FROM (VALUES ('lease', to_regclass($1::text)), ('history', to_regclass($2::text))) AS relation (kind, oid)
+  CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege
+WHERE relation.oid IS NOT NULL`
+const DATABASE_CLOCK_SQL = `SELECT ${isoText('clock_timestamp()')} AS at`
+const SESSION_PROBE_SQL = `SELECT pg_backend_pid() AS pid, current_setting('pg_cron_lease.doctor', true) AS mark`
+// A session's mark, not a transaction's: a pooler that moves the connection loses it.
+const MARK_SESSION_SQL = `SELECT set_config('pg_cron_lease.doctor', $1::text, false) AS mark`
 
 const SUPPORTED = 140000
 
@@ -373,7 +382,7 @@ async function clockCheck({ db, options, say }: Reads): Promise<Verdict> {
   let best: { offsetMs: number; roundTripMs: number } | undefined
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
     const sentWallMs = Date.now()
-    const at = (await one(db, databaseClockSql(), [])).at
+    const at = (await one(db, DATABASE_CLOCK_SQL, [])).at
     const receivedWallMs = Date.now()
     const offsetMs = typeof at === 'string' ? clockOffset(at, sentWallMs, receivedWallMs) : null
     const roundTripMs = receivedWallMs - sentWallMs
@@ -420,15 +429,15 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
   try {
     const conn = a?.db ?? db
     const mark = randomBytes(6).toString('hex')
-    const statement = { text: sessionProbeSql(), name: `pg_cron_lease_doctor_${mark}` }
+    const statement = { text: SESSION_PROBE_SQL, name: `pg_cron_lease_doctor_${mark}` }
     const seen = { pids: new Set<number>(), others: new Set<number>(), markLost: false, waited: false }
-    await one(conn, markSessionSql(), [mark])
+    await one(conn, MARK_SESSION_SQL, [mark])
     // Three tries, as a pooler may hand B another idle backend; one wait is proof enough.
     for (let i = 0; i < 3 && !seen.waited; i++) {
       const first = (await runStatement(conn, statement, [], true)).rows?.[0] as Row
       if (b !== null) {
         await b.db.query('BEGIN', [])
-        seen.others.add(Number((await one(b.db, sessionProbeSql(), [])).pid))
+        seen.others.add(Number((await one(b.db, SESSION_PROBE_SQL, [])).pid))
       }
       const sent = runStatement(conn, statement, [], true)
       // A pooler with one server connection makes A wait for B's transaction, which no server does.
