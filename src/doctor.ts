@@ -1,7 +1,4 @@
-/**
- * `runDoctor`: everything the one-run-per-occurrence guarantee depends on, checked where the
- * application runs, and the guarantee itself proved there by a live race on a job of its own.
- */
+/** `runDoctor`: what the guarantee depends on, checked where the application runs, and proved there by a race. */
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { clockOffset } from './clock.js'
@@ -13,6 +10,8 @@ import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } 
 import { handleState } from './state.js'
 import type { Queryable } from './types.js'
 import { checkQueryable, fail as refuse } from './validate.js'
+
+export { judgeRace } from './doctor-race.js'
 
 /** Every check, in the order it runs; the ids are stable (docs/operations.md#doctor). */
 export const DOCTOR_CHECKS = [
@@ -27,8 +26,6 @@ export const DOCTOR_CHECKS = [
   'timeouts',
   'race',
 ] as const
-
-export { judgeRace } from './doctor-race.js'
 
 /** One check's id. */
 export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
@@ -80,12 +77,11 @@ const CLOCK_SAMPLES = 5
 const BLOCKED_MS = 3000
 
 /**
- * Runs every check against `db` and resolves one {@link DoctorCheck} per check, in
- * {@link DOCTOR_CHECKS} order (the race left out when `race: false`). It rejects only when the
- * database cannot be reached (the driver's error), when `signal` aborts, or when the race's rows
- * could not be deleted (the error says how to delete them); a fault found is a check's `fail`.
- * The race claims a job named `pg-cron-lease:doctor:<random>` and deletes every row of that job
- * afterwards, in the lease table and its history, whatever happens; no other row is touched.
+ * Runs every check against `db`: one {@link DoctorCheck} each, in {@link DOCTOR_CHECKS} order (the
+ * race left out when `race: false`). Rejects only when the database cannot be reached (the driver's
+ * error), when `signal` aborts, or when the race's rows could not be deleted (the error says how);
+ * a fault found is a check's `fail`. The race claims a job `pg-cron-lease:doctor:<random>` and then
+ * deletes its rows, in the lease table and its history, whatever happens; no other row is touched.
  *
  * @example
  * const checks = await runDoctor(pool, { table: 'jobs.leases' })
@@ -96,34 +92,24 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   const options = compileOptions('runDoctor', opts)
   // Its statements and the race's claims would run in the caller's transaction, and could abort it.
   const status = transactionStatus(db)
-  if (status === 'T' || status === 'E') {
-    refuse(
-      'db',
-      'a Pool or a client outside a transaction (runDoctor commits claims of its own)',
-      'a client in a transaction',
-    )
-  }
+  const rule = 'a Pool or a client outside a transaction (runDoctor commits claims of its own)'
+  if (status === 'T' || status === 'E') refuse('db', rule, 'a client in a transaction')
   const r = reads(db, options)
   const checks: DoctorCheck[] = []
-  // One loop over the table of checks: a check whose needs failed is not run, and says which.
   for (const id of DOCTOR_CHECKS) {
-    const check = CHECKS[id]
-    if (check.skip?.(options)) continue
+    const { needs, skip, run } = CHECKS[id]
+    if (skip?.(options)) continue
     options.signal?.throwIfAborted()
-    const failed = (check.needs?.ids ?? []).filter((need) => checks.some((c) => c.id === need && c.status === 'fail'))
-    if (failed.length === 0) checks.push({ id, ...(await check.run(r)) })
-    else {
-      const which = `the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed`
-      checks.push({
-        id,
-        ...fail(`not run: ${which}, so ${check.needs!.because}`, check.needs!.detail, check.needs!.fix),
-      })
-    }
+    const failed = (needs?.ids ?? []).filter((need) => checks.some((c) => c.id === need && c.status === 'fail'))
+    const which = `the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed`
+    const verdict =
+      needs && failed.length > 0 ? fail(`not run: ${which}, so ${needs.because}`, needs.detail, needs.fix) : null
+    checks.push({ id, ...(verdict ?? (await run(r))) })
   }
   return checks
 }
 
-/** One row of the table of checks: what must not have failed first, when it is left out, how it runs. */
+/** A row of the table of checks: the checks that must not have failed first, when it is left out, how it runs. */
 interface Check {
   needs?: { ids: DoctorCheckId[]; because: string; detail: string; fix: string }
   skip?: (options: Compiled) => boolean
@@ -179,14 +165,10 @@ function reads(db: Queryable, options: Compiled): Reads {
   const say = (message: string) => options.onProgress?.(message)
   // A pool lends no more clients than its max; asking for more would wait forever.
   const max = Number((db as { options?: { max?: unknown } }).options?.max)
+  const lent = options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY
   const r: Reads = {
-    db,
-    options,
-    table,
-    history,
-    say,
+    ...{ db, options, table, history, say, lent },
     open: opener(db, options.connect),
-    lent: options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY,
     server: once(() => {
       say('reading the server and session settings')
       return one(db, SERVER_FACTS_SQL, [])
@@ -441,10 +423,7 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
       }
       const sent = runStatement(conn, statement, [], true)
       // A pooler with one server connection makes A wait for B's transaction, which no server does.
-      const settled = sent.then(
-        () => false,
-        () => false,
-      )
+      const settled = sent.then(() => false).catch(() => false)
       if (b !== null && (await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })]))) seen.waited = true
       if (b !== null) await b.db.query('COMMIT', [])
       const second = (await sent).rows?.[0] as Row
@@ -454,15 +433,11 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
       }
     }
     const shared = [...seen.pids].filter((pid) => seen.others.has(pid))
+    const { markLost, waited } = seen
+    const { sending, unprepared } = handleState(conn)
     return {
-      pooler: judgePooler({
-        pids: [...seen.pids],
-        shared,
-        markLost: seen.markLost,
-        waited: seen.waited,
-        two: b !== null,
-      }),
-      prepared: judgePrepared(handleState(conn).sending?.named === true, handleState(conn).unprepared),
+      pooler: judgePooler({ pids: [...seen.pids], shared, markLost, waited, two: b !== null }),
+      prepared: judgePrepared(sending?.named === true, unprepared),
     }
   } finally {
     await Promise.allSettled([a?.close(), b?.close()])
@@ -500,11 +475,8 @@ export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): 
 }
 
 export function judgePrepared(pg: boolean, refused: boolean): Verdict {
-  if (!pg)
-    return pass(
-      'not a pg handle: statements are sent unnamed, so prepared statements play no part',
-      'no named statement sent',
-    )
+  const unnamed = 'not a pg handle: statements are sent unnamed, so prepared statements play no part'
+  if (!pg) return pass(unnamed, 'no named statement sent')
   if (!refused)
     return pass('a named prepared statement round trip works here', 'prepared once, run again on the same connection')
   return warn(
