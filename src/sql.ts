@@ -100,12 +100,22 @@ const RUN_COLUMNS = `  job_name       TEXT NOT NULL,
   catch_up       BOOLEAN NOT NULL DEFAULT false,
   PRIMARY KEY (job_name, run_number)`
 
-// The interval, declared else observed; NULL for 0, which would divide by zero.
+// Expressions said once. An interval of 0 is NULL, which would divide by zero.
 const OBSERVED_EVERY = 'nullif(lease.every_ms, 0)'
-
-function every(parameter: string): string {
-  return `nullif(coalesce(${parameter}::float8, lease.every_ms), 0)`
-}
+const every = (declared: string) => `nullif(coalesce(${declared}::float8, lease.every_ms), 0)`
+const ms = (expression: string) => `${expression} * interval '1 millisecond'`
+const msBetween = (later: string, earlier: string) => `extract(epoch FROM ${later} - ${earlier}) * 1000`
+// Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
+const fromMs = (epochMs: string) => `(to_timestamp((${epochMs} / 1000)::float8) + ${ms(`(${epochMs} % 1000)`)})`
+// Shifted by interval, not zone name: on Postgres 18 a POSIX-form session zone can rename UTC.
+export const isoText = (expression: string) =>
+  `to_char(${expression} AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+const isoTextOrInfinity = (at: string) => `CASE WHEN isfinite(${at}) THEN ${isoText(at)} ELSE ${at}::text END`
+// Read without zone, so the `Z` is not looked up among the session's abbreviations.
+const fromIsoText = (text: string) => `((${text}::text)::timestamp AT TIME ZONE INTERVAL '+00:00')`
+// The last run recorded no end: it runs, or it died.
+const unended = (lease: string) =>
+  `coalesce(${lease}.last_started_at > ${lease}.last_finished_at, ${lease}.last_started_at IS NOT NULL)`
 
 // The shift of a due time to its schedule's first occurrence at or after `end` (`end` itself with no
 // interval); backwards when it lies past `end`.
@@ -242,35 +252,8 @@ WHERE lease.job_name = $1::text
   return withRunRow(table, update, true, '$9', `${returned('claimed')}, claimed.run_number`)
 }
 
-function ms(expression: string): string {
-  return `${expression} * interval '1 millisecond'`
-}
-
-function msBetween(later: string, earlier: string): string {
-  return `extract(epoch FROM ${later} - ${earlier}) * 1000`
-}
-
-// Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
-function fromMs(parameter: string): string {
-  return `(to_timestamp((${parameter} / 1000)::float8) + ${ms(`(${parameter} % 1000)`)})`
-}
-
 // The token travels as text: drivers round timestamptz to ms, and a fence would match the wrong claim.
 const CLAIM_TOKEN = isoText('claimed_at')
-
-// Shifted by interval, not zone name: on Postgres 18 a POSIX-form session zone can rename UTC.
-export function isoText(expression: string): string {
-  return `to_char(${expression} AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
-}
-
-function isoTextOrInfinity(expression: string): string {
-  return `CASE WHEN isfinite(${expression}) THEN ${isoText(expression)} ELSE ${expression}::text END`
-}
-
-// Read without zone, so the `Z` is not looked up among the session's abbreviations.
-function fromIsoText(parameter: string): string {
-  return `((${parameter}::text)::timestamp AT TIME ZONE INTERVAL '+00:00')`
-}
 
 /** The two shapes a lease table is used as: current, or the original package's. */
 export type Shape = 'current' | 'original'
@@ -287,11 +270,6 @@ export type RunKind = 'lease' | 'run' | 'history'
 
 /** Every claim text: the original shape's, and the current shape's of each {@link RunKind}. */
 export type ClaimKind = 'original' | RunKind
-
-// The last run recorded no end: it runs, or it died.
-function unended(alias: string): string {
-  return `coalesce(${alias}.last_started_at > ${alias}.last_finished_at, ${alias}.last_started_at IS NOT NULL)`
-}
 
 function diedError(holder: string, lostAt: string): string {
   return `format('the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
