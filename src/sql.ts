@@ -271,15 +271,13 @@ export type RunKind = 'lease' | 'run' | 'history'
 /** Every claim text: the original shape's, and the current shape's of each {@link RunKind}. */
 export type ClaimKind = 'original' | RunKind
 
-function diedError(holder: string, lostAt: string): string {
-  return `format('the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
+const diedError = (holder: string, lostAt: string): string =>
+  `format('the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
     coalesce(${holder}, 'a replica'), ${isoText(lostAt)})`
-}
 
 // For a row with no run number yet (new, or made again).
-function lastRunNumber(table: string): string {
-  return `SELECT coalesce(max(run.run_number), 0) FROM ${quoteTable(historyTableOf(table))} AS run WHERE run.job_name = $1::text`
-}
+const lastRunNumber = (table: string): string =>
+  `SELECT coalesce(max(run.run_number), 0) FROM ${quoteTable(historyTableOf(table))} AS run WHERE run.job_name = $1::text`
 
 // A recording claim's win: its run started; the interval, declared else observed; and the last run,
 // if it recorded no end, ended `unfinished` (this claim won past its lease, so its replica died or
@@ -409,9 +407,8 @@ WHERE lease.lease_until <= clock_timestamp()
 
 // A pause holds while the lease is what it made: another writer of lease_until (the original
 // package's renew) ends it.
-function pauseHolds(alias: string, now = 'clock.at'): string {
-  return `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
-}
+const pauseHolds = (alias: string, now = 'clock.at'): string =>
+  `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
 
 /** The fenced renew, and the beat (`$4`) that never moves the lease earlier; no row once the claim is gone. */
 export function renewSql(table: string, shape: Shape): string {
@@ -566,10 +563,9 @@ function adminReturning(shape: Shape): string {
 }
 
 // A pause made before claim_until existed kept no claim end: taken as now.
-function claimEnd(alias: string, now = 'clock.at'): string {
-  return `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
+const claimEnd = (alias: string, now = 'clock.at'): string =>
+  `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
     ELSE ${alias}.lease_until END`
-}
 
 // The clock is read after the row lock, or a committing claim would be judged by an earlier instant.
 // The lock waits at most `wait` ms (an idle fence of a crashed holder holds it for ever); the caller's
@@ -739,9 +735,8 @@ LIMIT $3::integer`
  * The server connection an adapter's statements run on: savepoints queue by it (src/query.ts). A pid
  * is reused across servers, so the server's start goes with it, as epoch seconds no setting changes.
  */
-export function connectionSql(): string {
-  return `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
-}
+export const connectionSql = (): string =>
+  `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
 
 // Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it; the
 // release keeps its row locks.
