@@ -19,18 +19,11 @@ export type Row = Record<string, unknown>
 export type Verdict = { status: 'pass' | 'warn' | 'fail'; summary: string; detail: string; fix: string | null }
 
 export const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
-export const warn = (summary: string, detail: string, fix: string): Verdict => ({
-  status: 'warn',
-  summary,
-  detail,
-  fix,
-})
-export const fail = (summary: string, detail: string, fix: string): Verdict => ({
-  status: 'fail',
-  summary,
-  detail,
-  fix,
-})
+const verdict =
+  (status: Verdict['status']) =>
+  (summary: string, detail: string, fix: string): Verdict => ({ status, summary, detail, fix })
+export const warn = verdict('warn')
+export const fail = verdict('fail')
 
 export type Open = (bounded: boolean) => Promise<{ db: Queryable; close(): Promise<void> }>
 

@@ -178,9 +178,8 @@ function reads(db: Queryable, options: Compiled): Reads {
       // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
       const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
       const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
-      if (usage[0]?.usage === false) {
+      if (usage[0]?.usage === false)
         return { hidden: schema, facts: {}, historyExists: false, granted: [], canDelete: false }
-      }
       const facts = await one(db, tableFactsSql(), tableFactsParams(table))
       // `history` in the facts also needs the lease table's column for it; this is the table alone.
       const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
@@ -445,22 +444,15 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
 }
 
 /** What the session check saw: `shared`, backends another connection had too; `waited`, A waited for B's transaction. */
-interface Sessions {
-  pids: number[]
-  shared: number[]
-  markLost: boolean
-  waited: boolean
-  two: boolean
-}
+type Sessions = { pids: number[]; shared: number[]; markLost: boolean; waited: boolean; two: boolean }
 
 export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): Verdict {
   const detail =
     `backends seen by one connection: ${pids.join(', ')}; session state ${markLost ? 'lost' : 'kept'}` +
     (two ? `; backends also serving another connection: ${shared.join(', ') || 'none'}` : '; one connection only') +
     (waited ? `; it waited over ${BLOCKED_MS} ms for another connection's transaction` : '')
-  if (pids.length === 1 && shared.length === 0 && !markLost && !waited) {
+  if (pids.length === 1 && shared.length === 0 && !markLost && !waited)
     return pass('no transaction pooling: each connection keeps its own backend and its session state', detail)
-  }
   const signs = [
     pids.length > 1 && `reached ${pids.length} backends`,
     shared.length > 0 && 'shared a backend with another connection',
