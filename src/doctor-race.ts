@@ -1,12 +1,9 @@
-/**
- * The doctor's race, and what every check shares: its connections (bounded, listened to, given
- * back as they came), the verdict helpers, and the race itself with its cleanup (src/doctor.ts).
- */
+/** The doctor's race, and what every check shares: its connections, its reads, its verdicts (src/doctor.ts). */
 import { randomBytes } from 'node:crypto'
 import { releaseLease } from './admin.js'
 import { withCronLease } from './lease.js'
 import type { Compiled } from './options.js'
-import { deleteJobSql, quoteTable } from './sql.js'
+import { quoteTable } from './sql.js'
 import type { Queryable } from './types.js'
 
 const LATENCY_SAMPLES = 20
@@ -22,18 +19,11 @@ export type Row = Record<string, unknown>
 export type Verdict = { status: 'pass' | 'warn' | 'fail'; summary: string; detail: string; fix: string | null }
 
 export const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
-export const warn = (summary: string, detail: string, fix: string): Verdict => ({
-  status: 'warn',
-  summary,
-  detail,
-  fix,
-})
-export const fail = (summary: string, detail: string, fix: string): Verdict => ({
-  status: 'fail',
-  summary,
-  detail,
-  fix,
-})
+const verdict =
+  (status: Verdict['status']) =>
+  (summary: string, detail: string, fix: string): Verdict => ({ status, summary, detail, fix })
+export const warn = verdict('warn')
+export const fail = verdict('fail')
 
 export type Open = (bounded: boolean) => Promise<{ db: Queryable; close(): Promise<void> }>
 
@@ -60,9 +50,8 @@ export async function one(db: Queryable, text: string, params: unknown[]): Promi
   return (await rows(db, text, params))[0] ?? {}
 }
 
-// The race's own statements, beside the code that binds them.
-// Lowers this session's lock_timeout and statement_timeout to the doctor's bounds (0 is none), and
-// returns what they were, in ms, for RESTORE_SQL.
+// Lowers the session's lock_timeout and statement_timeout to the doctor's bounds (0 is none), and
+// returns what they were, for RESTORE_SQL.
 const BOUND_SQL = `WITH was AS MATERIALIZED (SELECT name, setting FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout'))
 SELECT name, setting, set_config(name, least(nullif(setting::int, 0),
   CASE name WHEN 'lock_timeout' THEN $1::int ELSE $2::int END)::text, false) AS bounded FROM was`
@@ -75,6 +64,7 @@ WHERE held.locktype = 'relation' AND held.granted AND held.pid <> pg_backend_pid
   AND held.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
 ORDER BY held.pid`
 const COUNT_JOB_SQL = (table: string) => `SELECT count(*)::int AS n FROM ${quoteTable(table)} WHERE job_name = $1::text`
+const DELETE_JOB_SQL = (table: string) => `DELETE FROM ${quoteTable(table)} WHERE job_name = $1::text`
 
 type Held = Queryable & {
   release?: (error?: Error) => unknown
@@ -120,10 +110,9 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
 
 export async function raceCheck(r: Reads): Promise<Verdict> {
   if (r.open === null || r.lent < 2) {
+    const why = r.open === null ? 'this handle opens no more connections' : 'this pool lends one connection (max: 1)'
     return warn(
-      r.open === null
-        ? 'not run: this handle opens no more connections'
-        : 'not run: this pool lends one connection (max: 1)',
+      `not run: ${why}`,
       'a race needs connections of its own',
       'pass a pg Pool of max 2 or more, or opts.connect to runDoctor (docs/operations.md#doctor)',
     )
@@ -178,8 +167,7 @@ async function race(r: Reads, n: number): Promise<Verdict> {
       if (winners !== 1) failed[winners === 0 ? 'none' : 'many'].push(round)
     }
     // The lease is held now: every claim below loses, as most claims do.
-    const lost: number[] = []
-    const plain: number[] = []
+    const [lost, plain]: [number[], number[]] = [[], []]
     const loser = claimants[claimants.length - 1]!.db
     for (let i = 0; i < LATENCY_SAMPLES && !signal?.aborted; i++) {
       let start = performance.now()
@@ -190,16 +178,8 @@ async function race(r: Reads, n: number): Promise<Verdict> {
       plain.push(performance.now() - start)
     }
     const single = rounds - failed.none.length - failed.many.length
-    verdict = judgeRace({
-      single,
-      none: failed.none.length,
-      many: failed.many.length,
-      n,
-      rounds,
-      lostP50: median(lost),
-      selectP50: median(plain),
-      failed,
-    })
+    const [none, many, lostP50, selectP50] = [failed.none.length, failed.many.length, median(lost), median(plain)]
+    verdict = judgeRace({ single, none, many, n, rounds, lostP50, selectP50, failed })
   } catch (error) {
     if (!signal?.aborted) verdict = await raceFailed(error, jobName, r, claimants[0]?.db)
   }
@@ -237,7 +217,7 @@ async function cleanUp({ table, history, open, tables }: Reads, jobName: string,
   const c = await open!(bounded)
   try {
     for (const t of names) {
-      await rows(c.db, deleteJobSql(t), [jobName]).catch(async (error) => {
+      await rows(c.db, DELETE_JOB_SQL(t), [jobName]).catch(async (error) => {
         const left = await one(c.db, COUNT_JOB_SQL(t), [jobName]).catch(() => ({ n: 1 }))
         if (Number(left.n) === 0) return
         throw Object.assign(
@@ -278,13 +258,11 @@ export function judgeRace(r: {
 }): Verdict {
   const ms = (v: number) => `${v.toFixed(2)} ms`
   const cost = `a losing claim's p50 ${ms(r.lostP50)}, ${(r.lostP50 / r.selectP50).toFixed(1)}× SELECT 1's ${ms(r.selectP50)}`
-  const which = (label: string, list: number[] | undefined) =>
-    list === undefined || list.length === 0
-      ? []
-      : [`${label} ${list.length === 1 ? 'round' : 'rounds'} ${list.join(', ')}`]
-  const rounds = [...which('more than one winner in', r.failed?.many), ...which('no winner in', r.failed?.none)].join(
-    '; ',
-  )
+  const which = (label: string, list: number[] = []) =>
+    list.length === 0 ? [] : [`${label} ${list.length === 1 ? 'round' : 'rounds'} ${list.join(', ')}`]
+  const rounds = [which('more than one winner in', r.failed?.many), which('no winner in', r.failed?.none)]
+    .flat()
+    .join('; ')
   const detail = `${r.n} connections, ${r.rounds} rounds: ${r.single} with one winner, ${r.none} with none, ${r.many} with more${rounds === '' ? '' : ` (${rounds})`}; ${cost}; its rows were deleted`
   if (r.single === r.rounds && r.none + r.many === 0)
     return pass(`${r.rounds} rounds of ${r.n} connections, exactly one winner each; ${cost}`, detail)

@@ -1,7 +1,4 @@
-/**
- * `runDoctor`: everything the one-run-per-occurrence guarantee depends on, checked where the
- * application runs, and the guarantee itself proved there by a live race on a job of its own.
- */
+/** `runDoctor`: what the guarantee depends on, checked where the application runs, and proved there by a race. */
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { clockOffset } from './clock.js'
@@ -9,20 +6,12 @@ import { fail, one, opener, pass, type Reads, type Row, raceCheck, rows, type Ve
 import { migrateCommand } from './log.js'
 import { type Compiled, compileOptions } from './options.js'
 import { runStatement, transactionStatus } from './query.js'
-import {
-  databaseClockSql,
-  historyTableOf,
-  markSessionSql,
-  privilegesSql,
-  quoteTable,
-  serverFactsSql,
-  sessionProbeSql,
-  tableFactsParams,
-  tableFactsSql,
-} from './sql.js'
+import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } from './sql.js'
 import { handleState } from './state.js'
 import type { Queryable } from './types.js'
 import { checkQueryable, fail as refuse } from './validate.js'
+
+export { judgeRace } from './doctor-race.js'
 
 /** Every check, in the order it runs; the ids are stable (docs/operations.md#doctor). */
 export const DOCTOR_CHECKS = [
@@ -37,8 +26,6 @@ export const DOCTOR_CHECKS = [
   'timeouts',
   'race',
 ] as const
-
-export { judgeRace } from './doctor-race.js'
 
 /** One check's id. */
 export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
@@ -90,12 +77,11 @@ const CLOCK_SAMPLES = 5
 const BLOCKED_MS = 3000
 
 /**
- * Runs every check against `db` and resolves one {@link DoctorCheck} per check, in
- * {@link DOCTOR_CHECKS} order (the race left out when `race: false`). It rejects only when the
- * database cannot be reached (the driver's error), when `signal` aborts, or when the race's rows
- * could not be deleted (the error says how to delete them); a fault found is a check's `fail`.
- * The race claims a job named `pg-cron-lease:doctor:<random>` and deletes every row of that job
- * afterwards, in the lease table and its history, whatever happens; no other row is touched.
+ * Runs every check against `db`: one {@link DoctorCheck} each, in {@link DOCTOR_CHECKS} order (the
+ * race left out when `race: false`). Rejects only when the database cannot be reached (the driver's
+ * error), when `signal` aborts, or when the race's rows could not be deleted (the error says how);
+ * a fault found is a check's `fail`. The race claims a job `pg-cron-lease:doctor:<random>` and then
+ * deletes its rows, in the lease table and its history, whatever happens; no other row is touched.
  *
  * @example
  * const checks = await runDoctor(pool, { table: 'jobs.leases' })
@@ -106,34 +92,24 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   const options = compileOptions('runDoctor', opts)
   // Its statements and the race's claims would run in the caller's transaction, and could abort it.
   const status = transactionStatus(db)
-  if (status === 'T' || status === 'E') {
-    refuse(
-      'db',
-      'a Pool or a client outside a transaction (runDoctor commits claims of its own)',
-      'a client in a transaction',
-    )
-  }
+  const rule = 'a Pool or a client outside a transaction (runDoctor commits claims of its own)'
+  if (status === 'T' || status === 'E') refuse('db', rule, 'a client in a transaction')
   const r = reads(db, options)
   const checks: DoctorCheck[] = []
-  // One loop over the table of checks: a check whose needs failed is not run, and says which.
   for (const id of DOCTOR_CHECKS) {
-    const check = CHECKS[id]
-    if (check.skip?.(options)) continue
+    const { needs, skip, run } = CHECKS[id]
+    if (skip?.(options)) continue
     options.signal?.throwIfAborted()
-    const failed = (check.needs?.ids ?? []).filter((need) => checks.some((c) => c.id === need && c.status === 'fail'))
-    if (failed.length === 0) checks.push({ id, ...(await check.run(r)) })
-    else {
-      const which = `the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed`
-      checks.push({
-        id,
-        ...fail(`not run: ${which}, so ${check.needs!.because}`, check.needs!.detail, check.needs!.fix),
-      })
-    }
+    const failed = (needs?.ids ?? []).filter((need) => checks.some((c) => c.id === need && c.status === 'fail'))
+    const which = `the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed`
+    const verdict =
+      needs && failed.length > 0 ? fail(`not run: ${which}, so ${needs.because}`, needs.detail, needs.fix) : null
+    checks.push({ id, ...(verdict ?? (await run(r))) })
   }
   return checks
 }
 
-/** One row of the table of checks: what must not have failed first, when it is left out, how it runs. */
+/** A row of the table of checks: the checks that must not have failed first, when it is left out, how it runs. */
 interface Check {
   needs?: { ids: DoctorCheckId[]; because: string; detail: string; fix: string }
   skip?: (options: Compiled) => boolean
@@ -189,30 +165,25 @@ function reads(db: Queryable, options: Compiled): Reads {
   const say = (message: string) => options.onProgress?.(message)
   // A pool lends no more clients than its max; asking for more would wait forever.
   const max = Number((db as { options?: { max?: unknown } }).options?.max)
+  const lent = options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY
   const r: Reads = {
-    db,
-    options,
-    table,
-    history,
-    say,
+    ...{ db, options, table, history, say, lent },
     open: opener(db, options.connect),
-    lent: options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY,
     server: once(() => {
       say('reading the server and session settings')
-      return one(db, serverFactsSql(), [])
+      return one(db, SERVER_FACTS_SQL, [])
     }),
     tables: once(async () => {
       say(`reading the shape of ${table} and of ${history}`)
       // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
       const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
       const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
-      if (usage[0]?.usage === false) {
+      if (usage[0]?.usage === false)
         return { hidden: schema, facts: {}, historyExists: false, granted: [], canDelete: false }
-      }
       const facts = await one(db, tableFactsSql(), tableFactsParams(table))
       // `history` in the facts also needs the lease table's column for it; this is the table alone.
       const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
-      const granted = await rows(db, privilegesSql(), [quoteTable(table), quoteTable(history)])
+      const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
       const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
       return { hidden: null, facts, historyExists, granted, canDelete }
     }),
@@ -224,9 +195,28 @@ function reads(db: Queryable, options: Compiled): Reads {
   return r
 }
 
-// The doctor's own statements, beside the code that binds them. The schema's USAGE, by name:
-// has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
+// By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
 const SCHEMA_USAGE_SQL = `SELECT has_schema_privilege(oid, 'USAGE') AS usage FROM pg_namespace WHERE nspname = $1::text`
+// The standbys counted stream from this server; without one, no failover can lose a commit here.
+const SERVER_FACTS_SQL = `SELECT current_setting('server_version_num')::int AS version_num, current_user AS role,
+  current_setting('server_version') AS version,
+  pg_is_in_recovery() AS in_recovery,
+  current_setting('transaction_read_only') AS read_only,
+  current_setting('synchronous_commit') AS synchronous_commit,
+  current_setting('synchronous_standby_names') AS synchronous_standby_names,
+  (SELECT count(*) FROM pg_stat_replication)::int AS standbys,
+  current_setting('statement_timeout') AS statement_timeout,
+  current_setting('lock_timeout') AS lock_timeout,
+  current_setting('idle_in_transaction_session_timeout') AS idle_in_transaction_session_timeout`
+// A row for each privilege on each table that exists: `$1` the lease table, `$2` its history.
+const PRIVILEGES_SQL = `SELECT relation.kind, privilege, has_table_privilege(relation.oid, privilege) AS granted
+FROM (VALUES ('lease', to_regclass($1::text)), ('history', to_regclass($2::text))) AS relation (kind, oid)
+  CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege
+WHERE relation.oid IS NOT NULL`
+const DATABASE_CLOCK_SQL = `SELECT ${isoText('clock_timestamp()')} AS at`
+const SESSION_PROBE_SQL = `SELECT pg_backend_pid() AS pid, current_setting('pg_cron_lease.doctor', true) AS mark`
+// A session's mark, not a transaction's: a pooler that moves the connection loses it.
+const MARK_SESSION_SQL = `SELECT set_config('pg_cron_lease.doctor', $1::text, false) AS mark`
 
 const SUPPORTED = 140000
 
@@ -373,7 +363,7 @@ async function clockCheck({ db, options, say }: Reads): Promise<Verdict> {
   let best: { offsetMs: number; roundTripMs: number } | undefined
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
     const sentWallMs = Date.now()
-    const at = (await one(db, databaseClockSql(), [])).at
+    const at = (await one(db, DATABASE_CLOCK_SQL, [])).at
     const receivedWallMs = Date.now()
     const offsetMs = typeof at === 'string' ? clockOffset(at, sentWallMs, receivedWallMs) : null
     const roundTripMs = receivedWallMs - sentWallMs
@@ -420,22 +410,19 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
   try {
     const conn = a?.db ?? db
     const mark = randomBytes(6).toString('hex')
-    const statement = { text: sessionProbeSql(), name: `pg_cron_lease_doctor_${mark}` }
+    const statement = { text: SESSION_PROBE_SQL, name: `pg_cron_lease_doctor_${mark}` }
     const seen = { pids: new Set<number>(), others: new Set<number>(), markLost: false, waited: false }
-    await one(conn, markSessionSql(), [mark])
+    await one(conn, MARK_SESSION_SQL, [mark])
     // Three tries, as a pooler may hand B another idle backend; one wait is proof enough.
     for (let i = 0; i < 3 && !seen.waited; i++) {
       const first = (await runStatement(conn, statement, [], true)).rows?.[0] as Row
       if (b !== null) {
         await b.db.query('BEGIN', [])
-        seen.others.add(Number((await one(b.db, sessionProbeSql(), [])).pid))
+        seen.others.add(Number((await one(b.db, SESSION_PROBE_SQL, [])).pid))
       }
       const sent = runStatement(conn, statement, [], true)
       // A pooler with one server connection makes A wait for B's transaction, which no server does.
-      const settled = sent.then(
-        () => false,
-        () => false,
-      )
+      const settled = sent.then(() => false).catch(() => false)
       if (b !== null && (await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })]))) seen.waited = true
       if (b !== null) await b.db.query('COMMIT', [])
       const second = (await sent).rows?.[0] as Row
@@ -445,15 +432,11 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
       }
     }
     const shared = [...seen.pids].filter((pid) => seen.others.has(pid))
+    const { markLost, waited } = seen
+    const { sending, unprepared } = handleState(conn)
     return {
-      pooler: judgePooler({
-        pids: [...seen.pids],
-        shared,
-        markLost: seen.markLost,
-        waited: seen.waited,
-        two: b !== null,
-      }),
-      prepared: judgePrepared(handleState(conn).sending?.named === true, handleState(conn).unprepared),
+      pooler: judgePooler({ pids: [...seen.pids], shared, markLost, waited, two: b !== null }),
+      prepared: judgePrepared(sending?.named === true, unprepared),
     }
   } finally {
     await Promise.allSettled([a?.close(), b?.close()])
@@ -461,22 +444,15 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
 }
 
 /** What the session check saw: `shared`, backends another connection had too; `waited`, A waited for B's transaction. */
-interface Sessions {
-  pids: number[]
-  shared: number[]
-  markLost: boolean
-  waited: boolean
-  two: boolean
-}
+type Sessions = { pids: number[]; shared: number[]; markLost: boolean; waited: boolean; two: boolean }
 
 export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): Verdict {
   const detail =
     `backends seen by one connection: ${pids.join(', ')}; session state ${markLost ? 'lost' : 'kept'}` +
     (two ? `; backends also serving another connection: ${shared.join(', ') || 'none'}` : '; one connection only') +
     (waited ? `; it waited over ${BLOCKED_MS} ms for another connection's transaction` : '')
-  if (pids.length === 1 && shared.length === 0 && !markLost && !waited) {
+  if (pids.length === 1 && shared.length === 0 && !markLost && !waited)
     return pass('no transaction pooling: each connection keeps its own backend and its session state', detail)
-  }
   const signs = [
     pids.length > 1 && `reached ${pids.length} backends`,
     shared.length > 0 && 'shared a backend with another connection',
@@ -491,11 +467,8 @@ export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): 
 }
 
 export function judgePrepared(pg: boolean, refused: boolean): Verdict {
-  if (!pg)
-    return pass(
-      'not a pg handle: statements are sent unnamed, so prepared statements play no part',
-      'no named statement sent',
-    )
+  const unnamed = 'not a pg handle: statements are sent unnamed, so prepared statements play no part'
+  if (!pg) return pass(unnamed, 'no named statement sent')
   if (!refused)
     return pass('a named prepared statement round trip works here', 'prepared once, run again on the same connection')
   return warn(

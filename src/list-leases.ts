@@ -9,8 +9,7 @@ import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
 
 /**
- * One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, the claim
- * token's format.
+ * One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, as the claim token.
  *
  * @example
  * const lease: LeaseInfo = (await listLeases(pool))[0]
@@ -31,16 +30,12 @@ export interface LeaseInfo {
   /** The database clock reading all rows of one call were judged at. */
   checkedAt: string
   /**
-   * The job's last run: `running` while its claim's lease holds and it has recorded no end; `ok` or
-   * `error` once recorded; `unfinished` when its lease ended with no outcome (its replica died or
-   * lost the lease); `null` when no run was recorded yet, or its scheduler could not say how it
-   * ended. Claims that record no run (`record: false`, the original package) change nothing here.
+   * The last run: `running` while its claim's lease holds; `ok` or `error` once recorded; `unfinished`
+   * when its lease ended with no outcome (its replica died or lost the lease); `null` when none was
+   * recorded, or its scheduler could not say. Claims that record no run change nothing here.
    */
   lastOutcome: 'running' | 'ok' | 'error' | 'unfinished' | null
-  /**
-   * How the last run that has ended ended: `lastOutcome`, except while a run is running, when it is
-   * the one before. What `check` judges: `error` is failing and `unfinished` died, until a run ends ok.
-   */
+  /** How the last run that has ended ended (`lastOutcome`, or the one before while a run runs): what `check` judges. */
   lastEndedOutcome: 'ok' | 'error' | 'unfinished' | null
   /** When the last run started (its claim), database clock; `null` if none was recorded. */
   lastStartedAt: string | null
@@ -48,27 +43,20 @@ export interface LeaseInfo {
   lastFinishedAt: string | null
   /** How long the last run that ended took, in ms (this process's monotonic clock); `null` if none, or it died. */
   lastDurationMs: number | null
-  /**
-   * For a last ended run that failed: `Name: first line of the message`, at most 500 characters; for
-   * one that died, which holder it was and when its lease ran out.
-   */
+  /** The last ended run's `Name: first line of the message` (at most 500 characters), or for one that died, whose and when. */
   lastError: string | null
   /** When a run last ended `ok`, database clock; `null` if none has. */
   lastSuccessAt: string | null
   /** The job's interval in ms: declared, else given by its scheduler, else observed; `null` while unknown. */
   everyMs: number | null
   /**
-   * Not paused, and past its due time by more than the grace (see {@link ListLeasesOptions}): the
-   * due time is `nextDueAt`, else the last claim plus `everyMs`, and after a pause the first
-   * occurrence at or after its end.
+   * Not paused, and past its due time (`nextDueAt`, else the last claim plus `everyMs`; after a pause,
+   * its first occurrence at or after the end) by more than the grace ({@link ListLeasesOptions}).
    */
   overdue: boolean
   /** The scheduled time of the latest occurrence claimed, as the scheduler named it; `null` if none. */
   lastOccurrence: string | null
-  /**
-   * When the job is next due, database clock; `null` while unknown. After a pause, its first
-   * occurrence at or after the pause's end (the end itself with no interval known).
-   */
+  /** When the job is next due (after a pause, its first occurrence at or after the end); `null` while unknown. */
   nextDueAt: string | null
   /** The occurrences that fell due unclaimed, counted so far by the claims (or a pause) after them (0 if none, or unknown). */
   missed: number
@@ -78,10 +66,7 @@ export interface LeaseInfo {
   paused: boolean
   /** When the pause ends, database clock (`'infinity'` when open-ended); `null` when not paused. */
   pausedUntil: string | null
-  /**
-   * When the job's last pause ended, by resume or by running out, until the job is claimed again;
-   * `null` otherwise. The occurrences the pause covered are neither overdue nor missed.
-   */
+  /** When the last pause ended (resumed or run out), until the next claim; the occurrences it covered are not missed. */
   resumedAt: string | null
 }
 
@@ -112,8 +97,8 @@ export function overdueGrace(everyMs: number | null, graceMs: number | undefined
 }
 
 /**
- * Every lease in the table, ordered by job name, judged at one instant of the database clock. Only
- * reads; a result it cannot read rejects with a TypeError rather than a partial answer.
+ * Every lease in the table by job name, judged at one instant of the database clock. Only reads; a
+ * result it cannot read rejects with a TypeError rather than a partial answer.
  *
  * @example
  * const lease = (await listLeases(pool)).find((l) => l.jobName === 'billing:hourly')
@@ -132,46 +117,52 @@ export async function readLeases(
   const shape = (await shapeOf({ db, table })) ?? 'original'
   const { history } = knowledgeOf(db, table)
   const result = await runStatement(db, listLeasesSql(table, shape, history), [], false)
-  const rows = (result as { rows?: unknown } | null | undefined)?.rows
-  if (!Array.isArray(rows)) {
-    throw new TypeError(
-      `pg-cron-lease: cannot list the leases in ${table}: the driver's result has no rows array, got ${formatValue(result)}`,
-    )
-  }
+  const rows = rowsOf(result, `the leases in ${table}`)
   // An empty table's one row carries the clock reading and no job.
-  const checkedAt = (rows[0] as { checked_at?: unknown } | undefined)?.checked_at
-  if (typeof checkedAt !== 'string') {
-    throw new TypeError(
-      `pg-cron-lease: cannot read a lease row of ${table}: column checked_at has an unexpected value, got ${formatValue(rows[0])}`,
-    )
-  }
+  const checkedAt = cellsOf(rows[0], `a lease row of ${table}`).text('checked_at')
   const jobs = rows.filter((row) => (row as { job_name?: unknown } | null)?.job_name !== null)
   return { leases: jobs.map((row) => readLease(row, table, factor, grace)), checkedAt, table }
 }
 
-// A guess at a value this code does not understand could report a held lease as free.
-function readLease(row: unknown, table: string, overdueFactor: number, graceMs: number | undefined): LeaseInfo {
+/** A driver's rows; a result without them rejects rather than reads as no rows. */
+export function rowsOf(result: unknown, what: string): unknown[] {
+  const rows = (result as { rows?: unknown } | null | undefined)?.rows
+  if (Array.isArray(rows)) return rows
+  throw new TypeError(
+    `pg-cron-lease: cannot list ${what}: the driver's result has no rows array, got ${formatValue(result)}`,
+  )
+}
+
+/** A row's cells, each read as its type or rejected, naming the column and the row (`what`). */
+export function cellsOf(row: unknown, what: string) {
   const r = (row ?? {}) as Record<string, unknown>
   const bad = (column: string): never => {
     throw new TypeError(
-      `pg-cron-lease: cannot read a lease row of ${table}: column ${column} has an unexpected value, got ${formatValue(row)}`,
+      `pg-cron-lease: cannot read ${what}: column ${column} has an unexpected value, got ${formatValue(row)}`,
     )
   }
+  const orNull =
+    <T>(read: (column: string) => T) =>
+    (column: string): T | null =>
+      r[column] === null ? null : read(column)
   const text = (column: string): string => (typeof r[column] === 'string' ? (r[column] as string) : bad(column))
-  const textOrNull = (column: string): string | null => (r[column] === null ? null : text(column))
   const number = (column: string): number => {
     const raw = r[column]
     const value = typeof raw === 'number' ? raw : typeof raw === 'string' && raw !== '' ? Number(raw) : Number.NaN
     return Number.isNaN(value) ? bad(column) : value
   }
-  const numberOrNull = (column: string): number | null => (r[column] === null ? null : number(column))
   const flag = (column: string): boolean => (typeof r[column] === 'boolean' ? (r[column] as boolean) : bad(column))
+  const oneOf = <T extends string>(column: string, values: readonly T[]): T | null =>
+    r[column] === null ? null : values.includes(r[column] as T) ? (r[column] as T) : bad(column)
+  return { bad, text, textOrNull: orNull(text), number, numberOrNull: orNull(number), flag, oneOf }
+}
 
+// A guess at a value this code does not understand could report a held lease as free.
+function readLease(row: unknown, table: string, overdueFactor: number, graceMs: number | undefined): LeaseInfo {
+  const { bad, text, textOrNull, number, numberOrNull, flag, oneOf } = cellsOf(row, `a lease row of ${table}`)
   const remainingMs = number('remaining_ms')
   if (remainingMs < 0 || (!Number.isInteger(remainingMs) && remainingMs !== Number.POSITIVE_INFINITY))
     bad('remaining_ms')
-  const oneOf = <T extends string>(column: string, values: readonly T[]): T | null =>
-    r[column] === null ? null : values.includes(r[column] as T) ? (r[column] as T) : bad(column)
   const everyMs = numberOrNull('every_ms')
   const paused = flag('paused')
   const lateMs = numberOrNull('since_due_ms')

@@ -1,6 +1,6 @@
 /** Reading the run history: one row per run, newest first, as the database recorded it. */
 import { codedError, ERROR_CODES } from './errors.js'
-import { formatValue } from './format-value.js'
+import { cellsOf, rowsOf } from './list-leases.js'
 import { migrateCommand } from './log.js'
 import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
@@ -11,8 +11,7 @@ import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
 
 /**
- * One run of a job, from the run history. Timestamps are ISO-8601 UTC text with microseconds, by
- * the database clock.
+ * One run of a job, from the run history. Timestamps are ISO-8601 UTC text with microseconds, database clock.
  *
  * @example
  * const [last] = await listRuns(pool, { jobName: 'billing:hourly', limit: 1 })
@@ -33,11 +32,10 @@ export interface RunInfo {
   /** How long the tick took, in ms (this process's monotonic clock); `null` while it runs, and for an unfinished run. */
   durationMs: number | null
   /**
-   * `running` from its claim on, while that claim's lease holds; then `ok` or `error` as it ended, or
-   * `unfinished` once its lease ended with no outcome: its replica died or lost the lease mid-run (a
-   * run that ends after all is then written as it ended). `unknown` only for a node-cron task the
-   * coordinator does not `watch`, which cannot say whether it threw. A run the library was told not
-   * to record (`record: false`, `history: false`) and a claim by the original package have no row.
+   * `running` while its claim's lease holds; then `ok` or `error`, or `unfinished` once its lease
+   * ended with no outcome (its replica died or lost the lease; a late end is still written).
+   * `unknown` only for a node-cron task the coordinator does not `watch`. A run not recorded
+   * (`record: false`, `history: false`, the original package) has no row.
    */
   outcome: 'running' | 'ok' | 'error' | 'unfinished' | 'unknown'
   /** For an error: `Name: first line of the message`, at most 500 characters. */
@@ -83,24 +81,12 @@ export async function listRuns(db: Queryable, opts?: ListRunsOptions): Promise<R
     )
   }
   const result = await runStatement(db, listRunsSql(table), [jobName ?? null, before ?? null, limit], false)
-  const rows = (result as { rows?: unknown } | null | undefined)?.rows
-  if (!Array.isArray(rows)) {
-    throw new TypeError(
-      `pg-cron-lease: cannot list the runs in ${historyTableOf(table)}: the driver's result has no rows array, got ${formatValue(result)}`,
-    )
-  }
-  return rows.map(readRun)
+  return rowsOf(result, `the runs in ${historyTableOf(table)}`).map(readRun)
 }
 
 function readRun(row: unknown): RunInfo {
   const r = (row ?? {}) as Record<string, unknown>
-  const text = (column: string): string | null => {
-    const value = r[column]
-    if (value === null || typeof value === 'string') return value
-    throw new TypeError(
-      `pg-cron-lease: cannot read a run: column ${column} has an unexpected value, got ${formatValue(row)}`,
-    )
-  }
+  const text = cellsOf(row, 'a run').textOrNull
   const claimedAt = text('claimed_at') as string
   return {
     jobName: text('job_name') as string,

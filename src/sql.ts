@@ -1,5 +1,6 @@
 /** Every SQL text. Timestamps are `clock_timestamp()`: `NOW()` is the transaction's start; replicas' clocks differ. */
 import { createHash } from 'node:crypto'
+import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
 
 /** The table used when no `table` option is given. */
@@ -8,7 +9,6 @@ export const DEFAULT_TABLE = 'cron_leases'
 // The schema is never pg_*: pg_temp is per session, so every replica would win every claim.
 const TABLE_NAME = /^(?:(?!pg_)[A-Za-z_][A-Za-z0-9_$]*\.)?[A-Za-z_][A-Za-z0-9_$]*$/
 
-/** What quoteTable accepts, in words, for error messages. */
 export const TABLE_RULE = 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0-9_$]*), the schema not named pg_*'
 
 /**
@@ -19,7 +19,7 @@ export const TABLE_RULE = 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0
  */
 export function quoteTable(table: string): string {
   if (typeof table !== 'string' || !TABLE_NAME.test(table)) {
-    throw new TypeError(`pg-cron-lease: table must be ${TABLE_RULE}, got ${formatValue(table)}`)
+    throw argumentError('table', `must be ${TABLE_RULE}, got ${formatValue(table)}`)
   }
   return `"${table.replace('.', '"."')}"`
 }
@@ -27,7 +27,7 @@ export function quoteTable(table: string): string {
 // Postgres cuts an identifier past 63 bytes (NAMEDATALEN - 1), so two long names could share one.
 const IDENTIFIER_BYTES = 63
 
-// `name` + `suffix`, in the schema of `table`; a name that would not fit is cut and given a hash of the whole.
+// A name that would not fit is cut and given a hash of the whole.
 function besideTable(table: string, suffix: string): string {
   quoteTable(table)
   const dot = table.indexOf('.')
@@ -39,8 +39,8 @@ function besideTable(table: string, suffix: string): string {
 }
 
 /**
- * The run history's table for a lease table: `name_runs` beside it, in the same schema. A name
- * that would pass Postgres's 63 bytes is cut and given a hash of the whole, so it stays distinct.
+ * The run history's table for a lease table: `name_runs` in the same schema (a name past 63 bytes
+ * is cut and given a hash of the whole, so it stays distinct).
  *
  * @example
  * historyTableOf('jobs.leases') // 'jobs.leases_runs'
@@ -55,12 +55,11 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
   holder      TEXT,
   claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()`
 
-// Added by the current shape; all nullable, so adding them rewrites nothing. The last_* columns
-// describe the job's last run: a claimant that records its runs marks it started (last_started_at),
-// and its record ends it (last_finished_at); one started after the last end is running, or died.
+// Added by the current shape; all nullable, so adding them rewrites nothing. A run started after
+// the last end (last_started_at > last_finished_at) is running, or died.
 const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
   ['last_started_at', 'TIMESTAMPTZ'], // the last run's claimed_at: the next claim minus it is the interval
-  ['last_finished_at', 'TIMESTAMPTZ'], // when the last run that ended ended (for one that died, its lease)
+  ['last_finished_at', 'TIMESTAMPTZ'], // for a run that died, its lease's end
   ['last_duration_ms', 'DOUBLE PRECISION'],
   ['last_outcome', 'TEXT'], // 'ok', 'error', 'unfinished', or NULL when the scheduler could not say
   ['last_error', 'TEXT'],
@@ -78,18 +77,15 @@ const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
 /** Every column a table of the current shape has. */
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
-// What the run history adds to the lease row. Not among CURRENT_COLUMNS: a table upgraded before
-// the history keeps its shape, and its claims.
+// The run history's columns in the lease row; apart, so a table upgraded before it keeps its claims.
 const HISTORY_COLUMNS: readonly (readonly [name: string, type: string])[] = [
-  ['run_number', 'BIGINT'], // the last run written to the history: a job's runs are numbered 1, 2, …
-  ['failed_runs', 'BIGINT'], // how many of them were not ok: each such run is numbered among them too
-  ['runs_trimmed', 'BIGINT'], // runs numbered up to this were trimmed or kept: the next trim starts above
-  ['unfinished_runs', 'BIGINT'], // how many of the job's runs died: a counter, never trimmed
+  ['run_number', 'BIGINT'], // the last run written to the history
+  ['failed_runs', 'BIGINT'], // each run not ok is numbered among these too
+  ['runs_trimmed', 'BIGINT'], // the next trim starts above this run
+  ['unfinished_runs', 'BIGINT'], // never trimmed
 ]
 
-// One row per run, numbered per job in the order the runs were written; a run that was not ok is
-// also numbered among those (failure_number), so the trim can tell which are its last M without a
-// scan. started_at is claimed_at, as the tick starts on the claim.
+// failure_number numbers the runs not ok, so the trim finds the last M of them without a scan.
 const RUN_COLUMNS = `  job_name       TEXT NOT NULL,
   run_number     BIGINT NOT NULL,
   failure_number BIGINT,
@@ -104,21 +100,31 @@ const RUN_COLUMNS = `  job_name       TEXT NOT NULL,
   catch_up       BOOLEAN NOT NULL DEFAULT false,
   PRIMARY KEY (job_name, run_number)`
 
-// The interval, declared else observed; NULL for 0, which would divide by zero.
-function every(parameter: string): string {
-  return `nullif(coalesce(${parameter}::float8, lease.every_ms), 0)`
-}
+// Expressions said once. An interval of 0 is NULL, which would divide by zero.
+const OBSERVED_EVERY = 'nullif(lease.every_ms, 0)'
+const every = (declared: string) => `nullif(coalesce(${declared}::float8, lease.every_ms), 0)`
+const ms = (expression: string) => `${expression} * interval '1 millisecond'`
+const msBetween = (later: string, earlier: string) => `extract(epoch FROM ${later} - ${earlier}) * 1000`
+// Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
+const fromMs = (epochMs: string) => `(to_timestamp((${epochMs} / 1000)::float8) + ${ms(`(${epochMs} % 1000)`)})`
+// Shifted by interval, not zone name: on Postgres 18 a POSIX-form session zone can rename UTC.
+export const isoText = (expression: string) =>
+  `to_char(${expression} AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+const isoTextOrInfinity = (at: string) => `CASE WHEN isfinite(${at}) THEN ${isoText(at)} ELSE ${at}::text END`
+// Read without zone, so the `Z` is not looked up among the session's abbreviations.
+const fromIsoText = (text: string) => `((${text}::text)::timestamp AT TIME ZONE INTERVAL '+00:00')`
+// The last run recorded no end: it runs, or it died.
+const unended = (lease: string) =>
+  `coalesce(${lease}.last_started_at > ${lease}.last_finished_at, ${lease}.last_started_at IS NOT NULL)`
 
-// How far a due time moves to the first occurrence at or after `end` on its schedule (every
-// `interval` ms from it), or to `end` itself with no interval; backwards when it lies past `end`.
+// The shift of a due time to its schedule's first occurrence at or after `end` (`end` itself with no
+// interval); backwards when it lies past `end`.
 function toFirstDue(due: string, end: string, interval: string): string {
-  const gap = `${end} - ${due}`
-  return `coalesce(ceil(extract(epoch FROM ${gap}) * 1000 / ${interval}) * ${interval} * interval '1 millisecond', ${gap})`
+  return `coalesce(${ms(`ceil(${msBetween(end, due)} / ${interval}) * ${interval}`)}, ${end} - ${due})`
 }
 
-// A pause is planned, not a failure: the occurrences that fall due while it holds are skipped, not
-// missed. pauseSql and resumeSql move the stored due time past it (so a claim counts from there);
-// with no due time stored, the last claim plus the interval moves here, in listLeasesSql alone.
+// Occurrences falling due under a pause are skipped, not missed. pauseSql and resumeSql move the
+// stored due time; a due time not stored (last claim plus interval) moves here, in listLeasesSql.
 function dueAfterPause(due: string, interval: string): string {
   return `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
     THEN ${toFirstDue(due, 'lease.paused_until', interval)} ELSE interval '0' END)`
@@ -131,8 +137,7 @@ function dollarQuoted(body: string, base: string): string {
   return `${tag}\n${body}${tag}`
 }
 
-// The history table, and its index of the runs that were not ok (the trim drops the oldest of them
-// by their number), when missing; a racing creator is caught as in createTableSql.
+// The history table and its index of the runs not ok, when missing.
 function createHistory(table: string): string {
   const h = quoteTable(historyTableOf(table))
   const failed = besideTable(table, '_runs_failed')
@@ -159,8 +164,8 @@ export function createTableSql(table: string = DEFAULT_TABLE): string {
     LEASE_COLUMNS,
     ...[...CURRENT_COLUMNS, ...HISTORY_COLUMNS].map(([name, type]) => `  ${name!.padEnd(18)} ${type}`),
   ]
-  // The history only with a new lease table: for an existing one, this runs on every start and
-  // must need no CREATE privilege (the history then comes with `pg-cron-lease migrate`).
+  // The history only with a new lease table: this runs on every start, and an existing table must
+  // need no CREATE privilege (its history comes with `pg-cron-lease migrate`).
   return doBlock(`BEGIN
   IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (
@@ -192,7 +197,6 @@ ${createHistory(table).replace(/^(?=.)/gm, '  ')}${RACED}END;
 `)
 }
 
-// Creators racing on one name: the one that lost is caught, as the other session made the table.
 const RACED = `EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
   NULL; -- another session created it at the same moment
 `
@@ -210,11 +214,10 @@ function doBlock(body: string): string {
 }
 
 /**
- * A catch-up: wins once the stored next due time passed unclaimed within `$4` ms (`$5` the next due
- * time in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3` as the claim's, and
- * for the `history` kind `$8` and `$9` as the claim's `$9` and `$10`). Compared in ms, as the clock
- * minus it could leave timestamp range. The lock sits last inside a CASE: an AND may evaluate it
- * first and cost a loser a transaction ID.
+ * A catch-up: wins once the stored due time passed unclaimed within `$4` ms (`$5` the next due time
+ * in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3`, and `$8`–`$9` for
+ * `history`, as the claim's `$1`–`$3` and `$9`–`$10`). Compared in ms: the clock minus it could
+ * leave timestamp range. The lock sits last in a CASE: an AND may run it first, costing a loser an xid.
  */
 export function catchUpSql(table: string, kind: RunKind): string {
   const t = quoteTable(table)
@@ -249,82 +252,36 @@ WHERE lease.job_name = $1::text
   return withRunRow(table, update, true, '$9', `${returned('claimed')}, claimed.run_number`)
 }
 
-// A length in ms as an interval, and the ms from one timestamp to a later one: said once each.
-function ms(expression: string): string {
-  return `${expression} * interval '1 millisecond'`
-}
-
-function msBetween(later: string, earlier: string): string {
-  return `extract(epoch FROM ${later} - ${earlier}) * 1000`
-}
-
-// Seconds and ms apart: a float8 of seconds with a fraction is inexact past about year 3000.
-function fromMs(parameter: string): string {
-  return `(to_timestamp((${parameter} / 1000)::float8) + (${parameter} % 1000) * interval '1 millisecond')`
-}
-
 // The token travels as text: drivers round timestamptz to ms, and a fence would match the wrong claim.
 const CLAIM_TOKEN = isoText('claimed_at')
-
-// Shifted by interval, not zone name: on Postgres 18 a POSIX-form session zone can rename UTC.
-function isoText(expression: string): string {
-  return `to_char(${expression} AT TIME ZONE INTERVAL '+00:00', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
-}
-
-function isoTextOrInfinity(expression: string): string {
-  return `CASE WHEN isfinite(${expression}) THEN ${isoText(expression)} ELSE ${expression}::text END`
-}
-
-// Read without zone, so the `Z` is not looked up among the session's abbreviations.
-function fromIsoText(parameter: string): string {
-  return `((${parameter}::text)::timestamp AT TIME ZONE INTERVAL '+00:00')`
-}
 
 /** The two shapes a lease table is used as: current, or the original package's. */
 export type Shape = 'current' | 'original'
 
-/**
- * The probe every claim on the current shape sends first: a row back means the claim cannot win
- * (the lease is held, or occurrence `$2` or a later one was claimed), so the loser stops at one
- * read-only statement. No row: the claim is sent.
- */
+/** A claim's read-only probe on the current shape: a row back (held, or occurrence `$2` taken) and it stops. */
 export function probeSql(table: string): string {
   return `SELECT true AS held FROM ${quoteTable(table)} AS lease
 WHERE lease.job_name = $1::text
   AND (lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ${fromMs('$2::bigint')})`
 }
 
-/**
- * What a claimant on the current shape writes besides its lease: nothing (`lease`: `record: false`),
- * its run in the lease row (`run`), or that and the run's row in the history (`history`).
- */
+/** What a claim on the current shape writes besides its lease: nothing, its run in the row, or also in the history. */
 export type RunKind = 'lease' | 'run' | 'history'
 
-/** Every claim text there is: the original shape's, and the current shape's of each {@link RunKind}. */
+/** Every claim text: the original shape's, and the current shape's of each {@link RunKind}. */
 export type ClaimKind = 'original' | RunKind
 
-// The last run a claimant that records its runs started has recorded no end: it runs, or it died.
-function unended(alias: string): string {
-  return `coalesce(${alias}.last_started_at > ${alias}.last_finished_at, ${alias}.last_started_at IS NOT NULL)`
-}
-
-// What a run that died reads as in last_error: it names its holder and when its lease ended.
-function diedError(holder: string, lostAt: string): string {
-  return `format('the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
+const diedError = (holder: string, lostAt: string): string =>
+  `format('the run of %s had not ended when its lease ran out, by %s (its process died, or it lost the lease)',
     coalesce(${holder}, 'a replica'), ${isoText(lostAt)})`
-}
 
-// The job's last run number in its history, for a row that has none yet (a new row, or one made again).
-function lastRunNumber(table: string): string {
-  return `SELECT coalesce(max(run.run_number), 0) FROM ${quoteTable(historyTableOf(table))} AS run WHERE run.job_name = $1::text`
-}
+// For a row with no run number yet (new, or made again).
+const lastRunNumber = (table: string): string =>
+  `SELECT coalesce(max(run.run_number), 0) FROM ${quoteTable(historyTableOf(table))} AS run WHERE run.job_name = $1::text`
 
-// What a claimant that records its runs writes as it wins (kinds `run` and `history`): this run
-// started at `start`; the interval, declared (`interval`) else observed since the last run started;
-// and the end of that last run if it recorded none, as `unfinished`: this claim won once its lease
-// had ended, so its replica died or lost the lease. A `history` claimant also numbers the run
-// (`number`), counts the one that died among the failures and the runs that died, and moves the
-// trim on to the runs past the last `keep`.
+// A recording claim's win: its run started; the interval, declared else observed; and the last run,
+// if it recorded no end, ended `unfinished` (this claim won past its lease, so its replica died or
+// lost it). `history` also numbers the run, counts the one that died, and moves the trim past `keep`.
 function runStarted(kind: ClaimKind, start: string, interval: string, number: string, keep: string): string {
   if (kind !== 'run' && kind !== 'history') return ''
   const died = (then: string, otherwise: string) => `CASE WHEN ${unended('lease')} THEN ${then} ELSE ${otherwise} END`
@@ -348,15 +305,12 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
   return `,\n  ${set.join(',\n  ')}`
 }
 
-// A `history` claimant's claim (`upsert`, an INSERT or UPDATE of the lease row without RETURNING)
-// with its run: the run's row, started; the run before it marked `unfinished` if it never recorded an
-// end (the lease row said so, and counted it); and the job's rows trimmed to its last `keep` runs and
-// besides its last `keepFailed` not ok. The runs are found by number, so the trim costs the same at
-// run 10 and at run 100,000; `before` holds where the last trim stopped.
+// A `history` claim (`upsert` without RETURNING) with its run's row; the run before marked
+// `unfinished` if it recorded no end; the rows trimmed to the last `keep` runs and besides the last
+// `keepFailed` not ok. Found by number, the trim costs the same at run 10 and run 100,000.
 function withRunRow(table: string, upsert: string, catchUp: boolean, keepFailed: string, output: string): string {
   const h = quoteTable(historyTableOf(table))
-  // Each bound read once, as a scalar, so every run is found through the history's key: a join on
-  // `claimed` would read every row the job keeps. No row claimed: NULL, and nothing matches.
+  // Each bound read once as a scalar, so runs are found by the key: a join would read every row kept.
   const of = (expression: string, from = 'claimed') => `(SELECT ${expression} FROM ${from})`
   const previous = `run.run_number = ${of('claimed.run_number - 1')}`
   const kept = of(`claimed.failed_runs - ${keepFailed}::integer`)
@@ -389,10 +343,10 @@ SELECT ${output} FROM claimed`
 }
 
 /**
- * The claim: the claim token to the single winner, no row to losers, who write nothing. On the
- * current shape `$4` is the occurrence (NULL: the lease alone), `$5` how far ahead of the database
- * clock it may lie, `$6` and `$7` the next due time (ms from now) and occurrence, `$8` the interval;
- * the `history` kind adds `$9` and `$10`, the runs to keep and the runs not ok to keep besides.
+ * The claim: its token to the one winner, no row to losers, who write nothing. Current shape: `$4`
+ * the occurrence (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the
+ * next due time (ms from now) and occurrence, `$8` the interval; `history` adds `$9`/`$10`, the
+ * runs and the runs not ok to keep.
  */
 export function claimSql(table: string, kind: ClaimKind): string {
   const t = quoteTable(table)
@@ -413,11 +367,9 @@ SET lease_until = clock_timestamp() + ${ms('$2::integer')},
 WHERE lease.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
   }
-  // Occurrences that fell due unclaimed, rounded (floor(x + 0.5): round() of a float8 takes a half to
-  // the even neighbour), so half an interval of latency or offset never adds one. Counted from the
-  // stored due time, which a pause moves past the occurrences it skips (pauseSql).
+  // floor(x + 0.5), as round() of a float8 takes a half to the even neighbour: half an interval of
+  // latency never adds a missed occurrence.
   const missed = `greatest(0, floor(${msBetween('coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at)', 'lease.next_due_at')} / ${every('$8')} + 0.5))::bigint`
-  // A new row's run: started now, numbered on from the job's history (a row made again).
   const started: Record<RunKind, [columns: string, values: string]> = {
     lease: ['', ''],
     run: [', last_started_at, every_ms', ', clock.at, $8::float8'],
@@ -453,24 +405,23 @@ WHERE lease.lease_until <= clock_timestamp()
   return withRunRow(table, upsert, false, '$10', `${returned('claimed')}, claimed.run_number`)
 }
 
-// A pause holds while the lease is still what the pause made it: any other writer of lease_until
-// (the original package's renew) ends it, and that lease is then its holder's.
-function pauseHolds(alias: string, now = 'clock.at'): string {
-  return `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
-}
+// A pause holds while the lease is what it made: another writer of lease_until (the original
+// package's renew) ends it.
+const pauseHolds = (alias: string, now = 'clock.at'): string =>
+  `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
 
 /** The fenced renew, and the beat (`$4`) that never moves the lease earlier; no row once the claim is gone. */
 export function renewSql(table: string, shape: Shape): string {
   const paused = shape === 'current' ? `\n  AND NOT ${pauseHolds('lease', 'clock_timestamp()')}` : ''
   return `UPDATE ${quoteTable(table)} AS lease
 SET lease_until = CASE WHEN $4::boolean
-  THEN GREATEST(lease_until, clock_timestamp() + $2::integer * interval '1 millisecond')
-  ELSE clock_timestamp() + $2::integer * interval '1 millisecond' END
+  THEN GREATEST(lease_until, clock_timestamp() + ${ms('$2::integer')})
+  ELSE clock_timestamp() + ${ms('$2::integer')} END
 WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until > clock_timestamp()${paused}
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
-/** Why a renew matched no row, read only then: whose claim the row holds, and whether a pause or a lease holds it. */
+/** Why a renew matched no row: whose claim the row holds, and whether a pause or a lease holds it. */
 export function lostLeaseSql(table: string, shape: Shape): string {
   const current = shape === 'current'
   return `SELECT lease.claimed_at = ${fromIsoText('$2')} AS same_claim,
@@ -488,21 +439,15 @@ WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
 FOR KEY SHARE`
 }
 
-// How a run ended, in the lease row: every record's part; `clock` is the database clock read once.
 const RUN_ENDED = `last_finished_at = clock.at,
   last_duration_ms = $3::float8,
   last_outcome = $4::text,
   last_error = $5::text,
   last_success_at = CASE WHEN $4::text = 'ok' THEN clock.at ELSE lease.last_success_at END`
 
-// The record's fence: the row still holds this run's claim.
 const RECORD_FENCE = `lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
 
-/**
- * Records how a won tick ended (`$3` its duration, `$4` its outcome, NULL when the scheduler cannot
- * say, `$5` its error), fenced on its claim (`$2`), in the lease row alone: for a run with no row in
- * the history (a table without it, `history: false`). Current shape only.
- */
+/** Records how a won tick ended (`$3` duration, `$4` outcome or NULL, `$5` error), fenced on `$2`, in the lease row alone. */
 export function recordOutcomeSql(table: string): string {
   return `UPDATE ${quoteTable(table)} AS lease
 SET ${RUN_ENDED}
@@ -511,10 +456,9 @@ WHERE ${RECORD_FENCE}`
 }
 
 /**
- * {@link recordOutcomeSql}, and the run's row in the history (`$6` its number, as its claim returned
- * it) in the same statement: a run that failed is numbered among the failures, and those kept from
- * before past the last `$7` are trimmed. The row is written even once another claim replaced this
- * run's (its lease ran out mid-run): a run that ends late keeps its real outcome.
+ * {@link recordOutcomeSql} and the run's row `$6` in the history; a failure is numbered, trimming
+ * those past the last `$7`. Written even after another claim replaced this run's: a late run keeps
+ * its real outcome.
  */
 export function recordRunSql(table: string): string {
   const h = quoteTable(historyTableOf(table))
@@ -543,37 +487,32 @@ WHERE run.job_name = $1::text AND run.run_number = coalesce((SELECT $6::bigint F
   AND run.outcome IN ('running', 'unfinished')`
 }
 
-// The doctor's race claims a job of its own (src/doctor.ts): never read as one of the user's.
+// The doctor's race job, never listed as the user's.
 const NOT_DOCTOR = `!~ '^pg-cron-lease:doctor:[0-9a-f]{16}$'`
 
 /**
- * Every lease but the doctor's own, in byte order, judged by one clock read: one row with no job
- * for an empty table, so the clock is read all the same. `history`: the table counts the runs that
- * died (its run history's columns).
+ * Every lease but the doctor's, in byte order, by one clock read (an empty table: one row, no job).
+ * `history`: the row counts the runs that died.
  */
 export function listLeasesSql(table: string, shape: Shape, history = false): string {
-  // Materialized, as a subquery could be rescanned; the space in its name keeps any table from shadowing it.
+  // Materialized, as a subquery could be rescanned; the space in the name shadows no table.
   const at = '"db clock".at'
   const current = shape === 'current'
   const column = (name: string, type: string) => (current ? `lease.${name}` : `NULL::${type}`)
   const pausedUntil = column('paused_until', 'timestamptz')
-  const every = 'nullif(lease.every_ms, 0)'
-  // With no due time stored (a scheduler that never named one), the last claim plus the interval.
-  const base = `coalesce(lease.next_due_at, lease.claimed_at + ${ms(every)})`
-  const nextDue = current ? dueAfterPause('lease.next_due_at', every) : 'NULL::timestamptz'
-  const dueAt = current ? dueAfterPause(base, every) : 'NULL::timestamptz'
-  // The end of a pause that has passed, until the job is claimed again.
+  const base = `coalesce(lease.next_due_at, lease.claimed_at + ${ms(OBSERVED_EVERY)})`
+  const nextDue = current ? dueAfterPause('lease.next_due_at', OBSERVED_EVERY) : 'NULL::timestamptz'
+  const dueAt = current ? dueAfterPause(base, OBSERVED_EVERY) : 'NULL::timestamptz'
   const resumedAt = current
     ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > lease.claimed_at THEN ${isoText('lease.paused_until')} END`
     : 'NULL::text'
-  // The last run: ended, running while its claim's lease holds, else unfinished (its replica died or
-  // lost the lease); a claim that marks no run (record: false, the original package) changes none.
+  // A claim that marks no run (record: false, the original package) changes it not.
   const lastRun = current
     ? `CASE WHEN NOT ${unended('lease')} THEN 'ended'
     WHEN lease.claimed_at = lease.last_started_at AND ${claimEnd('lease', at)} > ${at} THEN 'running'
     ELSE 'unfinished' END`
     : `'ended'`
-  // When a run that died lost its lease: its own end, or at the latest the claim that replaced it.
+  // A run that died lost its lease at its end, or at the latest at the claim that replaced it.
   const lostAt = `CASE WHEN lease.claimed_at = lease.last_started_at THEN ${claimEnd('lease', at)} ELSE lease.claimed_at END`
   const died = (then: string, otherwise: string) =>
     current ? `CASE WHEN lease.last_run = 'unfinished' THEN ${then} ELSE ${otherwise} END` : otherwise
@@ -612,7 +551,7 @@ ORDER BY lease.job_name COLLATE "C"`
 }
 
 function adminReturning(shape: Shape): string {
-  // A pause that has ended is kept only for the due time (see resumeSql): the job is not paused.
+  // A pause that ended is kept only for the due time (resumeSql).
   const pausedUntil =
     shape === 'current'
       ? `CASE WHEN lease.paused_until > clock.at THEN ${isoTextOrInfinity('lease.paused_until')} END`
@@ -624,15 +563,13 @@ function adminReturning(shape: Shape): string {
 }
 
 // A pause made before claim_until existed kept no claim end: taken as now.
-function claimEnd(alias: string, now = 'clock.at'): string {
-  return `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
+const claimEnd = (alias: string, now = 'clock.at'): string =>
+  `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
     ELSE ${alias}.lease_until END`
-}
 
-// The clock is read after the row lock, or a committing claim would be judged by an instant before it.
-// The lock waits at most `wait` ms: a crashed holder's open transaction (an idle fence) holds it
-// for ever. set_config(…, true) lasts to the end of the transaction, so the statement puts the
-// caller's setting back once it has the lock (restoreLockTimeout); a 55P03 rolls it back.
+// The clock is read after the row lock, or a committing claim would be judged by an earlier instant.
+// The lock waits at most `wait` ms (an idle fence of a crashed holder holds it for ever); the caller's
+// lock_timeout is put back once it is had (restoreLockTimeout), and a 55P03 rolls it back.
 function lockedClock(table: string, wait: string, gate = 'true'): string {
   return `was AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
 waiting AS MATERIALIZED (SELECT set_config('lock_timeout', (${wait}::integer)::text, true) FROM was),
@@ -644,14 +581,12 @@ clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM
 const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM was), true) AS lock_timeout`
 
 /**
- * Pauses a job; a running tick's renews then fail; `$4` the longest wait for the row lock, in ms.
- * A new pause first settles what was missed before it began (settle): the occurrences already due
- * and unclaimed are counted as missed now, and the job is next due at its first occurrence after
- * now. A pause with an end then moves that due time to the first occurrence at or after the end, so
- * that those falling due while it holds are skipped, not missed. Current shape only.
+ * Pauses a job (a running tick's renews then fail); `$4` the longest wait for the row lock, in ms.
+ * A new pause first counts the occurrences already due as missed (settle); one with an end moves the
+ * due time to the first occurrence at or after it, so those under the pause are skipped, not missed.
  */
 export function pauseSql(table: string): string {
-  const every = 'nullif(lease.every_ms, 0)'
+  const steps = `floor(${msBetween('clock.at', 'lease.next_due_at')} / ${OBSERVED_EVERY}) + 1`
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
   const future = `($3::text IS NULL OR ${fromIsoText('$3')} > clock_timestamp())`
   // A pause ending after the last instant `new Date()` reads as ISO text is open-ended.
@@ -659,21 +594,21 @@ export function pauseSql(table: string): string {
 pause AS MATERIALIZED (
   SELECT CASE
     WHEN $2::float8 IS NOT NULL THEN
-      CASE WHEN $2::float8 < (extract(epoch FROM '9999-12-31T23:59:59.999Z'::timestamptz - clock.at) * 1000)::float8
-        THEN clock.at + $2::float8 * interval '1 millisecond'
+      CASE WHEN $2::float8 < (${msBetween("'9999-12-31T23:59:59.999Z'::timestamptz", 'clock.at')})::float8
+        THEN clock.at + ${ms('$2::float8')}
         ELSE 'infinity'::timestamptz END
     WHEN $3::text IS NOT NULL THEN ${fromIsoText('$3')}
     ELSE 'infinity'::timestamptz END AS until
   FROM clock),
 settle AS MATERIALIZED (
-  SELECT coalesce(floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}) + 1, 1)::bigint AS missed,
-    coalesce((floor(extract(epoch FROM clock.at - lease.next_due_at) * 1000 / ${every}) + 1) * ${every} * interval '1 millisecond',
+  SELECT coalesce(${steps}, 1)::bigint AS missed,
+    coalesce(${ms(`(${steps}) * ${OBSERVED_EVERY}`)},
       clock.at - lease.next_due_at) AS shift
   FROM locked AS lease CROSS JOIN clock
   WHERE NOT ${pauseHolds('lease')} AND lease.next_due_at <= clock.at),
 moved AS MATERIALIZED (
   SELECT coalesce(settle.shift, interval '0') + CASE WHEN isfinite(pause.until) AND pause.until > due.at
-      THEN ${toFirstDue('due.at', 'pause.until', every)} ELSE interval '0' END AS shift
+      THEN ${toFirstDue('due.at', 'pause.until', OBSERVED_EVERY)} ELSE interval '0' END AS shift
   FROM locked AS lease CROSS JOIN pause LEFT JOIN settle ON true
     CROSS JOIN LATERAL (SELECT lease.next_due_at + coalesce(settle.shift, interval '0') AS at) AS due),
 changed AS (
@@ -693,17 +628,14 @@ FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
 }
 
 /**
- * Ends a job's pause; a claim's own lease (claim_until) runs to its end. The job is next due at its
- * first occurrence at or after now (earlier than the end a pause set, when resumed before it), and
- * the end stays in paused_until, as a pause that lapses leaves it. `$2` the longest wait for the row
- * lock, in ms. Current shape only.
+ * Ends a job's pause; a claim's own lease (claim_until) runs on. Next due at its first occurrence at
+ * or after now; the end stays in paused_until, as a lapsed pause leaves it. `$2` as pauseSql's `$4`.
  */
 export function resumeSql(table: string): string {
-  const every = 'nullif(lease.every_ms, 0)'
   return `WITH ${lockedClock(table, '$2')},
 before AS MATERIALIZED (
   SELECT ${pauseHolds('lease')} AS was_paused,
-    CASE WHEN ${pauseHolds('lease')} THEN ${toFirstDue('lease.next_due_at', 'clock.at', every)} END AS shift
+    CASE WHEN ${pauseHolds('lease')} THEN ${toFirstDue('lease.next_due_at', 'clock.at', OBSERVED_EVERY)} END AS shift
   FROM locked AS lease, clock),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
@@ -739,10 +671,9 @@ FROM clock LEFT JOIN changed ON true`
 }
 
 /**
- * Who holds a job's row lock, read after an admin statement's wait ran out (pg_locks lists no row
- * locks): the transaction whose xid is the row's xmax; else, as a locker under a savepoint (a
- * fence) leaves its subtransaction's xid there, every open transaction as old as that xid holding
- * a lock on the table. Several lockers share a multixact, which is not resolved.
+ * Who holds a job's row lock (pg_locks lists none): the transaction whose xid is the row's xmax;
+ * else, as a fence's savepoint leaves a subtransaction's xid, every open transaction as old holding
+ * a lock on the table. A multixact (several lockers) is not resolved.
  */
 export function rowLockHoldersSql(table: string): string {
   const t = quoteTable(table)
@@ -760,9 +691,8 @@ ORDER BY pid`
 }
 
 /**
- * The table's shape, whether it has the run history (`history_shape`: the table and the lease row's
- * columns for it) and this role may write it (`history`), and the database clock; read-only and
- * lockless (safe in a transaction).
+ * The table's shape, whether it has the run history (`history_shape`) and this role may write it
+ * (`history`), and the database clock; read-only and lockless (safe in a transaction).
  */
 export function tableFactsSql(): string {
   return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
@@ -784,11 +714,7 @@ export function tableFactsParams(table: string): unknown[] {
   return [quoteTable(table), CURRENT_COLUMN_NAMES, quoteTable(historyTableOf(table))]
 }
 
-/**
- * The runs of every job (`$1` null) or one, newest first, before `$2` (ISO text; null: all), at
- * most `$3`. A run stored `running` runs while its claim's lease holds, and is `unfinished` once
- * that lease ended with no outcome: its replica died, or lost the lease.
- */
+/** The runs of every job (`$1` null) or one, newest first, before `$2` (ISO text or null), at most `$3`. */
 export function listRunsSql(table: string): string {
   const outcome = `CASE WHEN run.outcome <> 'running' THEN run.outcome
     WHEN lease.claimed_at = run.claimed_at AND ${claimEnd('lease')} > clock.at THEN 'running'
@@ -806,74 +732,14 @@ LIMIT $3::integer`
 }
 
 /**
- * The server connection a handle's statements run on, for a handle that is not itself one (an
- * adapter): savepoints queue by it (src/query.ts). A pid is reused across servers, so the server's
- * start goes with it; as epoch seconds, which no session setting changes.
+ * The server connection an adapter's statements run on: savepoints queue by it (src/query.ts). A pid
+ * is reused across servers, so the server's start goes with it, as epoch seconds no setting changes.
  */
-export function connectionSql(): string {
-  return `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
-}
+export const connectionSql = (): string =>
+  `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
 
-/** Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it. */
-export function savepointSql(name: string): string {
-  return `SAVEPOINT ${name}`
-}
-
-/** Keeps what the statement under the savepoint did, its row locks included. */
-export function releaseSavepointSql(name: string): string {
-  return `RELEASE SAVEPOINT ${name}`
-}
-
-/** Undoes the failed statement; the caller's transaction goes on. */
-export function rollbackToSavepointSql(name: string): string {
-  return `ROLLBACK TO SAVEPOINT ${name}`
-}
-
-/**
- * What `doctor` reads of the server and the session, in one read-only statement. The standbys
- * counted are those streaming from this server; without one, no failover can lose a commit here.
- */
-export function serverFactsSql(): string {
-  return `SELECT current_setting('server_version_num')::int AS version_num, current_user AS role,
-  current_setting('server_version') AS version,
-  pg_is_in_recovery() AS in_recovery,
-  current_setting('transaction_read_only') AS read_only,
-  current_setting('synchronous_commit') AS synchronous_commit,
-  current_setting('synchronous_standby_names') AS synchronous_standby_names,
-  (SELECT count(*) FROM pg_stat_replication)::int AS standbys,
-  current_setting('statement_timeout') AS statement_timeout,
-  current_setting('lock_timeout') AS lock_timeout,
-  current_setting('idle_in_transaction_session_timeout') AS idle_in_transaction_session_timeout`
-}
-
-/**
- * The connecting role's privileges on the lease table (`$1`) and its history table (`$2`), a row
- * for each privilege of each table that exists. Claims need no DELETE on the lease table; only
- * the doctor's race does, to remove its own row.
- */
-export function privilegesSql(): string {
-  return `SELECT relation.kind, privilege, has_table_privilege(relation.oid, privilege) AS granted
-FROM (VALUES ('lease', to_regclass($1::text)), ('history', to_regclass($2::text))) AS relation (kind, oid)
-  CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege
-WHERE relation.oid IS NOT NULL`
-}
-
-/** The database clock alone, for the offset estimate over several round trips. */
-export function databaseClockSql(): string {
-  return `SELECT ${isoText('clock_timestamp()')} AS at`
-}
-
-/** The backend serving this statement, and a mark set earlier in its session (NULL if it has none). */
-export function sessionProbeSql(): string {
-  return `SELECT pg_backend_pid() AS pid, current_setting('pg_cron_lease.doctor', true) AS mark`
-}
-
-/** Marks the session (not the transaction): a pooler that moves the connection loses the mark. */
-export function markSessionSql(): string {
-  return `SELECT set_config('pg_cron_lease.doctor', $1::text, false) AS mark`
-}
-
-/** Deletes every row of one job (`$1`): the race of `doctor`, named so it touches no other. */
-export function deleteJobSql(table: string): string {
-  return `DELETE FROM ${quoteTable(table)} WHERE job_name = $1::text`
-}
+// Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it; the
+// release keeps its row locks.
+export const savepointSql = (name: string): string => `SAVEPOINT ${name}`
+export const releaseSavepointSql = (name: string): string => `RELEASE SAVEPOINT ${name}`
+export const rollbackToSavepointSql = (name: string): string => `ROLLBACK TO SAVEPOINT ${name}`

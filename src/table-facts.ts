@@ -1,7 +1,6 @@
 /**
- * A table's shape comes from one read-only, lockless catalog statement per handle and table, read
- * again at most once a minute until current with its run history, so an upgrade is picked up
- * without a restart.
+ * A table's shape, from one lockless catalog read per handle and table, read again at most once a
+ * minute until current with its run history: an upgrade is picked up without a restart.
  */
 import { clockOffset, monotonicMs } from './clock.js'
 import { runStatement } from './query.js'
