@@ -1,7 +1,6 @@
 /** This replica's clock against the database's, from each won claim: a far-off timer fires wrong. */
 import { escapeControls } from './escape.js'
-import { warn } from './log.js'
-import { clearWarning, firstWarning } from './state.js'
+import { clearWarning, firstWarning, warn } from './log.js'
 import type { ClaimConfig } from './ticket.js'
 
 /** Monotonic ms for this process's own waits; `performance.now()` allocates nothing on the claim path. */

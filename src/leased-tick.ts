@@ -66,7 +66,7 @@ export function leasedTick<T>(
 ): LeasedTick<T> {
   const config = runConfig<T>('leasedTick', db, jobName, leaseMs, runTick, opts)
   const onError = config.options.onError ?? defaultOnError(config.logger)
-  const report = async (error: unknown): Promise<undefined> => {
+  const report = async (error: unknown) => {
     try {
       await onError(error, jobName)
     } catch (onErrorFailure) {

@@ -1,9 +1,9 @@
 /** Inspecting the lease table, as the database clock sees it. */
 import { formatValue } from './format-value.js'
+import { knowledgeOf } from './handle.js'
 import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
 import { listLeasesSql } from './sql.js'
-import { knowledgeOf } from './state.js'
 import { shapeOf } from './table-facts.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'

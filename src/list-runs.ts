@@ -1,11 +1,11 @@
 /** Reading the run history: one row per run, newest first, as the database recorded it. */
 import { codedError, ERROR_CODES } from './errors.js'
+import { knowledgeOf } from './handle.js'
 import { cellsOf, rowsOf } from './list-leases.js'
 import { migrateCommand } from './log.js'
 import { compileOptions } from './options.js'
 import { runStatement } from './query.js'
 import { historyTableOf, listRunsSql } from './sql.js'
-import { knowledgeOf } from './state.js'
 import { readFacts } from './table-facts.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'

@@ -1,7 +1,28 @@
-/** Where warnings go, and the table's own: a leaf, so every module may warn without importing the claim path. */
+/** Where warnings go, each said once per table until its condition ends, and the table's own warning. */
 import { DEFAULT_TABLE } from './sql.js'
-import { firstWarning } from './state.js'
 import type { LeaseLogger } from './types.js'
+
+// Per table (at most TABLES, the first added goes first), the jobs or topics warned about.
+const TABLES = 100
+const warned = new Map<string, Set<string>>()
+
+/** True once per table per process for a warning about a job or topic, until {@link clearWarning}. */
+export function firstWarning(table: string, about: string): boolean {
+  let given = warned.get(table)
+  if (given === undefined) {
+    if (warned.size >= TABLES) warned.delete(warned.keys().next().value as string)
+    given = new Set()
+    warned.set(table, given)
+  }
+  if (given.has(about)) return false
+  given.add(about)
+  return true
+}
+
+/** Ends a condition {@link firstWarning} allowed a warning about. */
+export function clearWarning(table: string, about: string): void {
+  warned.get(table)?.delete(about)
+}
 
 /**
  * `logger.warn`, else `console.warn`: a warning nobody sees would make a silent miss again. Never

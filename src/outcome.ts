@@ -1,8 +1,10 @@
 /** Recording how a won tick ended: in the lease row, for `listLeases`, `status` and `check`, and in the run history. */
-import { migrateCommand, warn } from './log.js'
+
+import { knowledgeOf } from './handle.js'
+import { firstWarning, migrateCommand, warn } from './log.js'
 import { runStatement } from './query.js'
 import { historyTableOf } from './sql.js'
-import { firstWarning, knowledgeOf, statementsOf } from './state.js'
+import { statementsOf } from './statements.js'
 import { historyParams, type Ticket } from './ticket.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */

@@ -2,8 +2,10 @@
  * Sending a statement: with `pg` the hot statements go as named prepared statements; in a caller's
  * transaction each goes under a savepoint, one at a time per connection.
  */
+
+import { type HandleState, handleState, type Sending } from './handle.js'
 import { connectionSql, releaseSavepointSql, rollbackToSavepointSql, savepointSql } from './sql.js'
-import { type HandleState, handleState, type Sending, type Statement } from './state.js'
+import type { Statement } from './statements.js'
 import type { Queryable, QueryResultLike } from './types.js'
 
 // Refusals by a pooler that does not track prepared statements (PgBouncer < 1.21), or of a stale

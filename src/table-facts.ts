@@ -3,9 +3,10 @@
  * minute until current with its run history: an upgrade is picked up without a restart.
  */
 import { clockOffset, monotonicMs } from './clock.js'
+import { knowledgeOf } from './handle.js'
 import { runStatement } from './query.js'
 import { type Shape, tableFactsParams } from './sql.js'
-import { knowledgeOf, TABLE_FACTS } from './state.js'
+import { TABLE_FACTS } from './statements.js'
 import { type ClaimConfig, firstRow } from './ticket.js'
 
 /** How long a non-current shape is trusted: a field, so an upgrade test need not wait a minute. */

@@ -76,6 +76,9 @@ export function wonTicket(
 ): Ticket {
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
   const number = row?.run_number
+  // Most drivers read a bigint as text; a number or bigint also casts.
+  const runNumber =
+    typeof number === 'string' || typeof number === 'number' || typeof number === 'bigint' ? number : null
   return {
     run: Object.freeze({ jobName: config.jobName, claimToken }),
     config,
@@ -85,12 +88,10 @@ export function wonTicket(
     occurrence: occurrence !== null && Number.isFinite(occurrence) ? new Date(occurrence) : null,
     missed: countOf(row?.missed),
     catchUp,
-    // Most drivers read a bigint as text; a number or bigint also casts.
-    runNumber: typeof number === 'string' || typeof number === 'number' || typeof number === 'bigint' ? number : null,
+    runNumber,
   }
 }
 
-// Most drivers send a bigint as text.
 function countOf(value: unknown): number {
   const n = typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : 0
   return Number.isSafeInteger(n) && n > 0 ? n : 0

@@ -13,8 +13,8 @@
 import diagnostics from 'node:diagnostics_channel'
 import { createInterface } from 'node:readline'
 import pg from 'pg'
+import { handleState } from '../../src/handle.ts'
 import { CHANNELS, type RenewMessage, withCronLease } from '../../src/index.ts'
-import { handleState } from '../../src/state.ts'
 import { recordRun } from './occurrences.ts'
 
 /** What the replica prints when it is done. */

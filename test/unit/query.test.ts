@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict'
 import { EventEmitter } from 'node:events'
 import { describe, test } from 'node:test'
+import { handleState } from '../../src/handle.ts'
 import { type Queryable, withCronLease } from '../../src/index.ts'
 import { claimSql, probeSql, releaseSavepointSql, savepointSql, tableFactsSql } from '../../src/sql.ts'
-import { handleState } from '../../src/state.ts'
 import { isProbe, LOSS, WIN } from '../helpers/stand-in.ts'
 
 type Sent = { named: string; text: string } | { plain: string }

@@ -15,6 +15,7 @@ import postgres from 'postgres'
 import { type PgBouncer, pgbouncerMissing, pgbouncerVersion, startPgBouncer } from '../../../dev/pgbouncer.ts'
 import { CI, expireLease, freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { race } from '../../../dev/race.ts'
+import { handleState } from '../../../src/handle.ts'
 import {
   CHANNELS,
   createTableSql,
@@ -29,7 +30,6 @@ import {
   withCronLease,
 } from '../../../src/index.ts'
 import { claimSql, probeSql, recordRunSql, renewSql } from '../../../src/sql.ts'
-import { handleState } from '../../../src/state.ts'
 import { finished } from '../../helpers/child.ts'
 import { runsTable } from '../../helpers/occurrences.ts'
 import type { ReplicaReport } from '../../helpers/prepared-replica.ts'

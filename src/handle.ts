@@ -1,0 +1,63 @@
+/** What the library learns of each handle it is given (a Pool, a client, an adapter), kept as long as the handle lives. */
+import type { Shape } from './sql.js'
+
+/** What one handle knows of one table. */
+export interface TableKnowledge {
+  shape: Shape | undefined
+  /** The table has its run history (historyTableOf) that this role may write. */
+  history: boolean
+  readAt: number
+  /** A read in flight: racing first claims send one catalog statement. */
+  reading: Promise<Shape | undefined> | undefined
+  /** This process's clock minus the database's, and when (monotonic ms). */
+  clock: { offsetMs: number; at: number } | undefined
+  /**
+   * How many more claims go without the probe: a claim the probe did not stop (a win, or a loss in
+   * a dead heat, where every probe ran before the winner committed) sets it to UNPROBED_CLAIMS,
+   * each claim sent without it takes one off, and a failed claim sets it to 0.
+   */
+  unprobed: number
+}
+
+/** How statements go through one handle, decided once (src/query.ts). */
+export interface Sending {
+  /** A `pg` Pool or client: takes `query({ name, text, values })`. */
+  readonly named: boolean
+  /** A `pg` client: it is the connection its statements run on. */
+  readonly client: boolean
+  /** Reads 'I', 'T' or 'E' as pg names them ('?' not known yet); null for a handle that cannot tell. */
+  readonly status: (() => unknown) | null
+}
+
+export interface HandleState {
+  /** At most TABLES tables; the first added goes first. */
+  readonly tables: Map<string, TableKnowledge>
+  /** The pooler in front refused a prepared statement: all go plain from then on. */
+  unprepared: boolean
+  sending: Sending | undefined
+  /** Which server connection an adapter is on, asked once (src/query.ts); a pg client is its own. */
+  connection: Promise<unknown> | undefined
+}
+
+const TABLES = 100
+const handles = new WeakMap<object, HandleState>()
+
+export function handleState(db: object): HandleState {
+  let state = handles.get(db)
+  if (state === undefined) {
+    state = { tables: new Map(), unprepared: false, sending: undefined, connection: undefined }
+    handles.set(db, state)
+  }
+  return state
+}
+
+export function knowledgeOf(db: object, table: string): TableKnowledge {
+  const { tables } = handleState(db)
+  let known = tables.get(table)
+  if (known === undefined) {
+    if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
+    known = { shape: undefined, history: false, readAt: 0, reading: undefined, clock: undefined, unprobed: 0 }
+    tables.set(table, known)
+  }
+  return known
+}

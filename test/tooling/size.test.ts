@@ -1,0 +1,43 @@
+/**
+ * The library stays small enough to hold in mind: src/ at most 6,500 lines of TypeScript (the
+ * `exec` command and the OpenTelemetry subpath counted apart, 300 each), the dashboard's browser
+ * assets at most 800, and no `instanceof Promise` (a value-or-promise is normalised once, by await).
+ */
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import path from 'node:path'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+
+const src = fileURLToPath(new URL('../../src', import.meta.url))
+const files = (readdirSync(src, { recursive: true }) as string[]).map((f) => f.split(path.sep).join('/')).sort()
+const lines = (file: string) => readFileSync(path.join(src, file), 'utf8').split('\n').length - 1
+const total = (chosen: string[]) => chosen.reduce((sum, file) => sum + lines(file), 0)
+
+const ts = files.filter((f) => f.endsWith('.ts'))
+const exec = ts.filter((f) => /^cli\/exec[^/]*\.ts$/.test(f))
+const otel = ts.filter((f) => f.startsWith('otel/'))
+const core = ts.filter((f) => !exec.includes(f) && !otel.includes(f))
+const assets = files.filter((f) => f.startsWith('dashboard/assets/') && /\.(js|css)$/.test(f))
+
+test('src/ holds at most 6,500 lines of TypeScript, exec and otel counted apart', () => {
+  assert.ok(core.length > 40, `found only ${core.length} files under ${src}`)
+  const sizes = core.map((f) => `${lines(f)} ${f}`).join('\n')
+  assert.ok(total(core) <= 6500, `src/ has ${total(core)} lines:\n${sizes}`)
+})
+
+test('the exec command and the OpenTelemetry subpath are at most 300 lines each', () => {
+  assert.ok(exec.length > 0 && otel.length > 0, 'the exec and otel files were not found')
+  assert.ok(total(exec) <= 300, `src/cli/exec*.ts has ${total(exec)} lines`)
+  assert.ok(total(otel) <= 300, `src/otel/ has ${total(otel)} lines`)
+})
+
+test("the dashboard's browser assets are at most 800 lines", () => {
+  assert.ok(assets.length >= 2, 'the dashboard assets were not found')
+  assert.ok(total(assets) <= 800, `src/dashboard/assets has ${total(assets)} lines`)
+})
+
+test('no module tells a promise from a value by instanceof Promise', () => {
+  const found = ts.filter((f) => /instanceof\s+Promise\b/.test(readFileSync(path.join(src, f), 'utf8')))
+  assert.deepEqual(found, [])
+})
