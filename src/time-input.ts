@@ -1,6 +1,6 @@
 /** Durations (`1h30m`) and instants (ISO-8601 with a zone, or a `Date`), read alike by the CLI and `pauseJob`. */
 import { types } from 'node:util'
-import { formatValue } from './format-value.js'
+import { fail } from './validate.js'
 
 // The ms of d, h, m and s, in the order DURATION captures them.
 const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
@@ -98,15 +98,4 @@ function isoMs(text: string, name: string): number {
 function daysIn(year: number, month: number): number {
   const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
   return [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!
-}
-
-// The library's argument error, with a `Date` shown as its instant rather than as JSON.
-function fail(name: string, rule: string, value: unknown): never {
-  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${show(value)}`)
-}
-
-function show(value: unknown): string {
-  if (types.isProxy(value) || !types.isDate(value)) return formatValue(value)
-  const ms = Date.prototype.getTime.call(value)
-  return Number.isNaN(ms) ? 'an Invalid Date' : `a Date of ${new Date(ms).toISOString()}`
 }
