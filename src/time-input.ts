@@ -70,32 +70,31 @@ export function parseInstant(value: unknown, name: string): number {
   return ms
 }
 
-// Computed from the fields, so nothing rolls over.
+// Built from the fields and refused if any rolled over (31 April, 24:00), which Date.parse would let pass.
 function isoMs(text: string, name: string): number {
   const match = ISO_WITH_ZONE.exec(text)
-  if (match === null) {
-    if (ISO_WITHOUT_ZONE.test(text)) fail(name, ZONE_MISSING, text)
-    return fail(name, UNTIL_RULE, text)
-  }
-  const [year, month, day, hour, minute, second = 0] = match.slice(1, 7).map((part) => Number(part ?? 0)) as number[]
+  if (match === null) return fail(name, ISO_WITHOUT_ZONE.test(text) ? ZONE_MISSING : UNTIL_RULE, text)
+  const fields = match.slice(1, 7).map((part) => Number(part ?? 0))
+  const [year, month, day, hour, minute, second] = fields as [number, number, number, number, number, number]
   const [offsetHours, offsetMinutes] = [Number(match[10] ?? 0), Number(match[11] ?? 0)]
-  const realDay = month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysIn(year!, month!)
-  if (!realDay || hour! > 23 || minute! > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) {
+  const fraction = Number((match[7] ?? '').slice(0, 3).padEnd(3, '0'))
+  // Date.UTC reads years 0-99 as 1900-1999; setting the year afterwards keeps the one written.
+  const utc = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, fraction))
+  utc.setUTCFullYear(year)
+  const read = [
+    year,
+    utc.getUTCMonth() + 1,
+    utc.getUTCDate(),
+    utc.getUTCHours(),
+    utc.getUTCMinutes(),
+    utc.getUTCSeconds(),
+  ]
+  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59) {
     fail(
       name,
       'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59',
       text,
     )
   }
-  const fraction = Number((match[7] ?? '').slice(0, 3).padEnd(3, '0'))
-  const offsetMs = (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
-  // Date.UTC reads years 0-99 as 1900-1999; setting the year afterwards keeps the one written.
-  const utc = new Date(Date.UTC(2000, month! - 1, day!, hour!, minute!, second, fraction))
-  utc.setUTCFullYear(year!)
-  return utc.getTime() - offsetMs
-}
-
-function daysIn(year: number, month: number): number {
-  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
-  return [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!
+  return utc.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
 }

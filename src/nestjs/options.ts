@@ -1,6 +1,6 @@
 /** The module's options, their tokens, and the one step that turns them into the config. */
 import { Logger, type LoggerService } from '@nestjs/common'
-import { compileOptions } from '../options.js'
+import { compileOptions, DEFAULTS } from '../options.js'
 import { createTableSql, upgradeTableSql } from '../sql.js'
 import type { LeaseLogger, LeaseOptions, Queryable } from '../types.js'
 import { checkMs, checkOptions, checkQueryable, fail } from '../validate.js'
@@ -28,7 +28,7 @@ export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | '
  * @example
  * PgCronLeaseModule.forRoot({ db: pool, shutdownTimeoutMs: DEFAULT_SHUTDOWN_TIMEOUT_MS * 2 })
  */
-export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = DEFAULTS.timeoutMs
 
 export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')
 
