@@ -165,7 +165,6 @@ export const DEFAULTS = Object.freeze(
     : K]: (typeof OPTIONS)[K]['default']
 }
 
-/** The defaults other modules name on their own. */
 export const {
   history: DEFAULT_HISTORY,
   lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS,
@@ -215,13 +214,7 @@ export function checkBasePath(value: unknown, name: string): string {
   return value.replace(/\/$/, '')
 }
 
-/**
- * The dashboard's token: at least {@link MIN_TOKEN_LENGTH} characters. The error gives its length,
- * never the token itself.
- *
- * @example
- * checkDashboardToken(process.env.DASHBOARD_TOKEN, 'opts.token')
- */
+// The error gives the token's length, never the token itself.
 export function checkDashboardToken(value: unknown, name: string): string {
   if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
   const { length } = value.trim()

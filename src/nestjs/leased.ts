@@ -3,6 +3,7 @@
  * the instance has in a hook we cannot order against. Each instance is bound to its application at start.
  */
 import { Logger } from '@nestjs/common'
+import { argumentError } from '../errors.js'
 import { OPTIONS } from '../options.js'
 import { checkMs, checkOptions } from '../validate.js'
 
@@ -36,14 +37,6 @@ export const bindings = new WeakMap<object, FireLeased>()
 
 const NAME = '@Leased() options'
 
-function checkLeasedOptions(options: unknown): Readonly<LeasedOptions> {
-  const { leaseMs, catchUp } = checkOptions(options, ['leaseMs', 'catchUp'], NAME)
-  return Object.freeze({
-    ...(leaseMs !== undefined && { leaseMs: checkMs(leaseMs, `${NAME}.leaseMs`) }),
-    ...(catchUp !== undefined && { catchUp: OPTIONS.catchUp.check(catchUp, `${NAME}.catchUp`, { leaseMs: 0 }) }),
-  })
-}
-
 /**
  * Beside `@Cron`, `@Interval` or `@Timeout`, makes the method a singleton across replicas: only the
  * fire that claims its occurrence runs, with the `LeaseContext` last; it never rejects (docs/nestjs.md).
@@ -54,14 +47,17 @@ function checkLeasedOptions(options: unknown): Readonly<LeasedOptions> {
  * async send(ctx: LeaseContext) { await sendReport({ signal: ctx.signal }) }
  */
 export function Leased(options?: LeasedOptions): MethodDecorator {
-  const checked = checkLeasedOptions(options)
+  const { leaseMs, catchUp } = checkOptions(options, ['leaseMs', 'catchUp'], NAME)
+  const checked: Readonly<LeasedOptions> = Object.freeze({
+    ...(leaseMs !== undefined && { leaseMs: checkMs(leaseMs, `${NAME}.leaseMs`) }),
+    ...(catchUp !== undefined && { catchUp: OPTIONS.catchUp.check(catchUp, `${NAME}.catchUp`, { leaseMs: 0 }) }),
+  })
   return (target, key, descriptor) => {
     const original = descriptor.value as LeasedMethod['original'] | undefined
     const owner = typeof target === 'function' ? target : target.constructor
     const label = `${owner.name}.${String(key)}`
-    if (typeof original !== 'function')
-      throw new TypeError(`pg-cron-lease: @Leased() goes on a method; ${label} is not one`)
-    if (leasedMethod(original) !== undefined) throw new TypeError(`pg-cron-lease: @Leased() is on ${label} twice`)
+    if (typeof original !== 'function') throw argumentError('@Leased()', `goes on a method; ${label} is not one`)
+    if (leasedMethod(original) !== undefined) throw argumentError('@Leased()', `is on ${label} twice`)
     const method: LeasedMethod = Object.freeze({ label, options: checked, original })
     let warned = false
     const wrapper = function (this: object, ...args: unknown[]): Promise<unknown> {
