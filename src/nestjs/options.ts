@@ -45,7 +45,10 @@ export async function resolveConfig(options: unknown) {
   // Checked as every claim checks them, so a bad one stops the start, not each fire.
   compileOptions('withCronLease', defaults, NAME)
   if (migrate !== undefined && typeof migrate !== 'boolean') fail(`${NAME}.migrate`, 'true or false', migrate)
-  const timeoutMs = checkMs(shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS, `${NAME}.shutdownTimeoutMs`, Infinity, 0)
+  const timeoutMs =
+    shutdownTimeoutMs === undefined
+      ? DEFAULT_SHUTDOWN_TIMEOUT_MS
+      : checkMs(shutdownTimeoutMs, `${NAME}.shutdownTimeoutMs`, Number.POSITIVE_INFINITY, 0)
   const nestLogger = (logger ?? new Logger('PgCronLease')) as LoggerService
   if (typeof nestLogger.error !== 'function' || typeof nestLogger.warn !== 'function') {
     fail(`${NAME}.logger`, 'a Nest LoggerService, with error and warn functions', logger)
