@@ -19,6 +19,11 @@ function render(value: unknown): string {
   if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`
   if (typeof value === 'symbol') return value.toString()
   if (value === null || typeof value !== 'object') return String(value)
+  // The engine's own getTime: a Date's toJSON may be replaced, and an Invalid Date has none.
+  if (types.isDate(value)) {
+    const ms = Date.prototype.getTime.call(value)
+    return Number.isNaN(ms) ? 'an Invalid Date' : `a Date of ${new Date(ms).toISOString()}`
+  }
   if (Array.isArray(value)) return `an array of length ${value.length}`
   try {
     return clip(JSON.stringify(value) ?? Object.prototype.toString.call(value))

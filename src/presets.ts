@@ -1,13 +1,6 @@
-import { formatValue } from './format-value.js'
+import { fail, MAX_LEASE_MS } from './validate.js'
 
-/**
- * The longest lease accepted, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and the
- * longest Node timer.
- *
- * @example
- * leaseMs <= MAX_LEASE_MS // true for every lease the library accepts
- */
-export const MAX_LEASE_MS = 2_147_483_647
+export { MAX_LEASE_MS }
 
 /**
  * The longest `everyMs`, in ms: ten years, so every stored due time reads back as a `Date`.
@@ -40,14 +33,13 @@ export const LEASE = Object.freeze({
  * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
  */
 export function leaseForInterval(intervalMs: number): number {
-  const bad = (rule: string) => {
-    throw new TypeError(`pg-cron-lease: intervalMs ${rule}, got ${formatValue(intervalMs)}`)
-  }
   if (typeof intervalMs !== 'number' || !Number.isFinite(intervalMs) || intervalMs <= 0) {
-    bad('must be a positive finite number of milliseconds')
+    fail('intervalMs', 'a positive finite number of milliseconds', intervalMs)
   }
   const leaseMs = Math.max(1, Math.round(intervalMs * 0.8))
-  if (leaseMs > MAX_LEASE_MS) bad(`is too long: its lease would exceed ${MAX_LEASE_MS} ms (about 24.8 days)`)
+  if (leaseMs > MAX_LEASE_MS) {
+    fail('intervalMs', `short enough that its lease (80%) fits in ${MAX_LEASE_MS} ms (about 24.8 days)`, intervalMs)
+  }
   return leaseMs
 }
 
@@ -65,6 +57,5 @@ export interface IntervalLease {
  * setInterval(leasedTick(pool, 'sync', forInterval(15_000), sync), 15_000)
  */
 export function forInterval(intervalMs: number): IntervalLease {
-  const leaseMs = leaseForInterval(intervalMs)
-  return Object.freeze({ leaseMs, everyMs: Math.max(1, Math.round(intervalMs)) })
+  return Object.freeze({ leaseMs: leaseForInterval(intervalMs), everyMs: Math.max(1, Math.round(intervalMs)) })
 }

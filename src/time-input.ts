@@ -1,6 +1,6 @@
 /** Durations (`1h30m`) and instants (ISO-8601 with a zone, or a `Date`), read alike by the CLI and `pauseJob`. */
 import { types } from 'node:util'
-import { formatValue } from './format-value.js'
+import { fail } from './validate.js'
 
 // The ms of d, h, m and s, in the order DURATION captures them.
 const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
@@ -70,43 +70,31 @@ export function parseInstant(value: unknown, name: string): number {
   return ms
 }
 
-// Computed from the fields, so nothing rolls over.
+// Built from the fields and refused if any rolled over (31 April, 24:00), which Date.parse would let pass.
 function isoMs(text: string, name: string): number {
   const match = ISO_WITH_ZONE.exec(text)
-  if (match === null) {
-    if (ISO_WITHOUT_ZONE.test(text)) fail(name, ZONE_MISSING, text)
-    return fail(name, UNTIL_RULE, text)
-  }
-  const [year, month, day, hour, minute, second = 0] = match.slice(1, 7).map((part) => Number(part ?? 0)) as number[]
+  if (match === null) return fail(name, ISO_WITHOUT_ZONE.test(text) ? ZONE_MISSING : UNTIL_RULE, text)
+  const fields = match.slice(1, 7).map((part) => Number(part ?? 0))
+  const [year, month, day, hour, minute, second] = fields as [number, number, number, number, number, number]
   const [offsetHours, offsetMinutes] = [Number(match[10] ?? 0), Number(match[11] ?? 0)]
-  const realDay = month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysIn(year!, month!)
-  if (!realDay || hour! > 23 || minute! > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) {
+  const fraction = Number((match[7] ?? '').slice(0, 3).padEnd(3, '0'))
+  // Date.UTC reads years 0-99 as 1900-1999; setting the year afterwards keeps the one written.
+  const utc = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, fraction))
+  utc.setUTCFullYear(year)
+  const read = [
+    year,
+    utc.getUTCMonth() + 1,
+    utc.getUTCDate(),
+    utc.getUTCHours(),
+    utc.getUTCMinutes(),
+    utc.getUTCSeconds(),
+  ]
+  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59) {
     fail(
       name,
       'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59',
       text,
     )
   }
-  const fraction = Number((match[7] ?? '').slice(0, 3).padEnd(3, '0'))
-  const offsetMs = (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
-  // Date.UTC reads years 0-99 as 1900-1999; setting the year afterwards keeps the one written.
-  const utc = new Date(Date.UTC(2000, month! - 1, day!, hour!, minute!, second, fraction))
-  utc.setUTCFullYear(year!)
-  return utc.getTime() - offsetMs
-}
-
-function daysIn(year: number, month: number): number {
-  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
-  return [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!
-}
-
-// The library's argument error, with a `Date` shown as its instant rather than as JSON.
-function fail(name: string, rule: string, value: unknown): never {
-  throw new TypeError(`pg-cron-lease: ${name} must be ${rule}, got ${show(value)}`)
-}
-
-function show(value: unknown): string {
-  if (types.isProxy(value) || !types.isDate(value)) return formatValue(value)
-  const ms = Date.prototype.getTime.call(value)
-  return Number.isNaN(ms) ? 'an Invalid Date' : `a Date of ${new Date(ms).toISOString()}`
+  return utc.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
 }

@@ -1,11 +1,20 @@
 /** Argument checks shared by every entry point: a TypeError naming the argument, before any query. */
 import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
-import { MAX_LEASE_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import { acceptName, isAcceptedName } from './state.js'
 import type { Queryable } from './types.js'
 
+/**
+ * The longest lease accepted, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and the
+ * longest Node timer.
+ *
+ * @example
+ * leaseMs <= MAX_LEASE_MS // true for every lease the library accepts
+ */
+export const MAX_LEASE_MS = 2_147_483_647
+
+/** The one error for a bad argument: `<name> must be <rule>, got <value>`. */
 export function fail(name: string, rule: string, value: unknown): never {
   throw argumentError(name, `must be ${rule}, got ${formatValue(value)}`)
 }
@@ -67,8 +76,7 @@ export function checkCount(value: unknown, name: string, min: number, max: numbe
 }
 
 export function checkFunction<F>(value: unknown, name: string): F {
-  if (typeof value !== 'function') fail(name, 'a function', value)
-  return value as F
+  return typeof value === 'function' ? (value as F) : fail(name, 'a function', value)
 }
 
 /** An option bag, read once so a getter cannot give the check one value and the use another; `null` is none. */
@@ -112,7 +120,7 @@ export const DEFAULT_OVERDUE_FACTOR = 2
 
 export function checkOverdueFactor(value: unknown, name = 'opts.overdueFactor'): number {
   if (value === undefined) return DEFAULT_OVERDUE_FACTOR
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 1)
-    fail(name, 'a finite number, at least 1', value)
-  return value
+  return typeof value === 'number' && Number.isFinite(value) && value >= 1
+    ? value
+    : fail(name, 'a finite number, at least 1', value)
 }

@@ -3,8 +3,8 @@ import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
 import { type LeaseInfo, type ListLeasesOptions, readLeases } from '../list-leases.js'
+import { DEFAULTS } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
-import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { judgeJobs } from '../verdict.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 
@@ -79,7 +79,7 @@ export class PgCronLeaseHealthIndicator {
       leases: typeof jobs === 'function' ? leases.filter((lease) => jobs(lease.jobName)) : leases,
       jobs: Array.isArray(jobs) ? [...jobs] : [],
       table,
-      overdueFactor: overdueFactor ?? DEFAULT_OVERDUE_FACTOR,
+      overdueFactor: overdueFactor ?? DEFAULTS.overdueFactor,
       graceMs: overdueGraceMs,
       checkedAt,
     })

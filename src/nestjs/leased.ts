@@ -3,8 +3,9 @@
  * the instance has in a hook we cannot order against. Each instance is bound to its application at start.
  */
 import { Logger } from '@nestjs/common'
-import { MAX_LEASE_MS } from '../presets.js'
-import { badOption, checkKeys } from './options.js'
+import { argumentError } from '../errors.js'
+import { OPTIONS } from '../options.js'
+import { checkMs, checkOptions } from '../validate.js'
 
 const LEASED_METADATA = 'pg-cron-lease:leased'
 
@@ -34,25 +35,7 @@ export type FireLeased = (method: LeasedMethod, instance: object, args: unknown[
 /** Each instance's application, weakly, so a closed application's instances (and pools) go with it. */
 export const bindings = new WeakMap<object, FireLeased>()
 
-function checkLeasedOptions(options: unknown): LeasedOptions {
-  const owner = '@Leased()'
-  if (options === undefined) return {}
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    badOption(owner, 'options', 'be an object', options, 1)
-  }
-  checkKeys(owner, options, ['leaseMs', 'catchUp'])
-  const { leaseMs, catchUp } = options as LeasedOptions
-  // The library's rule for every length in ms (checkMs): rounded to whole ms, then held to its range.
-  const rounded = typeof leaseMs === 'number' && Number.isFinite(leaseMs) ? Math.round(leaseMs) : Number.NaN
-  if (leaseMs !== undefined && !(rounded >= 1 && rounded <= MAX_LEASE_MS)) {
-    badOption(owner, 'leaseMs', `be a number of ms from 1 to ${MAX_LEASE_MS} after rounding to whole ms`, leaseMs, 1)
-  }
-  const withinMs = (catchUp as { withinMs?: unknown } | null | undefined)?.withinMs
-  if (catchUp !== undefined && !(typeof withinMs === 'number' && Number.isFinite(withinMs) && withinMs > 0)) {
-    badOption(owner, 'catchUp', 'be { withinMs } with a positive number of ms', catchUp, 1)
-  }
-  return Object.freeze({ ...(options as LeasedOptions) })
-}
+const NAME = '@Leased() options'
 
 /**
  * Beside `@Cron`, `@Interval` or `@Timeout`, makes the method a singleton across replicas: only the
@@ -64,14 +47,17 @@ function checkLeasedOptions(options: unknown): LeasedOptions {
  * async send(ctx: LeaseContext) { await sendReport({ signal: ctx.signal }) }
  */
 export function Leased(options?: LeasedOptions): MethodDecorator {
-  const checked = checkLeasedOptions(options)
+  const { leaseMs, catchUp } = checkOptions(options, ['leaseMs', 'catchUp'], NAME)
+  const checked: Readonly<LeasedOptions> = Object.freeze({
+    ...(leaseMs !== undefined && { leaseMs: checkMs(leaseMs, `${NAME}.leaseMs`) }),
+    ...(catchUp !== undefined && { catchUp: OPTIONS.catchUp.check(catchUp, `${NAME}.catchUp`, { leaseMs: 0 }) }),
+  })
   return (target, key, descriptor) => {
     const original = descriptor.value as LeasedMethod['original'] | undefined
     const owner = typeof target === 'function' ? target : target.constructor
     const label = `${owner.name}.${String(key)}`
-    if (typeof original !== 'function')
-      throw new TypeError(`pg-cron-lease: @Leased() goes on a method; ${label} is not one`)
-    if (leasedMethod(original) !== undefined) throw new TypeError(`pg-cron-lease: @Leased() is on ${label} twice`)
+    if (typeof original !== 'function') throw argumentError('@Leased()', `goes on a method; ${label} is not one`)
+    if (leasedMethod(original) !== undefined) throw argumentError('@Leased()', `is on ${label} twice`)
     const method: LeasedMethod = Object.freeze({ label, options: checked, original })
     let warned = false
     const wrapper = function (this: object, ...args: unknown[]): Promise<unknown> {

@@ -53,32 +53,28 @@ export class PgCronLeaseRunner {
     private readonly scanner: MetadataScanner,
     private readonly registry: SchedulerRegistry | undefined,
   ) {
-    this.nameCronJobs()
+    // Unnamed, @nestjs/schedule would register a leased `@Cron` under a random UUID, and the fire
+    // could not find its job. Named on the class, so every application in the process agrees.
+    for (const wrapper of this.wrappers()) {
+      const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
+      if (typeof prototype !== 'object' || prototype === null) continue
+      for (const [method, schedule] of this.leasedMethods(prototype, prototype)) {
+        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined) {
+          schedule.options.name = method.label
+        }
+      }
+    }
   }
 
   private wrappers() {
     return [...this.discovery.getControllers(), ...this.discovery.getProviders()]
   }
 
-  private *leasedMethods(target: object, prototype: object): Generator<[LeasedMethod, object]> {
+  private *leasedMethods(target: object, prototype: object): Generator<[LeasedMethod, Schedule | null]> {
     for (const key of this.scanner.getAllMethodNames(prototype)) {
       const fn = (target as Record<string, unknown>)[key]
       const method = leasedMethod(fn)
-      if (method !== undefined) yield [method, fn as object]
-    }
-  }
-
-  // Unnamed, @nestjs/schedule would register a leased `@Cron` under a random UUID, and the fire
-  // could not find its job. Named on the class, so every application in the process agrees.
-  private nameCronJobs(): void {
-    for (const wrapper of this.wrappers()) {
-      const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
-      if (typeof prototype !== 'object' || prototype === null) continue
-      for (const [method, fn] of this.leasedMethods(prototype, prototype)) {
-        const schedule = scheduleOf(fn)
-        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined)
-          schedule.options.name = method.label
-      }
+      if (method !== undefined) yield [method, scheduleOf(fn as object)]
     }
   }
 
@@ -87,8 +83,8 @@ export class PgCronLeaseRunner {
       const instance = wrapper.instance as object | null | undefined
       if (typeof instance !== 'object' || instance === null || !Object.getPrototypeOf(instance)) continue
       if (!wrapper.isDependencyTreeStatic()) continue // @nestjs/schedule schedules none of these either
-      for (const [method, fn] of this.leasedMethods(instance, Object.getPrototypeOf(instance))) {
-        const job = this.leasedJob(method, scheduleOf(fn), instance)
+      for (const [method, schedule] of this.leasedMethods(instance, Object.getPrototypeOf(instance))) {
+        const job = this.leasedJob(method, schedule, instance)
         const other = [...this.jobs.values()].find(({ name }) => name === job.name)
         if (other !== undefined) {
           const clash = `and ${method.label} are both leased as job ${JSON.stringify(job.name)}`
@@ -102,7 +98,7 @@ export class PgCronLeaseRunner {
 
   private leasedJob(method: LeasedMethod, schedule: Schedule | null, instance: object): LeasedJob {
     if (schedule === null) throw startError(method, MISTAKES.unscheduled)
-    const { leaseMs } = method.options
+    const { leaseMs, catchUp } = method.options
     const job = { name: schedule.name ?? method.label, method, schedule, instance, lease: leaseMs }
     if (schedule.kind === 'cron') {
       if (this.registry === undefined) throw startError(method, MISTAKES.noRegistry)
@@ -113,23 +109,28 @@ export class PgCronLeaseRunner {
     }
     if (!(schedule.ms >= 0)) throw startError(method, `has a @${schedule.kind} without a number of ms`)
     if (schedule.kind === 'interval') return { ...job, lease: leaseMs ?? forInterval(schedule.ms) }
-    if (method.options.catchUp !== undefined) throw startError(method, MISTAKES.timeoutCatchUp)
+    if (catchUp !== undefined) throw startError(method, MISTAKES.timeoutCatchUp)
     return { ...job, lease: leaseMs ?? TIMEOUT_LEASE_MS }
   }
 
   onApplicationBootstrap(): void {
-    for (const job of this.jobs.values()) {
-      if (job.method.options.catchUp !== undefined) this.catchUp(job)
-    }
+    for (const job of this.jobs.values()) if (job.method.options.catchUp !== undefined) this.catchUp(job)
   }
 
   onModuleDestroy(): void {
     this.closing = true
   }
 
+  // drainLeases' path for this application's runs: a tick past shutdownTimeoutMs is aborted, never left running.
   beforeApplicationShutdown(): Promise<void> {
     this.closing = true
-    this.drained ??= this.drain()
+    const ms = this.config.shutdownTimeoutMs
+    this.drained ??= drainGroup(this.runs, ms, `shutdownTimeoutMs (${ms} ms)`).then((stopped) => {
+      if (stopped.length === 0) return
+      this.config.logger.warn(
+        `shutting down: ticks still running after ${ms} ms (shutdownTimeoutMs) were aborted and recorded as errors: ${stopped.join(', ')}`,
+      )
+    })
     return this.drained
   }
 
@@ -165,9 +166,9 @@ export class PgCronLeaseRunner {
     return {
       ...this.config.defaults,
       logger: this.config.leaseLogger,
-      ...(everyMs === undefined ? {} : { everyMs }),
-      ...(occurrence === null ? {} : { occurrence: new Date(occurrence) }),
-      ...(nextOccurrence === null ? {} : { nextOccurrence: new Date(nextOccurrence) }),
+      ...(everyMs !== undefined && { everyMs }),
+      ...(occurrence !== null && { occurrence: new Date(occurrence) }),
+      ...(nextOccurrence !== null && { nextOccurrence: new Date(nextOccurrence) }),
     }
   }
 
@@ -197,9 +198,15 @@ export class PgCronLeaseRunner {
         cronJob = this.cronJob(job)
         if (cronJob !== undefined) slot = cronJobSlot(cronJob)
       }
-      const lease = this.leaseOf(job, cronJob)
       const opts = this.claimOptions(job, slot)
-      const config = runConfig('withCronLease', this.config.db, job.name, lease, this.tick(job, args), opts)
+      const config = runConfig(
+        'withCronLease',
+        this.config.db,
+        job.name,
+        this.leaseOf(job, cronJob),
+        this.tick(job, args),
+        opts,
+      )
       return runLease(config, config.slot, this.runs)
     })
   }
@@ -209,33 +216,16 @@ export class PgCronLeaseRunner {
       const cronJob = this.cronJob(job)
       const lease = this.leaseOf(job, cronJob, 'cannot catch up: ')
       const { nextOccurrence } = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
-      const opts = {
-        ...this.claimOptions(job, { occurrence: null, nextOccurrence }),
-        withinMs: job.method.options.catchUp!.withinMs,
-      }
+      const opts = { ...this.claimOptions(job, { occurrence: null, nextOccurrence }), ...job.method.options.catchUp }
       return runCatchUp(runConfig('catchUp', this.config.db, job.name, lease, this.tick(job, []), opts), this.runs)
     })
   }
 
-  // Never rejects: resolves to the body's result where it ran; a failed claim or body is logged
-  // under the job's name.
+  // Never rejects: resolves to the body's result where it ran; a failed claim or body is logged under the job's name.
   private start(job: LeasedJob, tick: () => Promise<{ ran: boolean; result?: unknown }>): Promise<unknown> {
     return tick().then(
       (outcome) => (outcome.ran ? outcome.result : undefined),
-      (error: unknown) => {
-        this.config.leaseLogger.error?.(error, job.name)
-        return undefined
-      },
-    )
-  }
-
-  // drainLeases' path for this application's runs: a tick past shutdownTimeoutMs is aborted, never left running.
-  private async drain(): Promise<void> {
-    const ms = this.config.shutdownTimeoutMs
-    const stopped = await drainGroup(this.runs, ms, `shutdownTimeoutMs (${ms} ms)`)
-    if (stopped.length === 0) return
-    this.config.logger.warn(
-      `shutting down: ticks still running after ${ms} ms (shutdownTimeoutMs) were aborted and recorded as errors: ${stopped.join(', ')}`,
+      (error: unknown) => void this.config.leaseLogger.error?.(error, job.name),
     )
   }
 }

@@ -15,9 +15,6 @@ export const SCHEDULE_METADATA = Object.freeze({
   interval: 'SCHEDULE_INTERVAL_OPTIONS',
   timeout: 'SCHEDULE_TIMEOUT_OPTIONS',
 })
-/** `SchedulerType`'s values under the `type` key. */
-export const SCHEDULER_TYPES = Object.freeze({ cron: 1, timeout: 2, interval: 3 })
-
 export type Schedule =
   | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: { cronTime: unknown; name?: string } }
   | { readonly kind: 'interval' | 'timeout'; readonly name: string | undefined; readonly ms: number }
@@ -30,22 +27,19 @@ export type Schedule =
  */
 export const TIMEOUT_LEASE_MS = 60_000
 
+// `SchedulerType`'s values under the `type` key.
+const KINDS = { 1: 'cron', 2: 'timeout', 3: 'interval' } as const
+
 export function scheduleOf(fn: object): Schedule | null {
-  const type = Reflect.getMetadata(SCHEDULE_METADATA.type, fn) as number | undefined
+  const kind = KINDS[Reflect.getMetadata(SCHEDULE_METADATA.type, fn) as keyof typeof KINDS] as
+    | Schedule['kind']
+    | undefined
+  if (kind === undefined) return null
   const name = Reflect.getMetadata(SCHEDULE_METADATA.name, fn) as string | undefined
-  switch (type) {
-    case SCHEDULER_TYPES.cron: {
-      // The name the module gives an unnamed job is set in its options.
-      const options = Reflect.getMetadata(SCHEDULE_METADATA.cron, fn)
-      return { kind: 'cron', name: options?.name ?? name, options }
-    }
-    case SCHEDULER_TYPES.interval:
-      return { kind: 'interval', name, ms: Number(Reflect.getMetadata(SCHEDULE_METADATA.interval, fn)?.timeout) }
-    case SCHEDULER_TYPES.timeout:
-      return { kind: 'timeout', name, ms: Number(Reflect.getMetadata(SCHEDULE_METADATA.timeout, fn)?.timeout) }
-    default:
-      return null
-  }
+  const options = Reflect.getMetadata(SCHEDULE_METADATA[kind], fn)
+  // The name the module gives an unnamed job is set in its options.
+  if (kind === 'cron') return { kind, name: options?.name ?? name, options }
+  return { kind, name, ms: Number(options?.timeout) }
 }
 
 // 80% of the shortest gap of the next 64 fires in the job's zone (DST counts), at most MAX_LEASE_MS; null for a

@@ -38,14 +38,20 @@ async function start(...providers: (new () => object)[]) {
 
 describe('@Leased() checks its options when the class is defined', () => {
   for (const [options, pattern] of [
-    [{ leaseMs: 0 }, /leaseMs must be a number of ms from 1 to 2147483647 after rounding to whole ms, got 0/],
-    [{ leaseMs: 0.4 }, /leaseMs must be a number of ms from 1 to 2147483647 after rounding/],
-    [{ leaseMs: 2147483647.5 }, /leaseMs must be a number of ms from 1 to 2147483647 after rounding/],
-    [{ leaseMs: '800' }, /leaseMs must be a number of ms .*, got '800'/],
-    [{ catchUp: { withinMs: -1 } }, /catchUp must be \{ withinMs \} with a positive number of ms/],
-    [{ catchUp: 60_000 }, /catchUp must be \{ withinMs \}/],
-    [{ leasMs: 800 }, /@Leased\(\) has no option "leasMs" \(it takes leaseMs, catchUp\)/],
-    ['800', /options must be an object, got '800'/],
+    [{ leaseMs: 0 }, /@Leased\(\) options\.leaseMs must be at least 1 ms \(after rounding\), got 0$/],
+    [{ leaseMs: 0.4 }, /@Leased\(\) options\.leaseMs must be at least 1 ms \(after rounding\), got 0\.4/],
+    [{ leaseMs: 2147483647.5 }, /@Leased\(\) options\.leaseMs must be at most 2147483647 ms, got 2147483647\.5/],
+    [{ leaseMs: '800' }, /@Leased\(\) options\.leaseMs must be a finite number of milliseconds, got "800"/],
+    [
+      { catchUp: { withinMs: -1 } },
+      /@Leased\(\) options\.catchUp\.withinMs must be at least 1 ms \(after rounding\), got -1/,
+    ],
+    [{ catchUp: 60_000 }, /@Leased\(\) options\.catchUp must be an object, got 60000/],
+    [
+      { leasMs: 800 },
+      /@Leased\(\) options\.leasMs must be one of the known options \(leaseMs, catchUp\), got "leasMs"/,
+    ],
+    ['800', /@Leased\(\) options must be an object, got "800"/],
   ] as const) {
     test(`${JSON.stringify(options)}: a TypeError naming it`, () => {
       assert.throws(() => Leased(options as never), { name: 'TypeError', message: pattern })

@@ -41,7 +41,10 @@ describe('every length in ms is rounded to a whole ms, then checked', () => {
 
   test('@Leased({ leaseMs: 1.5 }) is taken, as withCronLease takes it; 0.4 is refused', () => {
     assert.doesNotThrow(() => Leased({ leaseMs: 1.5 }))
-    assert.throws(() => Leased({ leaseMs: 0.4 }), /leaseMs must be a number of ms from 1 to 2147483647 after rounding/)
+    assert.throws(
+      () => Leased({ leaseMs: 0.4 }),
+      /@Leased\(\) options\.leaseMs must be at least 1 ms \(after rounding\), got 0\.4/,
+    )
   })
 
   test('the same for keepAlive, overdueGraceMs, forMs and lockTimeoutMs', async () => {
