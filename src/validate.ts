@@ -2,7 +2,6 @@
 import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
-import { acceptName, isAcceptedName } from './state.js'
 import type { Queryable } from './types.js'
 
 /**
@@ -40,8 +39,6 @@ export function readOrFail(value: unknown, key: string, name: string, rule: stri
 const LONE_SURROGATE = /\p{Surrogate}/u
 
 export function checkJobName(jobName: unknown, name = 'jobName'): string {
-  // The same few names come back on every tick; checking one again costs more than looking it up.
-  if (typeof jobName === 'string' && isAcceptedName(jobName)) return jobName
   if (typeof jobName !== 'string' || jobName.length === 0) fail(name, 'a non-empty string', jobName)
   // Postgres text cannot hold U+0000; the claim would fail after validation otherwise.
   if (jobName.includes('\0')) fail(name, 'free of NUL characters', jobName)
@@ -50,7 +47,6 @@ export function checkJobName(jobName: unknown, name = 'jobName'): string {
   if (LONE_SURROGATE.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
   // No length limit: whether a long name fits the primary key's index depends on how it compresses,
   // which only the server knows; one that does not makes the claim reject (54000) before any write.
-  acceptName(jobName)
   return jobName
 }
 
