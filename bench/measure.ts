@@ -183,7 +183,7 @@ export function backendCpu(pids: number[], dataDir: string | undefined): (() => 
  */
 export class Series {
   readonly samples: number[] = []
-  /** Per block: operations, elapsed ms, xids and WAL bytes per operation. */
+  /** Per block: operations, elapsed ms, xids and WAL bytes per operation, server and client CPU. */
   readonly blocks: Array<{
     ops: number
     ms: number

@@ -13,11 +13,10 @@ import { oneLine } from './exit.js'
  */
 export class CommandFailed extends Error {
   override name = 'exec'
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
+  readonly exitCode: number
+  constructor(message: string, exitCode: number) {
     super(message)
+    this.exitCode = exitCode
   }
 }
 
