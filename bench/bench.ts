@@ -41,13 +41,15 @@ import {
   forceFallback,
   historyWrite,
   openBench,
+  otelCase,
+  otelRounds,
   PROFILES,
   pooledRounds,
   type RaceResult,
   raceCase,
   singleCases,
 } from './cases.ts'
-import { loadBuildIn, loadCopy, loadLibrary } from './library.ts'
+import { loadBuildIn, loadCopy, loadInstrumentation, loadLibrary } from './library.ts'
 import { Series, shuffler } from './measure.ts'
 import {
   type BouncerStatus,
@@ -197,9 +199,17 @@ for (let block = 0; block < profile.workBlocks; block++) {
     await series.get(c.id)!.block(bench.observer, c.op, profile.blockMs, 20, bench.cpu, false)
   }
 }
+log(
+  `losing claim, pg-cron-lease/otel off, on, off again: ${profile.otelRounds} rounds of ${profile.otelBlockMs} ms blocks`,
+)
+const otel = await otelRounds(bench, await loadInstrumentation(values.source))
+const otelShown = otelCase(bench)
+series.set(otelShown.id, otel.on)
+const measured = [...single]
+measured.splice(measured.findIndex((c) => c.id === 'claim_lose') + 1, 0, otelShown)
 // Shown in this order: the floor, the library, the other patterns, then the diagnostics.
 const GROUPS = ['floor', 'library', 'peer', 'diagnostic']
-const shown = [...single].sort((a, b) => GROUPS.indexOf(a.group) - GROUPS.indexOf(b.group))
+const shown = measured.sort((a, b) => GROUPS.indexOf(a.group) - GROUPS.indexOf(b.group))
 
 const races: Array<{ id: string; label: string; group: 'library' | 'peer'; result: RaceResult }> = []
 for (const [n, kind] of [
@@ -293,6 +303,13 @@ const previous: PreviousRun | null =
           occurrence: fleetRounds.filter((f) => f.kind === 'occurrence').map((f) => f.claimsPerSec),
         },
       })
+const clientCpu = (s: Series) => s.stats().clientCpuUsPerOp!
+const otelCost = {
+  rounds: profile.otelRounds,
+  off: clientCpu(otel.off),
+  on: clientCpu(otel.on),
+  again: clientCpu(otel.again),
+}
 const results: Results = {
   meta: {
     date: new Date().toISOString(),
@@ -319,7 +336,8 @@ const results: Results = {
     rounds: fleetRounds,
   },
   history,
-  targets: buildTargets(rows, fleet, bouncer, previous, history),
+  otel: otelCost,
+  targets: buildTargets(rows, fleet, bouncer, previous, history, otelCost),
 }
 log(formatReport(results))
 writeResults(results, jsonPath, svgPath)

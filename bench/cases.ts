@@ -5,6 +5,14 @@
  * {@link Bench}: the server, its connections and its tables, opened by {@link openBench}.
  */
 import { randomBytes } from 'node:crypto'
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics'
+import { BatchSpanProcessor, InMemorySpanExporter } from '@opentelemetry/sdk-trace-base'
+import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node'
 import pg from 'pg'
 import type { Cleanups } from '../dev/lifecycle.ts'
 import { advisoryTick, plainUpsertSql, shedLockClaim } from '../dev/peers.ts'
@@ -49,6 +57,9 @@ export interface Profile {
   /** Runs of the one job whose history write is timed early and late (see historyWrite), and its late window. */
   historyRuns: number
   historyWindow: number
+  /** Rounds of the losing claim with pg-cron-lease/otel off, on and off again (see otelRounds), and their blocks' length. */
+  otelRounds: number
+  otelBlockMs: number
 }
 
 export const PROFILES: Record<'quick' | 'full', Profile> = {
@@ -66,6 +77,8 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     fleetSlices: 2,
     historyRuns: 2_000,
     historyWindow: 200,
+    otelRounds: 4,
+    otelBlockMs: 60,
   },
   full: {
     warmupOps: 500,
@@ -81,6 +94,8 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
     fleetSlices: 10,
     historyRuns: 100_000,
     historyWindow: 1_000,
+    otelRounds: 10,
+    otelBlockMs: 500,
   },
 }
 
@@ -332,10 +347,7 @@ export function singleCases(b: Bench): Case[] {
   const { pool, tables: t, expect } = b
   const { quoteTable, withCronLease } = b.library
   const knownRows = new Set<string>(['held'])
-  // The claim as users send it; `record` only adds the statement a won tick sends after it settles,
-  // which is the outcome's bookkeeping, not the claim (measured on its own row below).
-  const claim = (job: string, leaseMs: number, table: string, prepare = true, record = false) =>
-    withCronLease(pool, job, leaseMs, noop, { table, holder: HOLDER, prepare, record })
+  const claim = claimOf(b)
   const claimAt = (job: string, occurrence: Date) =>
     withCronLease(pool, job, HOUR, noop, { table: t.lose, holder: HOLDER, record: false, occurrence })
   // The statement a losing claim sent (the probe: its one row is the loss), as a named statement
@@ -358,7 +370,7 @@ export function singleCases(b: Bench): Case[] {
       label: 'claim, losing',
       group: 'library',
       unit: 'claim',
-      op: async () => expect(!(await claim('held', HOUR, t.lose)).ran),
+      op: loseOp(b),
     },
     {
       // The occurrence a scheduler names, a new Date on every call as node-cron's ctx.date is.
@@ -485,6 +497,81 @@ export function singleCases(b: Bench): Case[] {
       op: async () => expect(!(await shedLockClaim(b.shedClient, t.shed, 'held', HOUR, HOLDER, knownRows))),
     },
   ]
+}
+
+// The claim as users send it; `record` only adds the statement a won tick sends after it settles,
+// which is the outcome's bookkeeping, not the claim (measured on its own row).
+const claimOf =
+  (b: Bench) =>
+  (job: string, leaseMs: number, table: string, prepare = true, record = false) =>
+    b.library.withCronLease(b.pool, job, leaseMs, noop, { table, holder: HOLDER, prepare, record })
+
+/** `claim_lose`'s call: the job another replica holds, lease-only, default options. */
+function loseOp(b: Bench): () => Promise<void> {
+  const claim = claimOf(b)
+  return async () => b.expect(!(await claim('held', HOUR, b.tables.lose)).ran)
+}
+
+/** `claim_lose` timed with pg-cron-lease/otel on, in blocks of its own (see {@link otelRounds}). */
+export function otelCase(b: Bench): Case {
+  return {
+    id: 'claim_lose_otel',
+    label: 'claim, losing, pg-cron-lease/otel on (timed back to back, in blocks)',
+    group: 'library',
+    unit: 'claim',
+    op: loseOp(b),
+  }
+}
+
+/** The losing claim's blocks with the instrumentation off, on, and off again. */
+export interface OtelSeries {
+  off: Series
+  on: Series
+  again: Series
+}
+
+/**
+ * The losing claim with pg-cron-lease/otel off, on and off again, round after round, each a block
+ * of `claim_lose`'s call: its client CPU on against off is the instrumentation's cost, off against
+ * off again the noise band of that comparison. It cannot join the other cases' rounds: the
+ * channels are the process's, so while it is on every case's claims would publish. On is the real
+ * SDK as an application sets it up (a batch span processor, a periodic metric reader, in-memory
+ * exporters), passed to `instrument` rather than registered, so no global provider or context
+ * manager stays behind for the cases measured after it.
+ */
+export async function otelRounds(
+  b: Bench,
+  instrument: (opts: { tracerProvider: NodeTracerProvider; meterProvider: MeterProvider }) => () => void,
+): Promise<OtelSeries> {
+  const tracerProvider = new NodeTracerProvider({
+    spanProcessors: [new BatchSpanProcessor(new InMemorySpanExporter())],
+  })
+  const reader = new PeriodicExportingMetricReader({
+    exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
+    exportIntervalMillis: 10_000,
+  })
+  const meterProvider = new MeterProvider({ readers: [reader] })
+  const op = loseOp(b)
+  const series: OtelSeries = { off: new Series(), on: new Series(), again: new Series() }
+  const block = (s: Series, timed: boolean) => s.block(b.observer, op, b.profile.otelBlockMs, 20, undefined, timed)
+  try {
+    const stop = instrument({ tracerProvider, meterProvider })
+    for (let i = 0; i < b.profile.warmupOps; i++) await op()
+    stop()
+    for (let round = 0; round < b.profile.otelRounds; round++) {
+      await block(series.off, false)
+      const stop = instrument({ tracerProvider, meterProvider })
+      try {
+        await block(series.on, true)
+      } finally {
+        stop()
+      }
+      await block(series.again, false)
+    }
+  } finally {
+    await Promise.all([tracerProvider.shutdown(), meterProvider.shutdown()])
+  }
+  return series
 }
 
 /**

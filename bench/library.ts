@@ -9,6 +9,7 @@ import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type pg from 'pg'
 import type * as PgCronLease from '../src/index.ts'
+import type * as Otel from '../src/otel/index.ts'
 
 /** The library's public API; the build's and the source's are the same. */
 export type Library = typeof PgCronLease
@@ -26,6 +27,12 @@ export async function loadLibrary(source: boolean): Promise<LoadedLibrary> {
   const url = new URL(source ? '../src/index.ts' : '../dist/index.mjs', import.meta.url)
   const library: Library = await import(url.href)
   return { library, file: path.relative(process.cwd(), fileURLToPath(url)) }
+}
+
+/** `pg-cron-lease/otel` of the same copy as {@link loadLibrary}: the build's, or the source's with `source`. */
+export async function loadInstrumentation(source: boolean): Promise<typeof Otel.instrumentCronLeases> {
+  const url = new URL(source ? '../src/otel/index.ts' : '../dist/otel.mjs', import.meta.url)
+  return ((await import(url.href)) as typeof Otel).instrumentCronLeases
 }
 
 /**

@@ -183,9 +183,15 @@ export function backendCpu(pids: number[], dataDir: string | undefined): (() => 
  */
 export class Series {
   readonly samples: number[] = []
-  /** Per block: operations, elapsed ms, xids and WAL bytes per operation. */
-  readonly blocks: Array<{ ops: number; ms: number; xidsPerOp: number; walPerOp: number; serverCpuMs: number | null }> =
-    []
+  /** Per block: operations, elapsed ms, xids and WAL bytes per operation, server and client CPU. */
+  readonly blocks: Array<{
+    ops: number
+    ms: number
+    xidsPerOp: number
+    walPerOp: number
+    serverCpuMs: number | null
+    clientCpuUs: number
+  }> = []
   private calls = 0
 
   /** Times one call of `op`, which gets a running index across every call of this series. */
@@ -210,6 +216,8 @@ export class Series {
   ): Promise<void> {
     const cpuBefore = cpu?.()
     const before = await mark(observer)
+    // This process's CPU, the driver's included; read inside the marks so their queries do not count.
+    const clientBefore = process.cpuUsage()
     const start = clockMs()
     let ops = 0
     for (; ops < minOps || clockMs() - start < blockMs; ops++) {
@@ -218,9 +226,17 @@ export class Series {
       if (ops > 1_000_000) break
     }
     const ms = clockMs() - start
+    const client = process.cpuUsage(clientBefore)
     const { xids, wal } = await spent(observer, before)
     const serverCpuMs = cpu && cpuBefore !== undefined ? cpuMsBetween(cpuBefore, cpu()) : null
-    this.blocks.push({ ops, ms, xidsPerOp: xids / ops, walPerOp: wal / ops, serverCpuMs })
+    this.blocks.push({
+      ops,
+      ms,
+      xidsPerOp: xids / ops,
+      walPerOp: wal / ops,
+      serverCpuMs,
+      clientCpuUs: client.user + client.system,
+    })
   }
 
   stats(): Stats {
@@ -242,6 +258,7 @@ export class Series {
       serverCpuUsPerOp: this.blocks.every((b) => b.serverCpuMs !== null)
         ? (this.blocks.reduce((n, b) => n + b.serverCpuMs!, 0) / blockOps) * 1000
         : null,
+      clientCpuUsPerOp: blockOps > 0 ? this.blocks.reduce((n, b) => n + b.clientCpuUs, 0) / blockOps : null,
     }
   }
 }
@@ -262,6 +279,8 @@ export interface Stats {
   walPerOp: number
   /** Server CPU time per operation, in µs; `null` when the server is not local. */
   serverCpuUsPerOp: number | null
+  /** This process's CPU time (user and system) per operation in its blocks, in µs; `null` with no block. */
+  clientCpuUsPerOp: number | null
 }
 
 /**

@@ -23,6 +23,8 @@ export interface Row {
   xidsPerOp: number
   walBytesPerOp: number
   serverCpuUsPerOp: number | null
+  /** This process's CPU per operation, in µs; `null` for a race. */
+  clientCpuUsPerOp: number | null
   connectionsHeldDuringTick: number | null
   ops: number
   extra?: Record<string, number>
@@ -81,7 +83,19 @@ export interface Results {
   }
   /** The run history's write at one job's run 10 and around its last run. */
   history: HistoryResult
+  otel: OtelCost
   targets: Target[]
+}
+
+/**
+ * The losing claim's client CPU per claim in µs, from rounds of blocks with pg-cron-lease/otel off,
+ * on, then off again (cases.ts, otelRounds).
+ */
+export interface OtelCost {
+  rounds: number
+  off: number
+  on: number
+  again: number
 }
 
 /**
@@ -159,6 +173,7 @@ export function buildRows(
     xidsPerOp: s.xidsPerOp,
     walBytesPerOp: s.walPerOp,
     serverCpuUsPerOp: s.serverCpuUsPerOp,
+    clientCpuUsPerOp: s.clientCpuUsPerOp,
     connectionsHeldDuringTick: connectionsHeld[c.id] ?? null,
     ops: s.ops,
     ...(extra ? { extra } : {}),
@@ -190,6 +205,8 @@ export const LIMITS = {
   record: 1.1,
   /** The history write around one job's last run over young jobs' at their run 10, timed in turn. */
   historyAge: 1.15,
+  /** A losing claim's client CPU with pg-cron-lease/otel on over the same claim's with it off. */
+  otelClientCpu: 1.05,
 } as const
 
 /**
@@ -204,6 +221,7 @@ export function buildTargets(
   bouncer: BouncerStatus,
   previous: PreviousRun | null,
   history: HistoryResult,
+  otel: OtelCost,
 ): Target[] {
   const row = (id: string) => rows.find((r) => r.id === id)
   const before = (id: string) => previous?.rows.find((r) => r.id === id)
@@ -285,6 +303,10 @@ export function buildTargets(
   const bouncerBeside = beside('bouncer_claim_lose')
   const { young, late } = history
   const age = late.p50 / young.p50
+  // Off is both off blocks; their difference is what the same build, measured twice, moves by.
+  const otelOff = (otel.off + otel.again) / 2
+  const otelRatio = otel.on / otelOff
+  const otelBand = noiseBand(otel.again, otel.off)
   return [
     losing('losing_claim', 'losing claim, lease-only,', lose),
     losing('losing_claim_occurrence', 'losing claim naming an occurrence', loseKeyed),
@@ -295,6 +317,12 @@ export function buildTargets(
       'claim_lose_occurrence',
       'claim_lose',
     ),
+    {
+      id: 'losing_claim_otel',
+      name: `losing claim with pg-cron-lease/otel on (the SDK's providers) client CPU ≤ ${LIMITS.otelClientCpu}× with it off, within its noise band`,
+      value: `${limitRatio(otelRatio)}× (${fmt(otel.on)} vs ${fmt(otelOff)} µs per claim, ${otel.rounds} rounds of blocks off, on, off again); noise band ±${percent(otelBand)}, off against off again`,
+      pass: otelRatio <= LIMITS.otelClientCpu * (1 + otelBand),
+    },
     bouncerLose && bouncerUnprepared
       ? {
           id: 'losing_claim_pgbouncer',
@@ -451,6 +479,7 @@ export function formatReport(results: Results): string {
     'xids/op',
     'WAL B/op',
     'srv µs/op',
+    'cli µs/op',
     'conns',
   ]
   const body = results.rows.map((r) => [
@@ -466,6 +495,7 @@ export function formatReport(results: Results): string {
     fmt(r.xidsPerOp),
     fmt(r.walBytesPerOp),
     r.serverCpuUsPerOp === null ? '' : fmt(r.serverCpuUsPerOp),
+    r.clientCpuUsPerOp === null ? '' : fmt(r.clientCpuUsPerOp),
     r.connectionsHeldDuringTick === null ? '' : String(r.connectionsHeldDuringTick),
   ])
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)))
@@ -473,7 +503,7 @@ export function formatReport(results: Results): string {
     cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')
   lines.push('', line(head), ...body.map(line))
   lines.push(
-    '× = ratio to SELECT 1 through the same pool in this run; xids and WAL are per operation (a race: per round); srv µs/op = CPU of every server process per operation; conns = connections held while the tick runs',
+    '× = ratio to SELECT 1 through the same pool in this run; xids and WAL are per operation (a race: per round); srv µs/op = CPU of every server process per operation; cli µs/op = CPU of this process per operation; conns = connections held while the tick runs',
   )
   if (!results.pgbouncer.measured) lines.push(`PgBouncer: not measured: ${results.pgbouncer.reason}`)
   for (const r of results.rows.filter((row) => row.extra)) {

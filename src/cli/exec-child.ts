@@ -13,11 +13,10 @@ import { oneLine } from './exit.js'
  */
 export class CommandFailed extends Error {
   override name = 'exec'
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
+  readonly exitCode: number
+  constructor(message: string, exitCode: number) {
     super(message)
+    this.exitCode = exitCode
   }
 }
 
@@ -62,19 +61,13 @@ export function runCommand(
       signal.removeEventListener('abort', stop)
       clearTimeout(killer)
       if (error !== undefined) {
-        const failed = new CommandFailed(
-          `cannot start ${JSON.stringify(file)}: ${(error as { code?: string })?.code ?? oneLine(error)}`,
-          127,
-        )
+        const why = (error as { code?: string })?.code ?? oneLine(error)
+        const failed = new CommandFailed(`cannot start ${JSON.stringify(file)}: ${why}`, 127)
         stderr(`pg-cron-lease: exec ${failed.message}\n`)
         return reject(failed)
       }
       if (code === 0 && lost === undefined) return resolve()
-      const line =
-        tail
-          .split('\n')
-          .map((l) => l.trim())
-          .findLast((l) => l !== '') ?? ''
+      const line = tail.trim().split('\n').at(-1)!.trim()
       const how = `${by === null ? `exit code ${code}` : `killed by ${by}`}${lost === undefined ? '' : ` after ${lost}`}`
       // A command that exits 0 once its lease is lost did not finish its run as its own: still an error.
       reject(

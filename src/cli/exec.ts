@@ -52,8 +52,12 @@ export const exec: Command = {
       if (early > 0) await sleep(early)
       const env = { ...context.env, PG_CRON_LEASE_JOB: job, PG_CRON_LEASE_OCCURRENCE: iso(nearest.slot) }
       const killAfterMs = values.killAfterMs ?? KILL_AFTER_MS
-      const run = (ctx: LeaseContext) =>
-        runCommand(values.argv!, { env, signal: ctx.signal, killAfterMs, stderr: context.note })
+      // Registered on globalThis by an OpenTelemetry SDK preloaded into this process; never loaded without one.
+      const otel = OTEL in globalThis ? await import('@opentelemetry/api').catch(() => undefined) : undefined
+      const run = (ctx: LeaseContext) => {
+        otel?.propagation.inject(otel.context.active(), env, ENV_CARRIER)
+        return runCommand(values.argv!, { env, signal: ctx.signal, killAfterMs, stderr: context.note })
+      }
       const outcome = await withCronLease(client, job, leaseMs, run, {
         table: values.table,
         occurrence: new Date(nearest.slot),
@@ -61,10 +65,7 @@ export const exec: Command = {
         nextOccurrence: nearest.next === null ? null : new Date(nearest.next),
         keepAlive: { beatMs: Math.max(1, Math.floor(leaseMs / 3)), extendMs: leaseMs },
         logger: { warn: (message) => context.note(`${message}\n`) },
-      }).catch((error: unknown) => {
-        if (error instanceof CommandFailed) return error
-        throw error
-      })
+      }).catch((error: unknown) => (error instanceof CommandFailed ? error : Promise.reject(error)))
       return outcome instanceof CommandFailed ? outcome.exitCode : outcome.ran ? 0 : skippedExit
     })
   },
@@ -80,3 +81,10 @@ async function databaseClock(client: pg.Client) {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
+
+const OTEL = Symbol.for('opentelemetry.js.api.1')
+// The run's span, current in the tick, reaches the command as OpenTelemetry's environment carriers name it.
+const ENV_CARRIER = {
+  set: (env: NodeJS.ProcessEnv, key: string, value: string) => Object.assign(env, { [envName(key)]: value }),
+}
+const envName = (key: string) => key.toUpperCase().replace(/[^A-Z0-9_]/g, '_')

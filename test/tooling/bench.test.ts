@@ -91,6 +91,7 @@ describe('the benchmark runs and writes its results', () => {
         'claim_win',
         'claim_lose',
         'claim_lose_occurrence',
+        'claim_lose_otel',
         'renew',
         'plain_win',
         'plain_lose',
@@ -115,6 +116,16 @@ describe('the benchmark runs and writes its results', () => {
       }
       const select1 = report.rows.find((r: { id: string }) => r.id === 'select1')
       assert.equal(select1.ratio.p50, 1)
+      for (const row of report.rows.filter((r: { unit: string }) => r.unit !== 'round')) {
+        assert.ok(row.clientCpuUsPerOp > 0, `${row.id}: its client CPU per operation was read`)
+      }
+      // The losing claim with pg-cron-lease/otel off, on and off again, each in every round.
+      assert.equal(report.otel.rounds, 4)
+      for (const side of ['off', 'on', 'again']) {
+        assert.ok(Number.isFinite(report.otel[side]) && report.otel[side] > 0, `otel.${side} is a positive number`)
+      }
+      const otelTarget = report.targets.find((t: { id: string }) => t.id === 'losing_claim_otel')
+      assert.match(otelTarget.value, /^\d+\.\d{3}× \(.* µs per claim, 4 rounds .*noise band ±\d+\.\d%/)
       for (const race of report.rows.filter((r: { id: string }) => r.id.startsWith('race'))) {
         assert.equal(race.extra.violations, 0, `${race.id}: no round had two winners`)
         assert.equal(race.extra.emptyRounds, 0, `${race.id}: every round had a winner`)
@@ -153,6 +164,7 @@ describe('the benchmark runs and writes its results', () => {
           'losing_claim_occurrence',
           'losing_claim_vs_previous',
           'losing_claim_occurrence_vs_previous',
+          'losing_claim_otel',
           'losing_claim_pgbouncer',
           'losing_claim_pgbouncer_vs_previous',
           'winning_claim',
