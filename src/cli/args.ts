@@ -343,7 +343,7 @@ function refuseRepeats(command: string, tokens: Token[]): void {
 }
 
 /** A library check of what was typed: its argument error, by code, as a usage error naming the flag. */
-function valid<T>(check: () => T): T {
+export function valid<T>(check: () => T): T {
   try {
     return check()
   } catch (error) {

@@ -5,7 +5,7 @@ import { isIP } from 'node:net'
 import { createDashboard } from '../dashboard/dashboard.js'
 import { listLeases } from '../list-leases.js'
 import { checkDashboardToken } from '../options.js'
-import { BIN, type Command, DATABASE_EXIT } from './args.js'
+import { BIN, type Command, DATABASE_EXIT, valid } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 
 /** The variable the token is read from: argv would show it to anyone running `ps`. */
@@ -101,11 +101,7 @@ function readToken(file: string | undefined, env: Readonly<Record<string, string
     source = `the token in --token-file ${shown}`
   }
   if (text === undefined || text.trim() === '') return undefined
-  try {
-    return checkDashboardToken(text.trim(), source)
-  } catch (error) {
-    throw usage(oneLine(error).replace(/^pg-cron-lease: /, ''))
-  }
+  return valid(() => checkDashboardToken(text.trim(), source))
 }
 
 function loopback(host: string): boolean {

@@ -308,9 +308,7 @@ describe('--lock-timeout on pause, resume and release', () => {
   })
 
   test('a library error about lockTimeoutMs is a usage error naming --lock-timeout', () => {
-    const exit = asUsage(
-      new TypeError('pg-cron-lease: opts.lockTimeoutMs must be at most 2147483647 ms, got 2592000000'),
-    )
+    const exit = asUsage(argumentError('opts.lockTimeoutMs', 'must be at most 2147483647 ms, got 2592000000'))
     assert.ok(exit instanceof Exit)
     assert.match(exit.message, /^--lock-timeout must be at most 2147483647 ms/)
   })
