@@ -125,40 +125,7 @@ export type OptionName = keyof typeof OPTIONS
 export type Format = 'text' | 'json' | 'prometheus'
 
 /** The command line, checked: every value here is valid, so a command only has to run. Durations are in ms. */
-export interface Values {
-  table: string
-  url?: string
-  format: Format
-  overdueFactor: number
-  /** Left out for listLeases' own default, which depends on each job's interval. */
-  graceMs?: number
-  jobs: string[]
-  /** The <job> argument of pause, resume and release. */
-  job?: string
-  forMs?: number
-  until?: string
-  host: string
-  port: number
-  basePath: string
-  allowActions: boolean
-  allowedHosts: string[]
-  tokenFile?: string
-  limit?: number
-  lockTimeoutMs?: number
-  /** doctor's race: how many connections, or false for --no-race. */
-  race?: number | false
-  rounds?: number
-  /** exec's --cron and --tz, as given: croner checks them, loaded only by exec. */
-  cron?: string
-  tz?: string
-  everyMs?: number
-  leaseMs?: number
-  withinMs?: number
-  killAfterMs?: number
-  skippedExit?: number
-  /** The command and its arguments, everything after `--`, for a command that runs one. */
-  argv?: string[]
-}
+export type Values = ReturnType<typeof parseOptions>
 
 export interface Accepts {
   options: readonly OptionName[]
@@ -225,7 +192,7 @@ export function readCommand(first: string, rest: string[], commands: readonly st
 type Token = { kind: string; index: number; name?: string; value?: unknown }
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */
-export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
+export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   let parsed: ReturnType<typeof parseArgs>
   try {
     parsed = parseArgs({

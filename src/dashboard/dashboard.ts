@@ -58,7 +58,6 @@ const TEXT_TYPE = 'text/plain; charset=utf-8'
 const HTML_TYPE = 'text/html; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
-/** Reads run at once against `db`; the rest wait their turn here (see {@link readers}). */
 const READERS = 2
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
 
@@ -96,10 +95,8 @@ function siteOf(opts: DashboardOptions) {
 type Site = ReturnType<typeof siteOf>
 
 /**
- * Reads shared while in flight, and at most `limit` at once. A burst of requests waits its turn
- * here, in order and without a deadline: in the pool it would wait under the pool's
- * connectionTimeoutMillis, which fails a wait for a free client with the same error as a
- * database that cannot be reached.
+ * Reads shared while in flight, at most `limit` at once; a burst waits here, in order and without a
+ * deadline: in the pool its connectionTimeoutMillis would fail it as if the database were down.
  */
 function readers(limit: number) {
   const inFlight = new Map<string, Promise<unknown>>()
@@ -317,12 +314,9 @@ async function reply(res: ServerResponse, path: string, work: () => Promise<Repl
 }
 
 /**
- * Why a POST is not from the dashboard's own page, or undefined when it is. A browser always
- * sends Origin with a POST; it must be the origin the browser addressed, which behind a proxy is
- * in X-Forwarded-Host and X-Forwarded-Proto when the proxy sets them (a page elsewhere cannot add
- * them: a cross-site request with a header of its own is preflighted, and no preflight is
- * answered). Without an Origin, an action passes only with the bearer header, which a browser
- * cannot be made to add cross-site (curl, scripts).
+ * Why a POST is not from the dashboard's own page, or undefined. A browser sends Origin with a POST;
+ * behind a proxy the address it used is in X-Forwarded-Host and -Proto, which a page elsewhere
+ * cannot add without a preflight nobody answers. Without an Origin, only the bearer header passes.
  */
 function originProblem(req: IncomingMessage, { guard }: Site, strict: boolean): string | undefined {
   if (req.headers['sec-fetch-site'] === 'cross-site') return 'it came from another site'
