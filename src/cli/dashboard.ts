@@ -1,4 +1,5 @@
 /** `pg-cron-lease dashboard`: createDashboard on a port of its own, until Ctrl-C or SIGTERM. */
+import { once } from 'node:events'
 import { readFileSync, statSync } from 'node:fs'
 import http from 'node:http'
 import { isIP } from 'node:net'
@@ -45,15 +46,10 @@ export const dashboard: Command = {
       allowActions: values.allowActions,
       allowedHosts: values.allowedHosts,
     })
-    const server = http.createServer(handler)
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (error) =>
-        reject(new Exit(`cannot listen on ${host}:${port}: ${oneLine(error)}`, EXIT.FAILED)),
-      )
-      server.listen(port, host, resolve)
-    }).catch(async (error) => {
+    const server = http.createServer(handler).listen(port, host)
+    await once(server, 'listening').catch(async (error) => {
       await pool.end()
-      throw error
+      throw new Exit(`cannot listen on ${host}:${port}: ${oneLine(error)}`, EXIT.FAILED)
     })
     const { port: bound } = server.address() as { port: number }
     const base = values.basePath.replace(/\/?$/, '/')
