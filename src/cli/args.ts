@@ -210,7 +210,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   const given = parsed.values as Record<string, string | undefined>
   const on = parsed.values as Record<string, boolean | undefined>
   const many = parsed.values as Record<string, string[] | undefined>
-  const ms = (option: OptionName) => read(given[option], (text) => parseDuration(text, `--${option}`))
+  const ms = (option: OptionName) => read(given[option], (text) => valid(() => parseDuration(text, `--${option}`)))
   if (given.for !== undefined && given.until !== undefined) {
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
@@ -250,7 +250,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
 }
 
 const read = <T>(text: string | undefined, parse: (text: string) => T): T | undefined =>
-  text === undefined ? undefined : valid(() => parse(text))
+  text === undefined ? undefined : parse(text)
 
 // Plain digits (and a decimal point where allowed) only: Number() would also take '', ' 2', '0x10' and '1e3'.
 function decimal(text: string | undefined, pattern: RegExp): unknown {
