@@ -12,112 +12,77 @@ import { type Exit, type ExitCode, oneLine, usage } from './exit.js'
 
 export const BIN = 'pg-cron-lease'
 
-interface OptionSpec {
-  type: 'string' | 'boolean'
-  multiple?: boolean
-  /** The value's placeholder in help, for a string option. */
-  arg?: string
-  help: string
-}
+type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean; arg?: string; help: string }
+
+// A string option's placeholder in help, its help, and whether it repeats; a boolean option's help.
+const text = (arg: string, help: string, multiple = false) => ({ type: 'string', arg, help, multiple }) as const
+const flagOnly = (help: string) => ({ type: 'boolean', help }) as const
 
 export const OPTIONS = {
-  table: { type: 'string', arg: '<name>', help: `The lease table, name or schema.name (default: ${DEFAULT_TABLE})` },
-  url: { type: 'string', arg: '<url>', help: 'Postgres connection URL (default: the DATABASE_URL variable)' },
-  format: {
-    type: 'string',
-    arg: '<format>',
-    help: 'text (default), json (the entries listLeases() returns) or prometheus',
-  },
-  json: { type: 'boolean', help: 'Print JSON' },
-  'overdue-factor': {
-    type: 'string',
-    arg: '<n>',
-    help: `Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
-  },
-  grace: {
-    type: 'string',
-    arg: '<duration>',
-    help: `A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
-  },
-  job: {
-    type: 'string',
-    multiple: true,
-    arg: '<name>',
-    help: 'Check only this job; repeat for more. A job with no row is unhealthy',
-  },
-  limit: { type: 'string', arg: '<n>', help: 'At most this many, a whole number from 1 to 10000' },
-  for: { type: 'string', arg: '<duration>', help: 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m' },
-  until: {
-    type: 'string',
-    arg: '<iso>',
-    help: 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
-  },
-  host: {
-    type: 'string',
-    arg: '<host>',
-    help: 'The address to listen on (default 127.0.0.1); beyond loopback, a token is required',
-  },
-  port: { type: 'string', arg: '<port>', help: 'The port to listen on, 0 for any free one (default 8080)' },
-  'base-path': {
-    type: 'string',
-    arg: '<path>',
-    help: 'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
-  },
-  'allow-actions': { type: 'boolean', help: 'Show pause, resume and release buttons and accept them; needs a token' },
-  'allowed-host': {
-    type: 'string',
-    multiple: true,
-    arg: '<name>',
-    help: 'Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
-  },
-  'token-file': {
-    type: 'string',
-    arg: '<file>',
-    help: 'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
-  },
-  'lock-timeout': {
-    type: 'string',
-    arg: '<duration>',
-    help: `How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
-  },
-  race: { type: 'string', arg: '<n>', help: `How many connections race (default ${DOCTOR_RACE}, 2 to 100)` },
-  rounds: { type: 'string', arg: '<n>', help: `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)` },
-  'no-race': { type: 'boolean', help: 'Skip the race, for a role that may not write' },
-  cron: {
-    type: 'string',
-    arg: '<expr>',
-    help: 'The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
-  },
-  tz: {
-    type: 'string',
-    arg: '<zone>',
-    help: 'The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)',
-  },
-  every: {
-    type: 'string',
-    arg: '<duration>',
-    help: 'The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
-  },
-  lease: {
-    type: 'string',
-    arg: '<duration>',
-    help: 'How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
-  },
-  within: {
-    type: 'string',
-    arg: '<duration>',
-    help: 'How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
-  },
-  'kill-after': {
-    type: 'string',
-    arg: '<duration>',
-    help: 'Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
-  },
-  'skipped-exit': {
-    type: 'string',
-    arg: '<n>',
-    help: 'The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
-  },
+  table: text('<name>', `The lease table, name or schema.name (default: ${DEFAULT_TABLE})`),
+  url: text('<url>', 'Postgres connection URL (default: the DATABASE_URL variable)'),
+  format: text('<format>', 'text (default), json (the entries listLeases() returns) or prometheus'),
+  json: flagOnly('Print JSON'),
+  'overdue-factor': text(
+    '<n>',
+    `Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+  ),
+  grace: text(
+    '<duration>',
+    `A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
+  ),
+  job: text('<name>', 'Check only this job; repeat for more. A job with no row is unhealthy', true),
+  limit: text('<n>', 'At most this many, a whole number from 1 to 10000'),
+  for: text('<duration>', 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m'),
+  until: text('<iso>', 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00'),
+  host: text('<host>', 'The address to listen on (default 127.0.0.1); beyond loopback, a token is required'),
+  port: text('<port>', 'The port to listen on, 0 for any free one (default 8080)'),
+  'base-path': text(
+    '<path>',
+    'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
+  ),
+  'allow-actions': flagOnly('Show pause, resume and release buttons and accept them; needs a token'),
+  'allowed-host': text(
+    '<name>',
+    'Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
+    true,
+  ),
+  'token-file': text(
+    '<file>',
+    'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
+  ),
+  'lock-timeout': text(
+    '<duration>',
+    `How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
+  ),
+  race: text('<n>', `How many connections race (default ${DOCTOR_RACE}, 2 to 100)`),
+  rounds: text('<n>', `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)`),
+  'no-race': flagOnly('Skip the race, for a role that may not write'),
+  cron: text(
+    '<expr>',
+    'The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
+  ),
+  tz: text('<zone>', 'The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)'),
+  every: text(
+    '<duration>',
+    'The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
+  ),
+  lease: text(
+    '<duration>',
+    'How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
+  ),
+  within: text(
+    '<duration>',
+    'How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
+  ),
+  'kill-after': text(
+    '<duration>',
+    'Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
+  ),
+  'skipped-exit': text(
+    '<n>',
+    'The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
+  ),
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
