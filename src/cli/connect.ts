@@ -18,12 +18,10 @@ export function connectionTarget(url: string | undefined, env: Readonly<Record<s
   if (text === undefined || text === '') {
     throw usage('no database to connect to: pass --url postgres://user:password@host:5432/db or set DATABASE_URL')
   }
-  let parsed: URL
-  try {
-    parsed = new URL(text)
-  } catch {
+  if (!URL.canParse(text)) {
     throw usage(`${source} is not a URL; expected postgres://user:password@host:5432/db, got ${masked(text)}`)
   }
+  const parsed = new URL(text)
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     throw usage(`${source} must start with postgres:// or postgresql://, got ${masked(text)}`)
   }
