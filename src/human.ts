@@ -67,5 +67,13 @@ export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string
   }
 }
 
+/** Rows as columns three spaces apart, each cell but the last padded, then given to `paint` (row 0 is the header). */
+export function columns(rows: string[][], paint: (text: string, row: number, column: number) => string): string[] {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
+  const pad = (cells: string[], row: number) =>
+    cells.map((c, i) => paint(i === cells.length - 1 ? c : c.padEnd(widths[i]!), row, i))
+  return rows.map((cells, row) => pad(cells, row).join('   ').trimEnd())
+}
+
 /** A value as indented JSON, one line per field, ending in a newline (an Infinity becomes null). */
 export const jsonText = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`

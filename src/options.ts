@@ -124,7 +124,9 @@ export const OPTIONS = {
   // Bounded by default: a crashed holder's open transaction would otherwise hold an admin call for ever.
   lockTimeoutMs: row(ADMIN, 5000, (value, name) => checkMs(value, name)),
   // runDoctor's race: false skips it (a role that may not write); else how many connections race.
-  race: row(['runDoctor'], 10, (value, name) => (value === false ? false : checkCount(value, name, 2, 100))),
+  race: row(['runDoctor'], 10, (value, name): number | false =>
+    value === false ? false : checkCount(value, name, 2, 100),
+  ),
   rounds: row(['runDoctor'], 20, (value, name) => checkCount(value, name, 1, 1000)),
   connect: row(['runDoctor'], undefined, checkFunction<() => Promise<Queryable>>),
   signal: row(['runDoctor'], undefined, (value, name) =>

@@ -1,7 +1,4 @@
-/**
- * The jobs as Prometheus metrics: text format 0.0.4 (what node_exporter's textfile collector reads),
- * ending `# EOF` as OpenMetrics wants. For `status --format prometheus`, the dashboard's `/metrics`.
- */
+/** The jobs as Prometheus text format 0.0.4 (node_exporter's textfile collector reads it), ending `# EOF` as OpenMetrics wants. */
 import { msBetween } from './human.js'
 import type { LeaseInfo } from './list-leases.js'
 
@@ -14,11 +11,8 @@ const age = (lease: LeaseInfo, at: string | null) => (at === null ? null : Math.
 // The states the last run can be in: one sample each, 1 for the one it is in (a state set).
 const LAST_RUN_STATES = ['running', 'ok', 'error', 'unfinished'] as const
 
-/** A family's value for one job: one number, one per `outcome` label, or null when unknown. */
-type Value = number | Readonly<Record<string, number>> | null
-
-/** Each metric family by name, in the order they are printed. */
-const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): Value }> = {
+// A family's value for one job: one number, one per `outcome` label, or null when unknown.
+const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number | Record<string, number> | null }> = {
   pg_cron_lease_held: {
     help: 'Whether the lease of the job is held (1), so that a claim made now would lose, or not (0).',
     value: (l) => flag(l.held),
@@ -73,22 +67,12 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): Value }>
 /** The metric names, in the order they are printed. */
 export const PROMETHEUS_METRICS: readonly string[] = Object.keys(FAMILIES)
 
-/**
- * A label value as both formats write it: backslash, double quote and line feed escaped.
- *
- * @example
- * escapeLabelValue('a"b') // 'a\\"b'
- */
+/** A label value as both formats write it: backslash, double quote and line feed escaped. */
 export function escapeLabelValue(text: string): string {
   return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
 }
 
-/**
- * The leases as the Prometheus text, one sample per job and metric (or per state of the last run).
- *
- * @example
- * res.end(renderPrometheus(await listLeases(pool)))
- */
+/** The leases as the Prometheus text, one sample per job and metric (or per state of the last run). */
 export function renderPrometheus(leases: LeaseInfo[]): string {
   const lines: string[] = []
   for (const [name, family] of Object.entries(FAMILIES)) {

@@ -1,16 +1,8 @@
-/**
- * Whether a job is healthy, decided once for every reader: `pg-cron-lease check` and `status`, the
- * dashboard's `/healthz` and jobs page, and the NestJS health indicator.
- */
+/** Whether a job is healthy, decided once for `check`, the dashboard's `/healthz` and the NestJS health indicator. */
 import { ago, duration, msBetween, span } from './human.js'
 import { type LeaseInfo, overdueGrace } from './list-leases.js'
 
-/**
- * One job's verdict, as `pg-cron-lease check --json` prints it.
- *
- * @example
- * const unhealthy = judgeJobs({ leases, jobs: [], table, overdueFactor: 2, checkedAt }).jobs.filter((j) => !j.healthy)
- */
+/** One job's verdict, as `pg-cron-lease check --json` prints it. */
 export interface JobHealth {
   jobName: string
   healthy: boolean
@@ -26,12 +18,7 @@ export interface JobHealth {
   reason: string | null
 }
 
-/**
- * The verdict on a table's jobs, as `check --json` prints it.
- *
- * @example
- * if (!judgeJobs(input).healthy) process.exitCode = 3
- */
+/** The verdict on a table's jobs, as `check --json` prints it. */
 export interface CheckResult {
   healthy: boolean
   /** The database clock reading every job was judged at. */
@@ -42,14 +29,7 @@ export interface CheckResult {
   jobs: JobHealth[]
 }
 
-/**
- * What a verdict is drawn from: the leases read, and the job names asked for (none: every job in
- * the table; a name with no row is unhealthy).
- *
- * @example
- * const { leases, checkedAt } = await readLeases(pool, { table })
- * judgeJobs({ leases, checkedAt, table, jobs: ['report'], overdueFactor: 2 })
- */
+/** The leases read, and the job names asked for (none: every job in the table; one with no row is unhealthy). */
 export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueFactor'> {
   leases: LeaseInfo[]
   jobs: readonly string[]
@@ -57,12 +37,7 @@ export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'o
   graceMs?: number | undefined
 }
 
-/**
- * Every job's verdict: unhealthy when overdue, failing, died, or asked for by name with no row.
- *
- * @example
- * const result = judgeJobs({ leases, checkedAt, table: 'cron_leases', jobs: [], overdueFactor: 2 })
- */
+/** Every job's verdict: unhealthy when overdue, failing, died, or asked for by name with no row. */
 export function judgeJobs(input: CheckInput): CheckResult {
   const { leases, jobs, table, overdueFactor, checkedAt } = input
   const byName = new Map(leases.map((l) => [l.jobName, l]))
@@ -109,12 +84,7 @@ function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput)
   }
 }
 
-/**
- * "until 2026-12-01T06:00:00.000000Z", or "until resumed" for an open-ended pause.
- *
- * @example
- * untilText('infinity') // 'until resumed'
- */
+/** "until 2026-12-01T06:00:00.000000Z", or "until resumed" for an open-ended pause. */
 export function untilText(pausedUntil: string | null): string {
   return pausedUntil === null || pausedUntil === 'infinity' ? 'until resumed' : `until ${pausedUntil}`
 }

@@ -1,174 +1,96 @@
 /** The command line: which command, every option declared once, checked values (else exit 2), what a command is. */
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
+import { type ArgumentError, ERROR_CODES } from '../errors.js'
 import { duration, type Paint } from '../human.js'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
-import {
-  checkBasePath,
-  DEFAULT_LOCK_TIMEOUT_MS,
-  DOCTOR_RACE,
-  DOCTOR_ROUNDS,
-  OPTIONS as LIBRARY_OPTIONS,
-} from '../options.js'
+import { checkBasePath, DEFAULT_LOCK_TIMEOUT_MS, DOCTOR_RACE, DOCTOR_ROUNDS, OPTIONS as LIBRARY } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
-import { checkJobName, checkOverdueFactor, checkTable, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
+import { checkJobName, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { type Exit, type ExitCode, oneLine, usage } from './exit.js'
 
 export const BIN = 'pg-cron-lease'
 
-interface OptionSpec {
-  type: 'string' | 'boolean'
-  multiple?: boolean
-  /** The value's placeholder in help, for a string option. */
-  arg?: string
-  help: string
-}
+type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean; arg?: string; help: string }
+
+// A string option's placeholder in help, its help, and whether it repeats; a boolean option's help.
+const text = (arg: string, help: string, multiple = false) => ({ type: 'string', arg, help, multiple }) as const
+const flagOnly = (help: string) => ({ type: 'boolean', help }) as const
 
 export const OPTIONS = {
-  table: { type: 'string', arg: '<name>', help: `The lease table, name or schema.name (default: ${DEFAULT_TABLE})` },
-  url: { type: 'string', arg: '<url>', help: 'Postgres connection URL (default: the DATABASE_URL variable)' },
-  format: {
-    type: 'string',
-    arg: '<format>',
-    help: 'text (default), json (the entries listLeases() returns) or prometheus',
-  },
-  json: { type: 'boolean', help: 'Print JSON' },
-  'overdue-factor': {
-    type: 'string',
-    arg: '<n>',
-    help: `Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
-  },
-  grace: {
-    type: 'string',
-    arg: '<duration>',
-    help: `A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
-  },
-  job: {
-    type: 'string',
-    multiple: true,
-    arg: '<name>',
-    help: 'Check only this job; repeat for more. A job with no row is unhealthy',
-  },
-  limit: { type: 'string', arg: '<n>', help: 'At most this many, a whole number from 1 to 10000' },
-  for: { type: 'string', arg: '<duration>', help: 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m' },
-  until: {
-    type: 'string',
-    arg: '<iso>',
-    help: 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
-  },
-  host: {
-    type: 'string',
-    arg: '<host>',
-    help: 'The address to listen on (default 127.0.0.1); beyond loopback, a token is required',
-  },
-  port: { type: 'string', arg: '<port>', help: 'The port to listen on, 0 for any free one (default 8080)' },
-  'base-path': {
-    type: 'string',
-    arg: '<path>',
-    help: 'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
-  },
-  'allow-actions': { type: 'boolean', help: 'Show pause, resume and release buttons and accept them; needs a token' },
-  'allowed-host': {
-    type: 'string',
-    multiple: true,
-    arg: '<name>',
-    help: 'Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
-  },
-  'token-file': {
-    type: 'string',
-    arg: '<file>',
-    help: 'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
-  },
-  'lock-timeout': {
-    type: 'string',
-    arg: '<duration>',
-    help: `How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
-  },
-  race: { type: 'string', arg: '<n>', help: `How many connections race (default ${DOCTOR_RACE}, 2 to 100)` },
-  rounds: { type: 'string', arg: '<n>', help: `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)` },
-  'no-race': { type: 'boolean', help: 'Skip the race, for a role that may not write' },
-  cron: {
-    type: 'string',
-    arg: '<expr>',
-    help: 'The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
-  },
-  tz: {
-    type: 'string',
-    arg: '<zone>',
-    help: 'The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)',
-  },
-  every: {
-    type: 'string',
-    arg: '<duration>',
-    help: 'The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
-  },
-  lease: {
-    type: 'string',
-    arg: '<duration>',
-    help: 'How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
-  },
-  within: {
-    type: 'string',
-    arg: '<duration>',
-    help: 'How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
-  },
-  'kill-after': {
-    type: 'string',
-    arg: '<duration>',
-    help: 'Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
-  },
-  'skipped-exit': {
-    type: 'string',
-    arg: '<n>',
-    help: 'The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
-  },
+  table: text('<name>', `The lease table, name or schema.name (default: ${DEFAULT_TABLE})`),
+  url: text('<url>', 'Postgres connection URL (default: the DATABASE_URL variable)'),
+  format: text('<format>', 'text (default), json (the entries listLeases() returns) or prometheus'),
+  json: flagOnly('Print JSON'),
+  'overdue-factor': text(
+    '<n>',
+    `Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+  ),
+  grace: text(
+    '<duration>',
+    `A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
+  ),
+  job: text('<name>', 'Check only this job; repeat for more. A job with no row is unhealthy', true),
+  limit: text('<n>', 'At most this many, a whole number from 1 to 10000'),
+  for: text('<duration>', 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m'),
+  until: text('<iso>', 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00'),
+  host: text('<host>', 'The address to listen on (default 127.0.0.1); beyond loopback, a token is required'),
+  port: text('<port>', 'The port to listen on, 0 for any free one (default 8080)'),
+  'base-path': text(
+    '<path>',
+    'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
+  ),
+  'allow-actions': flagOnly('Show pause, resume and release buttons and accept them; needs a token'),
+  'allowed-host': text(
+    '<name>',
+    'Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
+    true,
+  ),
+  'token-file': text(
+    '<file>',
+    'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
+  ),
+  'lock-timeout': text(
+    '<duration>',
+    `How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
+  ),
+  race: text('<n>', `How many connections race (default ${DOCTOR_RACE}, 2 to 100)`),
+  rounds: text('<n>', `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)`),
+  'no-race': flagOnly('Skip the race, for a role that may not write'),
+  cron: text(
+    '<expr>',
+    'The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
+  ),
+  tz: text('<zone>', 'The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)'),
+  every: text(
+    '<duration>',
+    'The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
+  ),
+  lease: text(
+    '<duration>',
+    'How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
+  ),
+  within: text(
+    '<duration>',
+    'How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
+  ),
+  'kill-after': text(
+    '<duration>',
+    'Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
+  ),
+  'skipped-exit': text(
+    '<n>',
+    'The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
+  ),
 } as const satisfies Record<string, OptionSpec>
 
 export type OptionName = keyof typeof OPTIONS
 
 export type Format = 'text' | 'json' | 'prometheus'
 
-/** The command line, checked: every value here is valid, so a command only has to run. */
-export interface Values {
-  table: string
-  url?: string
-  format: Format
-  overdueFactor: number
-  /** --grace in ms; left out for listLeases' own default, which depends on each job's interval. */
-  graceMs?: number
-  jobs: string[]
-  /** The <job> argument of pause, resume and release. */
-  job?: string
-  forMs?: number
-  until?: string
-  /** The dashboard's --host, --port, --base-path, --allow-actions, --allowed-host and --token-file. */
-  host: string
-  port: number
-  basePath: string
-  allowActions: boolean
-  /** --allowed-host, each checked and lowercased. */
-  allowedHosts: string[]
-  tokenFile?: string
-  /** --limit, checked. */
-  limit?: number
-  /** --lock-timeout in ms; left out for the library's default. */
-  lockTimeoutMs?: number
-  /** doctor's race: how many connections, or false for --no-race; left out for the default. */
-  race?: number | false
-  rounds?: number
-  /** exec's --cron and --tz, as given: croner checks them, loaded only by exec. */
-  cron?: string
-  tz?: string
-  /** exec's --every, --lease, --within and --kill-after in ms, and --skipped-exit. */
-  everyMs?: number
-  leaseMs?: number
-  withinMs?: number
-  killAfterMs?: number
-  skippedExit?: number
-  /** The command and its arguments, everything after `--`, for a command that runs one. */
-  argv?: string[]
-}
+/** The command line, checked: every value here is valid, so a command only has to run. Durations are in ms. */
+export type Values = ReturnType<typeof parseOptions>
 
 export interface Accepts {
   options: readonly OptionName[]
@@ -188,7 +110,6 @@ export interface Context {
   /** What a command is doing, to stderr, so stdout stays parseable. */
   note(text: string): void
   paint: Paint
-  /** The environment the command runs in (the dashboard's token). */
   env: Readonly<Record<string, string | undefined>>
   /** A pool on --url or DATABASE_URL, for a command that serves until stopped; the caller ends it. */
   pool(): Promise<pg.Pool>
@@ -218,7 +139,6 @@ export function flag(name: OptionName): string {
   return spec.arg === undefined ? `--${name}` : `--${name} ${spec.arg}`
 }
 
-/** A usage error that ends by pointing to the help of `command`, or to the main help. */
 function misuse(message: string, command?: string): Exit {
   return usage(`${message}; see ${BIN}${command === undefined ? '' : ` ${command}`} --help`)
 }
@@ -234,18 +154,10 @@ export function readCommand(first: string, rest: string[], commands: readonly st
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
 
-type Given = Partial<
-  Record<Exclude<OptionName, 'json' | 'job' | 'no-race' | 'allow-actions' | 'allowed-host'>, string>
-> & {
-  json?: boolean
-  'no-race'?: boolean
-  job?: string[]
-  'allowed-host'?: string[]
-  'allow-actions'?: boolean
-}
+type Token = { kind: string; index: number; name?: string; value?: unknown }
 
 /** One command's arguments as checked values: only its options, each once (--job repeats). */
-export function parseOptions(name: string, accepts: Accepts, args: string[]): Values {
+export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   let parsed: ReturnType<typeof parseArgs>
   try {
     parsed = parseArgs({
@@ -258,71 +170,81 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]): Va
   } catch (error) {
     throw misuse(describeParseError(error, name), name)
   }
-  refuseRepeats(name, parsed.tokens!)
-  const values = parsed.values as Given
-  const { grace, for: forText, until, 'lock-timeout': lockTimeout } = values
-  const result: Values = {
-    table: valid(() => checkTable(values.table, '--table')),
-    format: format(values.format, values.json === true),
-    overdueFactor: overdueFactor(values['overdue-factor']),
-    jobs: (values.job ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
-    host: values.host ?? '127.0.0.1',
-    port: port(values.port),
-    basePath:
-      values['base-path'] === undefined ? '/' : valid(() => checkBasePath(values['base-path'], '--base-path')) || '/',
-    allowActions: values['allow-actions'] === true,
-    allowedHosts: valid(() =>
-      LIBRARY_OPTIONS.allowedHosts.check(values['allowed-host'] ?? [], '--allowed-host', { leaseMs: 0 }),
-    ),
-    ...(values['token-file'] !== undefined && { tokenFile: values['token-file'] }),
-    ...(values.url !== undefined && { url: values.url }),
-    ...(grace !== undefined && { graceMs: valid(() => parseDuration(grace, '--grace')) }),
-    ...(lockTimeout !== undefined && { lockTimeoutMs: valid(() => parseDuration(lockTimeout, '--lock-timeout')) }),
-  }
-  const { positionals } = parsed
-  if (accepts.argv) result.argv = commandAfterDashes(name, parsed.tokens!)
-  for (const [option, key] of DURATIONS) {
-    const text = values[option]
-    if (text !== undefined) result[key] = valid(() => parseDuration(text, `--${option}`))
-  }
-  if (values.cron !== undefined) result.cron = values.cron
-  if (values.tz !== undefined) result.tz = values.tz
-  if (values['skipped-exit'] !== undefined) result.skippedExit = exitCode(values['skipped-exit'])
-  if (accepts.job) {
-    if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
-    if (positionals.length > 1) {
-      const got = positionals.map((p) => JSON.stringify(p)).join(' ')
-      throw usage(`${name} takes one job, got ${positionals.length}: ${got}`)
-    }
-    result.job = valid(() => checkJobName(positionals[0], '<job>'))
-  }
-  if (forText !== undefined && until !== undefined) {
+  const tokens = parsed.tokens as Token[]
+  refuseRepeats(name, tokens)
+  const given = parsed.values as Record<string, string | undefined>
+  const on = parsed.values as Record<string, boolean | undefined>
+  const many = parsed.values as Record<string, string[] | undefined>
+  const ms = (option: OptionName) => read(given[option], (text) => valid(() => parseDuration(text, `--${option}`)))
+  if (given.for !== undefined && given.until !== undefined) {
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
-  if (values['no-race'] && (values.race !== undefined || values.rounds !== undefined)) {
-    throw misuse(
-      `--no-race cannot go with --${values.race !== undefined ? 'race' : 'rounds'}: there is no race to size`,
-      name,
-    )
+  if (on['no-race'] && (given.race !== undefined || given.rounds !== undefined)) {
+    const other = given.race !== undefined ? 'race' : 'rounds'
+    throw misuse(`--no-race cannot go with --${other}: there is no race to size`, name)
   }
-  if (values['no-race']) result.race = false
-  if (values.race !== undefined) result.race = count(values.race, '--race', 'race')
-  if (values.rounds !== undefined) result.rounds = count(values.rounds, '--rounds', 'rounds')
-  if (forText !== undefined) result.forMs = valid(() => parseDuration(forText, '--for'))
-  if (values.limit !== undefined) result.limit = limit(values.limit)
-  if (until !== undefined) result.until = valid(() => parseUntil(until, '--until'))
-  return result
+  return {
+    table: library('table', given.table),
+    format: format(given.format, on.json === true),
+    overdueFactor: library('overdueFactor', decimal(given['overdue-factor'], /^\d+(\.\d+)?$/), '--overdue-factor'),
+    jobs: (many.job ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
+    job: accepts.job ? jobArgument(name, parsed.positionals) : undefined,
+    host: given.host ?? '127.0.0.1',
+    port: given.port === undefined ? 8080 : whole(given.port, '--port', 0, 65535),
+    basePath: valid(() => checkBasePath(given['base-path'], '--base-path')) || '/',
+    allowActions: on['allow-actions'] === true,
+    allowedHosts: library('allowedHosts', many['allowed-host'], '--allowed-host'),
+    tokenFile: given['token-file'],
+    url: given.url,
+    graceMs: ms('grace'),
+    lockTimeoutMs: ms('lock-timeout'),
+    argv: accepts.argv ? commandAfterDashes(name, tokens) : undefined,
+    everyMs: ms('every'),
+    leaseMs: ms('lease'),
+    withinMs: ms('within'),
+    killAfterMs: ms('kill-after'),
+    cron: given.cron,
+    tz: given.tz,
+    skippedExit: read(given['skipped-exit'], (text) => whole(text, '--skipped-exit', 0, 255)),
+    race: on['no-race'] ? false : read(given.race, (text) => library('race', decimal(text, /^\d+$/), '--race')),
+    rounds: read(given.rounds, (text) => library('rounds', decimal(text, /^\d+$/), '--rounds')),
+    forMs: ms('for'),
+    limit: read(given.limit, (text) => library('limit', decimal(text, /^\d+$/), '--limit')),
+    until: read(given.until, (text) => valid(() => parseUntil(text, '--until'))),
+  }
 }
 
-const DURATIONS = [
-  ['every', 'everyMs'],
-  ['lease', 'leaseMs'],
-  ['within', 'withinMs'],
-  ['kill-after', 'killAfterMs'],
-] as const
+const read = <T>(text: string | undefined, parse: (text: string) => T): T | undefined =>
+  text === undefined ? undefined : parse(text)
+
+// Plain digits (and a decimal point where allowed) only: Number() would also take '', ' 2', '0x10' and '1e3'.
+function decimal(text: string | undefined, pattern: RegExp): unknown {
+  return text !== undefined && pattern.test(text) ? Number(text) : text
+}
+
+/** The library's own check and default for one of its options, named as the command line names it. */
+function library<K extends keyof typeof LIBRARY>(option: K, value: unknown, flagName = `--${option}`) {
+  return valid(() => LIBRARY[option].check(value, flagName, { leaseMs: 0 }) as ReturnType<(typeof LIBRARY)[K]['check']>)
+}
+
+function whole(text: string, flagName: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text) || text.length > String(max).length || Number(text) < min || Number(text) > max) {
+    throw usage(`${flagName} must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`)
+  }
+  return Number(text)
+}
+
+function jobArgument(name: string, positionals: string[]): string {
+  if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
+  if (positionals.length > 1) {
+    const got = positionals.map((p) => JSON.stringify(p)).join(' ')
+    throw usage(`${name} takes one job, got ${positionals.length}: ${got}`)
+  }
+  return valid(() => checkJobName(positionals[0], '<job>'))
+}
 
 // Everything after `--`, which must be there: without it, the command's own options would be read as ours.
-function commandAfterDashes(name: string, tokens: { kind: string; index: number; value?: unknown }[]): string[] {
+function commandAfterDashes(name: string, tokens: Token[]): string[] {
   const dashes = tokens.find((t) => t.kind === 'option-terminator')
   const before = tokens.find((t) => t.kind === 'positional' && (dashes === undefined || t.index < dashes.index))
   if (before !== undefined || dashes === undefined) {
@@ -336,38 +258,33 @@ function commandAfterDashes(name: string, tokens: { kind: string; index: number;
   return argv
 }
 
-// A process's exit code: a whole number from 0 to 255, digits only.
-function exitCode(text: string): number {
-  if (!/^\d{1,3}$/.test(text) || Number(text) > 255) {
-    throw usage(`--skipped-exit must be a whole number from 0 to 255, got ${JSON.stringify(text)}`)
-  }
-  return Number(text)
-}
-
 // parseArgs keeps the last repeat: `--for 1h --for 2h` would silently pause for 2h.
-function refuseRepeats(command: string, tokens: { kind: string; name?: string }[]): void {
+function refuseRepeats(command: string, tokens: Token[]): void {
   const seen = new Set<string>()
-  for (const token of tokens) {
-    if (token.kind !== 'option' || token.name === undefined) continue
-    const spec: OptionSpec = OPTIONS[token.name as OptionName]
+  for (const { kind, name } of tokens) {
+    if (kind !== 'option' || name === undefined) continue
+    const spec: OptionSpec = OPTIONS[name as OptionName]
     if (spec.multiple) continue
     // The values are not shown: one of them may be a --url with a password.
-    if (seen.has(token.name)) {
+    if (seen.has(name)) {
       const once = spec.type === 'string' ? 'it takes one value, so give it once' : 'give it once'
-      throw misuse(`--${token.name} is given more than once; ${once}`, command)
+      throw misuse(`--${name} is given more than once; ${once}`, command)
     }
-    seen.add(token.name)
+    seen.add(name)
   }
 }
 
-/** A library argument check (TypeError) as a usage error, without the library's prefix. */
-function valid<T>(check: () => T): T {
+/** A library check of what was typed: its argument error, by code, as a usage error naming the flag. */
+export function valid<T>(check: () => T): T {
   try {
     return check()
   } catch (error) {
-    const message = oneLine(error).replace(/^pg-cron-lease: /, '')
-    // A command line only gives text, so the library's offer of a Date would only confuse.
-    throw usage(message.replace(/^--until must be a valid Date, or /, '--until must be '))
+    const { code, argument, detail } = error as Partial<ArgumentError>
+    if (code === ERROR_CODES.INVALID_ARGUMENT) {
+      // A command line only gives text, so the library's offer of a Date would only confuse.
+      throw usage(`${argument} ${detail!.replace(/^must be a valid Date, or /, 'must be ')}`)
+    }
+    throw error
   }
 }
 
@@ -379,34 +296,6 @@ function format(text: string | undefined, json: boolean): Format {
     throw usage(`--json is --format json, so it cannot go with --format ${text}`)
   }
   return json ? 'json' : (text ?? 'text')
-}
-
-// Digits only, then the library's own check: Number() would also take '', ' 2', '0x10' and '1e3'.
-function count(text: string, flagName: string, option: 'race' | 'rounds'): number {
-  const value = /^\d+$/.test(text) ? Number(text) : text
-  return valid(() => LIBRARY_OPTIONS[option].check(value, flagName, { leaseMs: 0 }) as number)
-}
-
-// Plain digits only, as for --overdue-factor.
-function limit(text: string): number {
-  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN
-  if (!(value >= 1 && value <= 10_000))
-    throw usage(`--limit must be a whole number from 1 to 10000, got ${JSON.stringify(text)}`)
-  return value
-}
-
-function port(text: string | undefined): number {
-  if (text === undefined) return 8080
-  if (!/^\d{1,5}$/.test(text) || Number(text) > 65535) {
-    throw usage(`--port must be a whole number from 0 to 65535, got ${JSON.stringify(text)}`)
-  }
-  return Number(text)
-}
-
-function overdueFactor(text: string | undefined): number {
-  // Plain decimal only: Number() would also take '', ' 2', '0x10' and '1e3'.
-  const value = text !== undefined && /^\d+(\.\d+)?$/.test(text) ? Number(text) : text
-  return valid(() => checkOverdueFactor(value, '--overdue-factor'))
 }
 
 // parseArgs' own messages suggest `--` tricks that make no sense here; say it plainly instead.

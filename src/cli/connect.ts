@@ -18,12 +18,10 @@ export function connectionTarget(url: string | undefined, env: Readonly<Record<s
   if (text === undefined || text === '') {
     throw usage('no database to connect to: pass --url postgres://user:password@host:5432/db or set DATABASE_URL')
   }
-  let parsed: URL
-  try {
-    parsed = new URL(text)
-  } catch {
+  if (!URL.canParse(text)) {
     throw usage(`${source} is not a URL; expected postgres://user:password@host:5432/db, got ${masked(text)}`)
   }
+  const parsed = new URL(text)
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     throw usage(`${source} must start with postgres:// or postgresql://, got ${masked(text)}`)
   }
@@ -74,7 +72,6 @@ function pgMissing(error: unknown): never {
   throw error
 }
 
-// What every connection the command opens is told: where, how long to try, and who it is.
 function connection(target: Target) {
   return { connectionString: target.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: BIN }
 }
@@ -118,15 +115,10 @@ export const withClient: Connect = async (target, doing, work) => {
   }
 }
 
-/**
- * A pool for a long-lived command: its connections are opened, and failures reported, per query.
- * Each new connection gets `connectTimeoutMs` to connect; a query waiting for a connection the pool
- * has already lent out waits without a deadline (a busy pool is not an unreachable database).
- */
+/** A pool for a long-lived command; a query waiting for a lent-out connection waits without a deadline. */
 export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOUT_MS): Promise<pg.Pool> {
   const { Pool, Client } = (await import('pg').catch(pgMissing)).default
-  // The pool's own connectionTimeoutMillis would also bound the wait for a free client, and fail
-  // it as "timeout exceeded when trying to connect"; so the limit goes to each client instead.
+  // The pool's own connectionTimeoutMillis would also fail a wait for a free client, as an unreachable database would.
   const { connectionTimeoutMillis: _, ...options } = connection(target)
   class TimedClient extends Client {
     constructor(config?: pg.ClientConfig) {
@@ -134,7 +126,7 @@ export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOU
     }
   }
   const pool = new Pool({ ...options, max: 4, Client: TimedClient })
-  // An idle connection lost (a restart) is dropped from the pool; without a listener it would crash.
+  // An idle connection lost (a restart) is dropped; without a listener it would crash the process.
   pool.on('error', () => {})
   return pool
 }

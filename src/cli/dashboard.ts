@@ -1,11 +1,12 @@
 /** `pg-cron-lease dashboard`: createDashboard on a port of its own, until Ctrl-C or SIGTERM. */
+import { once } from 'node:events'
 import { readFileSync, statSync } from 'node:fs'
 import http from 'node:http'
 import { isIP } from 'node:net'
 import { createDashboard } from '../dashboard/dashboard.js'
 import { listLeases } from '../list-leases.js'
 import { checkDashboardToken } from '../options.js'
-import { BIN, type Command, DATABASE_EXIT } from './args.js'
+import { BIN, type Command, DATABASE_EXIT, valid } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 
 /** The variable the token is read from: argv would show it to anyone running `ps`. */
@@ -45,15 +46,10 @@ export const dashboard: Command = {
       allowActions: values.allowActions,
       allowedHosts: values.allowedHosts,
     })
-    const server = http.createServer(handler)
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (error) =>
-        reject(new Exit(`cannot listen on ${host}:${port}: ${oneLine(error)}`, EXIT.FAILED)),
-      )
-      server.listen(port, host, resolve)
-    }).catch(async (error) => {
+    const server = http.createServer(handler).listen(port, host)
+    await once(server, 'listening').catch(async (error) => {
       await pool.end()
-      throw error
+      throw new Exit(`cannot listen on ${host}:${port}: ${oneLine(error)}`, EXIT.FAILED)
     })
     const { port: bound } = server.address() as { port: number }
     const base = values.basePath.replace(/\/?$/, '/')
@@ -101,11 +97,7 @@ function readToken(file: string | undefined, env: Readonly<Record<string, string
     source = `the token in --token-file ${shown}`
   }
   if (text === undefined || text.trim() === '') return undefined
-  try {
-    return checkDashboardToken(text.trim(), source)
-  } catch (error) {
-    throw usage(oneLine(error).replace(/^pg-cron-lease: /, ''))
-  }
+  return valid(() => checkDashboardToken(text.trim(), source))
 }
 
 function loopback(host: string): boolean {

@@ -1,6 +1,6 @@
 /** `pg-cron-lease history`: the run history, newest first, with the missed occurrences between runs. */
 import { escapeControls } from '../escape.js'
-import { duration, jsonText, type Paint } from '../human.js'
+import { columns, duration, jsonText, type Paint } from '../human.js'
 import { listRuns, type RunInfo } from '../list-runs.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT, usage } from './exit.js'
@@ -48,7 +48,7 @@ export const history: Command = {
 export function renderHistory(runs: RunInfo[], table: string, jobName: string | undefined, paint: Paint): string {
   const whose = jobName === undefined ? '' : ` of ${escapeControls(jobName)}`
   if (runs.length === 0) return `No runs${whose} in the history of ${table} yet.\n`
-  const outcomeColour = {
+  const colour = {
     running: paint.plain,
     ok: paint.green,
     error: paint.red,
@@ -64,24 +64,16 @@ export function renderHistory(runs: RunInfo[], table: string, jobName: string | 
     run.durationMs === null ? '-' : duration(run.durationMs),
     `${run.outcome}${run.catchUp ? ' (catch-up)' : ''}${run.error === null ? '' : `: ${escapeControls(run.error)}`}`,
   ])
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join('   ')
-      .trimEnd()
-  const lines = [paint.bold(line(header))]
-  runs.forEach((run, i) => {
-    const text = line(rows[i]!)
-    const last = text.lastIndexOf(rows[i]!.at(-1)!)
-    lines.push(`${text.slice(0, last)}${outcomeColour[run.outcome](text.slice(last))}`)
-    // The occurrences missed fell due before this run: below it, newest first.
-    if (run.missed > 0) {
-      const missed = `${run.missed} occurrence${run.missed === 1 ? '' : 's'} missed`
-      lines.push(paint.yellow(`  … ${missed}${jobName === undefined ? ` (${escapeControls(run.jobName)})` : ''}`))
-    }
+  const [head, ...lines] = columns([header, ...rows], (text, row, column) =>
+    row > 0 && column === header.length - 1 ? colour[runs[row - 1]!.outcome](text) : text,
+  )
+  // The occurrences missed fell due before a run: below it, newest first.
+  const body = runs.flatMap((run, i) => {
+    if (run.missed === 0) return [lines[i]!]
+    const missed = `${run.missed} occurrence${run.missed === 1 ? '' : 's'} missed`
+    return [lines[i]!, paint.yellow(`  … ${missed}${jobName === undefined ? ` (${escapeControls(run.jobName)})` : ''}`)]
   })
-  return `Runs${whose} in ${table}, newest first (database clock):\n\n${lines.join('\n')}\n`
+  return `Runs${whose} in ${table}, newest first (database clock):\n\n${[paint.bold(head!), ...body].join('\n')}\n`
 }
 
 // `2026-12-04 09:00:00.123Z`: the database's UTC text, shorter, to the millisecond.

@@ -1,5 +1,6 @@
 /** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
 import * as admin from '../admin.js'
+import { type ArgumentError, ERROR_CODES } from '../errors.js'
 import { escapeControls } from '../escape.js'
 import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
@@ -75,7 +76,7 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
   }
 }
 
-/** The library's names for what the command line calls --until, --for, --table and <job>. */
+/** The library's names for this command's arguments, as the command line writes them. */
 const FLAGS: Record<string, string> = {
   'opts.until': '--until',
   'opts.forMs': '--for',
@@ -83,33 +84,19 @@ const FLAGS: Record<string, string> = {
   'opts.lockTimeoutMs': '--lock-timeout',
   jobName: '<job>',
 }
-const ARGUMENT = /\b(?:opts\.(?:until|forMs|table|lockTimeoutMs)|jobName)\b/g
 
-// A value quoted in a message (a job name, the text given) is data, not the argument's name.
-const QUOTED = /("(?:[^"\\]|\\.)*"|'[^']*')/
-
-/** A library TypeError about this command's input as a usage error naming the flag; else undefined. */
+/** The library's argument error about this command's input, by its code, as a usage error naming the flag. */
 export function asUsage(error: unknown): Exit | undefined {
-  if (!(error instanceof TypeError) || !error.message.startsWith('pg-cron-lease: ')) return undefined
-  const said = oneLine(error).slice('pg-cron-lease: '.length)
-  const message = said
-    .split(QUOTED)
-    .map((part, i) => (i % 2 === 1 ? part : part.replace(ARGUMENT, (name) => FLAGS[name]!)))
-    .join('')
-  // Unchanged: it names no argument of this command.
-  if (message === said) return undefined
-  return usage(/nothing was changed/.test(message) ? message : `${message}; nothing was changed`)
+  const { code, argument = '', detail = '' } = (error ?? {}) as Partial<ArgumentError>
+  if (code !== ERROR_CODES.INVALID_ARGUMENT || FLAGS[argument] === undefined) return undefined
+  return usage(`${FLAGS[argument]} ${detail}${detail.includes('nothing was changed') ? '' : '; nothing was changed'}`)
 }
 
-/** The library's error for a row that stayed locked, as the one line of an exit 1 naming --lock-timeout. */
+/** A row that stayed locked, by its code, as the one line of an exit 1 naming --lock-timeout. */
 function asLocked(error: unknown): Exit | undefined {
-  if ((error as { code?: unknown } | null)?.code !== admin.ROW_LOCKED) return undefined
-  return new Exit(
-    oneLine(error)
-      .replace(/^pg-cron-lease: /, '')
-      .replaceAll('opts.lockTimeoutMs', '--lock-timeout'),
-    EXIT.FAILED,
-  )
+  if ((error as { code?: unknown } | null)?.code !== ERROR_CODES.ROW_LOCKED) return undefined
+  const said = oneLine(error).replace(/^pg-cron-lease: /, '')
+  return new Exit(said.replaceAll('opts.lockTimeoutMs', '--lock-timeout'), EXIT.FAILED)
 }
 
 /** What a change did, on one line; without `wasPaused`, a resume claims neither way. */

@@ -1,6 +1,6 @@
 /** `pg-cron-lease status`: every job, as a table for people, the JSON of listLeases() or for Prometheus. */
 import { escapeControls } from '../escape.js'
-import { ago, duration, jsonText, msBetween, type Paint, span } from '../human.js'
+import { ago, columns, duration, jsonText, msBetween, type Paint, span } from '../human.js'
 import { type LeaseInfo, listLeases } from '../list-leases.js'
 import { renderPrometheus } from '../prometheus.js'
 import { untilText } from '../verdict.js'
@@ -100,12 +100,9 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
     },
   ])
   const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.text.length)))
-  const line = (cells: Cell[]) =>
-    cells
-      .map((c, i) => c.paint(i === cells.length - 1 ? c.text : c.text.padEnd(widths[i]!)))
-      .join('   ')
-      .trimEnd()
+  const lines = columns([header, ...rows.map((r) => r.map((c) => c.text))], (text, row, column) =>
+    row === 0 ? paint.bold(text) : rows[row - 1]![column]!.paint(text),
+  )
   const count = (n: number, what: string) => (n > 0 ? `, ${n} ${what}` : '')
   const failures = leases
     .filter((l) => l.lastEndedOutcome === 'error' || l.lastEndedOutcome === 'unfinished')
@@ -123,8 +120,7 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
   return [
     `${table}: ${summary} (database clock ${checked})`,
     '',
-    line(header.map((h) => ({ text: h, paint: paint.bold }))),
-    ...rows.map(line),
+    ...lines,
     ...(pauses.length > 0 ? ['', 'Pauses:', ...pauses.map((p) => `  ${p}`)] : []),
     ...(failures.length > 0 ? ['', 'Last errors:', ...failures.map((f) => `  ${f}`)] : []),
     '',

@@ -1,16 +1,12 @@
-/**
- * The dashboard token and the sessions it opens: a bearer header or a login cookie, compared in
- * constant time, never logged; wrong tokens from one address are limited.
- */
+/** The dashboard token and its sessions: a bearer header or a login cookie, compared in constant time; wrong tokens limited. */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 
 const COOKIE = 'pg_cron_lease_dashboard'
-/** How long a session lasts, on the server as in the cookie's Max-Age. */
 export const SESSION_MS = 12 * 3600_000
 /** Sessions kept at once; past it, the oldest is dropped (its browser signs in again). */
 export const MAX_SESSIONS = 1000
-/** Wrong tokens from one address within {@link FAILURE_WINDOW_MS} before it is locked out. */
+/** Wrong tokens from one address within FAILURE_WINDOW_MS before it is locked out. */
 export const MAX_FAILURES = 5
 export const FAILURE_WINDOW_MS = 60_000
 /** The first lockout; each next one from the same address lasts twice as long, up to an hour. */
@@ -22,47 +18,16 @@ const MAX_CLIENTS = 10_000
 const digest = (text: string) => createHash('sha256').update(text).digest()
 const hex = (text: string) => digest(text).toString('hex')
 
-/**
- * The scheme the client used: `X-Forwarded-Proto` from a proxy in front, else its own socket's.
- *
- * @example
- * const secure = forwardedProto(req) === 'https'
- */
+/** The scheme the client used: `X-Forwarded-Proto` from a proxy in front, else its own socket's. */
 export function forwardedProto(req: IncomingMessage): string {
   const said = [req.headers['x-forwarded-proto']].flat()[0]?.split(',')[0]?.trim().toLowerCase()
   return said || ((req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http')
 }
 
-export interface Gate {
-  /** Admitted (`true`), not (`false`), or the seconds this address must wait after too many wrong tokens. */
-  admit(req: IncomingMessage): boolean | number
-  /** Whether it came with the bearer header, which a browser never adds by itself. */
-  bearer(req: IncomingMessage): boolean
-  /** The seconds this address must wait before a token it sends is looked at again, else 0. */
-  lockedFor(req: IncomingMessage): number
-  /** Whether `given` is the token; a wrong one counts against the request's address. */
-  matches(req: IncomingMessage, given: string): boolean
-  /** Opens a new session and sets its cookie. */
-  signIn(req: IncomingMessage, res: ServerResponse): void
-  /** Ends the request's session on the server and clears its cookie. */
-  signOut(req: IncomingMessage, res: ServerResponse): void
-}
+type Client = { failures: number[]; lockouts: number; until: number }
 
-interface Client {
-  failures: number[]
-  lockouts: number
-  until: number
-}
-
-/**
- * The gate for one token. Sessions live in this process only: a restart signs everyone out.
- * `monotonicMs` is a monotonic clock in ms (a parameter so the tests can move it).
- *
- * @example
- * const guard = gate(token)
- * if (guard.admit(req) !== true) res.writeHead(401).end()
- */
-export function gate(token: string, monotonicMs: () => number = () => performance.now()): Gate {
+/** The gate for one token. Sessions live in this process only: a restart signs everyone out. */
+export function gate(token: string, monotonicMs: () => number = () => performance.now()) {
   // Both sides are hashed first, so they have one length and the comparison takes the same time
   // whatever the guess; timingSafeEqual alone would leak the length.
   const expected = digest(token)
@@ -83,6 +48,7 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     `${COOKIE}=${value}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeS}${forwardedProto(req) === 'https' ? '; Secure' : ''}`
   const addressOf = (req: IncomingMessage) => req.socket.remoteAddress ?? ''
 
+  // The seconds this address must wait before a token it sends is looked at again, else 0.
   const lockedFor = (req: IncomingMessage) => {
     const until = clients.get(addressOf(req))?.until ?? 0
     return until > monotonicMs() ? Math.ceil((until - monotonicMs()) / 1000) : 0
@@ -103,6 +69,7 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     if (clients.size >= MAX_CLIENTS) clients.delete(clients.keys().next().value!)
     clients.set(address, client)
   }
+  // A wrong token counts against the request's address.
   const matches = (req: IncomingMessage, given: string) => {
     if (same(given)) {
       clients.delete(addressOf(req))
@@ -121,17 +88,19 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     return false
   }
   return {
-    admit(req) {
+    /** Admitted (`true`), not (`false`), or the seconds this address must wait after too many wrong tokens. */
+    admit(req: IncomingMessage): boolean | number {
       const bearer = bearerOf(req)
       // A session is never locked out: a guesser on the same address cannot sign others out.
       if (bearer === undefined) return live(cookieOf(req))
       const wait = lockedFor(req)
       return wait > 0 ? wait : matches(req, bearer)
     },
-    bearer: (req) => bearerOf(req) !== undefined,
+    /** Whether it came with the bearer header, which a browser never adds by itself. */
+    bearer: (req: IncomingMessage) => bearerOf(req) !== undefined,
     lockedFor,
     matches,
-    signIn(req, res) {
+    signIn(req: IncomingMessage, res: ServerResponse) {
       const at = monotonicMs()
       for (const [key, until] of sessions) if (until <= at) sessions.delete(key)
       if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!)
@@ -139,7 +108,7 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
       sessions.set(hex(id), at + SESSION_MS)
       res.setHeader('Set-Cookie', cookie(req, id, SESSION_MS / 1000))
     },
-    signOut(req, res) {
+    signOut(req: IncomingMessage, res: ServerResponse) {
       const id = cookieOf(req)
       if (id !== undefined) sessions.delete(hex(id))
       res.setHeader('Set-Cookie', cookie(req, '', 0))

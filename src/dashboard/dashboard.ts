@@ -1,6 +1,7 @@
 /** createDashboard: the jobs and their runs as pages and JSON, one Node request handler. */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { pauseJob, ROW_LOCKED, releaseLease, resumeJob } from '../admin.js'
+import { pauseJob, releaseLease, resumeJob } from '../admin.js'
+import { ERROR_CODES } from '../errors.js'
 import { jsonText } from '../human.js'
 import { readLeases } from '../list-leases.js'
 import { listRuns } from '../list-runs.js'
@@ -9,7 +10,7 @@ import { renderPrometheus } from '../prometheus.js'
 import type { LeaseOptions, Queryable } from '../types.js'
 import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
 import { judgeJobs } from '../verdict.js'
-import { forwardedProto, type Gate, gate } from './auth.js'
+import { forwardedProto, gate } from './auth.js'
 import { asset, loginPage, secure, send, shell } from './page.js'
 
 /**
@@ -57,9 +58,6 @@ const TEXT_TYPE = 'text/plain; charset=utf-8'
 const HTML_TYPE = 'text/html; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
-/** The `code` of listRuns' error for a table without its run history. */
-const NO_HISTORY = 'PG_CRON_LEASE_NO_HISTORY'
-/** Reads run at once against `db`; the rest wait their turn here (see {@link readers}). */
 const READERS = 2
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
 
@@ -72,8 +70,18 @@ const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
  * app.use('/cron', createDashboard({ db: pool, token: process.env.DASHBOARD_TOKEN, allowActions: true }))
  */
 export function createDashboard(opts: DashboardOptions): DashboardHandler {
+  const site = siteOf(opts)
+  return (req, res, next) => {
+    serve(site, req, res, next).catch((error: unknown) => {
+      if (res.headersSent) return void res.destroy()
+      send(res, 500, JSON_TYPE, jsonText({ error: messageOf(error) }))
+    })
+  }
+}
+
+function siteOf(opts: DashboardOptions) {
   const { db, table, basePath, token, allowActions, allowedHosts } = compileOptions('createDashboard', opts)
-  const site: Site = {
+  return {
     db: db as Queryable,
     table,
     basePath,
@@ -82,43 +90,21 @@ export function createDashboard(opts: DashboardOptions): DashboardHandler {
     hosts: new Set([...LOOPBACK, ...allowedHosts]),
     ...readers(READERS),
   }
-  return (req, res, next) => {
-    serve(site, req, res, next).catch((error: unknown) => {
-      if (res.headersSent) return void res.destroy()
-      const message = error instanceof Error ? error.message : String(error)
-      send(res, 500, JSON_TYPE, jsonText({ error: message }))
-    })
-  }
 }
 
-interface Site extends Readers {
-  db: Queryable
-  table: string
-  basePath: string
-  guard: Gate | undefined
-  actions: boolean
-  hosts: Set<string>
-}
-
-interface Readers {
-  /** The answer of a read of `key` already in flight, else `work`'s: one read for a burst of requests. */
-  once<T>(key: string, work: () => Promise<T>): Promise<T>
-  /** `work` when one of the readers is free: a burst waits here, not in the pool. */
-  turn<T>(work: () => Promise<T>): Promise<T>
-}
+type Site = ReturnType<typeof siteOf>
 
 /**
- * Reads shared while in flight, and at most `limit` at once. A burst of requests waits its turn
- * here, in order and without a deadline: in the pool it would wait under the pool's
- * connectionTimeoutMillis, which fails a wait for a free client with the same error as a
- * database that cannot be reached.
+ * Reads shared while in flight, at most `limit` at once; a burst waits here, in order and without a
+ * deadline: in the pool its connectionTimeoutMillis would fail it as if the database were down.
  */
-function readers(limit: number): Readers {
+function readers(limit: number) {
   const inFlight = new Map<string, Promise<unknown>>()
   const waiting: (() => void)[] = []
   let running = 0
   return {
-    once<T>(key: string, work: () => Promise<T>) {
+    /** The answer of a read of `key` already in flight, else `work`'s: one read for a burst of requests. */
+    once<T>(key: string, work: () => Promise<T>): Promise<T> {
       let shared = inFlight.get(key) as Promise<T> | undefined
       if (shared === undefined) {
         shared = work().finally(() => inFlight.delete(key))
@@ -126,7 +112,7 @@ function readers(limit: number): Readers {
       }
       return shared
     },
-    async turn<T>(work: () => Promise<T>) {
+    async turn<T>(work: () => Promise<T>): Promise<T> {
       if (running < limit) running++
       else await new Promise<void>((resolve) => waiting.push(resolve))
       try {
@@ -194,19 +180,24 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     res.setHeader('WWW-Authenticate', 'Bearer realm="pg-cron-lease dashboard"')
     return fail(res, 401, 'this dashboard needs its token: send Authorization: Bearer <token>, or sign in at its page')
   }
-  const name = route === 'runs' && job === null ? url.searchParams.get('job') : job === null ? '' : decoded(job[1]!)
+  const name =
+    route === 'runs' && job === null
+      ? url.searchParams.get('job')
+      : job === null
+        ? ''
+        : attempt(() => decodeURIComponent(job[1]!))
   if (name === null) return fail(res, 400, 'api/runs needs the job: api/runs?job=<name>')
   if (name === undefined) return fail(res, 400, 'the job name in the path is not valid percent-encoded UTF-8')
   if (method === 'POST' && action !== undefined) {
-    const problem = originProblem(req, guard!, true)
+    const problem = originProblem(req, site, true)
     if (problem !== undefined) return fail(res, 403, `the Origin of this request is not the dashboard: ${problem}`)
-    return reply(res, path, () =>
-      ACTIONS[action](site.db, name, { table, ...actionOptions(action, url.searchParams) }).then((changed) => ({
-        status: changed ? 200 : 404,
-        type: JSON_TYPE,
-        body: jsonText({ jobName: name, action, changed }),
-      })),
-    )
+    // A pause takes `?forMs=` or `?until=`; without either it lasts until resumed.
+    const until = url.searchParams.get('until') ?? undefined
+    const options = action === 'pause' ? { table, forMs: numeric(url.searchParams.get('forMs')), until } : { table }
+    return reply(res, path, async () => {
+      const changed = await ACTIONS[action](site.db, name, options)
+      return json({ jobName: name, action, changed }, changed ? 200 : 404)
+    })
   }
   if (method !== 'GET') {
     res.setHeader('Allow', 'GET')
@@ -246,7 +237,7 @@ function hostName(host: string | undefined): string {
 async function session(site: Site, req: IncomingMessage, res: ServerResponse, path: string) {
   const { guard, table } = site
   if (guard === undefined) return seeOther(res)
-  const problem = originProblem(req, guard, false)
+  const problem = originProblem(req, site, false)
   if (problem !== undefined) return send(res, 403, HTML_TYPE, loginPage(table, `Not signed in: ${problem}.`))
   if (path === '/logout') {
     guard.signOut(req, res)
@@ -274,52 +265,47 @@ type Reply = { status: number; type: string; body: string }
 async function read(site: Site, route: Route, path: string, name: string, query: URLSearchParams): Promise<Reply> {
   const { db, table, once, turn } = site
   if (route === 'runs') {
-    const limit = query.get('limit')
-    const before = query.get('before')
-    const runs = await turn(() =>
-      listRuns(db, {
-        table,
-        jobName: name,
-        // A malformed value goes on as text, for listRuns' own TypeError (a 400) to name.
-        ...(limit !== null && { limit: (/^\d+$/.test(limit) ? Number(limit) : limit) as number }),
-        ...(before !== null && { before }),
-      }),
-    )
-    return { status: 200, type: JSON_TYPE, body: jsonText(runs) }
+    const [limit, before] = [numeric(query.get('limit')), query.get('before') ?? undefined]
+    return json(await turn(() => listRuns(db, { table, jobName: name, limit, before })))
   }
   // One read of the leases serves the jobs, /metrics and /healthz asked at once.
   const { leases, checkedAt } = await once('leases', () => turn(() => readLeases(db, { table })))
-  if (path === '/api/jobs') return { status: 200, type: JSON_TYPE, body: jsonText(leases) }
+  if (path === '/api/jobs') return json(leases)
   if (path === '/metrics')
     return { status: 200, type: 'text/plain; version=0.0.4; charset=utf-8', body: renderPrometheus(leases) }
   const verdict = judgeJobs({ leases, jobs: [], table, overdueFactor: DEFAULT_OVERDUE_FACTOR, checkedAt })
-  return { status: verdict.healthy ? 200 : 503, type: JSON_TYPE, body: jsonText(verdict) }
+  return json(verdict, verdict.healthy ? 200 : 503)
 }
 
+const json = (value: unknown, status = 200): Reply => ({ status, type: JSON_TYPE, body: jsonText(value) })
+
+// A malformed number goes on as text, for the library's own argument error (a 400) to name.
+const numeric = (text: string | null) =>
+  text === null ? undefined : ((/^\d+$/.test(text) ? Number(text) : text) as number)
+
 /**
- * The status of a failed read or action, from what the error is, never from its wording: a bad
- * argument 400, a table without run history 404, a row another transaction holds locked 409 (the
- * message names the holder), and anything else on the way to the database 503, which the page
- * shows as stale data.
+ * A failed read's or action's status, by the error's code: anything else on the way to the
+ * database (a SQLSTATE, a socket's code) is a 503, which the page shows as stale data.
  */
-function statusOf(error: unknown): number {
-  if (error instanceof TypeError) return 400
-  const code = (error as { code?: unknown } | null)?.code
-  if (code === NO_HISTORY) return 404
-  if (code === ROW_LOCKED) return 409
-  return 503
+const STATUS_OF: Record<string, number> = {
+  [ERROR_CODES.INVALID_ARGUMENT]: 400,
+  [ERROR_CODES.NO_HISTORY]: 404,
+  // The message names the holder of the lock.
+  [ERROR_CODES.ROW_LOCKED]: 409,
 }
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 async function reply(res: ServerResponse, path: string, work: () => Promise<Reply>) {
   let answer: Reply
   try {
     answer = await work()
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error)
+    const message = messageOf(error)
     const body = path === '/healthz' ? { healthy: false, error: message } : { error: message }
     return send(
       res,
-      statusOf(error),
+      STATUS_OF[(error as { code?: string } | null)?.code ?? ''] ?? 503,
       path === '/metrics' ? TEXT_TYPE : JSON_TYPE,
       path === '/metrics' ? `# ${message}\n` : jsonText(body),
     )
@@ -327,30 +313,15 @@ async function reply(res: ServerResponse, path: string, work: () => Promise<Repl
   send(res, answer.status, answer.type, answer.body)
 }
 
-/** A pause takes `?forMs=` or `?until=`; without either it lasts until resumed. */
-function actionOptions(action: string, query: URLSearchParams) {
-  if (action !== 'pause') return {}
-  const forMs = query.get('forMs')
-  const until = query.get('until')
-  return {
-    // A malformed value goes on as text, for pauseJob's own TypeError to name.
-    ...(forMs !== null && { forMs: (/^\d+$/.test(forMs) ? Number(forMs) : forMs) as number }),
-    ...(until !== null && { until }),
-  }
-}
-
 /**
- * Why a POST is not from the dashboard's own page, or undefined when it is. A browser always
- * sends Origin with a POST; it must be the origin the browser addressed, which behind a proxy is
- * in X-Forwarded-Host and X-Forwarded-Proto when the proxy sets them (a page elsewhere cannot add
- * them: a cross-site request with a header of its own is preflighted, and no preflight is
- * answered). Without an Origin, an action passes only with the bearer header, which a browser
- * cannot be made to add cross-site (curl, scripts).
+ * Why a POST is not from the dashboard's own page, or undefined. A browser sends Origin with a POST;
+ * behind a proxy the address it used is in X-Forwarded-Host and -Proto, which a page elsewhere
+ * cannot add without a preflight nobody answers. Without an Origin, only the bearer header passes.
  */
-function originProblem(req: IncomingMessage, guard: Gate, strict: boolean): string | undefined {
+function originProblem(req: IncomingMessage, { guard }: Site, strict: boolean): string | undefined {
   if (req.headers['sec-fetch-site'] === 'cross-site') return 'it came from another site'
   const origin = req.headers.origin
-  if (origin === undefined) return !strict || guard.bearer(req) ? undefined : 'it has no Origin and no bearer header'
+  if (origin === undefined) return !strict || guard!.bearer(req) ? undefined : 'it has no Origin and no bearer header'
   const host = [req.headers['x-forwarded-host']].flat()[0]?.split(',')[0]?.trim() || req.headers.host
   const own = originOf(`${forwardedProto(req)}://${host}`)
   if (own !== undefined && originOf(origin) === own) return undefined
@@ -361,17 +332,13 @@ function originProblem(req: IncomingMessage, guard: Gate, strict: boolean): stri
 }
 
 function originOf(text: string): string | undefined {
-  try {
-    const { origin } = new URL(text)
-    return origin === 'null' ? undefined : origin
-  } catch {
-    return undefined
-  }
+  const origin = attempt(() => new URL(text).origin)
+  return origin === 'null' ? undefined : origin
 }
 
-function decoded(text: string): string | undefined {
+function attempt<T>(work: () => T): T | undefined {
   try {
-    return decodeURIComponent(text)
+    return work()
   } catch {
     return undefined
   }
@@ -386,15 +353,11 @@ function fail(res: ServerResponse, status: number, error: string) {
   send(res, status, JSON_TYPE, jsonText({ error }))
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let body = ''
-    req.setEncoding('utf8')
-    req.on('data', (chunk: string) => {
-      body += chunk
-      if (body.length > BODY_LIMIT) req.destroy(new Error('request body too large'))
-    })
-    req.on('end', () => resolve(body))
-    req.on('error', reject)
-  })
+async function readBody(req: IncomingMessage): Promise<string> {
+  let body = ''
+  for await (const chunk of req.setEncoding('utf8')) {
+    body += chunk
+    if (body.length > BODY_LIMIT) throw new Error('request body too large')
+  }
+  return body
 }

@@ -30,26 +30,24 @@ export function send(res: ServerResponse, status: number, type: string, body: st
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
 
-/** Text for HTML content or a quoted attribute. */
-export function escapeHtml(text: string): string {
+function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!)
 }
 
-// Plain files beside this module (dist/assets/ once built: tsdown.config.ts copies them), read once:
-// one copy serves both the ESM and the CJS build, and the page needs nothing from another origin.
-let assets: Record<string, { type: string; body: Buffer }> | undefined
+const ASSET_TYPES: Record<string, string> = {
+  'app.js': 'text/javascript; charset=utf-8',
+  'app.css': 'text/css; charset=utf-8',
+  'favicon.svg': 'image/svg+xml',
+}
+// Plain files beside this module (dist/assets/ once built), read once: one copy serves the ESM and
+// the CJS build, and the page needs nothing from another origin.
+const assets = new Map<string, Buffer>()
 
 /** `app.js`, `app.css` or `favicon.svg`, or undefined for any other name. */
 export function asset(name: string): { type: string; body: Buffer } | undefined {
-  assets ??= {
-    'app.js': {
-      type: 'text/javascript; charset=utf-8',
-      body: readFileSync(new URL('./assets/app.js', import.meta.url)),
-    },
-    'app.css': { type: 'text/css; charset=utf-8', body: readFileSync(new URL('./assets/app.css', import.meta.url)) },
-    'favicon.svg': { type: 'image/svg+xml', body: readFileSync(new URL('./assets/favicon.svg', import.meta.url)) },
-  }
-  return Object.hasOwn(assets, name) ? assets[name] : undefined
+  if (!Object.hasOwn(ASSET_TYPES, name)) return undefined
+  if (!assets.has(name)) assets.set(name, readFileSync(new URL(`./assets/${name}`, import.meta.url)))
+  return { type: ASSET_TYPES[name]!, body: assets.get(name)! }
 }
 
 // Both pages' head; `title` is HTML already escaped.

@@ -11,6 +11,7 @@ import { type Accepts, parseOptions } from '../../src/cli/args.ts'
 import { masked } from '../../src/cli/connect.ts'
 import { Exit } from '../../src/cli/exit.ts'
 import { asUsage, describeChange } from '../../src/cli/job-actions.ts'
+import { argumentError } from '../../src/errors.ts'
 
 const PAUSE: Accepts = { options: ['for', 'until', 'table', 'url'], job: true }
 const STATUS: Accepts = { options: ['table', 'url', 'format', 'json', 'grace', 'overdue-factor'] }
@@ -170,8 +171,9 @@ describe('status and check read their format and overdue factor', () => {
 describe("the library's argument errors from pause, resume and release become usage errors naming the flag", () => {
   test('opts.until and opts.forMs are named as --until and --for; the message says nothing was changed, once', () => {
     const past = asUsage(
-      new TypeError(
-        'pg-cron-lease: opts.until must be a time in the future by the database clock (2026-12-01T09:07:53.318209Z), got "2001-01-01T00:00:00.000Z"',
+      argumentError(
+        'opts.until',
+        'must be a time in the future by the database clock (2026-12-01T09:07:53.318209Z), got "2001-01-01T00:00:00.000Z"',
       ),
     )
     assert.ok(past instanceof Exit)
@@ -180,10 +182,10 @@ describe("the library's argument errors from pause, resume and release become us
       past.message,
       '--until must be a time in the future by the database clock (2026-12-01T09:07:53.318209Z), got "2001-01-01T00:00:00.000Z"; nothing was changed',
     )
-    const said = asUsage(new TypeError('pg-cron-lease: opts.until is not in the future; nothing was changed, got "x"'))
+    const said = asUsage(argumentError('opts.until', 'is not in the future; nothing was changed, got "x"'))
     assert.equal(said?.message, '--until is not in the future; nothing was changed, got "x"')
     assert.equal(
-      asUsage(new TypeError('pg-cron-lease: opts.forMs must be at most 1 ms, got 2'))?.message,
+      asUsage(argumentError('opts.forMs', 'must be at most 1 ms, got 2'))?.message,
       '--for must be at most 1 ms, got 2; nothing was changed',
     )
   })
@@ -306,9 +308,7 @@ describe('--lock-timeout on pause, resume and release', () => {
   })
 
   test('a library error about lockTimeoutMs is a usage error naming --lock-timeout', () => {
-    const exit = asUsage(
-      new TypeError('pg-cron-lease: opts.lockTimeoutMs must be at most 2147483647 ms, got 2592000000'),
-    )
+    const exit = asUsage(argumentError('opts.lockTimeoutMs', 'must be at most 2147483647 ms, got 2592000000'))
     assert.ok(exit instanceof Exit)
     assert.match(exit.message, /^--lock-timeout must be at most 2147483647 ms/)
   })
