@@ -13,7 +13,7 @@ export {
   type TickMessage,
 } from './channels.js'
 export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator } from './coordinator.js'
-export { type DoctorCheck, type DoctorOptions, runDoctor } from './doctor.js'
+export { type DoctorCheck, type DoctorCheckId, type DoctorOptions, runDoctor } from './doctor.js'
 export { type DrainOptions, type DrainResult, drainLeases } from './drain.js'
 export { ERROR_CODES, LeaseLostError } from './errors.js'
 export { withCronLease } from './lease.js'

@@ -3,7 +3,7 @@ import { ago, duration, msBetween, span } from './human.js'
 import { type LeaseInfo, overdueGrace } from './list-leases.js'
 
 /** One job's verdict, as `pg-cron-lease check --json` prints it. */
-export interface JobHealth {
+interface JobHealth {
   jobName: string
   healthy: boolean
   /** No row in the table: never claimed, or a typo in the name. */

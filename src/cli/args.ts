@@ -105,7 +105,7 @@ export interface Target {
   label: string
 }
 
-export interface Context {
+interface Context {
   out(text: string): void
   /** What a command is doing, to stderr, so stdout stays parseable. */
   note(text: string): void

@@ -10,7 +10,7 @@ import { BIN, type Command, DATABASE_EXIT, valid } from './args.js'
 import { EXIT, Exit, oneLine, usage } from './exit.js'
 
 /** The variable the token is read from: argv would show it to anyone running `ps`. */
-export const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'
+const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'
 
 export const dashboard: Command = {
   summary: 'Serve the jobs and their runs as web pages, JSON, /metrics and /healthz',

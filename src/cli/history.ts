@@ -6,7 +6,7 @@ import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT, usage } from './exit.js'
 
 /** How many runs `history` prints when no --limit is given: a screen. */
-export const HISTORY_LIMIT = 20
+const HISTORY_LIMIT = 20
 
 export const history: Command = {
   summary: 'Show the last runs of every job, or of one: when, where, how long, and how each ended',

@@ -14,7 +14,7 @@ import { migrate, sql } from './migrate.js'
 import { status } from './status.js'
 
 /** stdout or stderr, or a test's stand-in; a terminal (isTTY) turns colours on. */
-export type Output = { write(text: string): unknown; isTTY?: boolean }
+type Output = { write(text: string): unknown; isTTY?: boolean }
 
 export interface CliIo {
   stdout: Output
