@@ -58,6 +58,7 @@ const SECONDS: Record<string, number> = {
   'test/integration/cli/cli.test.ts': 40,
   'test/integration/cli/errors.test.ts': 22,
   'test/integration/cli/exec.test.ts': 60,
+  'test/integration/otel/exec.test.ts': 11,
   'test/integration/faults/failover.test.ts': 36,
   'test/integration/schedulers/nestjs.test.ts': 36,
   'test/integration/schedulers/nestjs-12.test.ts': 36,
