@@ -191,7 +191,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
     job: accepts.job ? jobArgument(name, parsed.positionals) : undefined,
     host: given.host ?? '127.0.0.1',
     port: given.port === undefined ? 8080 : whole(given.port, '--port', 0, 65535),
-    basePath: valid(() => checkBasePath(given['base-path'], '--base-path')) || '/',
+    basePath: read(given['base-path'], (text) => valid(() => checkBasePath(text, '--base-path'))) || '/',
     allowActions: on['allow-actions'] === true,
     allowedHosts: library('allowedHosts', many['allowed-host'], '--allowed-host'),
     tokenFile: given['token-file'],
@@ -224,7 +224,9 @@ function decimal(text: string | undefined, pattern: RegExp): unknown {
 
 /** The library's own check and default for one of its options, named as the command line names it. */
 function library<K extends keyof typeof LIBRARY>(option: K, value: unknown, flagName = `--${option}`) {
-  return valid(() => LIBRARY[option].check(value, flagName, { leaseMs: 0 }) as ReturnType<(typeof LIBRARY)[K]['check']>)
+  type Checked = ReturnType<(typeof LIBRARY)[K]['check']>
+  const { default: fallback, check } = LIBRARY[option]
+  return value === undefined ? (fallback as Checked) : valid(() => check(value, flagName, { leaseMs: 0 }) as Checked)
 }
 
 function whole(text: string, flagName: string, min: number, max: number): number {
