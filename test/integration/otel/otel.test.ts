@@ -241,8 +241,10 @@ describe('races, failures, lost leases and shutdowns', () => {
       async (ctx) => {
         await tick(ctx)
         await ctx.renew()
+        // Listened to first: a beat can notice the release before releaseLease returns.
+        const aborted = new Promise((resolve) => ctx.signal.addEventListener('abort', resolve))
         await releaseLease(pool, job, { table })
-        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve))
+        await aborted
         return ctx.signal.reason.message as string
       },
       { table, keepAlive: { beatMs: 50, extendMs: 60_000 } },

@@ -101,9 +101,11 @@ describe('pause and resume', () => {
   test('a tick running when the job is paused is told: its next beat fails and ctx.signal aborts', async () => {
     const jobName = nextJob()
     const tick = await running(jobName, { keepAlive: { beatMs: 50, extendMs: 60_000 } })
+    // Listened to first: a beat can notice the pause before pauseJob returns.
+    const aborted = new Promise((resolve) => tick.ctx.signal.addEventListener('abort', resolve))
     await pauseJob(operator, jobName, { table, forMs: 60_000 })
     await Promise.race([
-      new Promise((resolve) => tick.ctx.signal.addEventListener('abort', resolve)),
+      aborted,
       sleep(2000).then(() => assert.fail('the signal did not abort within 2 s')),
     ])
     assert.equal(await tick.ctx.renew(1000), false, 'renew cannot shorten the pause')
