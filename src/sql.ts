@@ -39,8 +39,7 @@ function besideTable(table: string, suffix: string): string {
 }
 
 /**
- * The run history's table for a lease table: `name_runs` in the same schema (a name past 63 bytes
- * is cut and given a hash of the whole, so it stays distinct).
+ * The run history's table for a lease table: `name_runs` in the same schema (past 63 bytes, cut and hashed).
  *
  * @example
  * historyTableOf('jobs.leases') // 'jobs.leases_runs'
@@ -55,9 +54,10 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
   holder      TEXT,
   claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()`
 
-// Added by the current shape; all nullable, so adding them rewrites nothing. A run started after
-// the last end (last_started_at > last_finished_at) is running, or died.
-const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+type Columns = readonly (readonly [name: string, type: string])[]
+
+// Added by the current shape; all nullable, so adding them rewrites nothing.
+const CURRENT_COLUMNS: Columns = [
   ['last_started_at', 'TIMESTAMPTZ'], // the last run's claimed_at: the next claim minus it is the interval
   ['last_finished_at', 'TIMESTAMPTZ'], // for a run that died, its lease's end
   ['last_duration_ms', 'DOUBLE PRECISION'],
@@ -78,12 +78,14 @@ const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
 // The run history's columns in the lease row; apart, so a table upgraded before it keeps its claims.
-const HISTORY_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+const HISTORY_COLUMNS: Columns = [
   ['run_number', 'BIGINT'], // the last run written to the history
   ['failed_runs', 'BIGINT'], // each run not ok is numbered among these too
   ['runs_trimmed', 'BIGINT'], // the next trim starts above this run
   ['unfinished_runs', 'BIGINT'], // never trimmed
 ]
+const ADDED = [...CURRENT_COLUMNS, ...HISTORY_COLUMNS]
+const quoted = (columns: Columns) => columns.map(([name]) => `'${name}'`).join(', ')
 
 // failure_number numbers the runs not ok, so the trim finds the last M of them without a scan.
 const RUN_COLUMNS = `  job_name       TEXT NOT NULL,
@@ -117,25 +119,13 @@ const fromIsoText = (text: string) => `((${text}::text)::timestamp AT TIME ZONE 
 const unended = (lease: string) =>
   `coalesce(${lease}.last_started_at > ${lease}.last_finished_at, ${lease}.last_started_at IS NOT NULL)`
 
-// The shift of a due time to its schedule's first occurrence at or after `end` (`end` itself with no
-// interval); backwards when it lies past `end`.
-function toFirstDue(due: string, end: string, interval: string): string {
-  return `coalesce(${ms(`ceil(${msBetween(end, due)} / ${interval}) * ${interval}`)}, ${end} - ${due})`
-}
+// The shift of a due time to its schedule's first occurrence at or after `end` (no interval: to `end`).
+const toFirstDue = (due: string, end: string, interval: string) =>
+  `coalesce(${ms(`ceil(${msBetween(end, due)} / ${interval}) * ${interval}`)}, ${end} - ${due})`
 
-// Occurrences falling due under a pause are skipped, not missed. pauseSql and resumeSql move the
-// stored due time; a due time not stored (last claim plus interval) moves here, in listLeasesSql.
-function dueAfterPause(due: string, interval: string): string {
-  return `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
-    THEN ${toFirstDue(due, 'lease.paused_until', interval)} ELSE interval '0' END)`
-}
-
-// A dollar-quote tag the body (table names may contain `$`) cannot close early.
-function dollarQuoted(body: string, base: string): string {
-  let tag = `$${base}$`
-  for (let n = 1; body.includes(tag); n++) tag = `$${base}_${n}$`
-  return `${tag}\n${body}${tag}`
-}
+// Occurrences due under a pause are skipped, not missed; pauseSql and resumeSql move a stored due time.
+const dueAfterPause = (due: string) => `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
+    THEN ${toFirstDue(due, 'lease.paused_until', OBSERVED_EVERY)} ELSE interval '0' END)`
 
 // The history table and its index of the runs not ok, when missing.
 function createHistory(table: string): string {
@@ -160,12 +150,8 @@ END IF;
  */
 export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const columns = [
-    LEASE_COLUMNS,
-    ...[...CURRENT_COLUMNS, ...HISTORY_COLUMNS].map(([name, type]) => `  ${name!.padEnd(18)} ${type}`),
-  ]
-  // The history only with a new lease table: this runs on every start, and an existing table must
-  // need no CREATE privilege (its history comes with `pg-cron-lease migrate`).
+  const columns = [LEASE_COLUMNS, ...ADDED.map(([name, type]) => `  ${name.padEnd(18)} ${type}`)]
+  // The history only with a new lease table: an existing one gets it from `pg-cron-lease migrate`.
   return doBlock(`BEGIN
   IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (
@@ -184,14 +170,11 @@ ${RACED}END;
  */
 export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const added: readonly (readonly [string, string])[] = [...CURRENT_COLUMNS, ...HISTORY_COLUMNS]
-  const names = added.map(([name]) => `'${name}'`).join(', ')
-  const adds = added.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
   return doBlock(`BEGIN
   IF (SELECT count(*) FROM pg_attribute
-      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${names})) < ${added.length} THEN
+      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${quoted(ADDED)})) < ${ADDED.length} THEN
     ALTER TABLE ${t}
-${adds.join(',\n')};
+${ADDED.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`).join(',\n')};
   END IF;
 ${createHistory(table).replace(/^(?=.)/gm, '  ')}${RACED}END;
 `)
@@ -209,8 +192,11 @@ const RACED = `EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_o
  */
 export const CRON_LEASES_TABLE_SQL: string = createTableSql(DEFAULT_TABLE)
 
+// A dollar-quote tag the body (table names may contain `$`) cannot close early.
 function doBlock(body: string): string {
-  return `DO ${dollarQuoted(`BEGIN\n${body}END\n`, 'pg_cron_lease')};\n`
+  let tag = '$pg_cron_lease$'
+  for (let n = 1; body.includes(tag); n++) tag = `$pg_cron_lease_${n}$`
+  return `DO ${tag}\nBEGIN\n${body}END\n${tag};\n`
 }
 
 /**
@@ -499,10 +485,9 @@ export function listLeasesSql(table: string, shape: Shape, history = false): str
   const at = '"db clock".at'
   const current = shape === 'current'
   const column = (name: string, type: string) => (current ? `lease.${name}` : `NULL::${type}`)
-  const pausedUntil = column('paused_until', 'timestamptz')
   const base = `coalesce(lease.next_due_at, lease.claimed_at + ${ms(OBSERVED_EVERY)})`
-  const nextDue = current ? dueAfterPause('lease.next_due_at', OBSERVED_EVERY) : 'NULL::timestamptz'
-  const dueAt = current ? dueAfterPause(base, OBSERVED_EVERY) : 'NULL::timestamptz'
+  const nextDue = current ? dueAfterPause('lease.next_due_at') : 'NULL::timestamptz'
+  const dueAt = current ? dueAfterPause(base) : 'NULL::timestamptz'
   const resumedAt = current
     ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > lease.claimed_at THEN ${isoText('lease.paused_until')} END`
     : 'NULL::text'
@@ -535,7 +520,7 @@ SELECT lease.job_name,
   ${died(diedError(holder, lostAt), column('last_error', 'text'))} AS last_error,
   ${isoText(column('last_success_at', 'timestamptz'))} AS last_success_at,
   ${column('every_ms', 'float8')} AS every_ms,
-  ${isoTextOrInfinity(pausedUntil)} AS paused_until,
+  ${isoTextOrInfinity(column('paused_until', 'timestamptz'))} AS paused_until,
   ${current ? pauseHolds('lease', at) : 'false'} AS paused,
   ${resumedAt} AS resumed_at,
   ${isoText(column('last_occurrence', 'timestamptz'))} AS last_occurrence,
@@ -706,7 +691,7 @@ export function tableFactsSql(): string {
   to_regclass($3::text) IS NOT NULL AS history_table,
   ${isoText('clock_timestamp()')} AS checked_at
 FROM (SELECT to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text)
-    AND NOT attisdropped AND attname IN (${HISTORY_COLUMNS.map(([name]) => `'${name}'`).join(', ')})) = ${HISTORY_COLUMNS.length} AS shape) AS run`
+    AND NOT attisdropped AND attname IN (${quoted(HISTORY_COLUMNS)})) = ${HISTORY_COLUMNS.length} AS shape) AS run`
 }
 
 /** The parameters of {@link tableFactsSql} for `table`. */
