@@ -117,13 +117,12 @@ export async function raceCheck(r: Reads): Promise<Verdict> {
       'pass a pg Pool of max 2 or more, or opts.connect to runDoctor (docs/operations.md#doctor)',
     )
   }
-  if (!(await r.tables()).canDelete) {
+  if (!(await r.tables()).canDelete)
     return warn(
       `not run: the race deletes its own row afterwards, and this role has no DELETE on ${r.table}`,
       'claims need no DELETE; only the race does',
       'run doctor as a role that may DELETE, or skip the race with --no-race (docs/operations.md#doctor)',
     )
-  }
   const n = Math.min(r.options.race as number, r.lent)
   r.say(`racing ${n} connections for ${r.options.rounds} rounds on a job of the doctor's own`)
   return race(r, n)
@@ -192,13 +191,12 @@ async function race(r: Reads, n: number): Promise<Verdict> {
 // A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.
 async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryable | undefined): Promise<Verdict> {
   const setting = { '55P03': 'lock_timeout', '57014': 'statement_timeout' }[code(error)] ?? null
-  if (setting === null || db === undefined) {
+  if (setting === null || db === undefined)
     return fail(
       `the race could not run: ${oneLine(error)}`,
       `job ${jobName}`,
       'fix the error above, then run doctor again (docs/operations.md#doctor)',
     )
-  }
   const holders = await rows(db, LOCK_HOLDERS_SQL, [quoteTable(r.table), quoteTable(r.history)]).catch(() => [])
   const held = holders.map(
     (h) => `pid ${h.pid} (${h.mode}, ${h.application_name || 'no application_name'}: ${oneLine(h.query)})`,

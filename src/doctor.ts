@@ -233,32 +233,29 @@ export function judgeConnection(server: Row): Verdict {
 
 export function judgeWritable(server: Row): Verdict {
   const detail = `pg_is_in_recovery() ${String(server.in_recovery)}, transaction_read_only ${String(server.read_only)}`
-  if (server.in_recovery === true) {
+  if (server.in_recovery === true)
     return fail(
       'this server is a standby (pg_is_in_recovery() is true): no replica can claim here',
       detail,
       'point --url (or DATABASE_URL) at the primary, the writer endpoint (docs/high-availability.md#reconnecting-after-a-failover)',
     )
-  }
-  if (server.read_only === 'on') {
+  if (server.read_only === 'on')
     return fail(
       'this session is read-only (transaction_read_only is on): no replica can claim here',
       detail,
       'connect to the primary as a role and database without default_transaction_read_only (docs/high-availability.md#reconnecting-after-a-failover)',
     )
-  }
   return pass('a writable primary', detail)
 }
 
 export function judgeTable(table: string, history: string, facts: Row, historyExists: boolean): Verdict {
   const upgrade = `run \`${migrateCommand(table)}\``
-  if (facts.exists !== true) {
+  if (facts.exists !== true)
     return fail(
       `${table} does not exist (or this role cannot see it)`,
       `to_regclass('${table}') is NULL`,
       `${upgrade} to create it (docs/migrations.md#the-table)`,
     )
-  }
   const columns = Number(facts.columns)
   const detail = `${columns} columns, ${facts.current === true ? 'the current shape' : 'an older shape'}; history table ${history} ${historyExists ? 'present' : 'missing'}, ${facts.history_shape === true ? 'in use' : 'not in use'}`
   if (facts.current !== true) {
@@ -483,26 +480,23 @@ export function judgeDurability(server: Row): Verdict {
   const names = String(server.synchronous_standby_names)
   const standbys = Number(server.standbys)
   const detail = `synchronous_commit ${commit}; synchronous_standby_names '${names}'; ${standbys} standby(s) streaming from this server`
-  if (commit === 'off') {
+  if (commit === 'off')
     return warn(
       'synchronous_commit is off: a crash or a failover can lose a claim already reported won, and let its occurrence run twice',
       detail,
       'set synchronous_commit to on for the application role (ALTER ROLE … SET synchronous_commit = on) (docs/high-availability.md#never-turn-synchronous_commit-off)',
     )
-  }
-  if (standbys > 0 && (names === '' || commit === 'local')) {
+  if (standbys > 0 && (names === '' || commit === 'local'))
     return warn(
       `no synchronous standby: ${standbys} standby(s) stream asynchronously, so a failover can lose a claim and let an occurrence run twice`,
       detail,
       'name a standby in synchronous_standby_names, with synchronous_commit on or remote_apply (docs/high-availability.md#settings)',
     )
-  }
-  if (standbys === 0) {
+  if (standbys === 0)
     return pass(
       `synchronous_commit ${commit}; no standby streams from this server, so no failover can lose a commit`,
       detail,
     )
-  }
   return pass(`synchronous_commit ${commit}, with a synchronous standby (${names})`, detail)
 }
 

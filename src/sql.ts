@@ -18,9 +18,8 @@ export const TABLE_RULE = 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0
  * quoteTable('jobs.leases') // '"jobs"."leases"'
  */
 export function quoteTable(table: string): string {
-  if (typeof table !== 'string' || !TABLE_NAME.test(table)) {
+  if (typeof table !== 'string' || !TABLE_NAME.test(table))
     throw argumentError('table', `must be ${TABLE_RULE}, got ${formatValue(table)}`)
-  }
   return `"${table.replace('.', '"."')}"`
 }
 
@@ -280,14 +279,13 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
     `last_duration_ms = ${died('NULL', 'lease.last_duration_ms')}`,
     `last_error = ${died(diedError('lease.holder', 'lease.lease_until'), 'lease.last_error')}`,
   ]
-  if (kind === 'history') {
+  if (kind === 'history')
     set.push(
       `run_number = ${number}`,
       `failed_runs = coalesce(lease.failed_runs, 0) + ${died('1', '0')}`,
       `unfinished_runs = coalesce(lease.unfinished_runs, 0) + ${died('1', '0')}`,
       `runs_trimmed = greatest(coalesce(lease.runs_trimmed, 0), ${number} - ${keep}::integer)`,
     )
-  }
   return `,\n  ${set.join(',\n  ')}`
 }
 

@@ -17,9 +17,7 @@ const DURATION_EXAMPLES = 'such as 90s, 15m, 2h, 1d or 1h30m'
  */
 export function parseDuration(text: string, name: string): number {
   const match = typeof text === 'string' ? DURATION.exec(text) : null
-  if (match === null || text === '') {
-    return fail(name, `a duration in whole d, h, m and s, ${DURATION_EXAMPLES}`, text)
-  }
+  if (match === null || text === '') return fail(name, `a duration in whole d, h, m and s, ${DURATION_EXAMPLES}`, text)
   const ms = UNIT_MS.reduce((sum, unit, i) => sum + Number(match[i + 1] ?? 0) * unit, 0)
   if (ms === 0) fail(name, `longer than zero, ${DURATION_EXAMPLES}`, text)
   // Past this, adding the parts loses milliseconds.
@@ -64,9 +62,8 @@ export function parseInstant(value: unknown, name: string): number {
       : undefined
   if (ms === undefined) return fail(name, UNTIL_RULE, value)
   if (Number.isNaN(ms)) fail(name, 'a valid Date', value)
-  if (ms < MIN_MS || ms > MAX_MS) {
+  if (ms < MIN_MS || ms > MAX_MS)
     fail(name, 'between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in UTC', value)
-  }
   return ms
 }
 
@@ -89,12 +86,11 @@ function isoMs(text: string, name: string): number {
     utc.getUTCMinutes(),
     utc.getUTCSeconds(),
   ]
-  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59) {
+  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59)
     fail(
       name,
       'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59',
       text,
     )
-  }
   return utc.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
 }

@@ -65,9 +65,8 @@ export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 
 
 /** A whole number from `min` to `max`. */
 export function checkCount(value: unknown, name: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
     fail(name, `a whole number from ${min} to ${max}`, value)
-  }
   return value
 }
 
@@ -94,9 +93,8 @@ export function checkOptions<K extends string>(
   }
   if (own === undefined) return fail(name, 'an object', opts)
   for (const key of own) {
-    if (!(keys as readonly string[]).includes(key)) {
+    if (!(keys as readonly string[]).includes(key))
       fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
-    }
   }
   return bag
 }

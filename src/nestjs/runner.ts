@@ -59,9 +59,8 @@ export class PgCronLeaseRunner {
       const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
       if (typeof prototype !== 'object' || prototype === null) continue
       for (const [method, schedule] of this.leasedMethods(prototype, prototype)) {
-        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined) {
+        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined)
           schedule.options.name = method.label
-        }
       }
     }
   }
@@ -147,9 +146,8 @@ export class PgCronLeaseRunner {
   }
 
   private leaseOf(job: LeasedJob, cronJob: CronPackageJob | undefined, during = ''): number | IntervalLease {
-    if (job.schedule.kind === 'cron' && cronJob === undefined) {
+    if (job.schedule.kind === 'cron' && cronJob === undefined)
       throw new Error(`${during}no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
-    }
     if (cronJob !== undefined && job.lease === undefined) {
       const derived = cronLeaseMs(cronJob)
       if (derived === null)
