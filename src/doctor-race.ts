@@ -8,9 +8,8 @@ import type { Queryable } from './types.js'
 
 const LATENCY_SAMPLES = 20
 const RACE_LEASE_MS = 60_000
-// Every statement on a connection the doctor opens for the race waits at most LOCK_WAIT_MS for a
-// lock and runs at most STATEMENT_MS (a session's own lower limits stay): a table locked by a plain
-// CREATE INDEX fails the race in 2 s rather than hanging it, and an interrupt is answered as soon.
+// The race's connections' bounds (a session's lower ones stay): a table locked by a plain CREATE INDEX
+// fails the race in 2 s rather than hanging it, and an interrupt is answered as soon.
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
 
@@ -176,9 +175,9 @@ async function race(r: Reads, n: number): Promise<Verdict> {
       await loser.query('SELECT 1', [])
       plain.push(performance.now() - start)
     }
-    const single = rounds - failed.none.length - failed.many.length
-    const [none, many, lostP50, selectP50] = [failed.none.length, failed.many.length, median(lost), median(plain)]
-    verdict = judgeRace({ single, none, many, n, rounds, lostP50, selectP50, failed })
+    const [none, many] = [failed.none.length, failed.many.length]
+    const [lostP50, selectP50] = [median(lost), median(plain)]
+    verdict = judgeRace({ single: rounds - none - many, none, many, n, rounds, lostP50, selectP50, failed })
   } catch (error) {
     if (!signal?.aborted) verdict = await raceFailed(error, jobName, r, claimants[0]?.db)
   }
@@ -244,16 +243,11 @@ function median(values: number[]): number {
 }
 
 /** `failed`: the rounds, numbered from 1, that had no winner or more than one. */
-export function judgeRace(r: {
-  single: number
-  none: number
-  many: number
-  n: number
-  rounds: number
-  lostP50: number
-  selectP50: number
+type Tally = Record<'single' | 'none' | 'many' | 'n' | 'rounds' | 'lostP50' | 'selectP50', number> & {
   failed?: { none: number[]; many: number[] }
-}): Verdict {
+}
+
+export function judgeRace(r: Tally): Verdict {
   const ms = (v: number) => `${v.toFixed(2)} ms`
   const cost = `a losing claim's p50 ${ms(r.lostP50)}, ${(r.lostP50 / r.selectP50).toFixed(1)}× SELECT 1's ${ms(r.selectP50)}`
   const which = (label: string, list: number[] = []) =>

@@ -156,25 +156,27 @@ const CHECKS: Record<DoctorCheckId, Check> = {
 }
 
 function reads(db: Queryable, options: Compiled): Reads {
-  const once = <T>(read: () => Promise<T>) => {
-    let done: Promise<T> | undefined
-    return () => (done ??= read())
-  }
   const { table } = options
   const history = historyTableOf(table)
   const say = (message: string) => options.onProgress?.(message)
+  const once = <T>(message: string, read: () => Promise<T>) => {
+    let done: Promise<T> | undefined
+    return () => {
+      if (done === undefined) {
+        say(message)
+        done = read()
+      }
+      return done
+    }
+  }
   // A pool lends no more clients than its max; asking for more would wait forever.
   const max = Number((db as { options?: { max?: unknown } }).options?.max)
   const lent = options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY
   const r: Reads = {
     ...{ db, options, table, history, say, lent },
     open: opener(db, options.connect),
-    server: once(() => {
-      say('reading the server and session settings')
-      return one(db, SERVER_FACTS_SQL, [])
-    }),
-    tables: once(async () => {
-      say(`reading the shape of ${table} and of ${history}`)
+    server: once('reading the server and session settings', () => one(db, SERVER_FACTS_SQL, [])),
+    tables: once(`reading the shape of ${table} and of ${history}`, async () => {
       // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
       const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
       const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
@@ -187,10 +189,7 @@ function reads(db: Queryable, options: Compiled): Reads {
       const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
       return { hidden: null, facts, historyExists, granted, canDelete }
     }),
-    session: once(() => {
-      say('checking for a transaction pooler and prepared statements')
-      return sessionCheck(r)
-    }),
+    session: once('checking for a transaction pooler and prepared statements', () => sessionCheck(r)),
   }
   return r
 }
@@ -282,10 +281,7 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
 /** A name as SQL reads it whatever it holds: every identifier quoted, so a GRANT runs as printed. */
 const quoteName = (name: string) => `"${name.replaceAll('"', '""')}"`
 
-/**
- * What `role` may do on the tables; `reading` (a check with `race: false`) asks only what a monitor
- * needs, SELECT on both tables, and a role that reads but cannot claim is a warning, not a failure.
- */
+/** What `role` may do on the tables; `reading` (`race: false`) needs only a monitor's SELECT: not claiming is a warning. */
 export function judgePrivileges(
   table: string,
   history: string,
@@ -296,15 +292,6 @@ export function judgePrivileges(
 ): { verdict: Verdict; canDelete: boolean } {
   const has = (kind: string, privilege: string) =>
     granted.some((g) => g.kind === kind && g.privilege === privilege && g.granted === true)
-  const canDelete = has('lease', 'DELETE')
-  if (!exists) {
-    const verdict = warn(
-      `not checked: ${table} does not exist`,
-      'has_table_privilege needs the table',
-      `run \`${migrateCommand(table)}\`, then run doctor again (docs/migrations.md#the-table)`,
-    )
-    return { verdict, canDelete }
-  }
   const needs: [string, string, string[]][] = [['lease', table, ['SELECT', 'INSERT', 'UPDATE']]]
   if (granted.some((g) => g.kind === 'history'))
     needs.push(['history', history, ['SELECT', 'INSERT', 'UPDATE', 'DELETE']])
@@ -320,32 +307,36 @@ export function judgePrivileges(
   const grants = lacking.map((l) => `GRANT ${l.missing.join(', ')} ON ${quoteTable(l.name)} TO ${quoteName(role)};`)
   const missing = lacking.map((l) => `${l.missing.join(', ')} on ${l.name}`).join('; ')
   const monitor = 'A role meant only to read (a monitor) needs SELECT on both tables alone'
-  let verdict: Verdict
-  if (lacking.length === 0)
-    verdict = pass(`${role} may ${needs.map(([, n, ps]) => `${ps.join(', ')} on ${n}`).join('; ')}`, detail)
-  else if (reading && unreadable.length === 0) {
-    verdict = warn(
-      `${role} may read (SELECT) ${needs.map(([, n]) => n).join(' and ')}, all that status, check and history need, but lacks ${missing}: it cannot claim`,
-      detail,
-      `nothing, for a monitor; a role that runs jobs needs ${grants.join(' ')} (docs/operations.md#doctor)`,
-    )
-  } else if (reading) {
-    verdict = fail(
-      `${role} lacks ${unreadable.map((l) => `SELECT on ${l.name}`).join('; ')}: it cannot read the leases and runs`,
-      detail,
-      `${unreadable.map((l) => `GRANT SELECT ON ${quoteTable(l.name)} TO ${quoteName(role)};`).join(' ')} ${monitor} (docs/operations.md#doctor)`,
-    )
-  } else {
-    verdict = fail(
+  const verdict = (): Verdict => {
+    if (!exists)
+      return warn(
+        `not checked: ${table} does not exist`,
+        'has_table_privilege needs the table',
+        `run \`${migrateCommand(table)}\`, then run doctor again (docs/migrations.md#the-table)`,
+      )
+    if (lacking.length === 0)
+      return pass(`${role} may ${needs.map(([, n, ps]) => `${ps.join(', ')} on ${n}`).join('; ')}`, detail)
+    if (reading && unreadable.length === 0)
+      return warn(
+        `${role} may read (SELECT) ${needs.map(([, n]) => n).join(' and ')}, all that status, check and history need, but lacks ${missing}: it cannot claim`,
+        detail,
+        `nothing, for a monitor; a role that runs jobs needs ${grants.join(' ')} (docs/operations.md#doctor)`,
+      )
+    if (reading)
+      return fail(
+        `${role} lacks ${unreadable.map((l) => `SELECT on ${l.name}`).join('; ')}: it cannot read the leases and runs`,
+        detail,
+        `${unreadable.map((l) => `GRANT SELECT ON ${quoteTable(l.name)} TO ${quoteName(role)};`).join(' ')} ${monitor} (docs/operations.md#doctor)`,
+      )
+    return fail(
       `${role} lacks ${missing}: its claims ${lacking[0]!.name === table ? 'fail' : 'cannot record their runs'}`,
       detail,
       `${grants.join(' ')} ${monitor}: check it with --no-race (runDoctor: race: false) (docs/operations.md#doctor)`,
     )
   }
-  return { verdict, canDelete }
+  return { verdict: verdict(), canDelete: has('lease', 'DELETE') }
 }
 
-/** A role without USAGE on the table's schema cannot name the table at all. */
 export function judgeSchemaUsage(table: string, schema: string, role: string): Verdict {
   return fail(
     `${role} has no USAGE on schema ${schema}: it cannot reach ${table}, so its claims fail`,
@@ -390,11 +381,9 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
   )
 }
 
-// Two connections, interleaved: A marks its session and runs a named statement; B opens a transaction
-// (under transaction pooling it takes the backend A just gave back); A runs the statement again.
-// Without a pooler, A keeps its backend, its mark and its prepared statement.
-// Its statements take no lock, and a session's timeouts set behind a pooler would stay on a server
-// connection that others use: its connections are not bounded. A pool of max 1 gives it one.
+// A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler,
+// on the backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement.
+// Unbounded: a session's timeouts set behind a pooler would stay on a server connection others use.
 async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdict; prepared: Verdict }> {
   const a = open === null ? null : await open(false)
   const b =
@@ -429,10 +418,9 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
       }
     }
     const shared = [...seen.pids].filter((pid) => seen.others.has(pid))
-    const { markLost, waited } = seen
     const { sending, unprepared } = handleState(conn)
     return {
-      pooler: judgePooler({ pids: [...seen.pids], shared, markLost, waited, two: b !== null }),
+      pooler: judgePooler({ ...seen, pids: [...seen.pids], shared, two: b !== null }),
       prepared: judgePrepared(sending?.named === true, unprepared),
     }
   } finally {
