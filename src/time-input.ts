@@ -4,9 +4,7 @@ import { fail } from './validate.js'
 
 // The ms of d, h, m and s, in the order DURATION captures them.
 const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
-
 const DURATION = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/
-
 const DURATION_EXAMPLES = 'such as 90s, 15m, 2h, 1d or 1h30m'
 
 /**
@@ -30,7 +28,6 @@ const ISO_WITH_ZONE = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d)(?:\.(\d+))
 const ISO_WITHOUT_ZONE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d(?:\.\d+)?)?$/i
 
 // Outside these years either Postgres or `new Date()` writes a year the other cannot read.
-/** The instants that can be stored and read back. */
 export const MIN_MS = 0
 export const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
 
@@ -76,21 +73,14 @@ function isoMs(text: string, name: string): number {
   const [offsetHours, offsetMinutes] = [Number(match[10] ?? 0), Number(match[11] ?? 0)]
   const fraction = Number((match[7] ?? '').slice(0, 3).padEnd(3, '0'))
   // Date.UTC reads years 0-99 as 1900-1999; setting the year afterwards keeps the one written.
-  const utc = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, fraction))
-  utc.setUTCFullYear(year)
-  const read = [
-    year,
-    utc.getUTCMonth() + 1,
-    utc.getUTCDate(),
-    utc.getUTCHours(),
-    utc.getUTCMinutes(),
-    utc.getUTCSeconds(),
-  ]
+  const d = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, fraction))
+  d.setUTCFullYear(year)
+  const read = [year, d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()]
   if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59)
     fail(
       name,
       'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59',
       text,
     )
-  return utc.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
+  return d.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
 }
