@@ -327,10 +327,9 @@ SELECT ${output} FROM claimed`
 }
 
 /**
- * The claim: its token to the one winner, no row to losers, who write nothing. Current shape: `$4`
- * the occurrence (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the
- * next due time (ms from now) and occurrence, `$8` the interval; `history` adds `$9`/`$10`, the
- * runs and the runs not ok to keep.
+ * The claim: its token to the one winner, no row to losers, who write nothing. Current shape: `$4` the occurrence
+ * (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the next due time (ms from now) and
+ * occurrence, `$8` the interval; `history` adds `$9`/`$10`, the runs and the runs not ok to keep.
  */
 export function claimSql(table: string, kind: ClaimKind): string {
   const t = quoteTable(table)
@@ -389,8 +388,7 @@ WHERE lease.lease_until <= clock_timestamp()
   return withRunRow(table, upsert, false, '$10', `${returned('claimed')}, claimed.run_number`)
 }
 
-// A pause holds while the lease is what it made: another writer of lease_until (the original
-// package's renew) ends it.
+// A pause holds while the lease is what it made: another writer of lease_until (the original package's renew) ends it.
 const pauseHolds = (alias: string, now = 'clock.at'): string =>
   `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
 
@@ -440,9 +438,8 @@ WHERE ${RECORD_FENCE}`
 }
 
 /**
- * {@link recordOutcomeSql} and the run's row `$6` in the history; a failure is numbered, trimming
- * those past the last `$7`. Written even after another claim replaced this run's: a late run keeps
- * its real outcome.
+ * {@link recordOutcomeSql} and the run's row `$6` in the history; a failure is numbered, trimming those past the last
+ * `$7`. Written even after another claim replaced this run's: a late run keeps its real outcome.
  */
 export function recordRunSql(table: string): string {
   const h = quoteTable(historyTableOf(table))
