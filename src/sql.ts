@@ -73,7 +73,6 @@ const CURRENT_COLUMNS: Columns = [
   ['missed_occurrences', 'BIGINT'],
 ]
 
-/** Every column a table of the current shape has. */
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
 // The run history's columns in the lease row; apart, so a table upgraded before it keeps its claims.
@@ -689,7 +688,6 @@ FROM (SELECT to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attr
     AND NOT attisdropped AND attname IN (${quoted(HISTORY_COLUMNS)})) = ${HISTORY_COLUMNS.length} AS shape) AS run`
 }
 
-/** The parameters of {@link tableFactsSql} for `table`. */
 export function tableFactsParams(table: string): unknown[] {
   return [quoteTable(table), CURRENT_COLUMN_NAMES, quoteTable(historyTableOf(table))]
 }

@@ -65,7 +65,7 @@ export class PgCronLeaseRunner {
     }
   }
 
-  private wrappers = () => [...this.discovery.getControllers(), ...this.discovery.getProviders()]
+  private readonly wrappers = () => [...this.discovery.getControllers(), ...this.discovery.getProviders()]
 
   private *leasedMethods(target: object, prototype: object): Generator<[LeasedMethod, Schedule | null]> {
     for (const key of this.scanner.getAllMethodNames(prototype)) {
