@@ -8,9 +8,8 @@ import type { Queryable } from './types.js'
 
 const LATENCY_SAMPLES = 20
 const RACE_LEASE_MS = 60_000
-// Every statement on a connection the doctor opens for the race waits at most LOCK_WAIT_MS for a
-// lock and runs at most STATEMENT_MS (a session's own lower limits stay): a table locked by a plain
-// CREATE INDEX fails the race in 2 s rather than hanging it, and an interrupt is answered as soon.
+// The race's connections' bounds (a session's lower ones stay): a table locked by a plain CREATE INDEX
+// fails the race in 2 s rather than hanging it, and an interrupt is answered as soon.
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
 
@@ -117,13 +116,12 @@ export async function raceCheck(r: Reads): Promise<Verdict> {
       'pass a pg Pool of max 2 or more, or opts.connect to runDoctor (docs/operations.md#doctor)',
     )
   }
-  if (!(await r.tables()).canDelete) {
+  if (!(await r.tables()).canDelete)
     return warn(
       `not run: the race deletes its own row afterwards, and this role has no DELETE on ${r.table}`,
       'claims need no DELETE; only the race does',
       'run doctor as a role that may DELETE, or skip the race with --no-race (docs/operations.md#doctor)',
     )
-  }
   const n = Math.min(r.options.race as number, r.lent)
   r.say(`racing ${n} connections for ${r.options.rounds} rounds on a job of the doctor's own`)
   return race(r, n)
@@ -177,9 +175,9 @@ async function race(r: Reads, n: number): Promise<Verdict> {
       await loser.query('SELECT 1', [])
       plain.push(performance.now() - start)
     }
-    const single = rounds - failed.none.length - failed.many.length
-    const [none, many, lostP50, selectP50] = [failed.none.length, failed.many.length, median(lost), median(plain)]
-    verdict = judgeRace({ single, none, many, n, rounds, lostP50, selectP50, failed })
+    const [none, many] = [failed.none.length, failed.many.length]
+    const [lostP50, selectP50] = [median(lost), median(plain)]
+    verdict = judgeRace({ single: rounds - none - many, none, many, n, rounds, lostP50, selectP50, failed })
   } catch (error) {
     if (!signal?.aborted) verdict = await raceFailed(error, jobName, r, claimants[0]?.db)
   }
@@ -192,13 +190,12 @@ async function race(r: Reads, n: number): Promise<Verdict> {
 // A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.
 async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryable | undefined): Promise<Verdict> {
   const setting = { '55P03': 'lock_timeout', '57014': 'statement_timeout' }[code(error)] ?? null
-  if (setting === null || db === undefined) {
+  if (setting === null || db === undefined)
     return fail(
       `the race could not run: ${oneLine(error)}`,
       `job ${jobName}`,
       'fix the error above, then run doctor again (docs/operations.md#doctor)',
     )
-  }
   const holders = await rows(db, LOCK_HOLDERS_SQL, [quoteTable(r.table), quoteTable(r.history)]).catch(() => [])
   const held = holders.map(
     (h) => `pid ${h.pid} (${h.mode}, ${h.application_name || 'no application_name'}: ${oneLine(h.query)})`,
@@ -246,16 +243,11 @@ function median(values: number[]): number {
 }
 
 /** `failed`: the rounds, numbered from 1, that had no winner or more than one. */
-export function judgeRace(r: {
-  single: number
-  none: number
-  many: number
-  n: number
-  rounds: number
-  lostP50: number
-  selectP50: number
+type Tally = Record<'single' | 'none' | 'many' | 'n' | 'rounds' | 'lostP50' | 'selectP50', number> & {
   failed?: { none: number[]; many: number[] }
-}): Verdict {
+}
+
+export function judgeRace(r: Tally): Verdict {
   const ms = (v: number) => `${v.toFixed(2)} ms`
   const cost = `a losing claim's p50 ${ms(r.lostP50)}, ${(r.lostP50 / r.selectP50).toFixed(1)}× SELECT 1's ${ms(r.selectP50)}`
   const which = (label: string, list: number[] = []) =>

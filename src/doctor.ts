@@ -156,25 +156,27 @@ const CHECKS: Record<DoctorCheckId, Check> = {
 }
 
 function reads(db: Queryable, options: Compiled): Reads {
-  const once = <T>(read: () => Promise<T>) => {
-    let done: Promise<T> | undefined
-    return () => (done ??= read())
-  }
   const { table } = options
   const history = historyTableOf(table)
   const say = (message: string) => options.onProgress?.(message)
+  const once = <T>(message: string, read: () => Promise<T>) => {
+    let done: Promise<T> | undefined
+    return () => {
+      if (done === undefined) {
+        say(message)
+        done = read()
+      }
+      return done
+    }
+  }
   // A pool lends no more clients than its max; asking for more would wait forever.
   const max = Number((db as { options?: { max?: unknown } }).options?.max)
   const lent = options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY
   const r: Reads = {
     ...{ db, options, table, history, say, lent },
     open: opener(db, options.connect),
-    server: once(() => {
-      say('reading the server and session settings')
-      return one(db, SERVER_FACTS_SQL, [])
-    }),
-    tables: once(async () => {
-      say(`reading the shape of ${table} and of ${history}`)
+    server: once('reading the server and session settings', () => one(db, SERVER_FACTS_SQL, [])),
+    tables: once(`reading the shape of ${table} and of ${history}`, async () => {
       // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
       const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
       const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
@@ -187,10 +189,7 @@ function reads(db: Queryable, options: Compiled): Reads {
       const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
       return { hidden: null, facts, historyExists, granted, canDelete }
     }),
-    session: once(() => {
-      say('checking for a transaction pooler and prepared statements')
-      return sessionCheck(r)
-    }),
+    session: once('checking for a transaction pooler and prepared statements', () => sessionCheck(r)),
   }
   return r
 }
@@ -233,32 +232,29 @@ export function judgeConnection(server: Row): Verdict {
 
 export function judgeWritable(server: Row): Verdict {
   const detail = `pg_is_in_recovery() ${String(server.in_recovery)}, transaction_read_only ${String(server.read_only)}`
-  if (server.in_recovery === true) {
+  if (server.in_recovery === true)
     return fail(
       'this server is a standby (pg_is_in_recovery() is true): no replica can claim here',
       detail,
       'point --url (or DATABASE_URL) at the primary, the writer endpoint (docs/high-availability.md#reconnecting-after-a-failover)',
     )
-  }
-  if (server.read_only === 'on') {
+  if (server.read_only === 'on')
     return fail(
       'this session is read-only (transaction_read_only is on): no replica can claim here',
       detail,
       'connect to the primary as a role and database without default_transaction_read_only (docs/high-availability.md#reconnecting-after-a-failover)',
     )
-  }
   return pass('a writable primary', detail)
 }
 
 export function judgeTable(table: string, history: string, facts: Row, historyExists: boolean): Verdict {
   const upgrade = `run \`${migrateCommand(table)}\``
-  if (facts.exists !== true) {
+  if (facts.exists !== true)
     return fail(
       `${table} does not exist (or this role cannot see it)`,
       `to_regclass('${table}') is NULL`,
       `${upgrade} to create it (docs/migrations.md#the-table)`,
     )
-  }
   const columns = Number(facts.columns)
   const detail = `${columns} columns, ${facts.current === true ? 'the current shape' : 'an older shape'}; history table ${history} ${historyExists ? 'present' : 'missing'}, ${facts.history_shape === true ? 'in use' : 'not in use'}`
   if (facts.current !== true) {
@@ -285,10 +281,7 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
 /** A name as SQL reads it whatever it holds: every identifier quoted, so a GRANT runs as printed. */
 const quoteName = (name: string) => `"${name.replaceAll('"', '""')}"`
 
-/**
- * What `role` may do on the tables; `reading` (a check with `race: false`) asks only what a monitor
- * needs, SELECT on both tables, and a role that reads but cannot claim is a warning, not a failure.
- */
+/** What `role` may do on the tables; `reading` (`race: false`) needs only a monitor's SELECT: not claiming is a warning. */
 export function judgePrivileges(
   table: string,
   history: string,
@@ -299,15 +292,6 @@ export function judgePrivileges(
 ): { verdict: Verdict; canDelete: boolean } {
   const has = (kind: string, privilege: string) =>
     granted.some((g) => g.kind === kind && g.privilege === privilege && g.granted === true)
-  const canDelete = has('lease', 'DELETE')
-  if (!exists) {
-    const verdict = warn(
-      `not checked: ${table} does not exist`,
-      'has_table_privilege needs the table',
-      `run \`${migrateCommand(table)}\`, then run doctor again (docs/migrations.md#the-table)`,
-    )
-    return { verdict, canDelete }
-  }
   const needs: [string, string, string[]][] = [['lease', table, ['SELECT', 'INSERT', 'UPDATE']]]
   if (granted.some((g) => g.kind === 'history'))
     needs.push(['history', history, ['SELECT', 'INSERT', 'UPDATE', 'DELETE']])
@@ -323,32 +307,36 @@ export function judgePrivileges(
   const grants = lacking.map((l) => `GRANT ${l.missing.join(', ')} ON ${quoteTable(l.name)} TO ${quoteName(role)};`)
   const missing = lacking.map((l) => `${l.missing.join(', ')} on ${l.name}`).join('; ')
   const monitor = 'A role meant only to read (a monitor) needs SELECT on both tables alone'
-  let verdict: Verdict
-  if (lacking.length === 0)
-    verdict = pass(`${role} may ${needs.map(([, n, ps]) => `${ps.join(', ')} on ${n}`).join('; ')}`, detail)
-  else if (reading && unreadable.length === 0) {
-    verdict = warn(
-      `${role} may read (SELECT) ${needs.map(([, n]) => n).join(' and ')}, all that status, check and history need, but lacks ${missing}: it cannot claim`,
-      detail,
-      `nothing, for a monitor; a role that runs jobs needs ${grants.join(' ')} (docs/operations.md#doctor)`,
-    )
-  } else if (reading) {
-    verdict = fail(
-      `${role} lacks ${unreadable.map((l) => `SELECT on ${l.name}`).join('; ')}: it cannot read the leases and runs`,
-      detail,
-      `${unreadable.map((l) => `GRANT SELECT ON ${quoteTable(l.name)} TO ${quoteName(role)};`).join(' ')} ${monitor} (docs/operations.md#doctor)`,
-    )
-  } else {
-    verdict = fail(
+  const verdict = (): Verdict => {
+    if (!exists)
+      return warn(
+        `not checked: ${table} does not exist`,
+        'has_table_privilege needs the table',
+        `run \`${migrateCommand(table)}\`, then run doctor again (docs/migrations.md#the-table)`,
+      )
+    if (lacking.length === 0)
+      return pass(`${role} may ${needs.map(([, n, ps]) => `${ps.join(', ')} on ${n}`).join('; ')}`, detail)
+    if (reading && unreadable.length === 0)
+      return warn(
+        `${role} may read (SELECT) ${needs.map(([, n]) => n).join(' and ')}, all that status, check and history need, but lacks ${missing}: it cannot claim`,
+        detail,
+        `nothing, for a monitor; a role that runs jobs needs ${grants.join(' ')} (docs/operations.md#doctor)`,
+      )
+    if (reading)
+      return fail(
+        `${role} lacks ${unreadable.map((l) => `SELECT on ${l.name}`).join('; ')}: it cannot read the leases and runs`,
+        detail,
+        `${unreadable.map((l) => `GRANT SELECT ON ${quoteTable(l.name)} TO ${quoteName(role)};`).join(' ')} ${monitor} (docs/operations.md#doctor)`,
+      )
+    return fail(
       `${role} lacks ${missing}: its claims ${lacking[0]!.name === table ? 'fail' : 'cannot record their runs'}`,
       detail,
       `${grants.join(' ')} ${monitor}: check it with --no-race (runDoctor: race: false) (docs/operations.md#doctor)`,
     )
   }
-  return { verdict, canDelete }
+  return { verdict: verdict(), canDelete: has('lease', 'DELETE') }
 }
 
-/** A role without USAGE on the table's schema cannot name the table at all. */
 export function judgeSchemaUsage(table: string, schema: string, role: string): Verdict {
   return fail(
     `${role} has no USAGE on schema ${schema}: it cannot reach ${table}, so its claims fail`,
@@ -393,11 +381,9 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
   )
 }
 
-// Two connections, interleaved: A marks its session and runs a named statement; B opens a transaction
-// (under transaction pooling it takes the backend A just gave back); A runs the statement again.
-// Without a pooler, A keeps its backend, its mark and its prepared statement.
-// Its statements take no lock, and a session's timeouts set behind a pooler would stay on a server
-// connection that others use: its connections are not bounded. A pool of max 1 gives it one.
+// A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler,
+// on the backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement.
+// Unbounded: a session's timeouts set behind a pooler would stay on a server connection others use.
 async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdict; prepared: Verdict }> {
   const a = open === null ? null : await open(false)
   const b =
@@ -432,10 +418,9 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
       }
     }
     const shared = [...seen.pids].filter((pid) => seen.others.has(pid))
-    const { markLost, waited } = seen
     const { sending, unprepared } = handleState(conn)
     return {
-      pooler: judgePooler({ pids: [...seen.pids], shared, markLost, waited, two: b !== null }),
+      pooler: judgePooler({ ...seen, pids: [...seen.pids], shared, two: b !== null }),
       prepared: judgePrepared(sending?.named === true, unprepared),
     }
   } finally {
@@ -483,26 +468,23 @@ export function judgeDurability(server: Row): Verdict {
   const names = String(server.synchronous_standby_names)
   const standbys = Number(server.standbys)
   const detail = `synchronous_commit ${commit}; synchronous_standby_names '${names}'; ${standbys} standby(s) streaming from this server`
-  if (commit === 'off') {
+  if (commit === 'off')
     return warn(
       'synchronous_commit is off: a crash or a failover can lose a claim already reported won, and let its occurrence run twice',
       detail,
       'set synchronous_commit to on for the application role (ALTER ROLE … SET synchronous_commit = on) (docs/high-availability.md#never-turn-synchronous_commit-off)',
     )
-  }
-  if (standbys > 0 && (names === '' || commit === 'local')) {
+  if (standbys > 0 && (names === '' || commit === 'local'))
     return warn(
       `no synchronous standby: ${standbys} standby(s) stream asynchronously, so a failover can lose a claim and let an occurrence run twice`,
       detail,
       'name a standby in synchronous_standby_names, with synchronous_commit on or remote_apply (docs/high-availability.md#settings)',
     )
-  }
-  if (standbys === 0) {
+  if (standbys === 0)
     return pass(
       `synchronous_commit ${commit}; no standby streams from this server, so no failover can lose a commit`,
       detail,
     )
-  }
   return pass(`synchronous_commit ${commit}, with a synchronous standby (${names})`, detail)
 }
 

@@ -108,10 +108,7 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
 }
 
 /** {@link listLeases}, with the database clock reading they were judged at, which an empty table has too. */
-export async function readLeases(
-  db: Queryable,
-  opts?: ListLeasesOptions,
-): Promise<{ leases: LeaseInfo[]; checkedAt: string; table: string }> {
+export async function readLeases(db: Queryable, opts?: ListLeasesOptions) {
   checkQueryable(db)
   const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
   const shape = (await shapeOf({ db, table })) ?? 'original'

@@ -73,13 +73,12 @@ export async function listRuns(db: Queryable, opts?: ListRunsOptions): Promise<R
   const { table, jobName, limit, before } = compileOptions('listRuns', opts)
   const known = knowledgeOf(db, table)
   const shape = await readFacts({ db, table }, known)
-  if (shape === undefined || !known.history) {
+  if (shape === undefined || !known.history)
     throw codedError(
       ERROR_CODES.NO_HISTORY,
       `pg-cron-lease: ${table} has no run history (${historyTableOf(table)}${shape === undefined ? `, nor ${table} itself` : ''}): ` +
         `create it with \`${migrateCommand(table)}\`, or run upgradeTableSql() in a migration`,
     )
-  }
   const result = await runStatement(db, listRunsSql(table), [jobName ?? null, before ?? null, limit], false)
   return rowsOf(result, `the runs in ${historyTableOf(table)}`).map(readRun)
 }

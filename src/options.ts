@@ -140,9 +140,8 @@ export const OPTIONS = {
     if (!Array.isArray(value)) fail(name, "an array of host names such as ['cron.example.com']", value)
     return value.map((host: unknown): string => {
       // A name as a Host header gives it, less the port: cron.example.com, 10.0.0.5, [fd00::5].
-      if (typeof host !== 'string' || !/^([^\s/:?#@[\]]+|\[[0-9a-f:.]+\])$/i.test(host)) {
+      if (typeof host !== 'string' || !/^([^\s/:?#@[\]]+|\[[0-9a-f:.]+\])$/i.test(host))
         fail(name, 'a host name such as cron.example.com, without port, scheme or path', host)
-      }
       return host.toLowerCase()
     })
   }),
@@ -210,9 +209,8 @@ function checkHistory(value: unknown, name: string): HistoryKeep | false {
 
 /** A path prefix such as `/cron`, kept without its trailing slash: `/` is ''. */
 export function checkBasePath(value: unknown, name: string): string {
-  if (typeof value !== 'string' || !/^\/[^?#\s\\]*$/.test(value) || value.includes('//')) {
+  if (typeof value !== 'string' || !/^\/[^?#\s\\]*$/.test(value) || value.includes('//'))
     fail(name, "a path that starts with '/', such as '/cron', without ?, #, spaces or '//'", value)
-  }
   return value.replace(/\/$/, '')
 }
 
@@ -220,12 +218,11 @@ export function checkBasePath(value: unknown, name: string): string {
 export function checkDashboardToken(value: unknown, name: string): string {
   if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
   const { length } = value.trim()
-  if (length < MIN_TOKEN_LENGTH) {
+  if (length < MIN_TOKEN_LENGTH)
     throw argumentError(
       name,
       `must be at least ${MIN_TOKEN_LENGTH} characters, got one of ${length}: a short token can be guessed; make one with: openssl rand -hex 24`,
     )
-  }
   return value
 }
 

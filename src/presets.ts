@@ -33,13 +33,11 @@ export const LEASE = Object.freeze({
  * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
  */
 export function leaseForInterval(intervalMs: number): number {
-  if (typeof intervalMs !== 'number' || !Number.isFinite(intervalMs) || intervalMs <= 0) {
+  if (typeof intervalMs !== 'number' || !Number.isFinite(intervalMs) || intervalMs <= 0)
     fail('intervalMs', 'a positive finite number of milliseconds', intervalMs)
-  }
   const leaseMs = Math.max(1, Math.round(intervalMs * 0.8))
-  if (leaseMs > MAX_LEASE_MS) {
+  if (leaseMs > MAX_LEASE_MS)
     fail('intervalMs', `short enough that its lease (80%) fits in ${MAX_LEASE_MS} ms (about 24.8 days)`, intervalMs)
-  }
   return leaseMs
 }
 

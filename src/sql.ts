@@ -18,9 +18,8 @@ export const TABLE_RULE = 'an identifier or schema.identifier ([A-Za-z_][A-Za-z0
  * quoteTable('jobs.leases') // '"jobs"."leases"'
  */
 export function quoteTable(table: string): string {
-  if (typeof table !== 'string' || !TABLE_NAME.test(table)) {
+  if (typeof table !== 'string' || !TABLE_NAME.test(table))
     throw argumentError('table', `must be ${TABLE_RULE}, got ${formatValue(table)}`)
-  }
   return `"${table.replace('.', '"."')}"`
 }
 
@@ -39,8 +38,7 @@ function besideTable(table: string, suffix: string): string {
 }
 
 /**
- * The run history's table for a lease table: `name_runs` in the same schema (a name past 63 bytes
- * is cut and given a hash of the whole, so it stays distinct).
+ * The run history's table for a lease table: `name_runs` in the same schema (past 63 bytes, cut and hashed).
  *
  * @example
  * historyTableOf('jobs.leases') // 'jobs.leases_runs'
@@ -55,9 +53,10 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
   holder      TEXT,
   claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()`
 
-// Added by the current shape; all nullable, so adding them rewrites nothing. A run started after
-// the last end (last_started_at > last_finished_at) is running, or died.
-const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+type Columns = readonly (readonly [name: string, type: string])[]
+
+// Added by the current shape; all nullable, so adding them rewrites nothing.
+const CURRENT_COLUMNS: Columns = [
   ['last_started_at', 'TIMESTAMPTZ'], // the last run's claimed_at: the next claim minus it is the interval
   ['last_finished_at', 'TIMESTAMPTZ'], // for a run that died, its lease's end
   ['last_duration_ms', 'DOUBLE PRECISION'],
@@ -74,16 +73,17 @@ const CURRENT_COLUMNS: readonly (readonly [name: string, type: string])[] = [
   ['missed_occurrences', 'BIGINT'],
 ]
 
-/** Every column a table of the current shape has. */
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
 // The run history's columns in the lease row; apart, so a table upgraded before it keeps its claims.
-const HISTORY_COLUMNS: readonly (readonly [name: string, type: string])[] = [
+const HISTORY_COLUMNS: Columns = [
   ['run_number', 'BIGINT'], // the last run written to the history
   ['failed_runs', 'BIGINT'], // each run not ok is numbered among these too
   ['runs_trimmed', 'BIGINT'], // the next trim starts above this run
   ['unfinished_runs', 'BIGINT'], // never trimmed
 ]
+const ADDED = [...CURRENT_COLUMNS, ...HISTORY_COLUMNS]
+const quoted = (columns: Columns) => columns.map(([name]) => `'${name}'`).join(', ')
 
 // failure_number numbers the runs not ok, so the trim finds the last M of them without a scan.
 const RUN_COLUMNS = `  job_name       TEXT NOT NULL,
@@ -117,25 +117,13 @@ const fromIsoText = (text: string) => `((${text}::text)::timestamp AT TIME ZONE 
 const unended = (lease: string) =>
   `coalesce(${lease}.last_started_at > ${lease}.last_finished_at, ${lease}.last_started_at IS NOT NULL)`
 
-// The shift of a due time to its schedule's first occurrence at or after `end` (`end` itself with no
-// interval); backwards when it lies past `end`.
-function toFirstDue(due: string, end: string, interval: string): string {
-  return `coalesce(${ms(`ceil(${msBetween(end, due)} / ${interval}) * ${interval}`)}, ${end} - ${due})`
-}
+// The shift of a due time to its schedule's first occurrence at or after `end` (no interval: to `end`).
+const toFirstDue = (due: string, end: string, interval: string) =>
+  `coalesce(${ms(`ceil(${msBetween(end, due)} / ${interval}) * ${interval}`)}, ${end} - ${due})`
 
-// Occurrences falling due under a pause are skipped, not missed. pauseSql and resumeSql move the
-// stored due time; a due time not stored (last claim plus interval) moves here, in listLeasesSql.
-function dueAfterPause(due: string, interval: string): string {
-  return `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
-    THEN ${toFirstDue(due, 'lease.paused_until', interval)} ELSE interval '0' END)`
-}
-
-// A dollar-quote tag the body (table names may contain `$`) cannot close early.
-function dollarQuoted(body: string, base: string): string {
-  let tag = `$${base}$`
-  for (let n = 1; body.includes(tag); n++) tag = `$${base}_${n}$`
-  return `${tag}\n${body}${tag}`
-}
+// Occurrences due under a pause are skipped, not missed; pauseSql and resumeSql move a stored due time.
+const dueAfterPause = (due: string) => `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
+    THEN ${toFirstDue(due, 'lease.paused_until', OBSERVED_EVERY)} ELSE interval '0' END)`
 
 // The history table and its index of the runs not ok, when missing.
 function createHistory(table: string): string {
@@ -160,12 +148,8 @@ END IF;
  */
 export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const columns = [
-    LEASE_COLUMNS,
-    ...[...CURRENT_COLUMNS, ...HISTORY_COLUMNS].map(([name, type]) => `  ${name!.padEnd(18)} ${type}`),
-  ]
-  // The history only with a new lease table: this runs on every start, and an existing table must
-  // need no CREATE privilege (its history comes with `pg-cron-lease migrate`).
+  const columns = [LEASE_COLUMNS, ...ADDED.map(([name, type]) => `  ${name.padEnd(18)} ${type}`)]
+  // The history only with a new lease table: an existing one gets it from `pg-cron-lease migrate`.
   return doBlock(`BEGIN
   IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (
@@ -184,14 +168,11 @@ ${RACED}END;
  */
 export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  const added: readonly (readonly [string, string])[] = [...CURRENT_COLUMNS, ...HISTORY_COLUMNS]
-  const names = added.map(([name]) => `'${name}'`).join(', ')
-  const adds = added.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`)
   return doBlock(`BEGIN
   IF (SELECT count(*) FROM pg_attribute
-      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${names})) < ${added.length} THEN
+      WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${quoted(ADDED)})) < ${ADDED.length} THEN
     ALTER TABLE ${t}
-${adds.join(',\n')};
+${ADDED.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`).join(',\n')};
   END IF;
 ${createHistory(table).replace(/^(?=.)/gm, '  ')}${RACED}END;
 `)
@@ -209,8 +190,11 @@ const RACED = `EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_o
  */
 export const CRON_LEASES_TABLE_SQL: string = createTableSql(DEFAULT_TABLE)
 
+// A dollar-quote tag the body (table names may contain `$`) cannot close early.
 function doBlock(body: string): string {
-  return `DO ${dollarQuoted(`BEGIN\n${body}END\n`, 'pg_cron_lease')};\n`
+  let tag = '$pg_cron_lease$'
+  for (let n = 1; body.includes(tag); n++) tag = `$pg_cron_lease_${n}$`
+  return `DO ${tag}\nBEGIN\n${body}END\n${tag};\n`
 }
 
 /**
@@ -294,14 +278,13 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
     `last_duration_ms = ${died('NULL', 'lease.last_duration_ms')}`,
     `last_error = ${died(diedError('lease.holder', 'lease.lease_until'), 'lease.last_error')}`,
   ]
-  if (kind === 'history') {
+  if (kind === 'history')
     set.push(
       `run_number = ${number}`,
       `failed_runs = coalesce(lease.failed_runs, 0) + ${died('1', '0')}`,
       `unfinished_runs = coalesce(lease.unfinished_runs, 0) + ${died('1', '0')}`,
       `runs_trimmed = greatest(coalesce(lease.runs_trimmed, 0), ${number} - ${keep}::integer)`,
     )
-  }
   return `,\n  ${set.join(',\n  ')}`
 }
 
@@ -343,10 +326,9 @@ SELECT ${output} FROM claimed`
 }
 
 /**
- * The claim: its token to the one winner, no row to losers, who write nothing. Current shape: `$4`
- * the occurrence (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the
- * next due time (ms from now) and occurrence, `$8` the interval; `history` adds `$9`/`$10`, the
- * runs and the runs not ok to keep.
+ * The claim: its token to the one winner, no row to losers, who write nothing. Current shape: `$4` the occurrence
+ * (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the next due time (ms from now) and
+ * occurrence, `$8` the interval; `history` adds `$9`/`$10`, the runs and the runs not ok to keep.
  */
 export function claimSql(table: string, kind: ClaimKind): string {
   const t = quoteTable(table)
@@ -405,8 +387,7 @@ WHERE lease.lease_until <= clock_timestamp()
   return withRunRow(table, upsert, false, '$10', `${returned('claimed')}, claimed.run_number`)
 }
 
-// A pause holds while the lease is what it made: another writer of lease_until (the original
-// package's renew) ends it.
+// A pause holds while the lease is what it made: another writer of lease_until (the original package's renew) ends it.
 const pauseHolds = (alias: string, now = 'clock.at'): string =>
   `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
 
@@ -456,9 +437,8 @@ WHERE ${RECORD_FENCE}`
 }
 
 /**
- * {@link recordOutcomeSql} and the run's row `$6` in the history; a failure is numbered, trimming
- * those past the last `$7`. Written even after another claim replaced this run's: a late run keeps
- * its real outcome.
+ * {@link recordOutcomeSql} and the run's row `$6` in the history; a failure is numbered, trimming those past the last
+ * `$7`. Written even after another claim replaced this run's: a late run keeps its real outcome.
  */
 export function recordRunSql(table: string): string {
   const h = quoteTable(historyTableOf(table))
@@ -499,10 +479,9 @@ export function listLeasesSql(table: string, shape: Shape, history = false): str
   const at = '"db clock".at'
   const current = shape === 'current'
   const column = (name: string, type: string) => (current ? `lease.${name}` : `NULL::${type}`)
-  const pausedUntil = column('paused_until', 'timestamptz')
   const base = `coalesce(lease.next_due_at, lease.claimed_at + ${ms(OBSERVED_EVERY)})`
-  const nextDue = current ? dueAfterPause('lease.next_due_at', OBSERVED_EVERY) : 'NULL::timestamptz'
-  const dueAt = current ? dueAfterPause(base, OBSERVED_EVERY) : 'NULL::timestamptz'
+  const nextDue = current ? dueAfterPause('lease.next_due_at') : 'NULL::timestamptz'
+  const dueAt = current ? dueAfterPause(base) : 'NULL::timestamptz'
   const resumedAt = current
     ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > lease.claimed_at THEN ${isoText('lease.paused_until')} END`
     : 'NULL::text'
@@ -535,7 +514,7 @@ SELECT lease.job_name,
   ${died(diedError(holder, lostAt), column('last_error', 'text'))} AS last_error,
   ${isoText(column('last_success_at', 'timestamptz'))} AS last_success_at,
   ${column('every_ms', 'float8')} AS every_ms,
-  ${isoTextOrInfinity(pausedUntil)} AS paused_until,
+  ${isoTextOrInfinity(column('paused_until', 'timestamptz'))} AS paused_until,
   ${current ? pauseHolds('lease', at) : 'false'} AS paused,
   ${resumedAt} AS resumed_at,
   ${isoText(column('last_occurrence', 'timestamptz'))} AS last_occurrence,
@@ -706,10 +685,9 @@ export function tableFactsSql(): string {
   to_regclass($3::text) IS NOT NULL AS history_table,
   ${isoText('clock_timestamp()')} AS checked_at
 FROM (SELECT to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text)
-    AND NOT attisdropped AND attname IN (${HISTORY_COLUMNS.map(([name]) => `'${name}'`).join(', ')})) = ${HISTORY_COLUMNS.length} AS shape) AS run`
+    AND NOT attisdropped AND attname IN (${quoted(HISTORY_COLUMNS)})) = ${HISTORY_COLUMNS.length} AS shape) AS run`
 }
 
-/** The parameters of {@link tableFactsSql} for `table`. */
 export function tableFactsParams(table: string): unknown[] {
   return [quoteTable(table), CURRENT_COLUMN_NAMES, quoteTable(historyTableOf(table))]
 }

@@ -4,9 +4,7 @@ import { fail } from './validate.js'
 
 // The ms of d, h, m and s, in the order DURATION captures them.
 const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
-
 const DURATION = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/
-
 const DURATION_EXAMPLES = 'such as 90s, 15m, 2h, 1d or 1h30m'
 
 /**
@@ -17,9 +15,7 @@ const DURATION_EXAMPLES = 'such as 90s, 15m, 2h, 1d or 1h30m'
  */
 export function parseDuration(text: string, name: string): number {
   const match = typeof text === 'string' ? DURATION.exec(text) : null
-  if (match === null || text === '') {
-    return fail(name, `a duration in whole d, h, m and s, ${DURATION_EXAMPLES}`, text)
-  }
+  if (match === null || text === '') return fail(name, `a duration in whole d, h, m and s, ${DURATION_EXAMPLES}`, text)
   const ms = UNIT_MS.reduce((sum, unit, i) => sum + Number(match[i + 1] ?? 0) * unit, 0)
   if (ms === 0) fail(name, `longer than zero, ${DURATION_EXAMPLES}`, text)
   // Past this, adding the parts loses milliseconds.
@@ -32,7 +28,6 @@ const ISO_WITH_ZONE = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d)(?:\.(\d+))
 const ISO_WITHOUT_ZONE = /^\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d(?:\.\d+)?)?$/i
 
 // Outside these years either Postgres or `new Date()` writes a year the other cannot read.
-/** The instants that can be stored and read back. */
 export const MIN_MS = 0
 export const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
 
@@ -64,9 +59,8 @@ export function parseInstant(value: unknown, name: string): number {
       : undefined
   if (ms === undefined) return fail(name, UNTIL_RULE, value)
   if (Number.isNaN(ms)) fail(name, 'a valid Date', value)
-  if (ms < MIN_MS || ms > MAX_MS) {
+  if (ms < MIN_MS || ms > MAX_MS)
     fail(name, 'between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in UTC', value)
-  }
   return ms
 }
 
@@ -79,22 +73,14 @@ function isoMs(text: string, name: string): number {
   const [offsetHours, offsetMinutes] = [Number(match[10] ?? 0), Number(match[11] ?? 0)]
   const fraction = Number((match[7] ?? '').slice(0, 3).padEnd(3, '0'))
   // Date.UTC reads years 0-99 as 1900-1999; setting the year afterwards keeps the one written.
-  const utc = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, fraction))
-  utc.setUTCFullYear(year)
-  const read = [
-    year,
-    utc.getUTCMonth() + 1,
-    utc.getUTCDate(),
-    utc.getUTCHours(),
-    utc.getUTCMinutes(),
-    utc.getUTCSeconds(),
-  ]
-  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59) {
+  const d = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, fraction))
+  d.setUTCFullYear(year)
+  const read = [year, d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()]
+  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59)
     fail(
       name,
       'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59',
       text,
     )
-  }
-  return utc.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
+  return d.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
 }

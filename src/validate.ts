@@ -5,8 +5,7 @@ import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import type { Queryable } from './types.js'
 
 /**
- * The longest lease accepted, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and the
- * longest Node timer.
+ * The longest lease accepted, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and the longest Node timer.
  *
  * @example
  * leaseMs <= MAX_LEASE_MS // true for every lease the library accepts
@@ -40,21 +39,15 @@ const LONE_SURROGATE = /\p{Surrogate}/u
 
 export function checkJobName(jobName: unknown, name = 'jobName'): string {
   if (typeof jobName !== 'string' || jobName.length === 0) fail(name, 'a non-empty string', jobName)
-  // Postgres text cannot hold U+0000; the claim would fail after validation otherwise.
+  // Postgres text cannot hold U+0000.
   if (jobName.includes('\0')) fail(name, 'free of NUL characters', jobName)
-  // A lone surrogate has no UTF-8 form: the driver sends U+FFFD instead, so distinct names such as
-  // 'a\uD800' and 'a\uDC00' would share one lease row and one job would silently never run.
+  // A lone surrogate has no UTF-8 form: sent as U+FFFD, two such names would share one lease row.
   if (LONE_SURROGATE.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
-  // No length limit: whether a long name fits the primary key's index depends on how it compresses,
-  // which only the server knows; one that does not makes the claim reject (54000) before any write.
+  // No length limit: only the server knows if a long name fits the key's index (else 54000, before any write).
   return jobName
 }
 
-/**
- * The one rule for every length in ms, option or argument: a finite number, rounded to the nearest
- * whole ms (the unit the statements use; a half rounds up), then held to its range. A fraction is
- * no mistake (`interval * 0.8`), so it is rounded rather than refused.
- */
+/** Every length in ms: a finite number, rounded to whole ms (`interval * 0.8` is no mistake), then held to its range. */
 export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 1): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) fail(name, 'a finite number of milliseconds', value)
   const ms = Math.round(value)
@@ -63,11 +56,9 @@ export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 
   return ms
 }
 
-/** A whole number from `min` to `max`. */
 export function checkCount(value: unknown, name: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
     fail(name, `a whole number from ${min} to ${max}`, value)
-  }
   return value
 }
 
@@ -94,9 +85,8 @@ export function checkOptions<K extends string>(
   }
   if (own === undefined) return fail(name, 'an object', opts)
   for (const key of own) {
-    if (!(keys as readonly string[]).includes(key)) {
+    if (!(keys as readonly string[]).includes(key))
       fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
-    }
   }
   return bag
 }

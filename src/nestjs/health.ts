@@ -2,7 +2,7 @@
 import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
-import { type LeaseInfo, type ListLeasesOptions, readLeases } from '../list-leases.js'
+import { type ListLeasesOptions, readLeases } from '../list-leases.js'
 import { DEFAULTS } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { judgeJobs } from '../verdict.js'
@@ -67,14 +67,11 @@ export class PgCronLeaseHealthIndicator {
     })
     const session = (await this.service).check(key)
     const table = this.config.defaults.table ?? DEFAULT_TABLE
-    let leases: LeaseInfo[]
-    let checkedAt: string
-    try {
-      ;({ leases, checkedAt } = await readLeases(this.config.db, { table, overdueGraceMs, overdueFactor }))
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error)
-      return session.down({ message: `cannot read ${table}: ${reason}` })
-    }
+    const read = await readLeases(this.config.db, { table, overdueGraceMs, overdueFactor }).catch((error: unknown) => ({
+      error: error instanceof Error ? error.message : String(error),
+    }))
+    if ('error' in read) return session.down({ message: `cannot read ${table}: ${read.error}` })
+    const { leases, checkedAt } = read
     const verdict = judgeJobs({
       leases: typeof jobs === 'function' ? leases.filter((lease) => jobs(lease.jobName)) : leases,
       jobs: Array.isArray(jobs) ? [...jobs] : [],

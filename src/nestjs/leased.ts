@@ -74,9 +74,8 @@ export function Leased(options?: LeasedOptions): MethodDecorator {
     }
     Object.defineProperty(wrapper, 'name', { value: original.name })
     // Decorators applied before this one set metadata on the original: move it to the wrapper.
-    for (const name of Reflect.getMetadataKeys?.(original) ?? []) {
+    for (const name of Reflect.getMetadataKeys?.(original) ?? [])
       Reflect.defineMetadata(name, Reflect.getMetadata(name, original), wrapper)
-    }
     Reflect.defineMetadata(LEASED_METADATA, method, wrapper)
     descriptor.value = wrapper as typeof descriptor.value
     return descriptor

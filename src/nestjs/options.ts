@@ -50,9 +50,8 @@ export async function resolveConfig(options: unknown) {
       ? DEFAULT_SHUTDOWN_TIMEOUT_MS
       : checkMs(shutdownTimeoutMs, `${NAME}.shutdownTimeoutMs`, Number.POSITIVE_INFINITY, 0)
   const nestLogger = (logger ?? new Logger('PgCronLease')) as LoggerService
-  if (typeof nestLogger.error !== 'function' || typeof nestLogger.warn !== 'function') {
+  if (typeof nestLogger.error !== 'function' || typeof nestLogger.warn !== 'function')
     fail(`${NAME}.logger`, 'a Nest LoggerService, with error and warn functions', logger)
-  }
   if (migrate === true) {
     await pool.query(createTableSql(defaults.table as string | undefined), [])
     await pool.query(upgradeTableSql(defaults.table as string | undefined), [])

@@ -59,16 +59,13 @@ export class PgCronLeaseRunner {
       const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
       if (typeof prototype !== 'object' || prototype === null) continue
       for (const [method, schedule] of this.leasedMethods(prototype, prototype)) {
-        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined) {
+        if (schedule?.kind === 'cron' && schedule.options && schedule.name === undefined)
           schedule.options.name = method.label
-        }
       }
     }
   }
 
-  private wrappers() {
-    return [...this.discovery.getControllers(), ...this.discovery.getProviders()]
-  }
+  private readonly wrappers = () => [...this.discovery.getControllers(), ...this.discovery.getProviders()]
 
   private *leasedMethods(target: object, prototype: object): Generator<[LeasedMethod, Schedule | null]> {
     for (const key of this.scanner.getAllMethodNames(prototype)) {
@@ -147,16 +144,12 @@ export class PgCronLeaseRunner {
   }
 
   private leaseOf(job: LeasedJob, cronJob: CronPackageJob | undefined, during = ''): number | IntervalLease {
-    if (job.schedule.kind === 'cron' && cronJob === undefined) {
+    if (job.schedule.kind === 'cron' && cronJob === undefined)
       throw new Error(`${during}no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
-    }
-    if (cronJob !== undefined && job.lease === undefined) {
-      const derived = cronLeaseMs(cronJob)
-      if (derived === null)
-        throw new Error(`cannot size a lease from the schedule of ${job.method.label}: give leaseMs`)
-      job.lease = derived
-    }
-    return job.lease as number | IntervalLease
+    if (cronJob !== undefined && job.lease === undefined) job.lease = cronLeaseMs(cronJob) ?? undefined
+    if (job.lease === undefined)
+      throw new Error(`cannot size a lease from the schedule of ${job.method.label}: give leaseMs`)
+    return job.lease
   }
 
   private claimOptions({ schedule, lease }: LeasedJob, { occurrence, nextOccurrence }: NamedSlot): LeaseOptions {
@@ -198,15 +191,9 @@ export class PgCronLeaseRunner {
         cronJob = this.cronJob(job)
         if (cronJob !== undefined) slot = cronJobSlot(cronJob)
       }
+      const { db } = this.config
       const opts = this.claimOptions(job, slot)
-      const config = runConfig(
-        'withCronLease',
-        this.config.db,
-        job.name,
-        this.leaseOf(job, cronJob),
-        this.tick(job, args),
-        opts,
-      )
+      const config = runConfig('withCronLease', db, job.name, this.leaseOf(job, cronJob), this.tick(job, args), opts)
       return runLease(config, config.slot, this.runs)
     })
   }
@@ -232,8 +219,6 @@ export class PgCronLeaseRunner {
 
 // Declared without decorator syntax, so the library builds without `experimentalDecorators`.
 Injectable()(PgCronLeaseRunner)
-Inject(PG_CRON_LEASE_CONFIG)(PgCronLeaseRunner, undefined, 0)
-Inject(DiscoveryService)(PgCronLeaseRunner, undefined, 1)
-Inject(MetadataScanner)(PgCronLeaseRunner, undefined, 2)
-Inject(SchedulerRegistry)(PgCronLeaseRunner, undefined, 3)
+for (const [i, token] of [PG_CRON_LEASE_CONFIG, DiscoveryService, MetadataScanner, SchedulerRegistry].entries())
+  Inject(token)(PgCronLeaseRunner, undefined, i)
 Optional()(PgCronLeaseRunner, undefined, 3)

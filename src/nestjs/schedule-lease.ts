@@ -3,10 +3,8 @@ import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
 import type { CronPackageJob, LuxonLike } from '../scheduler-slot.js'
 
 /**
- * The metadata @nestjs/schedule's decorators set, by the keys' and the type's values: neither is
- * exported from its root, and from 12 on its `exports` map admits nothing else, so no `dist/` path
- * can be imported. The values are the same in 6 and 12; test/unit/nestjs.test.ts proves them
- * against what `@Cron`, `@Interval` and `@Timeout` set.
+ * The metadata keys @nestjs/schedule's decorators set, by value: its root exports none, and its `exports` map
+ * (12 on) admits no `dist/` path. The same in 6 and 12, as test/unit/nestjs.test.ts proves.
  */
 export const SCHEDULE_METADATA = Object.freeze({
   type: 'SCHEDULER_TYPE',
@@ -31,9 +29,7 @@ export const TIMEOUT_LEASE_MS = 60_000
 const KINDS = { 1: 'cron', 2: 'timeout', 3: 'interval' } as const
 
 export function scheduleOf(fn: object): Schedule | null {
-  const kind = KINDS[Reflect.getMetadata(SCHEDULE_METADATA.type, fn) as keyof typeof KINDS] as
-    | Schedule['kind']
-    | undefined
+  const kind: Schedule['kind'] | undefined = KINDS[Reflect.getMetadata(SCHEDULE_METADATA.type, fn) as 1 | 2 | 3]
   if (kind === undefined) return null
   const name = Reflect.getMetadata(SCHEDULE_METADATA.name, fn) as string | undefined
   const options = Reflect.getMetadata(SCHEDULE_METADATA[kind], fn)
