@@ -233,7 +233,7 @@ async function cleanUp({ table, history, open, tables }: Reads, jobName: string,
 const TIMED_OUT = ['55P03', '57014']
 const code = (error: unknown) => String((error as { code?: unknown } | null)?.code)
 
-export function oneLine(error: unknown): string {
+function oneLine(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ')
 }
 

@@ -54,10 +54,10 @@ const need = <V, const E extends readonly EntryPoint[]>(entry: E, check: Check<V
 export type HistoryKeep = Readonly<Required<HistoryOptions>>
 
 /** The most either history count may be: the trim reads this many of the job's rows on every write. */
-export const MAX_HISTORY_KEEP = 10_000
+const MAX_HISTORY_KEEP = 10_000
 
 /** The shortest dashboard token accepted: shorter ones can be guessed online, even rate-limited. */
-export const MIN_TOKEN_LENGTH = 16
+const MIN_TOKEN_LENGTH = 16
 
 const HOLDER = `${os.hostname()}:${process.pid}`
 const HISTORY: HistoryKeep = Object.freeze({ keep: 100, keepFailed: 20 })
