@@ -2,26 +2,15 @@
 import { ago, duration, msBetween, span } from './human.js'
 import { type LeaseInfo, overdueGrace } from './list-leases.js'
 
-/** One job's verdict, as `pg-cron-lease check --json` prints it. */
-interface JobHealth {
+// failing: the last run that ended failed; died: it ended `unfinished`; reason: one sentence per cause, or null.
+type JobHealth = Record<'healthy' | 'neverClaimed' | 'overdue' | 'failing' | 'died' | 'paused', boolean> & {
   jobName: string
-  healthy: boolean
-  /** No row in the table: never claimed, or a typo in the name. */
-  neverClaimed: boolean
-  overdue: boolean
-  /** Its last run that ended failed (`error`), until a run ends ok. */
-  failing: boolean
-  /** Its last run that ended died (`unfinished`: no outcome when its lease ran out), until a run ends ok. */
-  died: boolean
-  paused: boolean
-  /** Why it is unhealthy, one sentence per cause, as the text output prints it after the job name; `null` when healthy. */
   reason: string | null
 }
 
 /** The verdict on a table's jobs, as `check --json` prints it. */
 export interface CheckResult {
   healthy: boolean
-  /** The database clock reading every job was judged at. */
   checkedAt: string
   table: string
   overdueFactor: number
@@ -29,7 +18,7 @@ export interface CheckResult {
   jobs: JobHealth[]
 }
 
-/** The leases read, and the job names asked for (none: every job in the table; one with no row is unhealthy). */
+/** The leases read, and the job names asked for (none: every job in the table). */
 export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueFactor'> {
   leases: LeaseInfo[]
   jobs: readonly string[]
