@@ -41,7 +41,6 @@ const TEXT_TYPE = 'text/plain; charset=utf-8'
 const HTML_TYPE = 'text/html; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
-const READERS = 2
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
 
 /**
@@ -67,7 +66,7 @@ function siteOf(opts: DashboardOptions) {
     guard: token === undefined ? undefined : gate(token),
     actions: allowActions && token !== undefined,
     hosts: new Set([...LOOPBACK, ...allowedHosts]),
-    ...readers(READERS),
+    ...readers(2),
   }
 }
 
@@ -149,19 +148,15 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     res.setHeader('WWW-Authenticate', 'Bearer realm="pg-cron-lease dashboard"')
     return fail(res, 401, 'this dashboard needs its token: send Authorization: Bearer <token>, or sign in at its page')
   }
-  const name =
-    route === 'runs' && job === null
-      ? url.searchParams.get('job')
-      : job === null
-        ? ''
-        : attempt(() => decodeURIComponent(job[1]!))
+  const query = url.searchParams
+  const name = job !== null ? attempt(() => decodeURIComponent(job[1]!)) : route === 'runs' ? query.get('job') : ''
   if (name === null) return fail(res, 400, 'api/runs needs the job: api/runs?job=<name>')
   if (name === undefined) return fail(res, 400, 'the job name in the path is not valid percent-encoded UTF-8')
   if (method === 'POST' && action !== undefined) {
     const problem = originProblem(req, site, true)
     if (problem !== undefined) return fail(res, 403, `the Origin of this request is not the dashboard: ${problem}`)
-    const until = url.searchParams.get('until') ?? undefined
-    const options = action === 'pause' ? { table, forMs: numeric(url.searchParams.get('forMs')), until } : { table }
+    const until = query.get('until') ?? undefined
+    const options = action === 'pause' ? { table, forMs: numeric(query.get('forMs')), until } : { table }
     return reply(res, path, async () => {
       const changed = await ACTIONS[action](site.db, name, options)
       return json({ jobName: name, action, changed }, changed ? 200 : 404)
@@ -172,7 +167,6 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     return fail(res, 405, `${method} is not served here`)
   }
   if (route === 'page') return send(res, 200, HTML_TYPE, shell(table, site.actions, guard !== undefined))
-  const query = url.searchParams
   const key = route === 'runs' ? `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}` : path
   await reply(res, path, () => site.once(key, () => read(site, route, path, name, query)))
 }
@@ -296,9 +290,7 @@ function seeOther(res: ServerResponse) {
   send(res, 303, TEXT_TYPE, 'See ./\n')
 }
 
-function fail(res: ServerResponse, status: number, error: string) {
-  send(res, status, JSON_TYPE, jsonText({ error }))
-}
+const fail = (res: ServerResponse, status: number, error: string) => send(res, status, JSON_TYPE, jsonText({ error }))
 
 async function readBody(req: IncomingMessage): Promise<string> {
   let body = ''
