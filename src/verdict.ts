@@ -49,9 +49,9 @@ function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput)
   }
   const ended = lease?.lastEndedOutcome ?? null
   const when = lease?.lastFinishedAt == null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
-  if (ended === 'error') {
+  if (ended === 'error')
     reasons.push(`FAILING: last run failed${when}: ${lease?.lastError ?? 'no error text recorded'}`)
-  } else if (ended === 'unfinished') {
+  if (ended === 'unfinished') {
     reasons.push(
       `DIED: last run ended${when} with no outcome: ${lease?.lastError ?? 'its replica died or lost the lease'}`,
     )

@@ -92,17 +92,10 @@ export type Format = 'text' | 'json' | 'prometheus'
 export type Values = ReturnType<typeof parseOptions>
 
 // argv: takes a command to run after `--`.
-export interface Accepts {
-  options: readonly OptionName[]
-  job?: boolean
-  argv?: boolean
-}
+export type Accepts = { options: readonly OptionName[]; job?: boolean; argv?: boolean }
 
-export interface Target {
-  url: string
-  /** host:port/database, for messages; never the password. */
-  label: string
-}
+// label: host:port/database, for messages; never the password.
+export type Target = { url: string; label: string }
 
 interface Context {
   out(text: string): void
@@ -233,8 +226,9 @@ function whole(text: string, flagName: string, min: number, max: number): number
 function jobArgument(name: string, positionals: string[]): string {
   if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
   if (positionals.length > 1) {
-    const got = positionals.map((p) => JSON.stringify(p)).join(' ')
-    throw usage(`${name} takes one job, got ${positionals.length}: ${got}`)
+    throw usage(
+      `${name} takes one job, got ${positionals.length}: ${positionals.map((p) => JSON.stringify(p)).join(' ')}`,
+    )
   }
   return valid(() => checkJobName(positionals[0], '<job>'))
 }
