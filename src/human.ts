@@ -7,7 +7,6 @@ function epochMicros(iso: string): number {
   return Date.parse(`${match[1]}Z`) * 1000 + Number((match[2] ?? '').padEnd(6, '0'))
 }
 
-/** Ms between two database clock readings. */
 export function msBetween(later: string, earlier: string): number {
   return (epochMicros(later) - epochMicros(earlier)) / 1000
 }
@@ -24,7 +23,6 @@ export function span(ms: number): string {
   return h < 48 ? `${h} h` : `${Math.floor(h / 24)} d`
 }
 
-/** An age: "just now" under a second, else "3 min ago". */
 export function ago(ms: number): string {
   return ms < 1000 ? 'just now' : `${span(ms)} ago`
 }

@@ -26,7 +26,6 @@ export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'o
   graceMs?: number | undefined
 }
 
-/** Every job's verdict: unhealthy when overdue, failing, died, or asked for by name with no row. */
 export function judgeJobs(input: CheckInput): CheckResult {
   const { leases, jobs, table, overdueFactor, checkedAt } = input
   const byName = new Map(leases.map((l) => [l.jobName, l]))

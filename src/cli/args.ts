@@ -105,7 +105,6 @@ interface Context {
   env: Readonly<Record<string, string | undefined>>
   /** For a command that serves until stopped; the caller ends it. */
   pool(): Promise<pg.Pool>
-  /** Failures are an exit 1. */
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
 

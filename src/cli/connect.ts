@@ -159,8 +159,7 @@ function explain(error: unknown, target: Target, { command, table }: Doing): str
     case '42501':
       return `${said} in ${where}; connect as a role that may ${command === 'migrate' ? 'create the table' : command === 'status' || command === 'check' ? 'read the table' : 'update the table'}`
     case '42703':
-      // No statement names a column the table may lack (pause and resume read the columns first
-      // and say what to run), so a missing column means a table that is not a lease table.
+      // No statement names a column a lease table may lack, so this is not a lease table.
       return `${table} in ${where} is not a pg-cron-lease table (${said}); check --table`
   }
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))

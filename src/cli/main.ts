@@ -24,7 +24,6 @@ export interface CliIo {
   connect?: Connect
 }
 
-/** In the order the main help lists them. */
 export const COMMANDS: Readonly<Record<string, Command>> = {
   sql,
   migrate,
