@@ -7,7 +7,6 @@ function epochMicros(iso: string): number {
   return Date.parse(`${match[1]}Z`) * 1000 + Number((match[2] ?? '').padEnd(6, '0'))
 }
 
-/** Ms between two database clock readings: this machine's clock plays no part. */
 export function msBetween(later: string, earlier: string): number {
   return (epochMicros(later) - epochMicros(earlier)) / 1000
 }
@@ -24,17 +23,11 @@ export function span(ms: number): string {
   return h < 48 ? `${h} h` : `${Math.floor(h / 24)} d`
 }
 
-/** An age: "just now" under a second, else "3 min ago". */
 export function ago(ms: number): string {
   return ms < 1000 ? 'just now' : `${span(ms)} ago`
 }
 
-const UNITS = [
-  ['d', 86_400_000],
-  ['h', 3_600_000],
-  ['min', 60_000],
-  ['s', 1000],
-] as const
+const UNITS = Object.entries({ d: 86_400_000, h: 3_600_000, min: 60_000, s: 1000 })
 
 /** A duration finer than {@link span}, in its two largest units: "1 min 30 s", "850 ms". */
 export function duration(ms: number): string {
@@ -57,14 +50,8 @@ export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string
   const force = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '0' && env.FORCE_COLOR !== 'false'
   const on = !env.NO_COLOR && (force || stream.isTTY === true)
   const sgr = (open: number, close: number) => (text: string) => (on ? `\x1b[${open}m${text}\x1b[${close}m` : text)
-  return {
-    plain: (t) => t,
-    bold: sgr(1, 22),
-    dim: sgr(2, 22),
-    red: sgr(31, 39),
-    green: sgr(32, 39),
-    yellow: sgr(33, 39),
-  }
+  const [bold, dim] = [sgr(1, 22), sgr(2, 22)]
+  return { plain: (t) => t, bold, dim, red: sgr(31, 39), green: sgr(32, 39), yellow: sgr(33, 39) }
 }
 
 /** Rows as columns three spaces apart, each cell but the last padded, then given to `paint` (row 0 is the header). */

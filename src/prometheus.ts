@@ -8,10 +8,9 @@ const flag = (on: boolean) => (on ? 1 : 0)
 const seconds = (ms: number | null) => (ms === null ? null : Math.round(ms * 1000) / 1e6)
 const age = (lease: LeaseInfo, at: string | null) => (at === null ? null : Math.max(0, msBetween(lease.checkedAt, at)))
 
-// The states the last run can be in: one sample each, 1 for the one it is in (a state set).
+// A state set: one sample per state of the last run, 1 for the one it is in.
 const LAST_RUN_STATES = ['running', 'ok', 'error', 'unfinished'] as const
 
-// A family's value for one job: one number, one per `outcome` label, or null when unknown.
 const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number | Record<string, number> | null }> = {
   pg_cron_lease_held: {
     help: 'Whether the lease of the job is held (1), so that a claim made now would lose, or not (0).',
@@ -64,7 +63,6 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
 }
 
-/** The metric names, in the order they are printed. */
 export const PROMETHEUS_METRICS: readonly string[] = Object.keys(FAMILIES)
 
 /** A label value as both formats write it: backslash, double quote and line feed escaped. */
@@ -72,15 +70,13 @@ export function escapeLabelValue(text: string): string {
   return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
 }
 
-/** The leases as the Prometheus text, one sample per job and metric (or per state of the last run). */
 export function renderPrometheus(leases: LeaseInfo[]): string {
   const lines: string[] = []
   for (const [name, family] of Object.entries(FAMILIES)) {
     // Only a counter's name ends in _total, as Prometheus names them; every other measure is a gauge.
     lines.push(`# HELP ${name} ${family.help}`, `# TYPE ${name} ${name.endsWith('_total') ? 'counter' : 'gauge'}`)
     for (const lease of leases) {
-      const value = family.value(lease)
-      const job = `job_name="${escapeLabelValue(lease.jobName)}"`
+      const [value, job] = [family.value(lease), `job_name="${escapeLabelValue(lease.jobName)}"`]
       if (typeof value === 'number') lines.push(`${name}{${job}} ${value}`)
       else if (value !== null)
         for (const [state, v] of Object.entries(value)) lines.push(`${name}{${job},outcome="${state}"} ${v}`)

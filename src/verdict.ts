@@ -2,26 +2,15 @@
 import { ago, duration, msBetween, span } from './human.js'
 import { type LeaseInfo, overdueGrace } from './list-leases.js'
 
-/** One job's verdict, as `pg-cron-lease check --json` prints it. */
-interface JobHealth {
+// failing: the last run that ended failed; died: it ended `unfinished`; reason: one sentence per cause, or null.
+type JobHealth = Record<'healthy' | 'neverClaimed' | 'overdue' | 'failing' | 'died' | 'paused', boolean> & {
   jobName: string
-  healthy: boolean
-  /** No row in the table: never claimed, or a typo in the name. */
-  neverClaimed: boolean
-  overdue: boolean
-  /** Its last run that ended failed (`error`), until a run ends ok. */
-  failing: boolean
-  /** Its last run that ended died (`unfinished`: no outcome when its lease ran out), until a run ends ok. */
-  died: boolean
-  paused: boolean
-  /** Why it is unhealthy, one sentence per cause, as the text output prints it after the job name; `null` when healthy. */
   reason: string | null
 }
 
 /** The verdict on a table's jobs, as `check --json` prints it. */
 export interface CheckResult {
   healthy: boolean
-  /** The database clock reading every job was judged at. */
   checkedAt: string
   table: string
   overdueFactor: number
@@ -29,7 +18,7 @@ export interface CheckResult {
   jobs: JobHealth[]
 }
 
-/** The leases read, and the job names asked for (none: every job in the table; one with no row is unhealthy). */
+/** The leases read, and the job names asked for (none: every job in the table). */
 export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueFactor'> {
   leases: LeaseInfo[]
   jobs: readonly string[]
@@ -37,7 +26,6 @@ export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'o
   graceMs?: number | undefined
 }
 
-/** Every job's verdict: unhealthy when overdue, failing, died, or asked for by name with no row. */
 export function judgeJobs(input: CheckInput): CheckResult {
   const { leases, jobs, table, overdueFactor, checkedAt } = input
   const byName = new Map(leases.map((l) => [l.jobName, l]))
@@ -60,9 +48,9 @@ function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput)
   }
   const ended = lease?.lastEndedOutcome ?? null
   const when = lease?.lastFinishedAt == null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
-  if (ended === 'error') {
+  if (ended === 'error')
     reasons.push(`FAILING: last run failed${when}: ${lease?.lastError ?? 'no error text recorded'}`)
-  } else if (ended === 'unfinished') {
+  if (ended === 'unfinished') {
     reasons.push(
       `DIED: last run ended${when} with no outcome: ${lease?.lastError ?? 'its replica died or lost the lease'}`,
     )

@@ -14,7 +14,6 @@ export const BIN = 'pg-cron-lease'
 
 type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean; arg?: string; help: string }
 
-// A string option's placeholder in help, its help, and whether it repeats; a boolean option's help.
 const text = (arg: string, help: string, multiple = false) => ({ type: 'string', arg, help, multiple }) as const
 const flagOnly = (help: string) => ({ type: 'boolean', help }) as const
 
@@ -92,18 +91,11 @@ export type Format = 'text' | 'json' | 'prometheus'
 /** The command line, checked: every value here is valid, so a command only has to run. Durations are in ms. */
 export type Values = ReturnType<typeof parseOptions>
 
-export interface Accepts {
-  options: readonly OptionName[]
-  job?: boolean
-  /** Takes a command to run after `--`. */
-  argv?: boolean
-}
+// argv: takes a command to run after `--`.
+export type Accepts = { options: readonly OptionName[]; job?: boolean; argv?: boolean }
 
-export interface Target {
-  url: string
-  /** host:port/database, for messages; never the password. */
-  label: string
-}
+// label: host:port/database, for messages; never the password.
+export type Target = { url: string; label: string }
 
 interface Context {
   out(text: string): void
@@ -111,29 +103,24 @@ interface Context {
   note(text: string): void
   paint: Paint
   env: Readonly<Record<string, string | undefined>>
-  /** A pool on --url or DATABASE_URL, for a command that serves until stopped; the caller ends it. */
+  /** For a command that serves until stopped; the caller ends it. */
   pool(): Promise<pg.Pool>
-  /** Runs `work` on one client connected to --url or DATABASE_URL; failures are an exit 1. */
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
 
-/** One command; each is a module of its own, and src/cli/main.ts lists them. */
 export interface Command extends Accepts {
   summary: string
   /** The usage line after the command's name, where the one built from its options would mislead. */
   synopsis?: string
-  /** Help for an option where this command's differs from the one in OPTIONS. */
   optionHelp?: Partial<Record<OptionName, string>>
   details: string
   exitCodes: string
-  /** Runs with values already checked; resolves the exit code (exec: its command's), or throws an Exit. */
+  /** Resolves the exit code (exec: its command's), or throws an Exit. */
   run(values: Values, context: Context): Promise<ExitCode | number>
 }
 
-/** The exit 1 of every command that reads the database, as its help says it. */
 export const DATABASE_EXIT = '1 the database cannot be reached or read (or pg is not installed)'
 
-/** "--table <name>", as help shows an option. */
 export function flag(name: OptionName): string {
   const spec: OptionSpec = OPTIONS[name]
   return spec.arg === undefined ? `--${name}` : `--${name} ${spec.arg}`
@@ -156,7 +143,6 @@ export function readCommand(first: string, rest: string[], commands: readonly st
 
 type Token = { kind: string; index: number; name?: string; value?: unknown }
 
-/** One command's arguments as checked values: only its options, each once (--job repeats). */
 export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   let parsed: ReturnType<typeof parseArgs>
   try {
@@ -239,8 +225,9 @@ function whole(text: string, flagName: string, min: number, max: number): number
 function jobArgument(name: string, positionals: string[]): string {
   if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
   if (positionals.length > 1) {
-    const got = positionals.map((p) => JSON.stringify(p)).join(' ')
-    throw usage(`${name} takes one job, got ${positionals.length}: ${got}`)
+    throw usage(
+      `${name} takes one job, got ${positionals.length}: ${positionals.map((p) => JSON.stringify(p)).join(' ')}`,
+    )
   }
   return valid(() => checkJobName(positionals[0], '<job>'))
 }
@@ -266,9 +253,8 @@ function refuseRepeats(command: string, tokens: Token[]): void {
   for (const { kind, name } of tokens) {
     if (kind !== 'option' || name === undefined) continue
     const spec: OptionSpec = OPTIONS[name as OptionName]
-    if (spec.multiple) continue
     // The values are not shown: one of them may be a --url with a password.
-    if (seen.has(name)) {
+    if (!spec.multiple && seen.has(name)) {
       const once = spec.type === 'string' ? 'it takes one value, so give it once' : 'give it once'
       throw misuse(`--${name} is given more than once; ${once}`, command)
     }
@@ -276,7 +262,7 @@ function refuseRepeats(command: string, tokens: Token[]): void {
   }
 }
 
-/** A library check of what was typed: its argument error, by code, as a usage error naming the flag. */
+/** A library check of what was typed; its argument error becomes a usage error naming the flag. */
 export function valid<T>(check: () => T): T {
   try {
     return check()

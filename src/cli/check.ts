@@ -42,7 +42,6 @@ export const check: Command = {
   },
 }
 
-/** One line per unhealthy job (`name: WHY`), else one line saying all are healthy; controls escaped. */
 export function renderCheck({ healthy, jobs, table, checkedAt }: CheckResult): string {
   if (!healthy) {
     return jobs

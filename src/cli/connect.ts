@@ -8,10 +8,8 @@ const CONNECT_TIMEOUT_MS = 10_000
 
 type Doing = { command: string; table: string }
 
-/** Opens one connection, runs `work`, closes it; failures are an exit 1 saying what to do. */
 export type Connect = <T>(target: Target, doing: Doing, work: (client: pg.Client) => Promise<T>) => Promise<T>
 
-/** The URL a command connects to, from `--url` or else `DATABASE_URL`; a malformed one is a usage error. */
 export function connectionTarget(url: string | undefined, env: Readonly<Record<string, string | undefined>>): Target {
   const source = url !== undefined ? '--url' : 'DATABASE_URL'
   const text = url ?? env.DATABASE_URL
@@ -76,12 +74,11 @@ function connection(target: Target) {
   return { connectionString: target.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: BIN }
 }
 
-/** One more client to `target`, connected; rejects with the driver's error. The caller ends it. */
+/** One more client, connected; rejects with the driver's error. The caller ends it. */
 export async function openClient(target: Target): Promise<pg.Client> {
   const { Client } = (await import('pg').catch(pgMissing)).default
   const client = new Client(connection(target))
-  // A connection lost mid-query rejects that query; without a listener the same event would
-  // also crash the process with a stack trace.
+  // A connection lost mid-query rejects that query; without a listener it would also crash the process.
   client.on('error', () => {})
   const started = performance.now()
   try {
@@ -89,8 +86,7 @@ export async function openClient(target: Target): Promise<pg.Client> {
   } catch (error) {
     await client.end().catch(() => {})
     // pg's own connect timeout carries no code: told apart by the time it took, never by its words.
-    const late = performance.now() - started >= CONNECT_TIMEOUT_MS
-    if ((error as { code?: unknown })?.code === undefined && late) {
+    if ((error as { code?: unknown })?.code === undefined && performance.now() - started >= CONNECT_TIMEOUT_MS) {
       throw Object.assign(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`), {
         code: 'ETIMEDOUT',
         cause: error,
@@ -163,8 +159,7 @@ function explain(error: unknown, target: Target, { command, table }: Doing): str
     case '42501':
       return `${said} in ${where}; connect as a role that may ${command === 'migrate' ? 'create the table' : command === 'status' || command === 'check' ? 'read the table' : 'update the table'}`
     case '42703':
-      // No statement names a column the table may lack (pause and resume read the columns first
-      // and say what to run), so a missing column means a table that is not a lease table.
+      // No statement names a column a lease table may lack, so this is not a lease table.
       return `${table} in ${where} is not a pg-cron-lease table (${said}); check --table`
   }
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code))

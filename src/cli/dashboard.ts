@@ -29,7 +29,7 @@ export const dashboard: Command = {
   exitCodes: `0 stopped by a signal, ${DATABASE_EXIT}, 2 usage error (or no token beyond loopback, a short token, a token file others may read)`,
   async run(values, context) {
     const token = readToken(values.tokenFile, context.env)
-    const { host, port, table } = values
+    const { host, port, table, basePath, allowActions, allowedHosts } = values
     if (token === undefined && !loopback(host)) {
       throw usage(
         `refusing to listen on ${host} without a token: anyone who can reach it could read every job; set ${TOKEN_VARIABLE} or pass --token-file, or listen on 127.0.0.1`,
@@ -38,25 +38,18 @@ export const dashboard: Command = {
     // One read first, through the command's connection: a wrong URL or table is an exit 1 that says what to do.
     await context.connect((client) => listLeases(client, { table }))
     const pool = await context.pool()
-    const handler = createDashboard({
-      db: pool,
-      table,
-      basePath: values.basePath,
-      token,
-      allowActions: values.allowActions,
-      allowedHosts: values.allowedHosts,
-    })
+    const handler = createDashboard({ db: pool, table, basePath, token, allowActions, allowedHosts })
     const server = http.createServer(handler).listen(port, host)
     await once(server, 'listening').catch(async (error) => {
       await pool.end()
       throw new Exit(`cannot listen on ${host}:${port}: ${oneLine(error)}`, EXIT.FAILED)
     })
     const { port: bound } = server.address() as { port: number }
-    const base = values.basePath.replace(/\/?$/, '/')
-    const mode = values.allowActions && token !== undefined ? 'actions allowed' : 'read-only'
+    const base = basePath.replace(/\/?$/, '/')
+    const mode = allowActions && token !== undefined ? 'actions allowed' : 'read-only'
     context.out(`Dashboard of ${table} (${mode}${token === undefined ? '' : ', token required'}) at:\n`)
     context.out(`http://${isIP(host) === 6 ? `[${host}]` : host}:${bound}${base}\n`)
-    if (values.allowActions && token === undefined) {
+    if (allowActions && token === undefined) {
       context.out(`--allow-actions needs a token (${TOKEN_VARIABLE} or --token-file): actions stay off.\n`)
     }
     await new Promise<void>((resolve) => {

@@ -31,9 +31,7 @@ export const doctor: Command = {
     if (values.format === 'prometheus') throw usage('doctor prints --format text or json, not prometheus')
     const text = values.format === 'text'
     const checks = await context.connect(async (client, target) => {
-      // Ctrl-C, or SIGTERM (timeout, a CI step's limit, kubectl), stops the doctor within a round;
-      // runDoctor deletes its rows before it rejects. A second signal meets no handler and ends the
-      // process at once.
+      // A signal stops the race within a round, its rows deleted; a second one ends the process at once.
       const interrupt = new AbortController()
       const stop = () => {
         for (const signal of SIGNALS) process.off(signal, stop)
@@ -62,7 +60,6 @@ const SIGNALS = ['SIGINT', 'SIGTERM'] as const
 
 const MARKS = { pass: '✓', warn: '!', fail: '✗' } as const
 
-/** One line per check (`✓ id: what was found`, and for ! and ✗ `; fix: what to do`), then the counts. */
 export function renderDoctor(checks: DoctorCheck[], paint: Paint): string {
   const colour = { pass: paint.green, warn: paint.yellow, fail: paint.red }
   const lines = checks.map((c) => {

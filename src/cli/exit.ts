@@ -1,8 +1,7 @@
 /** How a command ends: its exit codes, and the one-line error main prints. */
 export type ExitCode = 0 | 1 | 2 | 3
 
-// FAILED: the database (or the `pg` driver) could not do it, or the job has no row; USAGE is found
-// before any connection is made; UNHEALTHY: `check` found a job overdue, failing or never claimed.
+// A USAGE error is found before any connection is made.
 export const EXIT = { OK: 0, FAILED: 1, USAGE: 2, UNHEALTHY: 3 } as const satisfies Record<string, ExitCode>
 
 /** An error that ends the command with one line on stderr and an exit code. */

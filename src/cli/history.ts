@@ -5,7 +5,6 @@ import { listRuns, type RunInfo } from '../list-runs.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { EXIT, usage } from './exit.js'
 
-/** How many runs `history` prints when no --limit is given: a screen. */
 const HISTORY_LIMIT = 20
 
 export const history: Command = {
@@ -44,17 +43,11 @@ export const history: Command = {
   },
 }
 
-/** The runs as a table for people; every job's name in its own column unless one job was asked for. */
 export function renderHistory(runs: RunInfo[], table: string, jobName: string | undefined, paint: Paint): string {
   const whose = jobName === undefined ? '' : ` of ${escapeControls(jobName)}`
   if (runs.length === 0) return `No runs${whose} in the history of ${table} yet.\n`
-  const colour = {
-    running: paint.plain,
-    ok: paint.green,
-    error: paint.red,
-    unfinished: paint.red,
-    unknown: paint.yellow,
-  }
+  const { plain, green, red, yellow } = paint
+  const colour = { running: plain, ok: green, error: red, unfinished: red, unknown: yellow }
   const header = [...(jobName === undefined ? ['JOB'] : []), 'STARTED', 'OCCURRENCE', 'HOLDER', 'TOOK', 'OUTCOME']
   const rows = runs.map((run) => [
     ...(jobName === undefined ? [escapeControls(run.jobName)] : []),

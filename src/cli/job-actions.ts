@@ -76,7 +76,6 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
   }
 }
 
-/** The library's names for this command's arguments, as the command line writes them. */
 const FLAGS: Record<string, string> = {
   'opts.until': '--until',
   'opts.forMs': '--for',
@@ -85,21 +84,20 @@ const FLAGS: Record<string, string> = {
   jobName: '<job>',
 }
 
-/** The library's argument error about this command's input, by its code, as a usage error naming the flag. */
+/** The library's argument error about this command's input as a usage error naming the flag. */
 export function asUsage(error: unknown): Exit | undefined {
   const { code, argument = '', detail = '' } = (error ?? {}) as Partial<ArgumentError>
   if (code !== ERROR_CODES.INVALID_ARGUMENT || FLAGS[argument] === undefined) return undefined
   return usage(`${FLAGS[argument]} ${detail}${detail.includes('nothing was changed') ? '' : '; nothing was changed'}`)
 }
 
-/** A row that stayed locked, by its code, as the one line of an exit 1 naming --lock-timeout. */
 function asLocked(error: unknown): Exit | undefined {
   if ((error as { code?: unknown } | null)?.code !== ERROR_CODES.ROW_LOCKED) return undefined
   const said = oneLine(error).replace(/^pg-cron-lease: /, '')
   return new Exit(said.replaceAll('opts.lockTimeoutMs', '--lock-timeout'), EXIT.FAILED)
 }
 
-/** What a change did, on one line; without `wasPaused`, a resume claims neither way. */
+// Without `wasPaused`, a resume claims neither way.
 export function describeChange(
   request: { action: JobAction; forMs?: number },
   jobName: string,
@@ -129,11 +127,6 @@ export function describeChange(
   }
 }
 
-/** A database timestamp as printed; past year 9999 (unreadable by `new Date()`) as 'infinity'. */
-function readable(timestamp: string): string {
-  return /^\d{5,}-/.test(timestamp) ? 'infinity' : timestamp
-}
-
-function laterThan(a: string, b: string): boolean {
-  return a === 'infinity' || msBetween(a, b) > 0
-}
+// Past year 9999, which `new Date()` cannot read.
+const readable = (timestamp: string) => (/^\d{5,}-/.test(timestamp) ? 'infinity' : timestamp)
+const laterThan = (a: string, b: string) => a === 'infinity' || msBetween(a, b) > 0

@@ -13,7 +13,6 @@ import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
 import { status } from './status.js'
 
-/** stdout or stderr, or a test's stand-in; a terminal (isTTY) turns colours on. */
 type Output = { write(text: string): unknown; isTTY?: boolean }
 
 export interface CliIo {
@@ -21,11 +20,10 @@ export interface CliIo {
   stderr: Output
   /** DATABASE_URL, NO_COLOR and FORCE_COLOR are read from here. */
   env: Readonly<Record<string, string | undefined>>
-  /** How a command reaches the database; the `pg` driver when left out. */
+  /** The `pg` driver when left out. */
   connect?: Connect
 }
 
-/** Every command, in the order the main help lists them. */
 export const COMMANDS: Readonly<Record<string, Command>> = {
   sql,
   migrate,

@@ -62,7 +62,6 @@ export interface Migration {
   history: boolean
 }
 
-/** The line migrate prints: created, upgraded (with how many columns it added) or up to date. */
 export function describeMigration({ table, where, before, after, history }: Migration, paint: Paint): string {
   const runs = `its run history ${historyTableOf(table)}`
   if (before === null) return `${paint.green('Created')} table ${table} and ${runs} in ${where}.\n`

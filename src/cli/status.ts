@@ -56,13 +56,11 @@ export const status: Command = {
   },
 }
 
-/** The leases in the chosen format; `table` and `paint` serve the text format only. */
 export function renderLeases(format: Format, leases: LeaseInfo[], table: string, paint: Paint): string {
   if (format === 'json') return renderStatusJson(leases)
   return format === 'prometheus' ? renderPrometheus(leases) : renderStatus(leases, table, paint)
 }
 
-/** The leases exactly as listLeases returned them. */
 export const renderStatusJson: (leases: LeaseInfo[]) => string = jsonText
 
 type Cell = { text: string; paint: (text: string) => string }
@@ -71,12 +69,6 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
   if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
   const checked = leases[0]!.checkedAt
   const plain = (text: string): Cell => ({ text, paint: paint.plain })
-  const colour: Record<string, Paint['red']> = {
-    FAILING: paint.red,
-    DIED: paint.red,
-    OVERDUE: paint.red,
-    PAUSED: paint.yellow,
-  }
   const rows = leases.map((l): Cell[] => [
     plain(escapeControls(l.jobName)),
     plain(l.holder === null ? '-' : escapeControls(l.holder)),
@@ -96,7 +88,7 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
       ]
         .filter(Boolean)
         .join(' '),
-      paint: (text) => text.replace(/[A-Z]+/g, (m) => colour[m]?.(m) ?? m),
+      paint: (text) => text.replace(/[A-Z]+/g, (m) => (m === 'PAUSED' ? paint.yellow(m) : paint.red(m))),
     },
   ])
   const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']

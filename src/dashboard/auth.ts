@@ -4,21 +4,18 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 
 const COOKIE = 'pg_cron_lease_dashboard'
 export const SESSION_MS = 12 * 3600_000
-/** Sessions kept at once; past it, the oldest is dropped (its browser signs in again). */
+// Past MAX_SESSIONS the oldest session is dropped; past MAX_CLIENTS, the address seen longest ago.
 export const MAX_SESSIONS = 1000
-/** Wrong tokens from one address within FAILURE_WINDOW_MS before it is locked out. */
+// MAX_FAILURES wrong tokens within the window lock an address out; each next lockout lasts twice as long.
 export const MAX_FAILURES = 5
 export const FAILURE_WINDOW_MS = 60_000
-/** The first lockout; each next one from the same address lasts twice as long, up to an hour. */
 export const LOCKOUT_MS = 60_000
 const MAX_LOCKOUT_MS = 3600_000
-/** Addresses remembered at once; past it, the one seen longest ago is forgotten. */
 const MAX_CLIENTS = 10_000
 
 const digest = (text: string) => createHash('sha256').update(text).digest()
 const hex = (text: string) => digest(text).toString('hex')
 
-/** The scheme the client used: `X-Forwarded-Proto` from a proxy in front, else its own socket's. */
 export function forwardedProto(req: IncomingMessage): string {
   const said = [req.headers['x-forwarded-proto']].flat()[0]?.split(',')[0]?.trim().toLowerCase()
   return said || ((req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http')
@@ -28,12 +25,10 @@ type Client = { failures: number[]; lockouts: number; until: number }
 
 /** The gate for one token. Sessions live in this process only: a restart signs everyone out. */
 export function gate(token: string, monotonicMs: () => number = () => performance.now()) {
-  // Both sides are hashed first, so they have one length and the comparison takes the same time
-  // whatever the guess; timingSafeEqual alone would leak the length.
+  // Hashed first: one length, so timingSafeEqual does not leak the token's.
   const expected = digest(token)
   const same = (given: string) => timingSafeEqual(digest(given), expected)
-  // Keyed by the hash of the session id: a Map lookup by the id itself could leak, by its timing,
-  // how much of a guessed id matches; a hash gives a guess nothing to close in on.
+  // Keyed by the id's hash: a lookup's timing then says nothing of how much of a guessed id matches.
   const sessions = new Map<string, number>()
   const clients = new Map<string, Client>()
   const bearerOf = (req: IncomingMessage) => /^Bearer +(.*\S)\s*$/i.exec(req.headers.authorization ?? '')?.[1]
@@ -42,13 +37,11 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
       .split(';')
       .map((part) => part.trim().split('='))
       .find(([name]) => name === COOKIE)?.[1]
-  // No Path: the browser scopes the cookie to the directory the login form posted from, which is
-  // the dashboard's base path as the browser sees it, whatever a proxy in between did to it.
+  // No Path: the browser scopes it to the login form's directory, the base path as it sees it, whatever a proxy did.
   const cookie = (req: IncomingMessage, value: string, maxAgeS: number) =>
     `${COOKIE}=${value}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeS}${forwardedProto(req) === 'https' ? '; Secure' : ''}`
   const addressOf = (req: IncomingMessage) => req.socket.remoteAddress ?? ''
 
-  // The seconds this address must wait before a token it sends is looked at again, else 0.
   const lockedFor = (req: IncomingMessage) => {
     const until = clients.get(addressOf(req))?.until ?? 0
     return until > monotonicMs() ? Math.ceil((until - monotonicMs()) / 1000) : 0
@@ -69,7 +62,6 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     if (clients.size >= MAX_CLIENTS) clients.delete(clients.keys().next().value!)
     clients.set(address, client)
   }
-  // A wrong token counts against the request's address.
   const matches = (req: IncomingMessage, given: string) => {
     if (same(given)) {
       clients.delete(addressOf(req))
@@ -80,11 +72,9 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
   }
   const live = (id: string | undefined) => {
     if (id === undefined) return false
-    const key = hex(id)
-    const until = sessions.get(key)
-    if (until === undefined) return false
+    const until = sessions.get(hex(id)) ?? 0
     if (until > monotonicMs()) return true
-    sessions.delete(key)
+    sessions.delete(hex(id))
     return false
   }
   return {

@@ -15,41 +15,24 @@ import { asset, loginPage, secure, send, shell } from './page.js'
 
 /**
  * Options for {@link createDashboard}.
- *
- * @example
- * const opts: DashboardOptions = { db: pool, basePath: '/cron', token: process.env.DASHBOARD_TOKEN }
+ * @example const opts: DashboardOptions = { db: pool, basePath: '/cron', token: process.env.DASHBOARD_TOKEN }
  */
 export interface DashboardOptions extends Pick<LeaseOptions, 'table'> {
   /** A pool (`pg.Pool` or any `{ query }`): the dashboard queries it on every request. */
   db: Queryable
-  /**
-   * The path the dashboard is served under when requests still carry it (a proxy that keeps the
-   * prefix): it is stripped when present. Not needed under Express's `app.use('/cron', …)` or a
-   * proxy that strips the prefix. Default `/`.
-   */
+  /** The prefix requests still carry (a proxy that keeps it), stripped when present; not for `app.use('/cron', …)`. Default `/`. */
   basePath?: string
-  /**
-   * When set, every page and endpoint needs it: `Authorization: Bearer …` or the login form's
-   * session cookie. At least 16 characters.
-   */
+  /** When set (16 characters at least), every page and endpoint needs it: as a bearer header or by the login form. */
   token?: string
-  /**
-   * Without a token, the names besides `localhost`, `127.0.0.1` and `[::1]` that requests may
-   * give as their `Host` (no port); any other gets 421, so a page on another name that resolves
-   * to this machine cannot read the dashboard (DNS rebinding). Default `[]`.
-   */
+  /** Without a token, `Host` names answered besides localhost, 127.0.0.1 and [::1]; others get 421 (DNS rebinding). Default `[]`. */
   allowedHosts?: string[]
   /** Show pause, resume and release and accept their POSTs; needs `token` too. Default `false`. */
   allowActions?: boolean
 }
 
 /**
- * A Node request handler, `(req, res, next?)`: for `http.createServer`, Express and NestJS
- * middleware. A path it does not serve (with a `basePath`, any path outside it) goes to `next`
- * untouched when given, else gets a 404.
- *
- * @example
- * http.createServer(createDashboard({ db: pool })).listen(8080, '127.0.0.1')
+ * A Node request handler for `http.createServer`, Express or NestJS; a path it does not serve goes to `next`, else 404.
+ * @example http.createServer(createDashboard({ db: pool })).listen(8080, '127.0.0.1')
  */
 export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void
 
@@ -58,16 +41,11 @@ const TEXT_TYPE = 'text/plain; charset=utf-8'
 const HTML_TYPE = 'text/html; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
-const READERS = 2
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
 
 /**
- * The dashboard of one lease table: the jobs page, a page per job, `/api/jobs`, `/api/runs?job=`,
- * `/api/jobs/:name/runs`, `/metrics` and `/healthz` (docs/dashboard.md). Read-only unless
- * `allowActions` and `token` are both given.
- *
- * @example
- * app.use('/cron', createDashboard({ db: pool, token: process.env.DASHBOARD_TOKEN, allowActions: true }))
+ * The pages, JSON, `/metrics` and `/healthz` of one lease table (docs/dashboard.md); read-only unless `allowActions` and `token`.
+ * @example app.use('/cron', createDashboard({ db: pool, token: process.env.DASHBOARD_TOKEN, allowActions: true }))
  */
 export function createDashboard(opts: DashboardOptions): DashboardHandler {
   const site = siteOf(opts)
@@ -88,29 +66,22 @@ function siteOf(opts: DashboardOptions) {
     guard: token === undefined ? undefined : gate(token),
     actions: allowActions && token !== undefined,
     hosts: new Set([...LOOPBACK, ...allowedHosts]),
-    ...readers(READERS),
+    ...readers(2),
   }
 }
 
 type Site = ReturnType<typeof siteOf>
 
-/**
- * Reads shared while in flight, at most `limit` at once; a burst waits here, in order and without a
- * deadline: in the pool its connectionTimeoutMillis would fail it as if the database were down.
- */
+// Reads shared while in flight, at most `limit` at once; a burst waits here, not in the pool, whose connect timeout would fail it as an outage.
 function readers(limit: number) {
   const inFlight = new Map<string, Promise<unknown>>()
   const waiting: (() => void)[] = []
   let running = 0
   return {
-    /** The answer of a read of `key` already in flight, else `work`'s: one read for a burst of requests. */
     once<T>(key: string, work: () => Promise<T>): Promise<T> {
-      let shared = inFlight.get(key) as Promise<T> | undefined
-      if (shared === undefined) {
-        shared = work().finally(() => inFlight.delete(key))
-        inFlight.set(key, shared)
-      }
-      return shared
+      const shared = inFlight.get(key) ?? work().finally(() => inFlight.delete(key))
+      inFlight.set(key, shared)
+      return shared as Promise<T>
     },
     async turn<T>(work: () => Promise<T>): Promise<T> {
       if (running < limit) running++
@@ -118,7 +89,7 @@ function readers(limit: number) {
       try {
         return await work()
       } finally {
-        // A waiter takes this reader's place; only when none waits is it free.
+        // A waiter takes this reader's place.
         const next = waiting.shift()
         if (next) next()
         else running--
@@ -132,12 +103,10 @@ type Route = 'asset' | 'page' | 'session' | 'jobs' | 'runs' | 'action' | 'machin
 
 async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next?: Next) {
   const { guard, table, basePath } = site
-  // Only the path and the query are read: the base is a placeholder, never a request.
   const url = new URL(req.url ?? '/', 'http://localhost')
   // As the browser addressed it: Express's mount strips its prefix from req.url, not from this.
   const outer = new URL((req as { originalUrl?: string }).originalUrl ?? req.url ?? '/', url).pathname
   const under = (p: string) => basePath === '' || p === basePath || p.startsWith(`${basePath}/`)
-  // With a basePath, only what lies under it is the dashboard's: the app's own / and /healthz are not.
   if (!under(outer)) return pass(res, next)
   let path = url.pathname
   if (basePath !== '' && under(path)) path = path.slice(basePath.length)
@@ -145,7 +114,6 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   const job = /^\/api\/jobs\/([^/]+)\/(runs|pause|resume|release)$/.exec(path)
   const route = routeOf(path === '' ? '/' : path, method, job)
   if (route === undefined) return pass(res, next)
-  // From here on the answer is the dashboard's, and so are its headers; never before.
   secure(res)
   if (guard === undefined && !site.hosts.has(hostName(req.headers.host))) {
     return send(
@@ -160,11 +128,11 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     res.setHeader('Location', `${outer.slice(outer.lastIndexOf('/') + 1)}/${url.search}`)
     return send(res, 308, TEXT_TYPE, 'The dashboard is one level down: add a trailing slash.\n')
   }
-  // The assets hold no data, and the login page needs its style.
+  // Served before the token check: no data, and the login page needs its style.
   if (route === 'asset') {
     res.setHeader('Cache-Control', 'no-cache')
-    const file = asset(path.slice(1))!
-    return send(res, 200, file.type, file.body)
+    const { type, body } = asset(path.slice(1))!
+    return send(res, 200, type, body)
   }
   if (route === 'session') return session(site, req, res, path)
 
@@ -180,20 +148,15 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     res.setHeader('WWW-Authenticate', 'Bearer realm="pg-cron-lease dashboard"')
     return fail(res, 401, 'this dashboard needs its token: send Authorization: Bearer <token>, or sign in at its page')
   }
-  const name =
-    route === 'runs' && job === null
-      ? url.searchParams.get('job')
-      : job === null
-        ? ''
-        : attempt(() => decodeURIComponent(job[1]!))
+  const query = url.searchParams
+  const name = job !== null ? attempt(() => decodeURIComponent(job[1]!)) : route === 'runs' ? query.get('job') : ''
   if (name === null) return fail(res, 400, 'api/runs needs the job: api/runs?job=<name>')
   if (name === undefined) return fail(res, 400, 'the job name in the path is not valid percent-encoded UTF-8')
   if (method === 'POST' && action !== undefined) {
     const problem = originProblem(req, site, true)
     if (problem !== undefined) return fail(res, 403, `the Origin of this request is not the dashboard: ${problem}`)
-    // A pause takes `?forMs=` or `?until=`; without either it lasts until resumed.
-    const until = url.searchParams.get('until') ?? undefined
-    const options = action === 'pause' ? { table, forMs: numeric(url.searchParams.get('forMs')), until } : { table }
+    const until = query.get('until') ?? undefined
+    const options = action === 'pause' ? { table, forMs: numeric(query.get('forMs')), until } : { table }
     return reply(res, path, async () => {
       const changed = await ACTIONS[action](site.db, name, options)
       return json({ jobName: name, action, changed }, changed ? 200 : 404)
@@ -204,12 +167,10 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     return fail(res, 405, `${method} is not served here`)
   }
   if (route === 'page') return send(res, 200, HTML_TYPE, shell(table, site.actions, guard !== undefined))
-  const query = url.searchParams
   const key = route === 'runs' ? `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}` : path
   await reply(res, path, () => site.once(key, () => read(site, route, path, name, query)))
 }
 
-/** What the path is to the dashboard, or undefined when it is not the dashboard's to answer. */
 function routeOf(path: string, method: string | undefined, job: RegExpExecArray | null): Route | undefined {
   if (method === 'GET' && asset(path.slice(1)) !== undefined) return 'asset'
   if (method === 'POST' && (path === '/login' || path === '/logout')) return 'session'
@@ -220,20 +181,18 @@ function routeOf(path: string, method: string | undefined, job: RegExpExecArray 
   return path === '/metrics' || path === '/healthz' ? 'machine' : undefined
 }
 
-/** Not the dashboard's: to `next` as it came, or else the dashboard's own 404. */
 function pass(res: ServerResponse, next: Next | undefined) {
   if (next) return next()
   secure(res)
   send(res, 404, TEXT_TYPE, 'Not found\n')
 }
 
-/** The name in a Host header, lowercased, without its port: `[::1]:8080` is `[::1]`. */
+// Without its port: `[::1]:8080` is `[::1]`.
 function hostName(host: string | undefined): string {
   const text = (host ?? '').toLowerCase()
   return text.startsWith('[') ? text.slice(0, text.indexOf(']') + 1) : text.replace(/:\d*$/, '')
 }
 
-/** The login form's POST and the sign-out's. */
 async function session(site: Site, req: IncomingMessage, res: ServerResponse, path: string) {
   const { guard, table } = site
   if (guard === undefined) return seeOther(res)
@@ -283,41 +242,23 @@ const json = (value: unknown, status = 200): Reply => ({ status, type: JSON_TYPE
 const numeric = (text: string | null) =>
   text === null ? undefined : ((/^\d+$/.test(text) ? Number(text) : text) as number)
 
-/**
- * A failed read's or action's status, by the error's code: anything else on the way to the
- * database (a SQLSTATE, a socket's code) is a 503, which the page shows as stale data.
- */
-const STATUS_OF: Record<string, number> = {
-  [ERROR_CODES.INVALID_ARGUMENT]: 400,
-  [ERROR_CODES.NO_HISTORY]: 404,
-  // The message names the holder of the lock.
-  [ERROR_CODES.ROW_LOCKED]: 409,
-}
+// Any other error (a SQLSTATE, a socket's code) is a 503, which the page shows as stale data.
+const STATUS_OF = { [ERROR_CODES.INVALID_ARGUMENT]: 400, [ERROR_CODES.NO_HISTORY]: 404, [ERROR_CODES.ROW_LOCKED]: 409 }
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 async function reply(res: ServerResponse, path: string, work: () => Promise<Reply>) {
-  let answer: Reply
-  try {
-    answer = await work()
-  } catch (error) {
+  const answer = await work().catch((error: unknown): Reply => {
     const message = messageOf(error)
     const body = path === '/healthz' ? { healthy: false, error: message } : { error: message }
-    return send(
-      res,
-      STATUS_OF[(error as { code?: string } | null)?.code ?? ''] ?? 503,
-      path === '/metrics' ? TEXT_TYPE : JSON_TYPE,
-      path === '/metrics' ? `# ${message}\n` : jsonText(body),
-    )
-  }
+    const status = (STATUS_OF as Record<string, number>)[(error as { code?: string } | null)?.code ?? ''] ?? 503
+    if (path === '/metrics') return { status, type: TEXT_TYPE, body: `# ${message}\n` }
+    return { status, type: JSON_TYPE, body: jsonText(body) }
+  })
   send(res, answer.status, answer.type, answer.body)
 }
 
-/**
- * Why a POST is not from the dashboard's own page, or undefined. A browser sends Origin with a POST;
- * behind a proxy the address it used is in X-Forwarded-Host and -Proto, which a page elsewhere
- * cannot add without a preflight nobody answers. Without an Origin, only the bearer header passes.
- */
+// Why a POST is not from the dashboard's own page. A page elsewhere cannot set X-Forwarded-* without a preflight.
 function originProblem(req: IncomingMessage, { guard }: Site, strict: boolean): string | undefined {
   if (req.headers['sec-fetch-site'] === 'cross-site') return 'it came from another site'
   const origin = req.headers.origin
@@ -349,9 +290,7 @@ function seeOther(res: ServerResponse) {
   send(res, 303, TEXT_TYPE, 'See ./\n')
 }
 
-function fail(res: ServerResponse, status: number, error: string) {
-  send(res, status, JSON_TYPE, jsonText({ error }))
-}
+const fail = (res: ServerResponse, status: number, error: string) => send(res, status, JSON_TYPE, jsonText({ error }))
 
 async function readBody(req: IncomingMessage): Promise<string> {
   let body = ''

@@ -2,21 +2,16 @@
 import { readFileSync } from 'node:fs'
 import type { ServerResponse } from 'node:http'
 
-/**
- * Only this origin's own script and style files: no inline script or style, no other origin, no
- * framing. `form-action 'self'` keeps the login form from posting the token anywhere else.
- */
+// No inline script or style, no other origin, no framing; the login form posts the token nowhere else.
 const CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
   "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-/** The headers of every reply the dashboard gives; never of a request it hands on. */
 export function secure(res: ServerResponse): void {
   res.setHeader('Content-Security-Policy', CSP)
   res.setHeader('X-Content-Type-Options', 'nosniff')
   res.setHeader('X-Frame-Options', 'DENY')
-  // same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with a form's
-  // POST, and the Origin check needs the real one.
+  // Not no-referrer: a form's POST would then send `Origin: null`, and the Origin check needs the real one.
   res.setHeader('Referrer-Policy', 'same-origin')
   res.setHeader('Cache-Control', 'no-store')
 }
@@ -29,21 +24,16 @@ export function send(res: ServerResponse, status: number, type: string, body: st
 }
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!)
-}
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => ESCAPES[c]!)
 
 const ASSET_TYPES: Record<string, string> = {
   'app.js': 'text/javascript; charset=utf-8',
   'app.css': 'text/css; charset=utf-8',
   'favicon.svg': 'image/svg+xml',
 }
-// Plain files beside this module (dist/assets/ once built), read once: one copy serves the ESM and
-// the CJS build, and the page needs nothing from another origin.
+// Files beside this module (dist/assets/ once built), read once: one copy serves the ESM and the CJS build.
 const assets = new Map<string, Buffer>()
 
-/** `app.js`, `app.css` or `favicon.svg`, or undefined for any other name. */
 export function asset(name: string): { type: string; body: Buffer } | undefined {
   if (!Object.hasOwn(ASSET_TYPES, name)) return undefined
   if (!assets.has(name)) assets.set(name, readFileSync(new URL(`./assets/${name}`, import.meta.url)))
@@ -65,10 +55,7 @@ ${script}</head>
 `
 }
 
-/**
- * The page shell. Every URL in it is relative, so it works at any base path, behind a proxy that
- * strips the prefix or one that keeps it; the script builds everything else from the API.
- */
+// Every URL relative, so it works at any base path; the script builds the rest from the API.
 export function shell(table: string, actions: boolean, signedIn: boolean): string {
   const logout = signedIn ? '<form method="post" action="logout"><button type="submit">Sign out</button></form>' : ''
   return `${head(`pg-cron-lease: ${escapeHtml(table)}`, '<script src="app.js" defer></script>\n')}<body data-actions="${actions}">
@@ -82,7 +69,7 @@ export function shell(table: string, actions: boolean, signedIn: boolean): strin
 `
 }
 
-/** The login form, for a browser without the token; `said` is why the last attempt failed. */
+// `said`: why the last attempt failed.
 export function loginPage(table: string, said?: string): string {
   const reason = said === undefined ? '' : `<p class="error" role="alert">${escapeHtml(said)}</p>`
   return `${head('Sign in: pg-cron-lease', '')}<body>
