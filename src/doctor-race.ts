@@ -1,6 +1,7 @@
 /** The doctor's race, and what every check shares: its connections, its reads, its verdicts (src/doctor.ts). */
 import { randomBytes } from 'node:crypto'
 import { releaseLease } from './admin.js'
+import { oneLine } from './format-value.js'
 import { withCronLease } from './lease.js'
 import type { Compiled } from './options.js'
 import { quoteTable } from './sql.js'
@@ -198,7 +199,8 @@ async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryab
     )
   const holders = await rows(db, LOCK_HOLDERS_SQL, [quoteTable(r.table), quoteTable(r.history)]).catch(() => [])
   const held = holders.map(
-    (h) => `pid ${h.pid} (${h.mode}, ${h.application_name || 'no application_name'}: ${oneLine(h.query)})`,
+    (h) =>
+      `pid ${h.pid} (${h.mode}, ${h.application_name || 'no application_name'}: ${String(h.query).replace(/\s*\n\s*/g, ' ')})`,
   )
   return fail(
     `the race could not run: a claim ran past ${setting} (SQLSTATE ${code(error)})${held.length > 0 ? `, waiting for the lock on ${r.table} held by ${held.join('; ')}` : ''}`,
@@ -232,10 +234,6 @@ async function cleanUp({ table, history, open, tables }: Reads, jobName: string,
 
 const TIMED_OUT = ['55P03', '57014']
 const code = (error: unknown) => String((error as { code?: unknown } | null)?.code)
-
-function oneLine(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ')
-}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((x, y) => x - y)

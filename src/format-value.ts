@@ -35,3 +35,9 @@ function render(value: unknown): string {
 function clip(text: string): string {
   return text.length > 80 ? `${text.slice(0, 80)}…` : text
 }
+
+/** An error's message on one line (else its code), for a line of output. */
+export function oneLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error)
+  return message.replace(/\s*\n\s*/g, ' ').trim() || String((error as { code?: unknown })?.code ?? 'unknown error')
+}

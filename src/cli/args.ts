@@ -2,13 +2,14 @@
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
+import { oneLine } from '../format-value.js'
 import { duration, type Paint } from '../human.js'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
 import { checkBasePath, DEFAULT_LOCK_TIMEOUT_MS, DOCTOR_RACE, DOCTOR_ROUNDS, OPTIONS as LIBRARY } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
-import { type Exit, type ExitCode, oneLine, usage } from './exit.js'
+import { type Exit, type ExitCode, usage } from './exit.js'
 
 export const BIN = 'pg-cron-lease'
 

@@ -1,8 +1,9 @@
 /** Reaching the database: where, the optional `pg` driver, one client a command; passwords never shown. */
 import type pg from 'pg'
+import { oneLine } from '../format-value.js'
 import { migrateCommand } from '../log.js'
 import { BIN, type Target } from './args.js'
-import { EXIT, Exit, oneLine, usage } from './exit.js'
+import { EXIT, Exit, usage } from './exit.js'
 
 const CONNECT_TIMEOUT_MS = 10_000
 

@@ -4,10 +4,11 @@ import { readFileSync, statSync } from 'node:fs'
 import http from 'node:http'
 import { isIP } from 'node:net'
 import { createDashboard } from '../dashboard/dashboard.js'
+import { oneLine } from '../format-value.js'
 import { listLeases } from '../list-leases.js'
 import { checkDashboardToken } from '../options.js'
 import { BIN, type Command, DATABASE_EXIT, valid } from './args.js'
-import { EXIT, Exit, oneLine, usage } from './exit.js'
+import { EXIT, Exit, usage } from './exit.js'
 
 /** The variable the token is read from: argv would show it to anyone running `ps`. */
 const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'

@@ -1,8 +1,8 @@
 /** exec's command as a child process: the caller's stdio and environment, signals forwarded, stopped when the lease is lost. */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { constants } from 'node:os'
+import { oneLine } from '../format-value.js'
 import { duration } from '../human.js'
-import { oneLine } from './exit.js'
 
 /**
  * A run of the command that did not end with exit code 0, as the run history records it
@@ -20,9 +20,9 @@ export class CommandFailed extends Error {
   }
 }
 
-// How much of the end of stderr is kept to find its last line in; the history keeps 500 characters of an error.
+// The end of stderr kept to find its last line in (the history keeps 500 characters of an error), and how
+// long after its exit the command's stderr may stay open (a child of its own holds it) before it is cut.
 const TAIL = 2000
-// How long after its exit the command's stderr may stay open (a child of its own holds it) before it is cut.
 const STDERR_AFTER_EXIT_MS = 1000
 
 /**

@@ -1,9 +1,10 @@
 /** exec's schedule: its slots (croner for --cron, epoch multiples for --every), the slot nearest a clock reading, its defaults. */
 import type { Cron } from 'croner'
+import { oneLine } from '../format-value.js'
 import { duration } from '../human.js'
 import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
 import type { Values } from './args.js'
-import { EXIT, Exit, oneLine, usage } from './exit.js'
+import { EXIT, Exit, usage } from './exit.js'
 
 /**
  * A schedule's slots in ms since the epoch: the latest at or before `ms`, the first after it (null:

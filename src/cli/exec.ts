@@ -81,7 +81,6 @@ async function databaseClock(client: pg.Client) {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString()
-
 const OTEL = Symbol.for('opentelemetry.js.api.1')
 // The run's span, current in the tick, reaches the command as OpenTelemetry's environment carriers name it.
 const ENV_CARRIER = {

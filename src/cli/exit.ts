@@ -15,8 +15,3 @@ export class Exit extends Error {
 }
 
 export const usage = (message: string): Exit => new Exit(message, EXIT.USAGE)
-
-export function oneLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error)
-  return message.replace(/\s*\n\s*/g, ' ').trim() || String((error as { code?: unknown })?.code ?? 'unknown error')
-}

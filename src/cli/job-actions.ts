@@ -2,11 +2,12 @@
 import * as admin from '../admin.js'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
 import { escapeControls } from '../escape.js'
+import { oneLine } from '../format-value.js'
 import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { untilText } from '../verdict.js'
 import { BIN, type Command } from './args.js'
-import { EXIT, Exit, oneLine, usage } from './exit.js'
+import { EXIT, Exit, usage } from './exit.js'
 
 type JobAction = 'pause' | 'resume' | 'release'
 

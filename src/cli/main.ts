@@ -1,5 +1,6 @@
 /** The command as a function, `main(argv, io)`, with all it touches in `io`; and its help, main and per command. */
 import { existsSync, readFileSync } from 'node:fs'
+import { oneLine } from '../format-value.js'
 import { painter } from '../human.js'
 import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
 import { check } from './check.js'
@@ -7,7 +8,7 @@ import { type Connect, connectionTarget, openPool, withClient } from './connect.
 import { dashboard } from './dashboard.js'
 import { doctor } from './doctor.js'
 import { exec } from './exec.js'
-import { EXIT, Exit, type ExitCode, oneLine } from './exit.js'
+import { EXIT, Exit, type ExitCode } from './exit.js'
 import { history } from './history.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
