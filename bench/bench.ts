@@ -275,11 +275,12 @@ const { floor, rows: every } = buildRows(
 const compared = (prefix: string) =>
   every
     .filter((row) => row.id.startsWith(prefix))
-    .map(({ id, label, p50, ratio }) => ({
+    .map(({ id, label, p50, ratio, clientCpuUsPerOp }) => ({
       id: id.slice(prefix.length),
       label: label.replace(/^[^:]+: /, ''),
       p50,
       ratio,
+      clientCpuUsPerOp,
     }))
 const rows = every.filter((row) => !row.id.includes(':'))
 const previous: PreviousRun | null =

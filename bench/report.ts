@@ -103,17 +103,20 @@ export interface OtelCost {
  * DIR`), or the JSON file its own `npm run bench` wrote (`--previous FILE.json`). Its rows are read
  * by id, as ratios to their run's `SELECT 1`.
  */
+/** A row compared across builds; client CPU only where both builds were measured in this run. */
+type ComparedRow = Pick<Row, 'id' | 'label' | 'p50' | 'ratio'> & { clientCpuUsPerOp?: number | null }
+
 export interface PreviousRun {
   file: string
   date: string
   library: string
   profile: string
-  rows: Array<Pick<Row, 'id' | 'label' | 'p50' | 'ratio'>>
+  rows: Array<ComparedRow>
   /**
    * Measured in this run (`--previous DIR`): this build's rows of the same cases, on tables of their
    * own as the previous build's are, which the comparisons read instead of this run's main rows.
    */
-  beside?: Array<Pick<Row, 'id' | 'label' | 'p50' | 'ratio'>>
+  beside?: Array<ComparedRow>
   /** Its fleet rounds' claims per second (each kind's rounds pooled), for the shares of its floor; null when it has none. */
   fleet: { lease: number; occurrence: number; floor: number } | null
   /**
@@ -207,6 +210,8 @@ export const LIMITS = {
   historyAge: 1.15,
   /** A losing claim's client CPU with pg-cron-lease/otel on over the same claim's with it off. */
   otelClientCpu: 1.05,
+  /** A claim's client CPU over the previous build's, both measured in this run. */
+  clientCpuVsPrevious: 1.05,
 } as const
 
 /**
@@ -299,6 +304,26 @@ export function buildTargets(
       pass: ratio <= limit * (1 + band),
     }
   }
+  // Client CPU per call against the previous build's, both measured in this run's server-work blocks;
+  // the band is this build's copy against its own main row.
+  const cpuVsPrevious = (id: string, name: string, rowId: string): Target => {
+    const now = beside(rowId)
+    const then = before(rowId)
+    const own = row(rowId)
+    const named = `${name} client CPU per call ≤ ${LIMITS.clientCpuVsPrevious}× the previous build's, within its noise band`
+    if (!now?.clientCpuUsPerOp || !then?.clientCpuUsPerOp) {
+      const why = previous === null ? noPrevious : 'not measured: the previous build was not measured in this run'
+      return { id, name: named, value: why, pass: null }
+    }
+    const ratio = now.clientCpuUsPerOp / then.clientCpuUsPerOp
+    const band = own?.clientCpuUsPerOp && own !== now ? noiseBand(now.clientCpuUsPerOp, own.clientCpuUsPerOp) : 0
+    return {
+      id,
+      name: named,
+      value: `${limitRatio(ratio)}× (${fmt(now.clientCpuUsPerOp)} vs ${fmt(then.clientCpuUsPerOp)} µs); noise band ±${percent(band)}, this build against a copy of itself`,
+      pass: ratio <= LIMITS.clientCpuVsPrevious * (1 + band),
+    }
+  }
   const previousBouncer = before('bouncer_claim_lose')
   const bouncerBeside = beside('bouncer_claim_lose')
   const { young, late } = history
@@ -311,6 +336,7 @@ export function buildTargets(
     losing('losing_claim', 'losing claim, lease-only,', lose),
     losing('losing_claim_occurrence', 'losing claim naming an occurrence', loseKeyed),
     vsPrevious('losing_claim_vs_previous', 'losing claim, lease-only,', 'claim_lose', 'claim_lose'),
+    cpuVsPrevious('losing_claim_cpu_vs_previous', 'losing claim, lease-only,', 'claim_lose'),
     vsPrevious(
       'losing_claim_occurrence_vs_previous',
       'losing claim naming an occurrence',
@@ -360,6 +386,7 @@ export function buildTargets(
       pass: win <= LIMITS.winningClaim,
     },
     vsPrevious('winning_claim_vs_previous', 'winning claim', 'claim_win', 'claim_win'),
+    cpuVsPrevious('winning_claim_cpu_vs_previous', 'winning claim', 'claim_win'),
     vsPrevious(
       'record_vs_previous',
       'a won run, claim and record together, history write included,',

@@ -163,12 +163,14 @@ describe('the benchmark runs and writes its results', () => {
           'losing_claim',
           'losing_claim_occurrence',
           'losing_claim_vs_previous',
+          'losing_claim_cpu_vs_previous',
           'losing_claim_occurrence_vs_previous',
           'losing_claim_otel',
           'losing_claim_pgbouncer',
           'losing_claim_pgbouncer_vs_previous',
           'winning_claim',
           'winning_claim_vs_previous',
+          'winning_claim_cpu_vs_previous',
           'record_vs_previous',
           'history_write_age',
           'history_rows',
@@ -214,6 +216,10 @@ describe('the benchmark runs and writes its results', () => {
           // The server's processes are read from its data directory, which a URL does not give.
           assert.equal(target.pass, null)
           assert.match(target.value, /^not measured: the server is not local/)
+        } else if (target.id.endsWith('_cpu_vs_previous')) {
+          // A previous run read from its JSON file carries no client CPU: only --previous DIR measures it.
+          assert.equal(target.pass, null)
+          assert.match(target.value, /^not measured: the previous build was not measured in this run/)
         } else assert.equal(typeof target.pass, 'boolean', `${target.id} was measured`)
       }
       if (missing === null && !keepsPrepared) {
@@ -266,7 +272,11 @@ describe('the benchmark runs and writes its results', () => {
       const { lease, occurrence, floor } = report.previous.fleet
       assert.ok(lease > 0 && occurrence > 0, "the previous build's fleet rounds ran")
       assert.equal(floor, report.fleet.floor.claimsPerSec, 'both shares are of the same floor round')
-      for (const id of ['losing_claim_vs_previous', 'winning_claim_vs_previous', 'record_vs_previous', 'fleet_share']) {
+      for (const row of report.previous.rows.filter((r: { id: string }) => compared.includes(r.id))) {
+        assert.ok(row.clientCpuUsPerOp > 0, `the previous build's ${row.id} has its client CPU`)
+      }
+      const measured = ['losing_claim_vs_previous', 'losing_claim_cpu_vs_previous', 'winning_claim_vs_previous']
+      for (const id of [...measured, 'winning_claim_cpu_vs_previous', 'record_vs_previous', 'fleet_share']) {
         const target = report.targets.find((t: { id: string }) => t.id === id)
         assert.equal(typeof target.pass, 'boolean', `${id} was measured: ${target.value}`)
       }
