@@ -104,10 +104,7 @@ describe('pause and resume', () => {
     // Listened to first: a beat can notice the pause before pauseJob returns.
     const aborted = new Promise((resolve) => tick.ctx.signal.addEventListener('abort', resolve))
     await pauseJob(operator, jobName, { table, forMs: 60_000 })
-    await Promise.race([
-      aborted,
-      sleep(2000).then(() => assert.fail('the signal did not abort within 2 s')),
-    ])
+    await Promise.race([aborted, sleep(2000).then(() => assert.fail('the signal did not abort within 2 s'))])
     assert.equal(await tick.ctx.renew(1000), false, 'renew cannot shorten the pause')
     assert.equal((await tick.finish()).ran, true)
     const row = await state(jobName)
