@@ -305,11 +305,17 @@ const previous: PreviousRun | null =
         },
       })
 const clientCpu = (s: Series) => s.stats().clientCpuUsPerOp!
+const perBlock = (s: Series, i: number) => s.blocks[i]!.clientCpuUs / s.blocks[i]!.ops
 const otelCost = {
   rounds: profile.otelRounds,
   off: clientCpu(otel.off),
   on: clientCpu(otel.on),
   again: clientCpu(otel.again),
+  perRound: otel.on.blocks.map((_, i) => ({
+    off: perBlock(otel.off, i),
+    on: perBlock(otel.on, i),
+    again: perBlock(otel.again, i),
+  })),
 }
 const results: Results = {
   meta: {

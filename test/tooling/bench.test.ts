@@ -125,7 +125,11 @@ describe('the benchmark runs and writes its results', () => {
         assert.ok(Number.isFinite(report.otel[side]) && report.otel[side] > 0, `otel.${side} is a positive number`)
       }
       const otelTarget = report.targets.find((t: { id: string }) => t.id === 'losing_claim_otel')
-      assert.match(otelTarget.value, /^\d+\.\d{3}× \(.* µs per claim, 4 rounds .*noise band ±\d+\.\d%/)
+      assert.match(
+        otelTarget.value,
+        /^\d+\.\d{3}× \(the median of 4 rounds .* µs per claim in all\); noise band ±\d+\.\d%/,
+      )
+      assert.equal(report.otel.perRound.length, 4, 'each round of the instrumentation row is kept')
       for (const race of report.rows.filter((r: { id: string }) => r.id.startsWith('race'))) {
         assert.equal(race.extra.violations, 0, `${race.id}: no round had two winners`)
         assert.equal(race.extra.emptyRounds, 0, `${race.id}: every round had a winner`)
