@@ -72,8 +72,23 @@ export function openContext(
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
   const { claimToken } = ticket
   const { renew } = statementsOf(table, ticket.kind)
-  const controller = new AbortController()
-  const live = () => !closed && !controller.signal.aborted
+  // Made on the first read of ctx.signal (see Context), or when the lease is lost or stopped.
+  let controller: AbortController | undefined
+  let abortedWith: Error | undefined
+  const abort = (reason: Error) => {
+    // The first reason stands: a shutdown's, or a lost lease's.
+    if (abortedWith !== undefined) return
+    abortedWith = reason
+    controller?.abort(reason)
+  }
+  const signal = () => {
+    if (controller === undefined) {
+      controller = new AbortController()
+      if (abortedWith !== undefined) controller.abort(abortedWith)
+    }
+    return controller.signal
+  }
+  const live = () => !closed && abortedWith === undefined
   let closed = false
   let beatTimer: NodeJS.Timeout | undefined
   let deadlineTimer: NodeJS.Timeout | undefined
@@ -87,9 +102,7 @@ export function openContext(
     if (lost) return
     lost = true
     publishLost(ticket, why)
-    // The first reason stands: a shutdown's, or this.
-    if (!controller.signal.aborted)
-      controller.abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
+    abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
   }
 
   // One fenced statement at a time: with none overlapping, the last reply is from the last
@@ -139,43 +152,35 @@ export function openContext(
     scheduleBeat(keepAlive)
   }
 
-  const ctx: LeaseContext = Object.freeze({
-    jobName,
-    holder,
-    leaseMs,
-    claimToken,
-    occurrence: ticket.occurrence,
-    missed: ticket.missed,
-    signal: controller.signal,
-    async renew(ms: number = leaseMs) {
-      // A context kept past its tick would otherwise extend a lease nothing is using any more.
-      if (closed) throw refused(jobName, 'renew', true)
-      const checked = checkMs(ms, 'renew(ms)')
-      return serially(() => extend(checked, false))
-    },
-    async fence(client: Queryable) {
-      if (closed) throw refused(jobName, 'fence', true)
-      const inTransaction = checkTransactionClient(client)
-      if (claimToken === null) throw refused(jobName, 'fence', false)
-      // Not queued with the renews: it does not move the lease, and one waiting on a row lock (a
-      // racing claim, until it commits) must not hold up the beats. Under a savepoint on every
-      // handle: its refusal says no transaction is open, and a failed fence leaves the caller's
-      // transaction usable.
-      const result = await underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken]).catch(
-        (error: unknown) => {
-          if ((error as { code?: unknown } | null)?.code !== '25P01') throw error
-          throw new TypeError(
-            `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, where its row lock would ` +
-              'end with the statement: pass the handle of an open transaction (a client after BEGIN, or your query ' +
-              "builder's transaction object); nothing was locked",
-          )
-        },
-      )
-      if (readResult(result, jobName, 'fenced').matched) return
-      lose('another claim replaced it')
-      throw new LeaseLostError(jobName, claimToken)
-    },
-  })
+  const renewLease = async (ms: number = leaseMs) => {
+    // A context kept past its tick would otherwise extend a lease nothing is using any more.
+    if (closed) throw refused(jobName, 'renew', true)
+    const checked = checkMs(ms, 'renew(ms)')
+    return serially(() => extend(checked, false))
+  }
+  const fence = async (client: Queryable) => {
+    if (closed) throw refused(jobName, 'fence', true)
+    const inTransaction = checkTransactionClient(client)
+    if (claimToken === null) throw refused(jobName, 'fence', false)
+    // Not queued with the renews: it does not move the lease, and one waiting on a row lock (a
+    // racing claim, until it commits) must not hold up the beats. Under a savepoint on every
+    // handle: its refusal says no transaction is open, and a failed fence leaves the caller's
+    // transaction usable.
+    const result = await underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken]).catch(
+      (error: unknown) => {
+        if ((error as { code?: unknown } | null)?.code !== '25P01') throw error
+        throw new TypeError(
+          `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, where its row lock would ` +
+            'end with the statement: pass the handle of an open transaction (a client after BEGIN, or your query ' +
+            "builder's transaction object); nothing was locked",
+        )
+      },
+    )
+    if (readResult(result, jobName, 'fenced').matched) return
+    lose('another claim replaced it')
+    throw new LeaseLostError(jobName, claimToken)
+  }
+  const ctx = new Context(ticket, renewLease, fence, signal)
   return {
     ctx,
     close() {
@@ -187,7 +192,41 @@ export function openContext(
     },
     stop(reason) {
       publishDrainAbort(ticket, reason)
-      if (!controller.signal.aborted) controller.abort(reason)
+      abort(reason)
     },
+  }
+}
+
+// ctx.signal is made on its first read: an AbortController costs a won claim about 4 µs, more than
+// the rest of its context, and most ticks never read it. A class, as a getter written in an object
+// literal is defined anew for every claim, at much the same cost (docs/performance.md).
+class Context implements LeaseContext {
+  readonly jobName: string
+  readonly holder: string
+  readonly leaseMs: number
+  readonly claimToken: string | null
+  readonly occurrence: Date | null
+  readonly missed: number
+  readonly #signal: () => AbortSignal
+
+  constructor(
+    ticket: Ticket,
+    readonly renew: LeaseContext['renew'],
+    readonly fence: LeaseContext['fence'],
+    signal: () => AbortSignal,
+  ) {
+    const { jobName, holder, leaseMs } = ticket.config
+    this.jobName = jobName
+    this.holder = holder
+    this.leaseMs = leaseMs
+    this.claimToken = ticket.claimToken
+    this.occurrence = ticket.occurrence
+    this.missed = ticket.missed
+    this.#signal = signal
+    Object.freeze(this)
+  }
+
+  get signal(): AbortSignal {
+    return this.#signal()
   }
 }
