@@ -1,7 +1,6 @@
 /** Argument checks shared by every entry point: a TypeError naming the argument, before any query. */
 import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
-import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import type { Queryable } from './types.js'
 
 /**
@@ -56,12 +55,6 @@ export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 
   return ms
 }
 
-export function checkCount(value: unknown, name: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
-    fail(name, `a whole number from ${min} to ${max}`, value)
-  return value
-}
-
 export function checkFunction<F>(value: unknown, name: string): F {
   return typeof value === 'function' ? (value as F) : fail(name, 'a function', value)
 }
@@ -91,22 +84,5 @@ export function checkOptions<K extends string>(
   return bag
 }
 
-export function checkTable(table: unknown, name = 'opts.table'): string {
-  if (table === undefined) return DEFAULT_TABLE
-  try {
-    quoteTable(table as string)
-  } catch {
-    fail(name, TABLE_RULE, table)
-  }
-  return table as string
-}
-
 /** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */
 export const DEFAULT_OVERDUE_FACTOR = 2
-
-export function checkOverdueFactor(value: unknown, name = 'opts.overdueFactor'): number {
-  if (value === undefined) return DEFAULT_OVERDUE_FACTOR
-  return typeof value === 'number' && Number.isFinite(value) && value >= 1
-    ? value
-    : fail(name, 'a finite number, at least 1', value)
-}
