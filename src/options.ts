@@ -55,6 +55,7 @@ const MAX_HISTORY_KEEP = 10_000
 
 /** The shortest dashboard token accepted: shorter ones can be guessed online, even rate-limited. */
 const MIN_TOKEN_LENGTH = 16
+const MAKE_TOKEN = 'a short token can be guessed; make one with: openssl rand -hex 24'
 
 const HOLDER = `${os.hostname()}:${process.pid}`
 const HISTORY: HistoryKeep = Object.freeze({ keep: 100, keepFailed: 20 })
@@ -160,12 +161,7 @@ export const OPTIONS = {
 
 export type OptionName = keyof typeof OPTIONS
 
-/**
- * What each option left out is, where that is a value rather than nothing: the CLI shows and uses these.
- *
- * @example
- * DEFAULTS.lockTimeoutMs // 5000
- */
+/** What each option left out is, where that is a value rather than nothing: the CLI shows and uses these. */
 export const DEFAULTS = Object.freeze(
   Object.fromEntries(
     Object.entries(OPTIONS).flatMap(([key, { default: value }]) => (value === undefined ? [] : [[key, value]])),
@@ -229,16 +225,12 @@ export function checkDashboardToken(value: unknown, name: string): string {
   if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
   const { length } = value.trim()
   if (length < MIN_TOKEN_LENGTH)
-    throw argumentError(
-      name,
-      `must be at least ${MIN_TOKEN_LENGTH} characters, got one of ${length}: a short token can be guessed; make one with: openssl rand -hex 24`,
-    )
+    throw argumentError(name, `must be at least ${MIN_TOKEN_LENGTH} characters, got one of ${length}: ${MAKE_TOKEN}`)
   return value
 }
 
 /**
- * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late a missed occurrence may
- * still be made up for, in ms.
+ * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late, in ms, a missed occurrence is made up for.
  *
  * @example
  * const window: CatchUpWindow = { withinMs: 6 * 3_600_000 }

@@ -7,12 +7,7 @@ const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
 const DURATION = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/
 const DURATION_EXAMPLES = 'such as 90s, 15m, 2h, 1d or 1h30m'
 
-/**
- * A duration such as `1h30m` in ms: whole d, h, m, s, largest first, each at most once; not zero.
- *
- * @example
- * parseDuration('1h30m', 'opts.for') // 5_400_000
- */
+/** A duration such as `1h30m` in ms: whole d, h, m, s, largest first, each at most once; not zero. */
 export function parseDuration(text: string, name: string): number {
   const match = typeof text === 'string' ? DURATION.exec(text) : null
   if (match === null || text === '') return fail(name, `a duration in whole d, h, m and s, ${DURATION_EXAMPLES}`, text)
@@ -37,12 +32,7 @@ const ZONE_MISSING = `${WITH_ZONE} (without one it would mean a different instan
 const EXISTING =
   'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59'
 
-/**
- * An instant (a `Date`, or ISO-8601 text with a zone, of a time that exists, in 1970-9999) as ISO-8601 UTC text.
- *
- * @example
- * parseUntil('2026-12-01T08:00:00+02:00', 'opts.until') // '2026-12-01T06:00:00.000Z'
- */
+/** An instant (a `Date`, or ISO-8601 text with a zone, of a time that exists, in 1970-9999) as ISO-8601 UTC text. */
 export function parseUntil(value: unknown, name: string): string {
   return new Date(parseInstant(value, name)).toISOString()
 }

@@ -59,15 +59,13 @@ export function checkFunction<F>(value: unknown, name: string): F {
   return typeof value === 'function' ? (value as F) : fail(name, 'a function', value)
 }
 
+type Bag<K extends string> = Partial<Record<K, unknown>>
+
 /** An option bag, read once so a getter cannot give the check one value and the use another; `null` is none. */
-export function checkOptions<K extends string>(
-  opts: unknown,
-  keys: readonly K[],
-  name = 'opts',
-): Partial<Record<K, unknown>> {
+export function checkOptions<K extends string>(opts: unknown, keys: readonly K[], name = 'opts'): Bag<K> {
   if (opts === undefined || opts === null) return {}
   if (typeof opts !== 'object') fail(name, 'an object', opts)
-  const bag: Partial<Record<K, unknown>> = {}
+  const bag: Bag<K> = {}
   let own: string[] | undefined
   try {
     // Every look at a revoked Proxy throws, Array.isArray included.
