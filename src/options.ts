@@ -160,17 +160,14 @@ export const OPTIONS = {
 } as const
 
 export type OptionName = keyof typeof OPTIONS
+type Default<K extends OptionName> = (typeof OPTIONS)[K]['default']
 
 /** What each option left out is, where that is a value rather than nothing: the CLI shows and uses these. */
 export const DEFAULTS = Object.freeze(
   Object.fromEntries(
     Object.entries(OPTIONS).flatMap(([key, { default: value }]) => (value === undefined ? [] : [[key, value]])),
   ),
-) as {
-  readonly [K in OptionName as (typeof OPTIONS)[K]['default'] extends undefined
-    ? never
-    : K]: (typeof OPTIONS)[K]['default']
-}
+) as { readonly [K in OptionName as Default<K> extends undefined ? never : K]: Default<K> }
 
 export const {
   history: DEFAULT_HISTORY,
@@ -248,9 +245,7 @@ const PER_CALL = ['occurrence', 'nextOccurrence'] as const
 type PerCall = (typeof PER_CALL)[number]
 
 export type Compiled = {
-  readonly [K in Exclude<OptionName, PerCall>]:
-    | ReturnType<(typeof OPTIONS)[K]['check']>
-    | (typeof OPTIONS)[K]['default']
+  readonly [K in Exclude<OptionName, PerCall>]: ReturnType<(typeof OPTIONS)[K]['check']> | Default<K>
 }
 
 type Row = { check: Check<unknown>; default: unknown; required: boolean }
