@@ -40,14 +40,9 @@ export function parseUntil(value: unknown, name: string): string {
 /** {@link parseUntil}'s instant in ms since the epoch: an occurrence is read by the same rules. */
 export function parseInstant(value: unknown, name: string): number {
   // A Proxy may throw from any trap, so it is refused before anything looks at it.
-  if (types.isProxy(value)) fail(name, UNTIL_RULE, value)
+  if (types.isProxy(value) || (typeof value !== 'string' && !types.isDate(value))) fail(name, UNTIL_RULE, value)
   // isDate means a real Date (its internal slot): the built-in getTime cannot throw, nor a subclass show two instants.
-  const ms = types.isDate(value)
-    ? Date.prototype.getTime.call(value)
-    : typeof value === 'string'
-      ? isoMs(value, name)
-      : undefined
-  if (ms === undefined) return fail(name, UNTIL_RULE, value)
+  const ms = typeof value === 'string' ? isoMs(value, name) : Date.prototype.getTime.call(value)
   if (Number.isNaN(ms)) fail(name, 'a valid Date', value)
   if (ms < MIN_MS || ms > MAX_MS)
     fail(name, 'between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in UTC', value)

@@ -75,10 +75,8 @@ export function checkOptions<K extends string>(opts: unknown, keys: readonly K[]
     fail(name, 'an object whose properties can be read', opts)
   }
   if (own === undefined) return fail(name, 'an object', opts)
-  for (const key of own) {
-    if (!(keys as readonly string[]).includes(key))
-      fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
-  }
+  const unknown = own.find((key) => !(keys as readonly string[]).includes(key))
+  if (unknown !== undefined) fail(`${name}.${unknown}`, `one of the known options (${keys.join(', ')})`, unknown)
   return bag
 }
 
