@@ -7,7 +7,6 @@
  */
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError'
-  /** Always `'PG_CRON_LEASE_LOST'`. */
   readonly code = 'PG_CRON_LEASE_LOST'
   /** The job whose lease was lost. */
   readonly jobName: string

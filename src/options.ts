@@ -47,7 +47,6 @@ const need = <V, const E extends readonly EntryPoint[]>(entry: E, check: Check<V
   required: true,
 })
 
-/** What a `history` option compiles to: both counts. */
 export type HistoryKeep = Readonly<Required<HistoryOptions>>
 
 /** The most either history count may be: the trim reads this many of the job's rows on every write. */
