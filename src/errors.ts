@@ -1,15 +1,12 @@
-/** The library's own errors; else a TypeError (bad argument) or the driver's error, unchanged. */
-
 /**
- * What `ctx.fence(client)` rejects with once another claim replaced this one: roll back. `code` is
- * `'PG_CRON_LEASE_LOST'`; the caller's transaction is not left aborted.
+ * What `ctx.fence(client)` rejects with once another claim replaced this one: roll back. The caller's
+ * transaction is not left aborted.
  *
  * @example
  * if (!(error instanceof LeaseLostError)) throw error // else: another claim runs the job now
  */
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError'
-  /** Always `'PG_CRON_LEASE_LOST'`. */
   readonly code = 'PG_CRON_LEASE_LOST'
   /** The job whose lease was lost. */
   readonly jobName: string
@@ -27,14 +24,14 @@ export class LeaseLostError extends Error {
 }
 
 /**
- * The `code` of each error the library raises itself, besides `TypeError`s for bad arguments
- * (Node's `ERR_INVALID_ARG_VALUE` convention: choose behaviour by code, never by message text).
+ * The `code` of each error the library raises; any other error is the driver's, unchanged. Choose behaviour
+ * by code, never by message text.
  *
  * @example
  * if (error.code === ERROR_CODES.NO_HISTORY) console.log('run pg-cron-lease migrate')
  */
 export const ERROR_CODES = Object.freeze({
-  /** A bad argument or option (a `TypeError` naming it in `argument`), found before any query. Node's own code. */
+  /** A bad argument or option (a `TypeError` naming it in `argument`), found before any query. */
   INVALID_ARGUMENT: 'ERR_INVALID_ARG_VALUE',
   /** `ctx.fence()`: another claim replaced this one (a {@link LeaseLostError}). */
   LEASE_LOST: 'PG_CRON_LEASE_LOST',

@@ -1,15 +1,10 @@
-/** Text from the lease table on a terminal: callers wrote it, so it may hold what a terminal acts on. */
-
 // The backslash is escaped too, so the output reads back without doubt.
 const NAMED: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
 
 /**
- * Escapes every character that can move the cursor, start an escape sequence or end a line, and
- * every invisible format character (zero-width, bidi overrides): `bill\u200Bing` must not read as
- * `billing`, nor U+202E reverse the line. The same classes as the dashboard's `visible()`.
- *
- * @example
- * escapeControls('a\nb\x1b[31m\u202e') // 'a\\nb\\x1b[31m\\u202e'
+ * Text from the lease table for a terminal: callers wrote it, so it may hold what a terminal acts on. Escapes every
+ * character that can move the cursor, start an escape sequence or end a line, and every invisible format character:
+ * `bill\u200Bing` must not read as `billing`, nor U+202E reverse the line. The dashboard's `visible()` takes the same.
  */
 export function escapeControls(text: string): string {
   return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\\]/gu, (char) => {

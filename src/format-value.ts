@@ -32,9 +32,7 @@ function render(value: unknown): string {
   }
 }
 
-function clip(text: string): string {
-  return text.length > 80 ? `${text.slice(0, 80)}…` : text
-}
+const clip = (text: string) => (text.length > 80 ? `${text.slice(0, 80)}…` : text)
 
 /** An error's message on one line (else its code), for a line of output. */
 export function oneLine(error: unknown): string {

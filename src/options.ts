@@ -5,18 +5,15 @@
 import os from 'node:os'
 import { argumentError } from './errors.js'
 import { MAX_INTERVAL_MS } from './presets.js'
-import { DEFAULT_TABLE } from './sql.js'
+import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import { parseInstant } from './time-input.js'
 import type { HistoryOptions, KeepAlive, LeaseLogger, Queryable } from './types.js'
 import {
-  checkCount,
   checkFunction,
   checkJobName,
   checkMs,
   checkOptions,
-  checkOverdueFactor,
   checkQueryable,
-  checkTable,
   DEFAULT_OVERDUE_FACTOR,
   fail,
   MAX_LEASE_MS,
@@ -50,7 +47,6 @@ const need = <V, const E extends readonly EntryPoint[]>(entry: E, check: Check<V
   required: true,
 })
 
-/** What a `history` option compiles to: both counts. */
 export type HistoryKeep = Readonly<Required<HistoryOptions>>
 
 /** The most either history count may be: the trim reads this many of the job's rows on every write. */
@@ -58,6 +54,7 @@ const MAX_HISTORY_KEEP = 10_000
 
 /** The shortest dashboard token accepted: shorter ones can be guessed online, even rate-limited. */
 const MIN_TOKEN_LENGTH = 16
+const MAKE_TOKEN = 'a short token can be guessed; make one with: openssl rand -hex 24'
 
 const HOLDER = `${os.hostname()}:${process.pid}`
 const HISTORY: HistoryKeep = Object.freeze({ keep: 100, keepFailed: 20 })
@@ -66,6 +63,10 @@ const UTC_MICROS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$/
 const LOGGER_RULE = 'an object with optional debug, warn and error functions'
 
 const longMs = (value: unknown, name: string) => checkMs(value, name, Number.MAX_SAFE_INTEGER)
+const count = (value: unknown, name: string, min: number, max: number): number =>
+  typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max
+    ? value
+    : fail(name, `a whole number from ${min} to ${max}`, value)
 const flag: Check<boolean> = (value, name) => (typeof value === 'boolean' ? value : fail(name, 'true or false', value))
 const instant: Check<number | null> = (value, name) => (value === null ? null : parseInstant(value, name))
 const unchecked: Check<unknown> = (value) => value
@@ -79,7 +80,14 @@ export const OPTIONS = {
       ? value
       : fail(name, 'a string free of NUL characters', value)
   }),
-  table: row(TABLED, DEFAULT_TABLE, checkTable),
+  table: row(TABLED, DEFAULT_TABLE, (value, name): string => {
+    try {
+      quoteTable(value as string)
+    } catch {
+      fail(name, TABLE_RULE, value)
+    }
+    return value as string
+  }),
   logger: row(CLAIMING, undefined, checkLogger),
   keepAlive: row(RUNS, undefined, checkKeepAlive),
   prepare: row(CLAIMING, true, flag),
@@ -105,9 +113,13 @@ export const OPTIONS = {
     if (typeof value === 'number') return checkMs(value, name)
     return fail(name, 'a number of milliseconds or a function of the task name returning one', value)
   }),
-  overdueFactor: row(['listLeases'], DEFAULT_OVERDUE_FACTOR, checkOverdueFactor),
+  overdueFactor: row(['listLeases'], DEFAULT_OVERDUE_FACTOR, (value, name) =>
+    typeof value === 'number' && Number.isFinite(value) && value >= 1
+      ? value
+      : fail(name, 'a finite number, at least 1', value),
+  ),
   jobName: row(['listRuns'], undefined, checkJobName),
-  limit: row(['listRuns'], 100, (value, name) => checkCount(value, name, 1, MAX_HISTORY_KEEP)),
+  limit: row(['listRuns'], 100, (value, name) => count(value, name, 1, MAX_HISTORY_KEEP)),
   // Kept as UTC text, so a run's own claimedAt (microseconds) pages exactly.
   before: row(['listRuns'], undefined, (value, name): string => {
     const at = parseInstant(value, name)
@@ -124,10 +136,8 @@ export const OPTIONS = {
   // Bounded by default: a crashed holder's open transaction would otherwise hold an admin call for ever.
   lockTimeoutMs: row(ADMIN, 5000, (value, name) => checkMs(value, name)),
   // runDoctor's race: false skips it (a role that may not write); else how many connections race.
-  race: row(['runDoctor'], 10, (value, name): number | false =>
-    value === false ? false : checkCount(value, name, 2, 100),
-  ),
-  rounds: row(['runDoctor'], 20, (value, name) => checkCount(value, name, 1, 1000)),
+  race: row(['runDoctor'], 10, (value, name): number | false => (value === false ? false : count(value, name, 2, 100))),
+  rounds: row(['runDoctor'], 20, (value, name) => count(value, name, 1, 1000)),
   connect: row(['runDoctor'], undefined, checkFunction<() => Promise<Queryable>>),
   signal: row(['runDoctor'], undefined, (value, name) =>
     value instanceof AbortSignal ? value : fail(name, 'an AbortSignal', value),
@@ -149,22 +159,14 @@ export const OPTIONS = {
 } as const
 
 export type OptionName = keyof typeof OPTIONS
+type Default<K extends OptionName> = (typeof OPTIONS)[K]['default']
 
-/**
- * What each option left out is, where that is a value rather than nothing: the CLI shows and uses these.
- *
- * @example
- * DEFAULTS.lockTimeoutMs // 5000
- */
+/** What each option left out is, where that is a value rather than nothing: the CLI shows and uses these. */
 export const DEFAULTS = Object.freeze(
   Object.fromEntries(
     Object.entries(OPTIONS).flatMap(([key, { default: value }]) => (value === undefined ? [] : [[key, value]])),
   ),
-) as {
-  readonly [K in OptionName as (typeof OPTIONS)[K]['default'] extends undefined
-    ? never
-    : K]: (typeof OPTIONS)[K]['default']
-}
+) as { readonly [K in OptionName as Default<K> extends undefined ? never : K]: Default<K> }
 
 export const {
   history: DEFAULT_HISTORY,
@@ -202,8 +204,8 @@ function checkHistory(value: unknown, name: string): HistoryKeep | false {
   if (value === null) fail(name, 'true, false or an object such as { keep: 100, keepFailed: 20 }', value)
   const { keep = HISTORY.keep, keepFailed = HISTORY.keepFailed } = checkOptions(value, ['keep', 'keepFailed'], name)
   return Object.freeze({
-    keep: checkCount(keep, `${name}.keep`, 1, MAX_HISTORY_KEEP),
-    keepFailed: checkCount(keepFailed, `${name}.keepFailed`, 0, MAX_HISTORY_KEEP),
+    keep: count(keep, `${name}.keep`, 1, MAX_HISTORY_KEEP),
+    keepFailed: count(keepFailed, `${name}.keepFailed`, 0, MAX_HISTORY_KEEP),
   })
 }
 
@@ -219,16 +221,12 @@ export function checkDashboardToken(value: unknown, name: string): string {
   if (typeof value !== 'string' || value.trim() === '') fail(name, 'a non-empty string', value)
   const { length } = value.trim()
   if (length < MIN_TOKEN_LENGTH)
-    throw argumentError(
-      name,
-      `must be at least ${MIN_TOKEN_LENGTH} characters, got one of ${length}: a short token can be guessed; make one with: openssl rand -hex 24`,
-    )
+    throw argumentError(name, `must be at least ${MIN_TOKEN_LENGTH} characters, got one of ${length}: ${MAKE_TOKEN}`)
   return value
 }
 
 /**
- * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late a missed occurrence may
- * still be made up for, in ms.
+ * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late, in ms, a missed occurrence is made up for.
  *
  * @example
  * const window: CatchUpWindow = { withinMs: 6 * 3_600_000 }
@@ -242,19 +240,11 @@ export type OptionsOf<E extends EntryPoint> = {
   [K in OptionName]: E extends (typeof OPTIONS)[K]['in'][number] ? K : never
 }[OptionName]
 
-type PerCall = 'occurrence' | 'nextOccurrence'
+const PER_CALL = ['occurrence', 'nextOccurrence'] as const
+type PerCall = (typeof PER_CALL)[number]
 
 export type Compiled = {
-  readonly [K in Exclude<OptionName, PerCall>]:
-    | ReturnType<(typeof OPTIONS)[K]['check']>
-    | (typeof OPTIONS)[K]['default']
-}
-
-/** One call's options: the compiled bag, and the per-call values checked for this call. */
-export interface CallOptions {
-  readonly options: Compiled
-  readonly occurrence: number | null
-  readonly nextOccurrence: number | null
+  readonly [K in Exclude<OptionName, PerCall>]: ReturnType<(typeof OPTIONS)[K]['check']> | Default<K>
 }
 
 type Row = { check: Check<unknown>; default: unknown; required: boolean }
@@ -266,11 +256,9 @@ for (const entry of ALL) {
   KEYS[entry] = (Object.keys(OPTIONS) as OptionName[]).filter((key) =>
     (OPTIONS[key].in as readonly string[]).includes(entry),
   )
-  const kept = KEYS[entry].filter((key) => key !== 'occurrence' && key !== 'nextOccurrence')
+  const kept = KEYS[entry].filter((key) => !(PER_CALL as readonly string[]).includes(key))
   LEFT_OUT[entry] = Object.fromEntries(kept.map((key) => [key, ROWS[key].default]))
 }
-// Names in errors, built once too.
-const NAMES = Object.fromEntries(Object.keys(OPTIONS).map((key) => [key, `opts.${key}`])) as Record<OptionName, string>
 
 /** The option names an entry point accepts, in the table's order. */
 export function optionsOf(entry: EntryPoint): readonly OptionName[] {
@@ -286,17 +274,16 @@ export function compileOptions(entry: EntryPoint, opts: unknown, name = 'opts'):
 }
 
 /** {@link compileOptions}, plus the per-call options (an occurrence) checked for this call. */
-export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts'): CallOptions {
+export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts') {
   const bag = checkOptions(opts, KEYS[entry], name)
   const options: Record<string, unknown> = { ...LEFT_OUT[entry] }
-  const context = { leaseMs }
-  const call = { occurrence: null as unknown, nextOccurrence: null as unknown }
+  const call: Record<PerCall, number | null> = { occurrence: null, nextOccurrence: null }
   for (const key of KEYS[entry]) {
     const given = bag[key]
     if (given === undefined && !ROWS[key].required) continue
-    const value = ROWS[key].check(given, name === 'opts' ? NAMES[key] : `${name}.${key}`, context)
-    if (key === 'occurrence' || key === 'nextOccurrence') call[key] = value
+    const value = ROWS[key].check(given, `${name}.${key}`, { leaseMs })
+    if (key === 'occurrence' || key === 'nextOccurrence') call[key] = value as number | null
     else options[key] = value
   }
-  return { options: Object.freeze(options) as Compiled, ...call } as CallOptions
+  return { options: Object.freeze(options) as Compiled, ...call }
 }

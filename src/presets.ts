@@ -11,8 +11,8 @@ export { MAX_LEASE_MS }
 export const MAX_INTERVAL_MS = 315_576_000_000
 
 /**
- * Lease lengths for common schedules, in ms: about 80% of the interval, so a late timer or an off
- * clock still finds the occurrence taken, and the lease has expired by the next one.
+ * Lease lengths for common schedules, in ms: about 80% of the interval, so a late timer or an off clock still
+ * finds the occurrence taken, and the lease has expired by the next one.
  *
  * @example
  * cron.schedule('* * * * *', () => withCronLease(pool, 'report', LEASE.EVERY_MINUTE, sendReport))
@@ -26,8 +26,7 @@ export const LEASE = Object.freeze({
 })
 
 /**
- * The lease for any fixed interval: 80% of it, in whole ms (at least 1). {@link forInterval} also
- * declares the interval.
+ * The lease for any fixed interval: 80% of it, in whole ms (at least 1). {@link forInterval} adds the interval.
  *
  * @example
  * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
@@ -48,8 +47,7 @@ export interface IntervalLease {
 }
 
 /**
- * The lease for a fixed interval with the interval itself, declared as `everyMs`, so overdue runs
- * are reported and missed ones counted.
+ * The lease for a fixed interval, and the interval as `everyMs`: overdue runs are reported, missed ones counted.
  *
  * @example
  * setInterval(leasedTick(pool, 'sync', forInterval(15_000), sync), 15_000)

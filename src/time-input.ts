@@ -7,12 +7,7 @@ const UNIT_MS = [86_400_000, 3_600_000, 60_000, 1000]
 const DURATION = /^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/
 const DURATION_EXAMPLES = 'such as 90s, 15m, 2h, 1d or 1h30m'
 
-/**
- * A duration such as `1h30m` in ms: whole d, h, m, s, largest first, each at most once; not zero.
- *
- * @example
- * parseDuration('1h30m', 'opts.for') // 5_400_000
- */
+/** A duration such as `1h30m` in ms: whole d, h, m, s, largest first, each at most once; not zero. */
 export function parseDuration(text: string, name: string): number {
   const match = typeof text === 'string' ? DURATION.exec(text) : null
   if (match === null || text === '') return fail(name, `a duration in whole d, h, m and s, ${DURATION_EXAMPLES}`, text)
@@ -34,15 +29,10 @@ export const MAX_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999)
 const WITH_ZONE = 'an ISO-8601 date-time with a zone, such as 2026-12-01T06:00:00Z or 2026-12-01T08:00:00+02:00'
 const UNTIL_RULE = `a valid Date, or ${WITH_ZONE}`
 const ZONE_MISSING = `${WITH_ZONE} (without one it would mean a different instant on every machine)`
+const EXISTING =
+  'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59'
 
-/**
- * An instant as ISO-8601 UTC text. Refused: text without a zone (a different instant on every
- * machine), a time that does not exist (which `Date.parse` rolls over), a Proxy, and years outside
- * 1970-9999. A `Date` is read by the built-in `getTime`, so a subclass cannot show two instants.
- *
- * @example
- * parseUntil('2026-12-01T08:00:00+02:00', 'opts.until') // '2026-12-01T06:00:00.000Z'
- */
+/** An instant (a `Date`, or ISO-8601 text with a zone, of a time that exists, in 1970-9999) as ISO-8601 UTC text. */
 export function parseUntil(value: unknown, name: string): string {
   return new Date(parseInstant(value, name)).toISOString()
 }
@@ -50,14 +40,9 @@ export function parseUntil(value: unknown, name: string): string {
 /** {@link parseUntil}'s instant in ms since the epoch: an occurrence is read by the same rules. */
 export function parseInstant(value: unknown, name: string): number {
   // A Proxy may throw from any trap, so it is refused before anything looks at it.
-  if (types.isProxy(value)) fail(name, UNTIL_RULE, value)
-  // isDate means a real Date (its internal slot), on which the built-in getTime cannot throw.
-  const ms = types.isDate(value)
-    ? Date.prototype.getTime.call(value)
-    : typeof value === 'string'
-      ? isoMs(value, name)
-      : undefined
-  if (ms === undefined) return fail(name, UNTIL_RULE, value)
+  if (types.isProxy(value) || (typeof value !== 'string' && !types.isDate(value))) fail(name, UNTIL_RULE, value)
+  // isDate means a real Date (its internal slot): the built-in getTime cannot throw, nor a subclass show two instants.
+  const ms = typeof value === 'string' ? isoMs(value, name) : Date.prototype.getTime.call(value)
   if (Number.isNaN(ms)) fail(name, 'a valid Date', value)
   if (ms < MIN_MS || ms > MAX_MS)
     fail(name, 'between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z in UTC', value)
@@ -76,11 +61,6 @@ function isoMs(text: string, name: string): number {
   const d = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, fraction))
   d.setUTCFullYear(year)
   const read = [year, d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()]
-  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59)
-    fail(
-      name,
-      'a date and time that exist: a day the month has, hours 00-23, minutes and seconds 00-59, an offset up to ±23:59',
-      text,
-    )
+  if (read.some((n, i) => n !== fields[i]) || offsetHours > 23 || offsetMinutes > 59) fail(name, EXISTING, text)
   return d.getTime() - (match[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
 }

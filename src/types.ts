@@ -5,8 +5,8 @@ export interface QueryResultLike {
 }
 
 /**
- * Anything that runs a parameterised statement: a `pg` Pool or client, PGlite, or an adapter
- * (see `fromPostgresJs`). Only `pg` handles are also sent named prepared statements.
+ * Anything that runs a parameterised statement: a `pg` Pool or client, PGlite, or `fromPostgresJs(sql)`.
+ * Only `pg` handles are also sent named prepared statements.
  *
  * @example
  * const db: Queryable = new pg.Pool({ connectionString: process.env.DATABASE_URL })
@@ -16,8 +16,8 @@ export interface Queryable {
 }
 
 /**
- * Where the library reports what it decided. Every method is optional; `console` fits. A method that
- * throws changes nothing about the run: a warning it could not take goes to `console.warn`.
+ * Where the library reports what it decided; every method is optional, `console` fits. A method that throws
+ * changes nothing about the run: a warning it could not take goes to `console.warn`.
  *
  * @example
  * withCronLease(pool, 'report', LEASE.HOURLY, run, { logger: console })
@@ -77,18 +77,14 @@ export interface LeaseOptions {
   prepare?: boolean
   /** Record how each won tick ended in its row (needs `pg-cron-lease migrate`, else one warning). Default: `true`. */
   record?: boolean
-  /**
-   * Keep each recorded run in the run history (`listRuns`, `pg-cron-lease history`): its last
-   * `keep` runs and, besides, its last `keepFailed` not `ok`; `false`: none. Default: `{ keep: 100, keepFailed: 20 }`.
-   */
+  /** The job's recorded runs kept for `listRuns` ({@link HistoryOptions}); `false`: none. Default: 100 and 20. */
   history?: boolean | HistoryOptions
   /** Fixed interval in ms (max {@link MAX_INTERVAL_MS}): sets the next due time, counts misses. Default: observed. */
   everyMs?: number | null
   /** How far ahead of the database clock an occurrence may lie and still run, in ms. Default: 10% of the lease. */
   clockToleranceMs?: number | null
   /**
-   * The scheduled time of this occurrence (`Date` or ISO text with a zone): no occurrence runs
-   * twice, nor an earlier one. Default: none, the lease alone decides.
+   * The scheduled time of this occurrence (`Date` or ISO text with a zone): none runs twice, nor an earlier one.
    *
    * @example
    * withCronLease(pool, 'report', LEASE.HOURLY, run, { occurrence: ctx.date, nextOccurrence: ctx.task?.getNextRun() })
@@ -110,13 +106,9 @@ export interface LeaseContext {
   /** Sets this claim's expiry to `ms` (default: `leaseMs`) from now; `false` (and `signal` aborts) once it lost. */
   renew(ms?: number): Promise<boolean>
   /**
-   * Fences the tick's own writes on this claim, in your open transaction: the job's row is locked
-   * `FOR KEY SHARE` until it ends, so no successor claim wins meanwhile. Rejects with a
-   * `LeaseLostError` once another claim replaced this one (docs/failure-modes.md#fenced-writes).
-   *
-   * @example
-   * await client.query('BEGIN')
-   * await ctx.fence(client) // rejects with LeaseLostError once another claim runs the job
+   * Fences the tick's own writes in your open transaction: the job's row is locked `FOR KEY SHARE` until it ends,
+   * so no successor claim wins meanwhile. Rejects with a `LeaseLostError` once another claim replaced this one
+   * (docs/failure-modes.md#fenced-writes).
    */
   fence(client: Queryable): Promise<void>
   /** The job name passed to `withCronLease`. */
@@ -131,10 +123,7 @@ export interface LeaseContext {
   readonly occurrence: Date | null
   /** Occurrences that fell due since the previous run and will never run; 0 when unknown. */
   readonly missed: number
-  /**
-   * Aborts once this claim is known to have lost the lease (a failed renew or keep-alive beat), or
-   * once a shutdown stops the run (`drainLeases`), with an error saying which.
-   */
+  /** Aborts, with an error saying why, once the lease is known lost or `drainLeases` stops the run. */
   readonly signal: AbortSignal
 }
 

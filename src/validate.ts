@@ -1,7 +1,6 @@
 /** Argument checks shared by every entry point: a TypeError naming the argument, before any query. */
 import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
-import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
 import type { Queryable } from './types.js'
 
 /**
@@ -56,25 +55,17 @@ export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 
   return ms
 }
 
-export function checkCount(value: unknown, name: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max)
-    fail(name, `a whole number from ${min} to ${max}`, value)
-  return value
-}
-
 export function checkFunction<F>(value: unknown, name: string): F {
   return typeof value === 'function' ? (value as F) : fail(name, 'a function', value)
 }
 
+type Bag<K extends string> = Partial<Record<K, unknown>>
+
 /** An option bag, read once so a getter cannot give the check one value and the use another; `null` is none. */
-export function checkOptions<K extends string>(
-  opts: unknown,
-  keys: readonly K[],
-  name = 'opts',
-): Partial<Record<K, unknown>> {
+export function checkOptions<K extends string>(opts: unknown, keys: readonly K[], name = 'opts'): Bag<K> {
   if (opts === undefined || opts === null) return {}
   if (typeof opts !== 'object') fail(name, 'an object', opts)
-  const bag: Partial<Record<K, unknown>> = {}
+  const bag: Bag<K> = {}
   let own: string[] | undefined
   try {
     // Every look at a revoked Proxy throws, Array.isArray included.
@@ -84,29 +75,10 @@ export function checkOptions<K extends string>(
     fail(name, 'an object whose properties can be read', opts)
   }
   if (own === undefined) return fail(name, 'an object', opts)
-  for (const key of own) {
-    if (!(keys as readonly string[]).includes(key))
-      fail(`${name}.${key}`, `one of the known options (${keys.join(', ')})`, key)
-  }
+  const unknown = own.find((key) => !(keys as readonly string[]).includes(key))
+  if (unknown !== undefined) fail(`${name}.${unknown}`, `one of the known options (${keys.join(', ')})`, unknown)
   return bag
-}
-
-export function checkTable(table: unknown, name = 'opts.table'): string {
-  if (table === undefined) return DEFAULT_TABLE
-  try {
-    quoteTable(table as string)
-  } catch {
-    fail(name, TABLE_RULE, table)
-  }
-  return table as string
 }
 
 /** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */
 export const DEFAULT_OVERDUE_FACTOR = 2
-
-export function checkOverdueFactor(value: unknown, name = 'opts.overdueFactor'): number {
-  if (value === undefined) return DEFAULT_OVERDUE_FACTOR
-  return typeof value === 'number' && Number.isFinite(value) && value >= 1
-    ? value
-    : fail(name, 'a finite number, at least 1', value)
-}
