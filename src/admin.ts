@@ -152,11 +152,10 @@ type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'rel
 // Each admin statement takes the job as $1 and the longest wait for its row lock last.
 async function changeJob(db: Queryable, text: string, params: unknown[], change: Change) {
   const { jobName, lockTimeoutMs } = change
-  const result = await runStatement(db, text, [jobName, ...params, lockTimeoutMs], false).catch(
-    async (error: unknown) => {
-      throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
-    },
-  )
+  const sent = runStatement(db, text, [jobName, ...params, lockTimeoutMs], false)
+  const result = await sent.catch(async (error: unknown) => {
+    throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
+  })
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
   if (!Array.isArray(rows) || rows.length > 1) {
     throw new TypeError(

@@ -150,6 +150,8 @@ export function cellsOf(row: unknown, what: string) {
   return { bad, text, textOrNull: orNull(text), number, numberOrNull: orNull(number), flag, oneOf }
 }
 
+export const LAST_OUTCOMES = ['running', 'ok', 'error', 'unfinished'] as const
+
 // A guess at a value this code does not understand could report a held lease as free.
 function readLease(row: unknown, table: string, overdueFactor: number, graceMs: number | undefined): LeaseInfo {
   const { bad, text, textOrNull, number, numberOrNull, flag, oneOf } = cellsOf(row, `a lease row of ${table}`)
@@ -167,7 +169,7 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     held: flag('held'),
     remainingMs,
     checkedAt: text('checked_at'),
-    lastOutcome: oneOf('last_outcome', ['running', 'ok', 'error', 'unfinished'] as const),
+    lastOutcome: oneOf('last_outcome', LAST_OUTCOMES),
     lastEndedOutcome: oneOf('last_ended_outcome', ['ok', 'error', 'unfinished'] as const),
     lastStartedAt: textOrNull('last_started_at'),
     lastFinishedAt: textOrNull('last_finished_at'),
