@@ -18,10 +18,7 @@ import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
  * const opts: JobOptions = { table: 'jobs.leases', lockTimeoutMs: 10_000 }
  */
 export interface JobOptions extends Pick<LeaseOptions, 'table'> {
-  /**
-   * How long to wait for the job's row lock, in ms, before rejecting with an error that names the
-   * job and what holds the lock (a crashed holder's open transaction). Default: 5000.
-   */
+  /** The longest wait for the job's row lock, in ms; the error then names what holds it. Default: 5000. */
   lockTimeoutMs?: number
 }
 
@@ -50,11 +47,9 @@ export interface JobState {
 }
 
 /**
- * Pauses a job on every replica: the pause holds its lease until it ends. A running tick is not
- * stopped, but its next renew fails; its own lease is kept. The occurrences that fall due while
- * paused are skipped, neither overdue nor missed; those already missed are counted now. `false`
- * when the job has no row.
- * Needs the current shape (`pg-cron-lease migrate`).
+ * Pauses a job on every replica until the pause ends; a running tick's next renew fails, its own lease kept.
+ * Occurrences due while paused are skipped, not missed; those already missed are counted now. `false` when
+ * the job has no row. Needs the current shape (`pg-cron-lease migrate`).
  *
  * @example
  * await pauseJob(pool, 'billing:hourly', { forMs: 30 * 60_000 }) // skip the next half hour
@@ -95,11 +90,7 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
   const row = await changeJob(db, pauseSql(table), [forMs, until], { table, jobName, doing: 'pause', lockTimeoutMs })
   // Judged by the database clock; the statement wrote nothing when the end had passed.
   if (row?.in_future === false) {
-    fail(
-      'opts.until',
-      `a time in the future by the database clock (${String(row.clock_at)}); nothing was changed`,
-      until,
-    )
+    fail('opts.until', `a time in the future by the database clock (${row.clock_at}); nothing was changed`, until)
   }
   return jobState(row)
 }
@@ -115,9 +106,8 @@ export async function resume(db: Queryable, jobName: string, opts?: JobOptions):
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table, lockTimeoutMs } = opening(db, jobName, 'releaseLease', opts)
   const shape = await requireShape(db, table, undefined)
-  return jobState(
-    await changeJob(db, releaseSql(table, shape), [], { table, jobName, doing: 'release', lockTimeoutMs }),
-  )
+  const row = await changeJob(db, releaseSql(table, shape), [], { table, jobName, doing: 'release', lockTimeoutMs })
+  return jobState(row)
 }
 
 function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOptions | undefined) {
@@ -157,21 +147,15 @@ function jobState(row: Record<string, unknown> | null): JobState | null {
 /** The `code` of the error a change rejects with when the job's row stayed locked past `lockTimeoutMs`. */
 export const ROW_LOCKED = ERROR_CODES.ROW_LOCKED
 
-interface Change {
-  table: string
-  jobName: string
-  doing: 'pause' | 'resume' | 'release'
-  lockTimeoutMs: number
-}
+type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'release'; lockTimeoutMs: number }
 
 // Each admin statement takes the job as $1 and the longest wait for its row lock last.
 async function changeJob(db: Queryable, text: string, params: unknown[], change: Change) {
   const { jobName, lockTimeoutMs } = change
-  const result = await runStatement(db, text, [jobName, ...params, lockTimeoutMs], false).catch(
-    async (error: unknown) => {
-      throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
-    },
-  )
+  const sent = runStatement(db, text, [jobName, ...params, lockTimeoutMs], false)
+  const result = await sent.catch(async (error: unknown) => {
+    throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
+  })
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
   if (!Array.isArray(rows) || rows.length > 1) {
     throw new TypeError(

@@ -30,9 +30,8 @@ export interface LeaseInfo {
   /** The database clock reading all rows of one call were judged at. */
   checkedAt: string
   /**
-   * The last run: `running` while its claim's lease holds; `ok` or `error` once recorded; `unfinished`
-   * when its lease ended with no outcome (its replica died or lost the lease); `null` when none was
-   * recorded, or its scheduler could not say. Claims that record no run change nothing here.
+   * The last run: `running` while its lease holds, `ok` or `error` once recorded, `unfinished` when its lease ended
+   * with no outcome (its replica died or lost it); `null` when none was recorded or its scheduler could not say.
    */
   lastOutcome: 'running' | 'ok' | 'error' | 'unfinished' | null
   /** How the last run that has ended ended (`lastOutcome`, or the one before while a run runs): what `check` judges. */
@@ -49,10 +48,7 @@ export interface LeaseInfo {
   lastSuccessAt: string | null
   /** The job's interval in ms: declared, else given by its scheduler, else observed; `null` while unknown. */
   everyMs: number | null
-  /**
-   * Not paused, and past its due time (`nextDueAt`, else the last claim plus `everyMs`; after a pause,
-   * its first occurrence at or after the end) by more than the grace ({@link ListLeasesOptions}).
-   */
+  /** Not paused, and past its due time (`nextDueAt`, else the last claim plus `everyMs`) by more than the grace. */
   overdue: boolean
   /** The scheduled time of the latest occurrence claimed, as the scheduler named it; `null` if none. */
   lastOccurrence: string | null
@@ -154,6 +150,8 @@ export function cellsOf(row: unknown, what: string) {
   return { bad, text, textOrNull: orNull(text), number, numberOrNull: orNull(number), flag, oneOf }
 }
 
+export const LAST_OUTCOMES = ['running', 'ok', 'error', 'unfinished'] as const
+
 // A guess at a value this code does not understand could report a held lease as free.
 function readLease(row: unknown, table: string, overdueFactor: number, graceMs: number | undefined): LeaseInfo {
   const { bad, text, textOrNull, number, numberOrNull, flag, oneOf } = cellsOf(row, `a lease row of ${table}`)
@@ -171,7 +169,7 @@ function readLease(row: unknown, table: string, overdueFactor: number, graceMs: 
     held: flag('held'),
     remainingMs,
     checkedAt: text('checked_at'),
-    lastOutcome: oneOf('last_outcome', ['running', 'ok', 'error', 'unfinished'] as const),
+    lastOutcome: oneOf('last_outcome', LAST_OUTCOMES),
     lastEndedOutcome: oneOf('last_ended_outcome', ['ok', 'error', 'unfinished'] as const),
     lastStartedAt: textOrNull('last_started_at'),
     lastFinishedAt: textOrNull('last_finished_at'),

@@ -32,9 +32,8 @@ export interface RunInfo {
   /** How long the tick took, in ms (this process's monotonic clock); `null` while it runs, and for an unfinished run. */
   durationMs: number | null
   /**
-   * `running` while its claim's lease holds; then `ok` or `error`, or `unfinished` once its lease
-   * ended with no outcome (its replica died or lost the lease; a late end is still written).
-   * `unknown` only for a node-cron task the coordinator does not `watch`. A run not recorded
+   * `running` while its lease holds; then `ok` or `error`, or `unfinished` once its lease ended with no outcome (a late
+   * end is still written). `unknown` only for a node-cron task the coordinator does not `watch`. A run not recorded
    * (`record: false`, `history: false`, the original package) has no row.
    */
   outcome: 'running' | 'ok' | 'error' | 'unfinished' | 'unknown'
@@ -84,20 +83,19 @@ export async function listRuns(db: Queryable, opts?: ListRunsOptions): Promise<R
 }
 
 function readRun(row: unknown): RunInfo {
-  const r = (row ?? {}) as Record<string, unknown>
-  const text = cellsOf(row, 'a run').textOrNull
-  const claimedAt = text('claimed_at') as string
+  const { text, textOrNull, number, numberOrNull, flag } = cellsOf(row, 'a run')
+  const claimedAt = text('claimed_at')
   return {
-    jobName: text('job_name') as string,
-    occurrence: text('occurrence'),
-    holder: text('holder'),
+    jobName: text('job_name'),
+    occurrence: textOrNull('occurrence'),
+    holder: textOrNull('holder'),
     claimedAt,
     startedAt: claimedAt,
-    finishedAt: text('finished_at'),
-    durationMs: r.duration_ms === null ? null : Number(r.duration_ms),
+    finishedAt: textOrNull('finished_at'),
+    durationMs: numberOrNull('duration_ms'),
     outcome: text('outcome') as RunInfo['outcome'],
-    error: text('error'),
-    missed: Number(r.missed),
-    catchUp: r.catch_up === true,
+    error: textOrNull('error'),
+    missed: number('missed'),
+    catchUp: flag('catch_up'),
   }
 }

@@ -1,15 +1,12 @@
 /** The jobs as Prometheus text format 0.0.4 (node_exporter's textfile collector reads it), ending `# EOF` as OpenMetrics wants. */
 import { msBetween } from './human.js'
-import type { LeaseInfo } from './list-leases.js'
+import { LAST_OUTCOMES, type LeaseInfo } from './list-leases.js'
 
 // No timestamps (the collector refuses them); unknown values are left out, never made up.
 const flag = (on: boolean) => (on ? 1 : 0)
 // Rounded to the microsecond, the precision of the timestamps, so a value reads 0.000072, not 0.00007156699988991022.
 const seconds = (ms: number | null) => (ms === null ? null : Math.round(ms * 1000) / 1e6)
 const age = (lease: LeaseInfo, at: string | null) => (at === null ? null : Math.max(0, msBetween(lease.checkedAt, at)))
-
-// A state set: one sample per state of the last run, 1 for the one it is in.
-const LAST_RUN_STATES = ['running', 'ok', 'error', 'unfinished'] as const
 
 const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number | Record<string, number> | null }> = {
   pg_cron_lease_held: {
@@ -34,8 +31,9 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
   pg_cron_lease_last_outcome: {
     help: 'The state of the last run of the job: 1 for the outcome label it is in (running, ok, error, unfinished), 0 for the others; absent when unknown.',
+    // A state set: one sample per state of the last run, 1 for the one it is in.
     value: (l) =>
-      l.lastOutcome === null ? null : Object.fromEntries(LAST_RUN_STATES.map((s) => [s, flag(l.lastOutcome === s)])),
+      l.lastOutcome === null ? null : Object.fromEntries(LAST_OUTCOMES.map((s) => [s, flag(l.lastOutcome === s)])),
   },
   pg_cron_lease_interval_seconds: {
     help: 'The interval of the job in seconds, declared or observed between runs; absent while unknown.',

@@ -198,10 +198,9 @@ function doBlock(body: string): string {
 }
 
 /**
- * A catch-up: wins once the stored due time passed unclaimed within `$4` ms (`$5` the next due time
- * in ms from now, `$6` the next occurrence, `$7` the interval; `$1`–`$3`, and `$8`–`$9` for
- * `history`, as the claim's `$1`–`$3` and `$9`–`$10`). Compared in ms: the clock minus it could
- * leave timestamp range. The lock sits last in a CASE: an AND may run it first, costing a loser an xid.
+ * A catch-up: wins once the stored due time passed unclaimed within `$4` ms; `$5`–`$7` the next due time (ms from
+ * now), occurrence and interval; the rest as the claim's (`$8`–`$9` as its `$9`–`$10`). In ms, as the clock minus
+ * it could leave timestamp range. The lock is last in a CASE: an AND may run it first, costing a loser an xid.
  */
 export function catchUpSql(table: string, kind: RunKind): string {
   const t = quoteTable(table)
@@ -470,10 +469,7 @@ WHERE run.job_name = $1::text AND run.run_number = coalesce((SELECT $6::bigint F
 // The doctor's race job, never listed as the user's.
 const NOT_DOCTOR = `!~ '^pg-cron-lease:doctor:[0-9a-f]{16}$'`
 
-/**
- * Every lease but the doctor's, in byte order, by one clock read (an empty table: one row, no job).
- * `history`: the row counts the runs that died.
- */
+/** Every lease but the doctor's in byte order, at one clock read (none: one row, no job); `history`: with dead runs. */
 export function listLeasesSql(table: string, shape: Shape, history = false): string {
   // Materialized, as a subquery could be rescanned; the space in the name shadows no table.
   const at = '"db clock".at'
@@ -669,10 +665,7 @@ WHERE NOT EXISTS (SELECT FROM exact) AND age(other.backend_xid) >= age(lease.xma
 ORDER BY pid`
 }
 
-/**
- * The table's shape, whether it has the run history (`history_shape`) and this role may write it
- * (`history`), and the database clock; read-only and lockless (safe in a transaction).
- */
+/** The table's shape, its run history (`history_shape`; `history`: writable) and the clock; read-only and lockless. */
 export function tableFactsSql(): string {
   return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,

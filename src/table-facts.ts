@@ -3,7 +3,7 @@
  * minute until current with its run history: an upgrade is picked up without a restart.
  */
 import { clockOffset, monotonicMs } from './clock.js'
-import { knowledgeOf } from './handle.js'
+import { knowledgeOf, type TableKnowledge } from './handle.js'
 import { runStatement } from './query.js'
 import { type Shape, tableFactsParams } from './sql.js'
 import { TABLE_FACTS } from './statements.js'
@@ -24,24 +24,20 @@ export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | und
 
 /** Reads the shape and the database clock (the offset estimate); racing first claims share one read. */
 export function readFacts({ db, table }: Asking, known = knowledgeOf(db, table)): Promise<Shape | undefined> {
-  if (known.reading !== undefined) return known.reading
+  known.reading ??= read({ db, table }, known).finally(() => {
+    known.reading = undefined
+  })
+  return known.reading
+}
+
+async function read({ db, table }: Asking, known: TableKnowledge): Promise<Shape | undefined> {
   const sentWallMs = Date.now()
   // Plain text: a statement sent once per handle gains nothing from a prepared plan.
-  known.reading = runStatement(db, TABLE_FACTS, tableFactsParams(table), false).then(
-    (result) => {
-      known.reading = undefined
-      const row = firstRow(result)
-      known.shape = row?.exists !== true ? undefined : row.current === true ? 'current' : 'original'
-      known.history = known.shape === 'current' && row?.history === true
-      known.readAt = monotonicMs()
-      const offsetMs = typeof row?.checked_at === 'string' ? clockOffset(row.checked_at, sentWallMs, Date.now()) : null
-      if (offsetMs !== null) known.clock = { offsetMs, at: known.readAt }
-      return known.shape
-    },
-    (error: unknown) => {
-      known.reading = undefined
-      throw error
-    },
-  )
-  return known.reading
+  const row = firstRow(await runStatement(db, TABLE_FACTS, tableFactsParams(table), false))
+  known.shape = row?.exists !== true ? undefined : row.current === true ? 'current' : 'original'
+  known.history = known.shape === 'current' && row?.history === true
+  known.readAt = monotonicMs()
+  const offsetMs = typeof row?.checked_at === 'string' ? clockOffset(row.checked_at, sentWallMs, Date.now()) : null
+  if (offsetMs !== null) known.clock = { offsetMs, at: known.readAt }
+  return known.shape
 }
