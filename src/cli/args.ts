@@ -242,17 +242,12 @@ function commandAfterDashes(name: string, tokens: Token[]): string[] {
 
 // parseArgs keeps the last repeat: `--for 1h --for 2h` would silently pause for 2h.
 function refuseRepeats(command: string, tokens: Token[]): void {
-  const seen = new Set<string>()
-  for (const { kind, name } of tokens) {
-    if (kind !== 'option' || name === undefined) continue
-    const spec: OptionSpec = OPTIONS[name as OptionName]
-    // The values are not shown: one of them may be a --url with a password.
-    if (!spec.multiple && seen.has(name)) {
-      const once = spec.type === 'string' ? 'it takes one value, so give it once' : 'give it once'
-      throw misuse(`--${name} is given more than once; ${once}`, command)
-    }
-    seen.add(name)
-  }
+  const names = tokens.flatMap((t) => (t.kind === 'option' ? [t.name as OptionName] : []))
+  const repeated = names.find((name, i) => !(OPTIONS[name] as OptionSpec).multiple && names.indexOf(name) !== i)
+  if (repeated === undefined) return
+  // The values are not shown: one of them may be a --url with a password.
+  const once = OPTIONS[repeated].type === 'string' ? 'it takes one value, so give it once' : 'give it once'
+  throw misuse(`--${repeated} is given more than once; ${once}`, command)
 }
 
 /** A library check of what was typed; its argument error becomes a usage error naming the flag. */
