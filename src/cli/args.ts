@@ -217,11 +217,8 @@ function whole(text: string, flagName: string, min: number, max: number): number
 
 function jobArgument(name: string, positionals: string[]): string {
   if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
-  if (positionals.length > 1) {
-    throw usage(
-      `${name} takes one job, got ${positionals.length}: ${positionals.map((p) => JSON.stringify(p)).join(' ')}`,
-    )
-  }
+  const shown = positionals.map((p) => JSON.stringify(p)).join(' ')
+  if (positionals.length > 1) throw usage(`${name} takes one job, got ${positionals.length}: ${shown}`)
   return valid(() => checkJobName(positionals[0], '<job>'))
 }
 

@@ -134,11 +134,9 @@ function lastRun(l: LeaseInfo, paint: Paint): Cell {
   }
   if (l.lastFinishedAt === null) return { text: '-', paint: paint.plain }
   const when = ago(msBetween(l.checkedAt, l.lastFinishedAt))
-  if (l.lastOutcome === 'error' || l.lastOutcome === 'unfinished') {
-    return { text: `${l.lastOutcome} ${when}`, paint: paint.red }
-  }
+  const failed = l.lastOutcome === 'error' || l.lastOutcome === 'unfinished'
   // null: the scheduler could not say how it ended (a node-cron coordinator run).
-  return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: paint.plain }
+  return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: failed ? paint.red : paint.plain }
 }
 
 function nextDue(l: LeaseInfo, paint: Paint): Cell {
