@@ -15,73 +15,63 @@ export const BIN = 'pg-cron-lease'
 
 type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean; arg?: string; help: string }
 
-const text = (arg: string, help: string, multiple = false) => ({ type: 'string', arg, help, multiple }) as const
+// Written as its help line reads: the value's placeholder, then what the option does.
+function text(line: string, multiple = false) {
+  const space = line.indexOf(' ')
+  return { type: 'string', arg: line.slice(0, space), help: line.slice(space + 1), multiple } as const
+}
+const repeatable = (line: string) => text(line, true)
 const flagOnly = (help: string) => ({ type: 'boolean', help }) as const
 
 export const OPTIONS = {
-  table: text('<name>', `The lease table, name or schema.name (default: ${DEFAULT_TABLE})`),
-  url: text('<url>', 'Postgres connection URL (default: the DATABASE_URL variable)'),
-  format: text('<format>', 'text (default), json (the entries listLeases() returns) or prometheus'),
+  table: text(`<name> The lease table, name or schema.name (default: ${DEFAULT_TABLE})`),
+  url: text('<url> Postgres connection URL (default: the DATABASE_URL variable)'),
+  format: text('<format> text (default), json (the entries listLeases() returns) or prometheus'),
   json: flagOnly('Print JSON'),
   'overdue-factor': text(
-    '<n>',
-    `Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+    `<n> Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
   ),
   grace: text(
-    '<duration>',
-    `A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
+    `<duration> A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
   ),
-  job: text('<name>', 'Check only this job; repeat for more. A job with no row is unhealthy', true),
-  limit: text('<n>', 'At most this many, a whole number from 1 to 10000'),
-  for: text('<duration>', 'Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m'),
-  until: text('<iso>', 'Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00'),
-  host: text('<host>', 'The address to listen on (default 127.0.0.1); beyond loopback, a token is required'),
-  port: text('<port>', 'The port to listen on, 0 for any free one (default 8080)'),
+  job: repeatable('<name> Check only this job; repeat for more. A job with no row is unhealthy'),
+  limit: text('<n> At most this many, a whole number from 1 to 10000'),
+  for: text('<duration> Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m'),
+  until: text('<iso> Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00'),
+  host: text('<host> The address to listen on (default 127.0.0.1); beyond loopback, a token is required'),
+  port: text('<port> The port to listen on, 0 for any free one (default 8080)'),
   'base-path': text(
-    '<path>',
-    'The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
+    '<path> The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
   ),
   'allow-actions': flagOnly('Show pause, resume and release buttons and accept them; needs a token'),
-  'allowed-host': text(
-    '<name>',
-    'Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
-    true,
+  'allowed-host': repeatable(
+    '<name> Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
   ),
   'token-file': text(
-    '<file>',
-    'Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
+    '<file> Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
   ),
   'lock-timeout': text(
-    '<duration>',
-    `How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
+    `<duration> How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
   ),
-  race: text('<n>', `How many connections race (default ${DOCTOR_RACE}, 2 to 100)`),
-  rounds: text('<n>', `How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)`),
+  race: text(`<n> How many connections race (default ${DOCTOR_RACE}, 2 to 100)`),
+  rounds: text(`<n> How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)`),
   'no-race': flagOnly('Skip the race, for a role that may not write'),
-  cron: text(
-    '<expr>',
-    'The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
-  ),
-  tz: text('<zone>', 'The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)'),
+  cron: text('<expr> The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)'),
+  tz: text('<zone> The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)'),
   every: text(
-    '<duration>',
-    'The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
+    '<duration> The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
   ),
   lease: text(
-    '<duration>',
-    'How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
+    '<duration> How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
   ),
   within: text(
-    '<duration>',
-    'How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
+    '<duration> How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
   ),
   'kill-after': text(
-    '<duration>',
-    'Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
+    '<duration> Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
   ),
   'skipped-exit': text(
-    '<n>',
-    'The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
+    '<n> The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
   ),
 } as const satisfies Record<string, OptionSpec>
 
@@ -163,12 +153,14 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   const on = parsed.values as Record<string, boolean | undefined>
   const many = parsed.values as Record<string, string[] | undefined>
   const ms = (option: OptionName) => read(given[option], (text) => valid(() => parseDuration(text, `--${option}`)))
+  const count = <K extends 'race' | 'rounds' | 'limit'>(option: K) =>
+    read(given[option], (text) => library(option, decimal(text, /^\d+$/)))
   if (given.for !== undefined && given.until !== undefined) {
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
   }
-  if (on['no-race'] && (given.race !== undefined || given.rounds !== undefined)) {
-    const other = given.race !== undefined ? 'race' : 'rounds'
-    throw misuse(`--no-race cannot go with --${other}: there is no race to size`, name)
+  const sized = ['race', 'rounds'].find((option) => given[option] !== undefined)
+  if (on['no-race'] && sized !== undefined) {
+    throw misuse(`--no-race cannot go with --${sized}: there is no race to size`, name)
   }
   return {
     table: library('table', given.table),
@@ -193,10 +185,10 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
     cron: given.cron,
     tz: given.tz,
     skippedExit: read(given['skipped-exit'], (text) => whole(text, '--skipped-exit', 0, 255)),
-    race: on['no-race'] ? false : read(given.race, (text) => library('race', decimal(text, /^\d+$/), '--race')),
-    rounds: read(given.rounds, (text) => library('rounds', decimal(text, /^\d+$/), '--rounds')),
+    race: on['no-race'] ? false : count('race'),
+    rounds: count('rounds'),
     forMs: ms('for'),
-    limit: read(given.limit, (text) => library('limit', decimal(text, /^\d+$/), '--limit')),
+    limit: count('limit'),
     until: read(given.until, (text) => valid(() => parseUntil(text, '--until'))),
   }
 }
@@ -225,11 +217,8 @@ function whole(text: string, flagName: string, min: number, max: number): number
 
 function jobArgument(name: string, positionals: string[]): string {
   if (positionals.length === 0) throw misuse(`${name} needs the name of a job: ${BIN} ${name} <job>`, name)
-  if (positionals.length > 1) {
-    throw usage(
-      `${name} takes one job, got ${positionals.length}: ${positionals.map((p) => JSON.stringify(p)).join(' ')}`,
-    )
-  }
+  const shown = positionals.map((p) => JSON.stringify(p)).join(' ')
+  if (positionals.length > 1) throw usage(`${name} takes one job, got ${positionals.length}: ${shown}`)
   return valid(() => checkJobName(positionals[0], '<job>'))
 }
 
@@ -250,17 +239,12 @@ function commandAfterDashes(name: string, tokens: Token[]): string[] {
 
 // parseArgs keeps the last repeat: `--for 1h --for 2h` would silently pause for 2h.
 function refuseRepeats(command: string, tokens: Token[]): void {
-  const seen = new Set<string>()
-  for (const { kind, name } of tokens) {
-    if (kind !== 'option' || name === undefined) continue
-    const spec: OptionSpec = OPTIONS[name as OptionName]
-    // The values are not shown: one of them may be a --url with a password.
-    if (!spec.multiple && seen.has(name)) {
-      const once = spec.type === 'string' ? 'it takes one value, so give it once' : 'give it once'
-      throw misuse(`--${name} is given more than once; ${once}`, command)
-    }
-    seen.add(name)
-  }
+  const names = tokens.flatMap((t) => (t.kind === 'option' ? [t.name as OptionName] : []))
+  const repeated = names.find((name, i) => !(OPTIONS[name] as OptionSpec).multiple && names.indexOf(name) !== i)
+  if (repeated === undefined) return
+  // The values are not shown: one of them may be a --url with a password.
+  const once = OPTIONS[repeated].type === 'string' ? 'it takes one value, so give it once' : 'give it once'
+  throw misuse(`--${repeated} is given more than once; ${once}`, command)
 }
 
 /** A library check of what was typed; its argument error becomes a usage error naming the flag. */

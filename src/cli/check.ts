@@ -57,9 +57,7 @@ export function renderCheck({ healthy, jobs, table, checkedAt }: CheckResult): s
 
 export const renderCheckJson: (result: CheckResult) => string = jsonText
 
-export function checkExitCode(result: CheckResult): ExitCode {
-  return result.healthy ? EXIT.OK : EXIT.UNHEALTHY
-}
+export const checkExitCode = (result: CheckResult): ExitCode => (result.healthy ? EXIT.OK : EXIT.UNHEALTHY)
 
 export function leaseQuery({ table, overdueFactor, graceMs }: Values): ListLeasesOptions {
   return { table, overdueFactor, overdueGraceMs: graceMs }

@@ -99,16 +99,14 @@ export async function openClient(target: Target): Promise<pg.Client> {
 }
 
 export const withClient: Connect = async (target, doing, work) => {
-  const failed = (error: unknown) => new Exit(explain(error, target, doing), EXIT.FAILED)
-  const client = await openClient(target).catch((error) => {
-    throw error instanceof Exit ? error : failed(error)
-  })
+  let client: pg.Client | undefined
   try {
+    client = await openClient(target)
     return await work(client)
   } catch (error) {
-    throw error instanceof Exit ? error : failed(error)
+    throw error instanceof Exit ? error : new Exit(explain(error, target, doing), EXIT.FAILED)
   } finally {
-    await client.end().catch(() => {})
+    await client?.end().catch(() => {})
   }
 }
 

@@ -69,31 +69,28 @@ export const dashboard: Command = {
 }
 
 function readToken(file: string | undefined, env: Readonly<Record<string, string | undefined>>): string | undefined {
-  let text = env[TOKEN_VARIABLE]
-  let source = TOKEN_VARIABLE
-  if (file !== undefined) {
-    const shown = JSON.stringify(file)
-    try {
-      text = readFileSync(file, 'utf8')
-      // Group and others: on Windows the mode says nothing of who may read the file.
-      const mode = statSync(file).mode & 0o777
-      if ((mode & 0o077) !== 0 && process.platform !== 'win32') {
-        throw usage(
-          `--token-file ${shown} may be read or written by others (mode ${mode.toString(8).padStart(4, '0')}): anyone on this machine could take the token or change it; run chmod 600 ${shown}`,
-        )
-      }
-    } catch (error) {
-      if (error instanceof Exit) throw error
-      throw usage(`cannot read --token-file ${shown}: ${oneLine(error)}`)
-    }
-    // A file usually ends in a newline that is not part of the token.
-    if (text.trim() === '') throw usage(`--token-file ${shown} is empty`)
-    source = `the token in --token-file ${shown}`
+  if (file === undefined) {
+    const text = env[TOKEN_VARIABLE]?.trim()
+    return text ? valid(() => checkDashboardToken(text, TOKEN_VARIABLE)) : undefined
   }
-  if (text === undefined || text.trim() === '') return undefined
-  return valid(() => checkDashboardToken(text.trim(), source))
+  const shown = JSON.stringify(file)
+  let text: string
+  let mode: number
+  try {
+    text = readFileSync(file, 'utf8').trim()
+    mode = statSync(file).mode & 0o777
+  } catch (error) {
+    throw usage(`cannot read --token-file ${shown}: ${oneLine(error)}`)
+  }
+  // Group and others: on Windows the mode says nothing of who may read the file.
+  if ((mode & 0o077) !== 0 && process.platform !== 'win32') {
+    throw usage(
+      `--token-file ${shown} may be read or written by others (mode ${mode.toString(8).padStart(4, '0')}): anyone on this machine could take the token or change it; run chmod 600 ${shown}`,
+    )
+  }
+  // A file usually ends in a newline that is not part of the token.
+  if (text === '') throw usage(`--token-file ${shown} is empty`)
+  return valid(() => checkDashboardToken(text, `the token in --token-file ${shown}`))
 }
 
-function loopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)
-}
+const loopback = (host: string) => host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host)

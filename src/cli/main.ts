@@ -25,19 +25,10 @@ export interface CliIo {
   connect?: Connect
 }
 
-export const COMMANDS: Readonly<Record<string, Command>> = {
-  sql,
-  migrate,
-  status,
-  check,
-  history,
-  doctor,
-  pause,
-  resume,
-  release,
-  dashboard,
-  exec,
-}
+// In the order the main help lists them.
+const ALL = { sql, migrate, status, check, history, doctor, pause, resume, release, dashboard, exec }
+
+export const COMMANDS: Readonly<Record<string, Command>> = ALL
 
 const NAMES = Object.keys(COMMANDS)
 

@@ -52,27 +52,20 @@ export const migrate: Command = {
   },
 }
 
-/** What migrate found and did: the table's columns before (null: no table) and after. */
-export interface Migration {
-  table: string
-  where: string
-  before: number | null
-  after: number
-  /** Whether the run history table was made. */
-  history: boolean
-}
+// What migrate found and did: the table's columns before (null: no table) and after; history: the run history table was made.
+type Migration = { table: string; where: string; before: number | null; after: number; history: boolean }
 
 export function describeMigration({ table, where, before, after, history }: Migration, paint: Paint): string {
   const runs = `its run history ${historyTableOf(table)}`
   if (before === null) return `${paint.green('Created')} table ${table} and ${runs} in ${where}.\n`
   if (after > before || history) {
     const added = after - before
-    const columns =
-      added > 0
-        ? `added ${added} ${added === 1 ? 'column' : 'columns'} for outcomes, pauses, occurrence keys and the history`
-        : ''
-    const made = history ? `created ${runs}` : ''
-    return `${paint.green('Upgraded')} table ${table} in ${where}: ${[columns, made].filter(Boolean).join(', and ')}.\n`
+    const done = [
+      added > 0 &&
+        `added ${added} ${added === 1 ? 'column' : 'columns'} for outcomes, pauses, occurrence keys and the history`,
+      history && `created ${runs}`,
+    ]
+    return `${paint.green('Upgraded')} table ${table} in ${where}: ${done.filter(Boolean).join(', and ')}.\n`
   }
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }

@@ -65,6 +65,14 @@ export const renderStatusJson: (leases: LeaseInfo[]) => string = jsonText
 
 type Cell = { text: string; paint: (text: string) => string }
 
+// In this order in STATE, and counted in the summary line, in lower case.
+const STATES: [string, (l: LeaseInfo) => boolean][] = [
+  ['FAILING', (l) => l.lastEndedOutcome === 'error'],
+  ['DIED', (l) => l.lastEndedOutcome === 'unfinished'],
+  ['OVERDUE', (l) => l.overdue],
+  ['PAUSED', (l) => l.paused],
+]
+
 export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string {
   if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
   const checked = leases[0]!.checkedAt
@@ -80,14 +88,7 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
     nextDue(l, paint),
     { text: String(l.missed), paint: l.missed > 0 ? paint.yellow : paint.plain },
     {
-      text: [
-        l.lastEndedOutcome === 'error' && 'FAILING',
-        l.lastEndedOutcome === 'unfinished' && 'DIED',
-        l.overdue && 'OVERDUE',
-        l.paused && 'PAUSED',
-      ]
-        .filter(Boolean)
-        .join(' '),
+      text: STATES.flatMap(([state, is]) => (is(l) ? [state] : [])).join(' '),
       paint: (text) => text.replace(/[A-Z]+/g, (m) => (m === 'PAUSED' ? paint.yellow(m) : paint.red(m))),
     },
   ])
@@ -103,14 +104,10 @@ export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): 
   const pauses = leases
     .filter((l) => l.paused || l.resumedAt !== null)
     .map((l) => `${escapeControls(l.jobName)}: ${pauseNote(l)}`)
-  const summary =
-    `${leases.length} job${leases.length === 1 ? '' : 's'}, ${leases.filter((l) => l.held).length} held` +
-    count(leases.filter((l) => l.lastEndedOutcome === 'error').length, 'failing') +
-    count(leases.filter((l) => l.lastEndedOutcome === 'unfinished').length, 'died') +
-    count(leases.filter((l) => l.overdue).length, 'overdue') +
-    count(leases.filter((l) => l.paused).length, 'paused')
+  const jobs = `${leases.length} job${leases.length === 1 ? '' : 's'}, ${leases.filter((l) => l.held).length} held`
+  const states = STATES.map(([state, is]) => count(leases.filter(is).length, state.toLowerCase())).join('')
   return [
-    `${table}: ${summary} (database clock ${checked})`,
+    `${table}: ${jobs}${states} (database clock ${checked})`,
     '',
     ...lines,
     ...(pauses.length > 0 ? ['', 'Pauses:', ...pauses.map((p) => `  ${p}`)] : []),
@@ -137,11 +134,9 @@ function lastRun(l: LeaseInfo, paint: Paint): Cell {
   }
   if (l.lastFinishedAt === null) return { text: '-', paint: paint.plain }
   const when = ago(msBetween(l.checkedAt, l.lastFinishedAt))
-  if (l.lastOutcome === 'error' || l.lastOutcome === 'unfinished') {
-    return { text: `${l.lastOutcome} ${when}`, paint: paint.red }
-  }
+  const failed = l.lastOutcome === 'error' || l.lastOutcome === 'unfinished'
   // null: the scheduler could not say how it ended (a node-cron coordinator run).
-  return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: paint.plain }
+  return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: failed ? paint.red : paint.plain }
 }
 
 function nextDue(l: LeaseInfo, paint: Paint): Cell {
