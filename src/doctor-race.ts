@@ -13,10 +13,24 @@ const RACE_LEASE_MS = 60_000
 // fails the race in 2 s rather than hanging it, and an interrupt is answered as soon.
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
+// The setting that cut a claim, by its SQLSTATE; such a claim was rolled back.
+const TIMED_OUT: Record<string, string> = { '55P03': 'lock_timeout', '57014': 'statement_timeout' }
+// A failure in one of these means no claim can win, so the race is not run.
+const RACE_NEEDS = ['writable', 'table', 'privileges']
 
 export type Row = Record<string, unknown>
-/** A check's finding, without its id: see DoctorCheck. */
-export type Verdict = { status: 'pass' | 'warn' | 'fail'; summary: string; detail: string; fix: string | null }
+
+/** What one check found, without its id. */
+export interface Verdict {
+  /** `warn`: the guarantee holds, weakened or at a cost; `fail`: it does not hold here. */
+  status: 'pass' | 'warn' | 'fail'
+  /** What was found, in one line. */
+  summary: string
+  /** The measurements behind it. */
+  detail: string
+  /** What to do, with a link into the docs; `null` on a pass. */
+  fix: string | null
+}
 
 export const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
 const verdict =
@@ -27,7 +41,7 @@ export const fail = verdict('fail')
 
 export type Open = (bounded: boolean) => Promise<{ db: Queryable; close(): Promise<void> }>
 
-/** What the checks read, each read once and shared: the server, the tables, the session check. */
+/** What the checks read, each once and shared; `lent`, how many connections the doctor may hold at once. */
 export interface Reads {
   db: Queryable
   options: Compiled
@@ -35,10 +49,9 @@ export interface Reads {
   history: string
   say(message: string): void
   open: Open | null
-  /** How many connections the doctor may hold at once: a pool's max, else no limit. */
   lent: number
   server(): Promise<Row>
-  tables(): Promise<{ hidden: string | null; facts: Row; historyExists: boolean; granted: Row[]; canDelete: boolean }>
+  tables(): Promise<{ hidden: string | null; facts: Row; granted: Row[]; canDelete: boolean }>
   session(): Promise<{ pooler: Verdict; prepared: Verdict }>
 }
 
@@ -83,15 +96,13 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
     const client = (await make()) as Held
     // A pool's client has no listener while lent: a connection lost then would crash the process.
     let lost: Error | undefined
-    const onError = (error: Error) => {
-      lost = error
-    }
+    const onError = (error: Error) => (lost = error)
     client.on?.('error', onError)
     let was: Row[] = []
     const close = async () => {
       if (was.length > 0 && lost === undefined) {
         const put = [was.map((w) => w.name), was.map((w) => w.setting)]
-        await rows(client, RESTORE_SQL, put).catch((error: Error) => (lost = error))
+        await rows(client, RESTORE_SQL, put).catch(onError)
       }
       // A client that failed goes back with its error, so that the pool drops it.
       await (typeof client.release === 'function' ? client.release(lost) : client.end?.())
@@ -100,7 +111,7 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
     try {
       if (bounded) was = await rows(client, BOUND_SQL, [LOCK_WAIT_MS, STATEMENT_MS])
     } catch (error) {
-      lost = error as Error
+      onError(error as Error)
       await close()
       throw error
     }
@@ -108,7 +119,14 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
   }
 }
 
-export async function raceCheck(r: Reads): Promise<Verdict> {
+export async function raceCheck(r: Reads, done: { id: string; status: string }[]): Promise<Verdict> {
+  const failed = done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
+  if (failed.length > 0)
+    return fail(
+      `not run: the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed, so no claim can win here`,
+      'the race claims a job of its own, which needs a writable table and the privileges to claim',
+      'fix the failures above, or check a role that may not write with --no-race (runDoctor: race: false) (docs/operations.md#doctor)',
+    )
   if (r.open === null || r.lent < 2) {
     const why = r.open === null ? 'this handle opens no more connections' : 'this pool lends one connection (max: 1)'
     return warn(
@@ -131,11 +149,10 @@ export async function raceCheck(r: Reads): Promise<Verdict> {
 async function race(r: Reads, n: number): Promise<Verdict> {
   const { table, options } = r
   const { rounds, signal } = options
-  const open = r.open!
   const jobName = `pg-cron-lease:doctor:${randomBytes(8).toString('hex')}`
   // Behind a transaction pooler a session's timeouts would stay on a server connection others use.
   const bounded = (await r.session()).pooler.status === 'pass'
-  const opened = await Promise.allSettled(Array.from({ length: n }, () => open(bounded)))
+  const opened = await Promise.allSettled(Array.from({ length: n }, () => r.open!(bounded)))
   const claimants = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []))
   // Doctor reports the clock itself; the claims' own warnings would only repeat it.
   const quiet = { warn() {} }
@@ -143,7 +160,7 @@ async function race(r: Reads, n: number): Promise<Verdict> {
   let wrote = false
   try {
     const refused = opened.find((o) => o.status === 'rejected')
-    if (refused !== undefined) throw (refused as PromiseRejectedResult).reason
+    if (refused !== undefined) throw refused.reason
     const failed = { none: [] as number[], many: [] as number[] }
     for (let round = 1; round <= rounds && !signal?.aborted; round++) {
       if (round > 1) await releaseLease(claimants[0]!.db, jobName, { table })
@@ -159,9 +176,9 @@ async function race(r: Reads, n: number): Promise<Verdict> {
         ),
       )
       // A claim cut by a timeout was rolled back: only another outcome can have written the job.
-      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !TIMED_OUT.includes(code(o.reason)))
+      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !(code(o.reason) in TIMED_OUT))
       const error = outcomes.find((o) => o.status === 'rejected')
-      if (error !== undefined) throw (error as PromiseRejectedResult).reason
+      if (error !== undefined) throw error.reason
       const winners = outcomes.filter((o) => o.status === 'fulfilled' && o.value.ran).length
       if (winners !== 1) failed[winners === 0 ? 'none' : 'many'].push(round)
     }
@@ -190,8 +207,8 @@ async function race(r: Reads, n: number): Promise<Verdict> {
 
 // A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.
 async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryable | undefined): Promise<Verdict> {
-  const setting = { '55P03': 'lock_timeout', '57014': 'statement_timeout' }[code(error)] ?? null
-  if (setting === null || db === undefined)
+  const setting = TIMED_OUT[code(error)]
+  if (setting === undefined || db === undefined)
     return fail(
       `the race could not run: ${oneLine(error)}`,
       `job ${jobName}`,
@@ -212,19 +229,16 @@ async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryab
 // On a connection of its own: the claimants' may be broken. A lock on a table stops its DELETE; a
 // job with no row there needs none, else the rows left are named with the statement that deletes them.
 async function cleanUp({ table, history, open, tables }: Reads, jobName: string, bounded: boolean): Promise<void> {
-  const names = (await tables()).historyExists ? [table, history] : [table]
+  const names = (await tables()).facts.history_table === true ? [table, history] : [table]
   const c = await open!(bounded)
   try {
     for (const t of names) {
       await rows(c.db, DELETE_JOB_SQL(t), [jobName]).catch(async (error) => {
         const left = await one(c.db, COUNT_JOB_SQL(t), [jobName]).catch(() => ({ n: 1 }))
         if (Number(left.n) === 0) return
-        throw Object.assign(
-          new Error(
-            `pg-cron-lease: the rows of the doctor's job ${jobName} could not be deleted (${oneLine(error)}); delete them with: ${names.map((x) => `DELETE FROM ${quoteTable(x)} WHERE job_name = '${jobName}';`).join(' ')}`,
-          ),
-          { cause: error },
-        )
+        const deletes = names.map((x) => `DELETE FROM ${quoteTable(x)} WHERE job_name = '${jobName}';`).join(' ')
+        const message = `pg-cron-lease: the rows of the doctor's job ${jobName} could not be deleted (${oneLine(error)}); delete them with: ${deletes}`
+        throw Object.assign(new Error(message), { cause: error })
       })
     }
   } finally {
@@ -232,7 +246,6 @@ async function cleanUp({ table, history, open, tables }: Reads, jobName: string,
   }
 }
 
-const TIMED_OUT = ['55P03', '57014']
 const code = (error: unknown) => String((error as { code?: unknown } | null)?.code)
 
 function median(values: number[]): number {
