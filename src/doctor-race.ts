@@ -14,7 +14,10 @@ const RACE_LEASE_MS = 60_000
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
 // The setting that cut a claim, by its SQLSTATE; such a claim was rolled back.
-const TIMED_OUT: Record<string, string> = { '55P03': 'lock_timeout', '57014': 'statement_timeout' }
+const TIMED_OUT = new Map([
+  ['55P03', 'lock_timeout'],
+  ['57014', 'statement_timeout'],
+])
 // A failure in one of these means no claim can win, so the race is not run.
 const RACE_NEEDS = ['writable', 'table', 'privileges']
 
@@ -176,7 +179,7 @@ async function race(r: Reads, n: number): Promise<Verdict> {
         ),
       )
       // A claim cut by a timeout was rolled back: only another outcome can have written the job.
-      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !(code(o.reason) in TIMED_OUT))
+      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !TIMED_OUT.has(code(o.reason)))
       const error = outcomes.find((o) => o.status === 'rejected')
       if (error !== undefined) throw error.reason
       const winners = outcomes.filter((o) => o.status === 'fulfilled' && o.value.ran).length
@@ -207,7 +210,7 @@ async function race(r: Reads, n: number): Promise<Verdict> {
 
 // A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.
 async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryable | undefined): Promise<Verdict> {
-  const setting = TIMED_OUT[code(error)]
+  const setting = TIMED_OUT.get(code(error))
   if (setting === undefined || db === undefined)
     return fail(
       `the race could not run: ${oneLine(error)}`,

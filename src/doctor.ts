@@ -13,25 +13,22 @@ import { checkQueryable, fail as refuse } from './validate.js'
 
 export { judgeRace } from './doctor-race.js'
 
-// The checks in the order they run, each given what was read and the checks before it.
-const CHECKS = {
-  connection: async (r) => judgeConnection(await r.server()),
-  writable: async (r) => judgeWritable(await r.server()),
-  table: tableCheck,
-  privileges: privilegesCheck,
-  clock: clockCheck,
-  pooler: async (r) => (await r.session()).pooler,
-  prepared: async (r) => (await r.session()).prepared,
-  durability: async (r) => judgeDurability(await r.server()),
-  timeouts: async (r) => judgeTimeouts(await r.server()),
-  race: raceCheck,
-} satisfies Record<string, (r: Reads, done: { id: string; status: string }[]) => Promise<Verdict>>
+/** Every check, in the order it runs; the ids are stable (docs/operations.md#doctor). */
+export const DOCTOR_CHECKS = [
+  'connection',
+  'writable',
+  'table',
+  'privileges',
+  'clock',
+  'pooler',
+  'prepared',
+  'durability',
+  'timeouts',
+  'race',
+] as const
 
 /** One check's id. */
-export type DoctorCheckId = keyof typeof CHECKS
-
-/** Every check, in the order it runs; the ids are stable (docs/operations.md#doctor). */
-export const DOCTOR_CHECKS = Object.keys(CHECKS) as readonly DoctorCheckId[]
+export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
 
 /**
  * What one check found: `pass`, `warn` or `fail`, what to do (`fix`) unless it passed.
@@ -97,6 +94,20 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
     checks.push({ id, ...(await CHECKS[id](r, checks)) })
   }
   return checks
+}
+
+// Each check is given what was read, and the checks before it.
+const CHECKS: Record<DoctorCheckId, (r: Reads, done: DoctorCheck[]) => Promise<Verdict>> = {
+  connection: async (r) => judgeConnection(await r.server()),
+  writable: async (r) => judgeWritable(await r.server()),
+  table: tableCheck,
+  privileges: privilegesCheck,
+  clock: clockCheck,
+  pooler: async (r) => (await r.session()).pooler,
+  prepared: async (r) => (await r.session()).prepared,
+  durability: async (r) => judgeDurability(await r.server()),
+  timeouts: async (r) => judgeTimeouts(await r.server()),
+  race: raceCheck,
 }
 
 function reads(db: Queryable, options: Compiled): Reads {
