@@ -1,4 +1,4 @@
-/** The doctor's race, and what every check shares: its connections, its reads, its verdicts (src/doctor.ts). */
+/** The doctor's race, and what every check shares: its connections, its queries, its verdicts (src/doctor.ts). */
 import { randomBytes } from 'node:crypto'
 import { releaseLease } from './admin.js'
 import { oneLine } from './format-value.js'
@@ -44,18 +44,18 @@ export const fail = verdict('fail')
 
 export type Open = (bounded: boolean) => Promise<{ db: Queryable; close(): Promise<void> }>
 
-/** What the checks read, each once and shared; `lent`, how many connections the doctor may hold at once. */
-export interface Reads {
-  db: Queryable
+/** What the race is given: the doctor's connections, and what the checks before it found. */
+interface RaceInput {
   options: Compiled
   table: string
   history: string
   say(message: string): void
   open: Open | null
+  /** How many connections the doctor may hold at once: a pool's max, else no limit. */
   lent: number
-  server(): Promise<Row>
-  tables(): Promise<{ hidden: string | null; facts: Row; granted: Row[]; canDelete: boolean }>
-  session(): Promise<{ pooler: Verdict; prepared: Verdict }>
+  done: { id: string; status: string }[]
+  canDelete: boolean
+  historyExists: boolean
 }
 
 export async function rows(db: Queryable, text: string, params: unknown[]): Promise<Row[]> {
@@ -122,8 +122,8 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
   }
 }
 
-export async function raceCheck(r: Reads, done: { id: string; status: string }[]): Promise<Verdict> {
-  const failed = done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
+export async function raceCheck(r: RaceInput): Promise<Verdict> {
+  const failed = r.done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
   if (failed.length > 0)
     return fail(
       `not run: the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed, so no claim can win here`,
@@ -138,7 +138,7 @@ export async function raceCheck(r: Reads, done: { id: string; status: string }[]
       'pass a pg Pool of max 2 or more, or opts.connect to runDoctor (docs/operations.md#doctor)',
     )
   }
-  if (!(await r.tables()).canDelete)
+  if (!r.canDelete)
     return warn(
       `not run: the race deletes its own row afterwards, and this role has no DELETE on ${r.table}`,
       'claims need no DELETE; only the race does',
@@ -149,12 +149,12 @@ export async function raceCheck(r: Reads, done: { id: string; status: string }[]
   return race(r, n)
 }
 
-async function race(r: Reads, n: number): Promise<Verdict> {
+async function race(r: RaceInput, n: number): Promise<Verdict> {
   const { table, options } = r
   const { rounds, signal } = options
   const jobName = `pg-cron-lease:doctor:${randomBytes(8).toString('hex')}`
   // Behind a transaction pooler a session's timeouts would stay on a server connection others use.
-  const bounded = (await r.session()).pooler.status === 'pass'
+  const bounded = r.done.some((c) => c.id === 'pooler' && c.status === 'pass')
   const opened = await Promise.allSettled(Array.from({ length: n }, () => r.open!(bounded)))
   const claimants = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []))
   // Doctor reports the clock itself; the claims' own warnings would only repeat it.
@@ -209,7 +209,7 @@ async function race(r: Reads, n: number): Promise<Verdict> {
 }
 
 // A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.
-async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryable | undefined): Promise<Verdict> {
+async function raceFailed(error: unknown, jobName: string, r: RaceInput, db: Queryable | undefined): Promise<Verdict> {
   const setting = TIMED_OUT.get(code(error))
   if (setting === undefined || db === undefined)
     return fail(
@@ -231,8 +231,8 @@ async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryab
 
 // On a connection of its own: the claimants' may be broken. A lock on a table stops its DELETE; a
 // job with no row there needs none, else the rows left are named with the statement that deletes them.
-async function cleanUp({ table, history, open, tables }: Reads, jobName: string, bounded: boolean): Promise<void> {
-  const names = (await tables()).facts.history_table === true ? [table, history] : [table]
+async function cleanUp({ table, history, open, historyExists }: RaceInput, jobName: string, bounded: boolean) {
+  const names = historyExists ? [table, history] : [table]
   const c = await open!(bounded)
   try {
     for (const t of names) {

@@ -2,10 +2,10 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { clockOffset } from './clock.js'
-import { fail, one, opener, pass, type Reads, type Row, raceCheck, rows, type Verdict, warn } from './doctor-race.js'
+import { fail, type Open, one, opener, pass, type Row, raceCheck, rows, type Verdict, warn } from './doctor-race.js'
 import { handleState } from './handle.js'
 import { migrateCommand } from './log.js'
-import { type Compiled, compileOptions } from './options.js'
+import { compileOptions } from './options.js'
 import { runStatement, transactionStatus } from './query.js'
 import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } from './sql.js'
 import type { Queryable } from './types.js'
@@ -86,64 +86,66 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   const status = transactionStatus(db)
   const rule = 'a Pool or a client outside a transaction (runDoctor commits claims of its own)'
   if (status === 'T' || status === 'E') refuse('db', rule, 'a client in a transaction')
-  const r = reads(db, options)
-  const checks: DoctorCheck[] = []
-  for (const id of DOCTOR_CHECKS) {
-    if (id === 'race' && options.race === false) continue
-    options.signal?.throwIfAborted()
-    checks.push({ id, ...(await CHECKS[id](r, checks)) })
-  }
-  return checks
-}
-
-// Each check is given what was read, and the checks before it.
-const CHECKS: Record<DoctorCheckId, (r: Reads, done: DoctorCheck[]) => Promise<Verdict>> = {
-  connection: async (r) => judgeConnection(await r.server()),
-  writable: async (r) => judgeWritable(await r.server()),
-  table: tableCheck,
-  privileges: privilegesCheck,
-  clock: clockCheck,
-  pooler: async (r) => (await r.session()).pooler,
-  prepared: async (r) => (await r.session()).prepared,
-  durability: async (r) => judgeDurability(await r.server()),
-  timeouts: async (r) => judgeTimeouts(await r.server()),
-  race: raceCheck,
-}
-
-function reads(db: Queryable, options: Compiled): Reads {
-  const { table } = options
+  const { table, signal } = options
   const history = historyTableOf(table)
   const say = (message: string) => options.onProgress?.(message)
-  const once = <T>(message: string, read: () => Promise<T>) => {
-    let done: Promise<T> | undefined
-    return () => {
-      if (done === undefined) {
-        say(message)
-        done = read()
-      }
-      return done
-    }
+  // Each read is a step the signal can stop the doctor before.
+  const step = (message: string) => {
+    signal?.throwIfAborted()
+    say(message)
   }
+  const checks: DoctorCheck[] = []
+  const add = (id: DoctorCheckId, verdict: Verdict) => checks.push({ id, ...verdict })
+
+  step('reading the server and session settings')
+  const server = await one(db, SERVER_FACTS_SQL, [])
+  const role = String(server.role)
+  add('connection', judgeConnection(server))
+  add('writable', judgeWritable(server))
+
+  step(`reading the shape of ${table} and of ${history}`)
+  const { hidden, facts, granted } = await readTables(db, table, history)
+  const historyExists = facts.history_table === true
+  if (hidden === null) {
+    add('table', judgeTable(table, history, facts, historyExists))
+    add(
+      'privileges',
+      judgePrivileges(table, history, role, facts.exists === true, granted, options.race === false).verdict,
+    )
+  } else {
+    add('table', judgeHiddenTable(table, hidden, role))
+    add('privileges', judgeSchemaUsage(table, hidden, role))
+  }
+
+  step(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
+  add('clock', await clockCheck(db, options.clockToleranceMs ?? CLOCK_TOLERANCE_MS))
+
+  step('checking for a transaction pooler and prepared statements')
+  const open = opener(db, options.connect)
   // A pool lends no more clients than its max; asking for more would wait forever.
   const max = Number((db as { options?: { max?: unknown } }).options?.max)
   const lent = options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY
-  const r: Reads = {
-    ...{ db, options, table, history, say, lent },
-    open: opener(db, options.connect),
-    server: once('reading the server and session settings', () => one(db, SERVER_FACTS_SQL, [])),
-    tables: once(`reading the shape of ${table} and of ${history}`, async () => {
-      // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
-      const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
-      const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
-      if (usage[0]?.usage === false) return { hidden: schema, facts: {}, granted: [], canDelete: false }
-      const facts = await one(db, tableFactsSql(), tableFactsParams(table))
-      const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
-      const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
-      return { hidden: null, facts, granted, canDelete }
-    }),
-    session: once('checking for a transaction pooler and prepared statements', () => sessionCheck(r)),
-  }
-  return r
+  const { pooler, prepared } = await sessionCheck(db, open, lent)
+  add('pooler', pooler)
+  add('prepared', prepared)
+  add('durability', judgeDurability(server))
+  add('timeouts', judgeTimeouts(server))
+
+  if (options.race === false) return checks
+  signal?.throwIfAborted()
+  const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
+  add('race', await raceCheck({ options, table, history, say, open, lent, done: checks, canDelete, historyExists }))
+  return checks
+}
+
+async function readTables(db: Queryable, table: string, history: string) {
+  // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
+  const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
+  const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
+  if (usage[0]?.usage === false) return { hidden: schema, facts: {} as Row, granted: [] }
+  const facts = await one(db, tableFactsSql(), tableFactsParams(table))
+  const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
+  return { hidden: null, facts, granted }
 }
 
 // By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
@@ -227,21 +229,12 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
   )
 }
 
-async function tableCheck(r: Reads): Promise<Verdict> {
-  const { hidden, facts } = await r.tables()
-  if (hidden === null) return judgeTable(r.table, r.history, facts, facts.history_table === true)
+function judgeHiddenTable(table: string, schema: string, role: string): Verdict {
   return warn(
-    `not checked: ${String((await r.server()).role)} has no USAGE on schema ${hidden}, so it cannot see ${r.table}`,
-    `has_schema_privilege('${hidden}', 'USAGE') is false`,
+    `not checked: ${role} has no USAGE on schema ${schema}, so it cannot see ${table}`,
+    `has_schema_privilege('${schema}', 'USAGE') is false`,
     'grant it as the privileges check says, then run doctor again (docs/operations.md#doctor)',
   )
-}
-
-async function privilegesCheck(r: Reads): Promise<Verdict> {
-  const { hidden, facts, granted } = await r.tables()
-  const role = String((await r.server()).role)
-  if (hidden !== null) return judgeSchemaUsage(r.table, hidden, role)
-  return judgePrivileges(r.table, r.history, role, facts.exists === true, granted, r.options.race === false).verdict
 }
 
 // Every identifier quoted, whatever it holds, so that a GRANT runs as printed.
@@ -265,10 +258,7 @@ export function judgePrivileges(
     needs.push(['history', history, ['SELECT', 'INSERT', 'UPDATE', 'DELETE']])
   const lackingOf = (want: (p: string) => boolean) =>
     needs
-      .map(([kind, name, privileges]) => ({
-        name,
-        missing: privileges.filter((p) => want(p) && !has(kind, p)),
-      }))
+      .map(([kind, name, privileges]) => ({ name, missing: privileges.filter((p) => want(p) && !has(kind, p)) }))
       .filter((l) => l.missing.length > 0)
   const lacking = lackingOf(() => true)
   const unreadable = lackingOf((p) => p === 'SELECT')
@@ -316,8 +306,7 @@ export function judgeSchemaUsage(table: string, schema: string, role: string): V
   )
 }
 
-async function clockCheck({ db, options, say }: Reads): Promise<Verdict> {
-  say(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
+async function clockCheck(db: Queryable, toleranceMs: number): Promise<Verdict> {
   let best: { offsetMs: number; roundTripMs: number } | undefined
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
     const sentWallMs = Date.now()
@@ -330,7 +319,7 @@ async function clockCheck({ db, options, say }: Reads): Promise<Verdict> {
   }
   if (best === undefined)
     return warn('the database clock could not be read', '', 'run doctor again (docs/operations.md#doctor)')
-  return judgeClock(best.offsetMs, best.roundTripMs, options.clockToleranceMs ?? CLOCK_TOLERANCE_MS)
+  return judgeClock(best.offsetMs, best.roundTripMs, toleranceMs)
 }
 
 export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: number): Verdict {
@@ -354,7 +343,7 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
 // A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler,
 // on the backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement.
 // Unbounded: a session's timeouts set behind a pooler would stay on a server connection others use.
-async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdict; prepared: Verdict }> {
+async function sessionCheck(db: Queryable, open: Open | null, lent: number) {
   const a = open === null ? null : await open(false)
   let b: typeof a = null
   try {
