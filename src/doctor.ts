@@ -131,8 +131,8 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   add('durability', judgeDurability(server))
   add('timeouts', judgeTimeouts(server))
 
-  if (options.race === false) return checks
   signal?.throwIfAborted()
+  if (options.race === false) return checks
   const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
   add('race', await raceCheck({ options, table, history, say, open, lent, done: checks, canDelete, historyExists }))
   return checks
