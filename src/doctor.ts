@@ -106,16 +106,9 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   step(`reading the shape of ${table} and of ${history}`)
   const { hidden, facts, granted } = await readTables(db, table, history)
   const historyExists = facts.history_table === true
-  if (hidden === null) {
-    add('table', judgeTable(table, history, facts, historyExists))
-    add(
-      'privileges',
-      judgePrivileges(table, history, role, facts.exists === true, granted, options.race === false).verdict,
-    )
-  } else {
-    add('table', judgeHiddenTable(table, hidden, role))
-    add('privileges', judgeSchemaUsage(table, hidden, role))
-  }
+  const privileges = judgePrivileges(table, history, role, facts.exists === true, granted, options.race === false)
+  add('table', hidden === null ? judgeTable(table, history, facts, historyExists) : judgeHidden(table, hidden, role))
+  add('privileges', hidden === null ? privileges.verdict : judgeSchemaUsage(table, hidden, role))
 
   step(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
   add('clock', await clockCheck(db, options.clockToleranceMs ?? CLOCK_TOLERANCE_MS))
@@ -133,7 +126,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
 
   signal?.throwIfAborted()
   if (options.race === false) return checks
-  const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
+  const { canDelete } = privileges
   add('race', await raceCheck({ options, table, history, say, open, lent, done: checks, canDelete, historyExists }))
   return checks
 }
@@ -229,7 +222,8 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
   )
 }
 
-function judgeHiddenTable(table: string, schema: string, role: string): Verdict {
+// The table check, when the role cannot see into the table's schema: the privileges check names the GRANT.
+function judgeHidden(table: string, schema: string, role: string): Verdict {
   return warn(
     `not checked: ${role} has no USAGE on schema ${schema}, so it cannot see ${table}`,
     `has_schema_privilege('${schema}', 'USAGE') is false`,
