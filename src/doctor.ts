@@ -31,7 +31,7 @@ export const DOCTOR_CHECKS = [
 export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
 
 /**
- * What one check found: `pass`, `warn` or `fail`, what to do (`fix`) unless it passed.
+ * What one check found, and what to do (`fix`) unless it passed.
  *
  * @example
  * const check: DoctorCheck = { id: 'clock', status: 'pass', summary: '…', detail: '…', fix: null }
@@ -105,6 +105,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
 
   step(`reading the shape of ${table} and of ${history}`)
   const { hidden, facts, granted } = await readTables(db, table, history)
+  // The history table alone: `history_shape` also needs the lease table's column for it.
   const historyExists = facts.history_table === true
   const privileges = judgePrivileges(table, history, role, facts.exists === true, granted, options.race === false)
   add('table', hidden === null ? judgeTable(table, history, facts, historyExists) : judgeHidden(table, hidden, role))
