@@ -1,4 +1,4 @@
-/** The doctor's race, and what every check shares: its connections, its reads, its verdicts (src/doctor.ts). */
+/** The doctor's race, and what every check shares: its connections, its queries, its verdicts (src/doctor.ts). */
 import { randomBytes } from 'node:crypto'
 import { releaseLease } from './admin.js'
 import { oneLine } from './format-value.js'
@@ -13,10 +13,27 @@ const RACE_LEASE_MS = 60_000
 // fails the race in 2 s rather than hanging it, and an interrupt is answered as soon.
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
+// The setting that cut a claim, by its SQLSTATE; such a claim was rolled back.
+const TIMED_OUT = new Map([
+  ['55P03', 'lock_timeout'],
+  ['57014', 'statement_timeout'],
+])
+// A failure in one of these means no claim can win, so the race is not run.
+const RACE_NEEDS = ['writable', 'table', 'privileges']
 
 export type Row = Record<string, unknown>
-/** A check's finding, without its id: see DoctorCheck. */
-export type Verdict = { status: 'pass' | 'warn' | 'fail'; summary: string; detail: string; fix: string | null }
+
+/** What one check found, without its id. */
+export interface Verdict {
+  /** `warn`: the guarantee holds, weakened or at a cost; `fail`: it does not hold here. */
+  status: 'pass' | 'warn' | 'fail'
+  /** What was found, in one line. */
+  summary: string
+  /** The measurements behind it. */
+  detail: string
+  /** What to do, with a link into the docs; `null` on a pass. */
+  fix: string | null
+}
 
 export const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
 const verdict =
@@ -27,9 +44,8 @@ export const fail = verdict('fail')
 
 export type Open = (bounded: boolean) => Promise<{ db: Queryable; close(): Promise<void> }>
 
-/** What the checks read, each read once and shared: the server, the tables, the session check. */
-export interface Reads {
-  db: Queryable
+/** What the race is given: the doctor's connections, and what the checks before it found. */
+interface RaceInput {
   options: Compiled
   table: string
   history: string
@@ -37,9 +53,9 @@ export interface Reads {
   open: Open | null
   /** How many connections the doctor may hold at once: a pool's max, else no limit. */
   lent: number
-  server(): Promise<Row>
-  tables(): Promise<{ hidden: string | null; facts: Row; historyExists: boolean; granted: Row[]; canDelete: boolean }>
-  session(): Promise<{ pooler: Verdict; prepared: Verdict }>
+  done: { id: string; status: string }[]
+  canDelete: boolean
+  historyExists: boolean
 }
 
 export async function rows(db: Queryable, text: string, params: unknown[]): Promise<Row[]> {
@@ -83,15 +99,13 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
     const client = (await make()) as Held
     // A pool's client has no listener while lent: a connection lost then would crash the process.
     let lost: Error | undefined
-    const onError = (error: Error) => {
-      lost = error
-    }
+    const onError = (error: Error) => (lost = error)
     client.on?.('error', onError)
     let was: Row[] = []
     const close = async () => {
       if (was.length > 0 && lost === undefined) {
         const put = [was.map((w) => w.name), was.map((w) => w.setting)]
-        await rows(client, RESTORE_SQL, put).catch((error: Error) => (lost = error))
+        await rows(client, RESTORE_SQL, put).catch(onError)
       }
       // A client that failed goes back with its error, so that the pool drops it.
       await (typeof client.release === 'function' ? client.release(lost) : client.end?.())
@@ -100,7 +114,7 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
     try {
       if (bounded) was = await rows(client, BOUND_SQL, [LOCK_WAIT_MS, STATEMENT_MS])
     } catch (error) {
-      lost = error as Error
+      onError(error as Error)
       await close()
       throw error
     }
@@ -108,7 +122,14 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
   }
 }
 
-export async function raceCheck(r: Reads): Promise<Verdict> {
+export async function raceCheck(r: RaceInput): Promise<Verdict> {
+  const failed = r.done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
+  if (failed.length > 0)
+    return fail(
+      `not run: the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed, so no claim can win here`,
+      'the race claims a job of its own, which needs a writable table and the privileges to claim',
+      'fix the failures above, or check a role that may not write with --no-race (runDoctor: race: false) (docs/operations.md#doctor)',
+    )
   if (r.open === null || r.lent < 2) {
     const why = r.open === null ? 'this handle opens no more connections' : 'this pool lends one connection (max: 1)'
     return warn(
@@ -117,7 +138,7 @@ export async function raceCheck(r: Reads): Promise<Verdict> {
       'pass a pg Pool of max 2 or more, or opts.connect to runDoctor (docs/operations.md#doctor)',
     )
   }
-  if (!(await r.tables()).canDelete)
+  if (!r.canDelete)
     return warn(
       `not run: the race deletes its own row afterwards, and this role has no DELETE on ${r.table}`,
       'claims need no DELETE; only the race does',
@@ -128,14 +149,13 @@ export async function raceCheck(r: Reads): Promise<Verdict> {
   return race(r, n)
 }
 
-async function race(r: Reads, n: number): Promise<Verdict> {
+async function race(r: RaceInput, n: number): Promise<Verdict> {
   const { table, options } = r
   const { rounds, signal } = options
-  const open = r.open!
   const jobName = `pg-cron-lease:doctor:${randomBytes(8).toString('hex')}`
   // Behind a transaction pooler a session's timeouts would stay on a server connection others use.
-  const bounded = (await r.session()).pooler.status === 'pass'
-  const opened = await Promise.allSettled(Array.from({ length: n }, () => open(bounded)))
+  const bounded = r.done.some((c) => c.id === 'pooler' && c.status === 'pass')
+  const opened = await Promise.allSettled(Array.from({ length: n }, () => r.open!(bounded)))
   const claimants = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []))
   // Doctor reports the clock itself; the claims' own warnings would only repeat it.
   const quiet = { warn() {} }
@@ -143,7 +163,7 @@ async function race(r: Reads, n: number): Promise<Verdict> {
   let wrote = false
   try {
     const refused = opened.find((o) => o.status === 'rejected')
-    if (refused !== undefined) throw (refused as PromiseRejectedResult).reason
+    if (refused !== undefined) throw refused.reason
     const failed = { none: [] as number[], many: [] as number[] }
     for (let round = 1; round <= rounds && !signal?.aborted; round++) {
       if (round > 1) await releaseLease(claimants[0]!.db, jobName, { table })
@@ -159,9 +179,9 @@ async function race(r: Reads, n: number): Promise<Verdict> {
         ),
       )
       // A claim cut by a timeout was rolled back: only another outcome can have written the job.
-      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !TIMED_OUT.includes(code(o.reason)))
+      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !TIMED_OUT.has(code(o.reason)))
       const error = outcomes.find((o) => o.status === 'rejected')
-      if (error !== undefined) throw (error as PromiseRejectedResult).reason
+      if (error !== undefined) throw error.reason
       const winners = outcomes.filter((o) => o.status === 'fulfilled' && o.value.ran).length
       if (winners !== 1) failed[winners === 0 ? 'none' : 'many'].push(round)
     }
@@ -189,9 +209,9 @@ async function race(r: Reads, n: number): Promise<Verdict> {
 }
 
 // A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.
-async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryable | undefined): Promise<Verdict> {
-  const setting = { '55P03': 'lock_timeout', '57014': 'statement_timeout' }[code(error)] ?? null
-  if (setting === null || db === undefined)
+async function raceFailed(error: unknown, jobName: string, r: RaceInput, db: Queryable | undefined): Promise<Verdict> {
+  const setting = TIMED_OUT.get(code(error))
+  if (setting === undefined || db === undefined)
     return fail(
       `the race could not run: ${oneLine(error)}`,
       `job ${jobName}`,
@@ -211,20 +231,17 @@ async function raceFailed(error: unknown, jobName: string, r: Reads, db: Queryab
 
 // On a connection of its own: the claimants' may be broken. A lock on a table stops its DELETE; a
 // job with no row there needs none, else the rows left are named with the statement that deletes them.
-async function cleanUp({ table, history, open, tables }: Reads, jobName: string, bounded: boolean): Promise<void> {
-  const names = (await tables()).historyExists ? [table, history] : [table]
+async function cleanUp({ table, history, open, historyExists }: RaceInput, jobName: string, bounded: boolean) {
+  const names = historyExists ? [table, history] : [table]
   const c = await open!(bounded)
   try {
     for (const t of names) {
       await rows(c.db, DELETE_JOB_SQL(t), [jobName]).catch(async (error) => {
         const left = await one(c.db, COUNT_JOB_SQL(t), [jobName]).catch(() => ({ n: 1 }))
         if (Number(left.n) === 0) return
-        throw Object.assign(
-          new Error(
-            `pg-cron-lease: the rows of the doctor's job ${jobName} could not be deleted (${oneLine(error)}); delete them with: ${names.map((x) => `DELETE FROM ${quoteTable(x)} WHERE job_name = '${jobName}';`).join(' ')}`,
-          ),
-          { cause: error },
-        )
+        const deletes = names.map((x) => `DELETE FROM ${quoteTable(x)} WHERE job_name = '${jobName}';`).join(' ')
+        const message = `pg-cron-lease: the rows of the doctor's job ${jobName} could not be deleted (${oneLine(error)}); delete them with: ${deletes}`
+        throw Object.assign(new Error(message), { cause: error })
       })
     }
   } finally {
@@ -232,7 +249,6 @@ async function cleanUp({ table, history, open, tables }: Reads, jobName: string,
   }
 }
 
-const TIMED_OUT = ['55P03', '57014']
 const code = (error: unknown) => String((error as { code?: unknown } | null)?.code)
 
 function median(values: number[]): number {

@@ -2,10 +2,10 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { clockOffset } from './clock.js'
-import { fail, one, opener, pass, type Reads, type Row, raceCheck, rows, type Verdict, warn } from './doctor-race.js'
+import { fail, type Open, one, opener, pass, type Row, raceCheck, rows, type Verdict, warn } from './doctor-race.js'
 import { handleState } from './handle.js'
 import { migrateCommand } from './log.js'
-import { type Compiled, compileOptions } from './options.js'
+import { compileOptions } from './options.js'
 import { runStatement, transactionStatus } from './query.js'
 import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } from './sql.js'
 import type { Queryable } from './types.js'
@@ -31,20 +31,13 @@ export const DOCTOR_CHECKS = [
 export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
 
 /**
- * What one check found: `pass`, `warn` (the guarantee holds, weakened or at a cost) or `fail`
- * (it does not hold here). `fix` says what to do, with a link into the docs; `null` on a pass.
+ * What one check found, and what to do (`fix`) unless it passed.
  *
  * @example
  * const check: DoctorCheck = { id: 'clock', status: 'pass', summary: '…', detail: '…', fix: null }
  */
-export interface DoctorCheck {
+export interface DoctorCheck extends Verdict {
   id: DoctorCheckId
-  status: 'pass' | 'warn' | 'fail'
-  /** What was found, in one line. */
-  summary: string
-  /** The measurements behind it. */
-  detail: string
-  fix: string | null
 }
 
 /**
@@ -77,11 +70,10 @@ const CLOCK_SAMPLES = 5
 const BLOCKED_MS = 3000
 
 /**
- * Runs every check against `db`: one {@link DoctorCheck} each, in {@link DOCTOR_CHECKS} order (the
- * race left out when `race: false`). Rejects only when the database cannot be reached (the driver's
- * error), when `signal` aborts, or when the race's rows could not be deleted (the error says how);
- * a fault found is a check's `fail`. The race claims a job `pg-cron-lease:doctor:<random>` and then
- * deletes its rows, in the lease table and its history, whatever happens; no other row is touched.
+ * Runs every check against `db`, in {@link DOCTOR_CHECKS} order (the race left out when `race: false`).
+ * A fault found is a check's `fail`; it rejects only when the database cannot be reached, when `signal`
+ * aborts, or when the race's rows could not be deleted. The race claims a job
+ * `pg-cron-lease:doctor:<random>` and deletes its rows whatever happens; no other row is touched.
  *
  * @example
  * const checks = await runDoctor(pool, { table: 'jobs.leases' })
@@ -94,104 +86,60 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   const status = transactionStatus(db)
   const rule = 'a Pool or a client outside a transaction (runDoctor commits claims of its own)'
   if (status === 'T' || status === 'E') refuse('db', rule, 'a client in a transaction')
-  const r = reads(db, options)
-  const checks: DoctorCheck[] = []
-  for (const id of DOCTOR_CHECKS) {
-    const { needs, skip, run } = CHECKS[id]
-    if (skip?.(options)) continue
-    options.signal?.throwIfAborted()
-    const failed = (needs?.ids ?? []).filter((need) => checks.some((c) => c.id === need && c.status === 'fail'))
-    const which = `the ${failed.join(', ')} check${failed.length === 1 ? '' : 's'} failed`
-    const verdict =
-      needs && failed.length > 0 ? fail(`not run: ${which}, so ${needs.because}`, needs.detail, needs.fix) : null
-    checks.push({ id, ...(verdict ?? (await run(r))) })
-  }
-  return checks
-}
-
-/** A row of the table of checks: the checks that must not have failed first, when it is left out, how it runs. */
-interface Check {
-  needs?: { ids: DoctorCheckId[]; because: string; detail: string; fix: string }
-  skip?: (options: Compiled) => boolean
-  run(r: Reads): Promise<Verdict>
-}
-
-const CHECKS: Record<DoctorCheckId, Check> = {
-  connection: { run: async (r) => judgeConnection(await r.server()) },
-  writable: { run: async (r) => judgeWritable(await r.server()) },
-  table: {
-    async run(r) {
-      const { hidden, facts, historyExists } = await r.tables()
-      if (hidden === null) return judgeTable(r.table, r.history, facts, historyExists)
-      return warn(
-        `not checked: ${String((await r.server()).role)} has no USAGE on schema ${hidden}, so it cannot see ${r.table}`,
-        `has_schema_privilege('${hidden}', 'USAGE') is false`,
-        'grant it as the privileges check says, then run doctor again (docs/operations.md#doctor)',
-      )
-    },
-  },
-  privileges: {
-    async run(r) {
-      const { hidden, facts, granted } = await r.tables()
-      const role = String((await r.server()).role)
-      if (hidden !== null) return judgeSchemaUsage(r.table, hidden, role)
-      return judgePrivileges(r.table, r.history, role, facts.exists === true, granted, r.options.race === false).verdict
-    },
-  },
-  clock: { run: (r) => clockCheck(r) },
-  pooler: { run: async (r) => (await r.session()).pooler },
-  prepared: { run: async (r) => (await r.session()).prepared },
-  durability: { run: async (r) => judgeDurability(await r.server()) },
-  timeouts: { run: async (r) => judgeTimeouts(await r.server()) },
-  race: {
-    needs: {
-      ids: ['writable', 'table', 'privileges'],
-      because: 'no claim can win here',
-      detail: 'the race claims a job of its own, which needs a writable table and the privileges to claim',
-      fix: 'fix the failures above, or check a role that may not write with --no-race (runDoctor: race: false) (docs/operations.md#doctor)',
-    },
-    skip: (options) => options.race === false,
-    run: raceCheck,
-  },
-}
-
-function reads(db: Queryable, options: Compiled): Reads {
-  const { table } = options
+  const { table, signal } = options
   const history = historyTableOf(table)
   const say = (message: string) => options.onProgress?.(message)
-  const once = <T>(message: string, read: () => Promise<T>) => {
-    let done: Promise<T> | undefined
-    return () => {
-      if (done === undefined) {
-        say(message)
-        done = read()
-      }
-      return done
-    }
+  // Each read is a step the signal can stop the doctor before.
+  const step = (message: string) => {
+    signal?.throwIfAborted()
+    say(message)
   }
+  const checks: DoctorCheck[] = []
+  const add = (id: DoctorCheckId, verdict: Verdict) => checks.push({ id, ...verdict })
+
+  step('reading the server and session settings')
+  const server = await one(db, SERVER_FACTS_SQL, [])
+  const role = String(server.role)
+  add('connection', judgeConnection(server))
+  add('writable', judgeWritable(server))
+
+  step(`reading the shape of ${table} and of ${history}`)
+  const { hidden, facts, granted } = await readTables(db, table, history)
+  // The history table alone: `history_shape` also needs the lease table's column for it.
+  const historyExists = facts.history_table === true
+  const privileges = judgePrivileges(table, history, role, facts.exists === true, granted, options.race === false)
+  add('table', hidden === null ? judgeTable(table, history, facts, historyExists) : judgeHidden(table, hidden, role))
+  add('privileges', hidden === null ? privileges.verdict : judgeSchemaUsage(table, hidden, role))
+
+  step(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
+  add('clock', await clockCheck(db, options.clockToleranceMs ?? CLOCK_TOLERANCE_MS))
+
+  step('checking for a transaction pooler and prepared statements')
+  const open = opener(db, options.connect)
   // A pool lends no more clients than its max; asking for more would wait forever.
   const max = Number((db as { options?: { max?: unknown } }).options?.max)
   const lent = options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY
-  const r: Reads = {
-    ...{ db, options, table, history, say, lent },
-    open: opener(db, options.connect),
-    server: once('reading the server and session settings', () => one(db, SERVER_FACTS_SQL, [])),
-    tables: once(`reading the shape of ${table} and of ${history}`, async () => {
-      // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
-      const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
-      const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
-      if (usage[0]?.usage === false)
-        return { hidden: schema, facts: {}, historyExists: false, granted: [], canDelete: false }
-      const facts = await one(db, tableFactsSql(), tableFactsParams(table))
-      // `history` in the facts also needs the lease table's column for it; this is the table alone.
-      const historyExists = (await one(db, tableFactsSql(), tableFactsParams(history))).exists === true
-      const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
-      const canDelete = granted.some((g) => g.kind === 'lease' && g.privilege === 'DELETE' && g.granted === true)
-      return { hidden: null, facts, historyExists, granted, canDelete }
-    }),
-    session: once('checking for a transaction pooler and prepared statements', () => sessionCheck(r)),
-  }
-  return r
+  const { pooler, prepared } = await sessionCheck(db, open, lent)
+  add('pooler', pooler)
+  add('prepared', prepared)
+  add('durability', judgeDurability(server))
+  add('timeouts', judgeTimeouts(server))
+
+  signal?.throwIfAborted()
+  if (options.race === false) return checks
+  const { canDelete } = privileges
+  add('race', await raceCheck({ options, table, history, say, open, lent, done: checks, canDelete, historyExists }))
+  return checks
+}
+
+async function readTables(db: Queryable, table: string, history: string) {
+  // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
+  const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
+  const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
+  if (usage[0]?.usage === false) return { hidden: schema, facts: {} as Row, granted: [] }
+  const facts = await one(db, tableFactsSql(), tableFactsParams(table))
+  const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
+  return { hidden: null, facts, granted }
 }
 
 // By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
@@ -217,12 +165,10 @@ const SESSION_PROBE_SQL = `SELECT pg_backend_pid() AS pid, current_setting('pg_c
 // A session's mark, not a transaction's: a pooler that moves the connection loses it.
 const MARK_SESSION_SQL = `SELECT set_config('pg_cron_lease.doctor', $1::text, false) AS mark`
 
-const SUPPORTED = 140000
-
 export function judgeConnection(server: Row): Verdict {
   const version = `PostgreSQL ${String(server.version)}`
   const detail = `server_version_num ${String(server.version_num)}; supported: 14 and later`
-  if (Number(server.version_num) >= SUPPORTED) return pass(`${version}, supported (14 and later)`, detail)
+  if (Number(server.version_num) >= 140000) return pass(`${version}, supported (14 and later)`, detail)
   return fail(
     `${version} is older than 14, the oldest supported`,
     detail,
@@ -265,21 +211,31 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
       `${upgrade} to upgrade it; replicas pick it up within a minute (docs/migrations.md#upgrading-an-older-table)`,
     )
   }
-  if (facts.history_shape !== true) {
-    const what = historyExists
-      ? `lacks the column its history table ${history} needs`
-      : `its history table ${history} is missing`
-    return warn(
-      `${table} has the current shape, but ${what}: no run history is kept`,
-      detail,
-      `${upgrade} to ${historyExists ? 'add it' : 'create it'} (docs/migrations.md#the-table)`,
-    )
-  }
-  return pass(`${table} has the current shape, and its history table ${history} is present`, detail)
+  if (facts.history_shape === true)
+    return pass(`${table} has the current shape, and its history table ${history} is present`, detail)
+  const what = historyExists
+    ? `lacks the column its history table ${history} needs`
+    : `its history table ${history} is missing`
+  return warn(
+    `${table} has the current shape, but ${what}: no run history is kept`,
+    detail,
+    `${upgrade} to ${historyExists ? 'add it' : 'create it'} (docs/migrations.md#the-table)`,
+  )
 }
 
-/** A name as SQL reads it whatever it holds: every identifier quoted, so a GRANT runs as printed. */
+// The table check, when the role cannot see into the table's schema: the privileges check names the GRANT.
+function judgeHidden(table: string, schema: string, role: string): Verdict {
+  return warn(
+    `not checked: ${role} has no USAGE on schema ${schema}, so it cannot see ${table}`,
+    `has_schema_privilege('${schema}', 'USAGE') is false`,
+    'grant it as the privileges check says, then run doctor again (docs/operations.md#doctor)',
+  )
+}
+
+// Every identifier quoted, whatever it holds, so that a GRANT runs as printed.
 const quoteName = (name: string) => `"${name.replaceAll('"', '""')}"`
+const grant = (privileges: string[], table: string, role: string) =>
+  `GRANT ${privileges.join(', ')} ON ${quoteTable(table)} TO ${quoteName(role)};`
 
 /** What `role` may do on the tables; `reading` (`race: false`) needs only a monitor's SELECT: not claiming is a warning. */
 export function judgePrivileges(
@@ -304,7 +260,7 @@ export function judgePrivileges(
   const detail = needs
     .map(([kind, name, ps]) => `${name}: ${ps.map((p) => `${p} ${has(kind, p) ? 'yes' : 'no'}`).join(', ')}`)
     .join('; ')
-  const grants = lacking.map((l) => `GRANT ${l.missing.join(', ')} ON ${quoteTable(l.name)} TO ${quoteName(role)};`)
+  const grants = lacking.map((l) => grant(l.missing, l.name, role)).join(' ')
   const missing = lacking.map((l) => `${l.missing.join(', ')} on ${l.name}`).join('; ')
   const monitor = 'A role meant only to read (a monitor) needs SELECT on both tables alone'
   const verdict = (): Verdict => {
@@ -320,18 +276,18 @@ export function judgePrivileges(
       return warn(
         `${role} may read (SELECT) ${needs.map(([, n]) => n).join(' and ')}, all that status, check and history need, but lacks ${missing}: it cannot claim`,
         detail,
-        `nothing, for a monitor; a role that runs jobs needs ${grants.join(' ')} (docs/operations.md#doctor)`,
+        `nothing, for a monitor; a role that runs jobs needs ${grants} (docs/operations.md#doctor)`,
       )
     if (reading)
       return fail(
         `${role} lacks ${unreadable.map((l) => `SELECT on ${l.name}`).join('; ')}: it cannot read the leases and runs`,
         detail,
-        `${unreadable.map((l) => `GRANT SELECT ON ${quoteTable(l.name)} TO ${quoteName(role)};`).join(' ')} ${monitor} (docs/operations.md#doctor)`,
+        `${unreadable.map((l) => grant(['SELECT'], l.name, role)).join(' ')} ${monitor} (docs/operations.md#doctor)`,
       )
     return fail(
       `${role} lacks ${missing}: its claims ${lacking[0]!.name === table ? 'fail' : 'cannot record their runs'}`,
       detail,
-      `${grants.join(' ')} ${monitor}: check it with --no-race (runDoctor: race: false) (docs/operations.md#doctor)`,
+      `${grants} ${monitor}: check it with --no-race (runDoctor: race: false) (docs/operations.md#doctor)`,
     )
   }
   return { verdict: verdict(), canDelete: has('lease', 'DELETE') }
@@ -345,9 +301,7 @@ export function judgeSchemaUsage(table: string, schema: string, role: string): V
   )
 }
 
-async function clockCheck({ db, options, say }: Reads): Promise<Verdict> {
-  say(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
-  const toleranceMs = options.clockToleranceMs ?? CLOCK_TOLERANCE_MS
+async function clockCheck(db: Queryable, toleranceMs: number): Promise<Verdict> {
   let best: { offsetMs: number; roundTripMs: number } | undefined
   for (let i = 0; i < CLOCK_SAMPLES; i++) {
     const sentWallMs = Date.now()
@@ -384,16 +338,11 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
 // A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler,
 // on the backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement.
 // Unbounded: a session's timeouts set behind a pooler would stay on a server connection others use.
-async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdict; prepared: Verdict }> {
+async function sessionCheck(db: Queryable, open: Open | null, lent: number) {
   const a = open === null ? null : await open(false)
-  const b =
-    open === null || lent < 2
-      ? null
-      : await open(false).catch(async (error) => {
-          await a?.close()
-          throw error
-        })
+  let b: typeof a = null
   try {
+    if (open !== null && lent >= 2) b = await open(false)
     const conn = a?.db ?? db
     const mark = randomBytes(6).toString('hex')
     const statement = { text: SESSION_PROBE_SQL, name: `pg_cron_lease_doctor_${mark}` }
@@ -407,10 +356,12 @@ async function sessionCheck({ db, open, lent }: Reads): Promise<{ pooler: Verdic
         seen.others.add(Number((await one(b.db, SESSION_PROBE_SQL, [])).pid))
       }
       const sent = runStatement(conn, statement, [], true)
-      // A pooler with one server connection makes A wait for B's transaction, which no server does.
-      const settled = sent.then(() => false).catch(() => false)
-      if (b !== null && (await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })]))) seen.waited = true
-      if (b !== null) await b.db.query('COMMIT', [])
+      if (b !== null) {
+        // A pooler with one server connection makes A wait for B's transaction, which no server does.
+        const settled = sent.then(() => false).catch(() => false)
+        seen.waited ||= await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })])
+        await b.db.query('COMMIT', [])
+      }
       const second = (await sent).rows?.[0] as Row
       for (const row of [first, second]) {
         seen.pids.add(Number(row?.pid))
@@ -436,14 +387,14 @@ export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): 
     `backends seen by one connection: ${pids.join(', ')}; session state ${markLost ? 'lost' : 'kept'}` +
     (two ? `; backends also serving another connection: ${shared.join(', ') || 'none'}` : '; one connection only') +
     (waited ? `; it waited over ${BLOCKED_MS} ms for another connection's transaction` : '')
-  if (pids.length === 1 && shared.length === 0 && !markLost && !waited)
-    return pass('no transaction pooling: each connection keeps its own backend and its session state', detail)
   const signs = [
     pids.length > 1 && `reached ${pids.length} backends`,
     shared.length > 0 && 'shared a backend with another connection',
     markLost && 'lost its session state',
     waited && "waited for another connection's transaction",
   ].filter(Boolean)
+  if (signs.length === 0)
+    return pass('no transaction pooling: each connection keeps its own backend and its session state', detail)
   return warn(
     `transaction pooling: one connection's transactions ${signs.join(', ')}`,
     detail,
@@ -452,8 +403,11 @@ export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): 
 }
 
 export function judgePrepared(pg: boolean, refused: boolean): Verdict {
-  const unnamed = 'not a pg handle: statements are sent unnamed, so prepared statements play no part'
-  if (!pg) return pass(unnamed, 'no named statement sent')
+  if (!pg)
+    return pass(
+      'not a pg handle: statements are sent unnamed, so prepared statements play no part',
+      'no named statement sent',
+    )
   if (!refused)
     return pass('a named prepared statement round trip works here', 'prepared once, run again on the same connection')
   return warn(
@@ -474,16 +428,16 @@ export function judgeDurability(server: Row): Verdict {
       detail,
       'set synchronous_commit to on for the application role (ALTER ROLE … SET synchronous_commit = on) (docs/high-availability.md#never-turn-synchronous_commit-off)',
     )
-  if (standbys > 0 && (names === '' || commit === 'local'))
-    return warn(
-      `no synchronous standby: ${standbys} standby(s) stream asynchronously, so a failover can lose a claim and let an occurrence run twice`,
-      detail,
-      'name a standby in synchronous_standby_names, with synchronous_commit on or remote_apply (docs/high-availability.md#settings)',
-    )
   if (standbys === 0)
     return pass(
       `synchronous_commit ${commit}; no standby streams from this server, so no failover can lose a commit`,
       detail,
+    )
+  if (names === '' || commit === 'local')
+    return warn(
+      `no synchronous standby: ${standbys} standby(s) stream asynchronously, so a failover can lose a claim and let an occurrence run twice`,
+      detail,
+      'name a standby in synchronous_standby_names, with synchronous_commit on or remote_apply (docs/high-availability.md#settings)',
     )
   return pass(`synchronous_commit ${commit}, with a synchronous standby (${names})`, detail)
 }

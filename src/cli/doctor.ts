@@ -41,8 +41,8 @@ export const doctor: Command = {
       try {
         return await runDoctor(client, {
           table: values.table,
-          ...(values.race !== undefined && { race: values.race }),
-          ...(values.rounds !== undefined && { rounds: values.rounds }),
+          race: values.race,
+          rounds: values.rounds,
           connect: () => openClient(target),
           signal: interrupt.signal,
           onProgress: (message) => text && context.note(`${BIN} doctor: ${message}…\n`),
