@@ -52,7 +52,7 @@ export function createDashboard(opts: DashboardOptions): DashboardHandler {
   return (req, res, next) => {
     serve(site, req, res, next).catch((error: unknown) => {
       if (res.headersSent) return void res.destroy()
-      send(res, 500, JSON_TYPE, jsonText({ error: messageOf(error) }))
+      fail(res, 500, messageOf(error))
     })
   }
 }
@@ -99,7 +99,7 @@ function readers(limit: number) {
 }
 
 type Next = (error?: unknown) => void
-type Route = 'asset' | 'page' | 'session' | 'jobs' | 'runs' | 'action' | 'machine'
+type Route = 'asset' | 'page' | 'session' | 'data' | 'runs' | 'action'
 
 async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next?: Next) {
   const { guard, table, basePath } = site
@@ -116,12 +116,9 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   if (route === undefined) return pass(res, next)
   secure(res)
   if (guard === undefined && !site.hosts.has(hostName(req.headers.host))) {
-    return send(
-      res,
-      421,
-      TEXT_TYPE,
-      `Without a token this dashboard answers only for ${[...site.hosts].join(', ')}, not Host ${JSON.stringify(req.headers.host ?? '')}: add the name with --allowed-host (allowedHosts), or set a token.\n`,
-    )
+    const [names, host] = [[...site.hosts].join(', '), JSON.stringify(req.headers.host ?? '')]
+    const why = `Without a token this dashboard answers only for ${names}, not Host ${host}`
+    return send(res, 421, TEXT_TYPE, `${why}: add the name with --allowed-host (allowedHosts), or set a token.\n`)
   }
   // The page's URLs are relative, so the page itself must end in '/': '/cron' would load '/app.js'.
   if (route === 'page' && !outer.endsWith('/')) {
@@ -171,14 +168,19 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   await reply(res, path, () => site.once(key, () => read(site, route, path, name, query)))
 }
 
+const ROUTES = {
+  '/': 'page',
+  '/api/runs': 'runs',
+  '/api/jobs': 'data',
+  '/metrics': 'data',
+  '/healthz': 'data',
+} as const
+
 function routeOf(path: string, method: string | undefined, job: RegExpExecArray | null): Route | undefined {
   if (method === 'GET' && asset(path.slice(1)) !== undefined) return 'asset'
   if (method === 'POST' && (path === '/login' || path === '/logout')) return 'session'
-  if (path === '/') return 'page'
-  if (path === '/api/jobs') return 'jobs'
-  if (path === '/api/runs' || job?.[2] === 'runs') return 'runs'
-  if (job !== null) return 'action'
-  return path === '/metrics' || path === '/healthz' ? 'machine' : undefined
+  if (job !== null) return job[2] === 'runs' ? 'runs' : 'action'
+  return Object.hasOwn(ROUTES, path) ? ROUTES[path as keyof typeof ROUTES] : undefined
 }
 
 function pass(res: ServerResponse, next: Next | undefined) {

@@ -7,9 +7,7 @@ import { PgCronLeaseRunner } from './runner.js'
 
 /**
  * Options of `PgCronLeaseModule.forRootAsync()`.
- *
- * @example
- * const opts: PgCronLeaseModuleAsyncOptions = { inject: [PG_POOL], useFactory: (pool: pg.Pool) => ({ db: pool }) }
+ * @example const opts: PgCronLeaseModuleAsyncOptions = { inject: [PG_POOL], useFactory: (pool: pg.Pool) => ({ db: pool }) }
  */
 export interface PgCronLeaseModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
   useFactory: (...args: any[]) => PgCronLeaseModuleOptions | Promise<PgCronLeaseModuleOptions>
