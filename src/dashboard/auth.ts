@@ -46,8 +46,12 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     const until = clients.get(addressOf(req))?.until ?? 0
     return until > monotonicMs() ? Math.ceil((until - monotonicMs()) / 1000) : 0
   }
-  const failed = (req: IncomingMessage) => {
+  const matches = (req: IncomingMessage, given: string) => {
     const address = addressOf(req)
+    if (same(given)) {
+      clients.delete(address)
+      return true
+    }
     const at = monotonicMs()
     const client = clients.get(address) ?? { failures: [], lockouts: 0, until: 0 }
     client.failures = client.failures.filter((t) => t > at - FAILURE_WINDOW_MS)
@@ -61,13 +65,6 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     clients.delete(address)
     if (clients.size >= MAX_CLIENTS) clients.delete(clients.keys().next().value!)
     clients.set(address, client)
-  }
-  const matches = (req: IncomingMessage, given: string) => {
-    if (same(given)) {
-      clients.delete(addressOf(req))
-      return true
-    }
-    failed(req)
     return false
   }
   const live = (id: string | undefined) => {

@@ -66,35 +66,33 @@ function siteOf(opts: DashboardOptions) {
     guard: token === undefined ? undefined : gate(token),
     actions: allowActions && token !== undefined,
     hosts: new Set([...LOOPBACK, ...allowedHosts]),
-    ...readers(2),
+    read: reader(2),
   }
 }
 
 type Site = ReturnType<typeof siteOf>
 
 // Reads shared while in flight, at most `limit` at once; a burst waits here, not in the pool, whose connect timeout would fail it as an outage.
-function readers(limit: number) {
+function reader(limit: number) {
   const inFlight = new Map<string, Promise<unknown>>()
   const waiting: (() => void)[] = []
   let running = 0
-  return {
-    once<T>(key: string, work: () => Promise<T>): Promise<T> {
-      const shared = inFlight.get(key) ?? work().finally(() => inFlight.delete(key))
-      inFlight.set(key, shared)
-      return shared as Promise<T>
-    },
-    async turn<T>(work: () => Promise<T>): Promise<T> {
-      if (running < limit) running++
-      else await new Promise<void>((resolve) => waiting.push(resolve))
-      try {
-        return await work()
-      } finally {
-        // A waiter takes this reader's place.
-        const next = waiting.shift()
-        if (next) next()
-        else running--
-      }
-    },
+  const turn = async <T>(work: () => Promise<T>): Promise<T> => {
+    if (running < limit) running++
+    else await new Promise<void>((resolve) => waiting.push(resolve))
+    try {
+      return await work()
+    } finally {
+      // A waiter takes this reader's place.
+      const next = waiting.shift()
+      if (next) next()
+      else running--
+    }
+  }
+  return <T>(key: string, work: () => Promise<T>): Promise<T> => {
+    const shared = inFlight.get(key) ?? turn(work).finally(() => inFlight.delete(key))
+    inFlight.set(key, shared)
+    return shared as Promise<T>
   }
 }
 
@@ -139,7 +137,7 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     return fail(res, 403, 'actions are off: start the dashboard with allowActions (--allow-actions) and a token')
   }
   const admitted = guard === undefined ? true : guard.admit(req)
-  if (typeof admitted === 'number') return tooMany(res, admitted, jsonText({ error: tooManyText(admitted) }), JSON_TYPE)
+  if (typeof admitted === 'number') return tooMany(res, admitted)
   if (!admitted) {
     if (route === 'page' && method === 'GET') return send(res, 401, HTML_TYPE, loginPage(table))
     res.setHeader('WWW-Authenticate', 'Bearer realm="pg-cron-lease dashboard"')
@@ -164,8 +162,7 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     return fail(res, 405, `${method} is not served here`)
   }
   if (route === 'page') return send(res, 200, HTML_TYPE, shell(table, site.actions, guard !== undefined))
-  const key = route === 'runs' ? `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}` : path
-  await reply(res, path, () => site.once(key, () => read(site, route, path, name, query)))
+  await reply(res, path, () => read(site, route, path, name, query))
 }
 
 const ROUTES = {
@@ -205,7 +202,7 @@ async function session(site: Site, req: IncomingMessage, res: ServerResponse, pa
     return seeOther(res)
   }
   const wait = guard.lockedFor(req)
-  if (wait > 0) return tooMany(res, wait, loginPage(table, tooManyText(wait)), HTML_TYPE)
+  if (wait > 0) return tooMany(res, wait, (said) => loginPage(table, said))
   const given = new URLSearchParams(await readBody(req)).get('token') ?? ''
   if (!guard.matches(req, given)) {
     return send(res, 401, HTML_TYPE, loginPage(table, 'That token is not the one this dashboard was started with.'))
@@ -214,23 +211,24 @@ async function session(site: Site, req: IncomingMessage, res: ServerResponse, pa
   seeOther(res)
 }
 
-const tooManyText = (seconds: number) => `too many wrong tokens from this address: try again in ${seconds} s`
-
-function tooMany(res: ServerResponse, seconds: number, body: string, type: string) {
+function tooMany(res: ServerResponse, seconds: number, page?: (said: string) => string) {
+  const said = `too many wrong tokens from this address: try again in ${seconds} s`
   res.setHeader('Retry-After', String(seconds))
-  send(res, 429, type, body)
+  if (page === undefined) fail(res, 429, said)
+  else send(res, 429, HTML_TYPE, page(said))
 }
 
 type Reply = { status: number; type: string; body: string }
 
 async function read(site: Site, route: Route, path: string, name: string, query: URLSearchParams): Promise<Reply> {
-  const { db, table, once, turn } = site
+  const { db, table } = site
   if (route === 'runs') {
+    const key = `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}`
     const [limit, before] = [numeric(query.get('limit')), query.get('before') ?? undefined]
-    return json(await turn(() => listRuns(db, { table, jobName: name, limit, before })))
+    return json(await site.read(key, () => listRuns(db, { table, jobName: name, limit, before })))
   }
   // One read of the leases serves the jobs, /metrics and /healthz asked at once.
-  const { leases, checkedAt } = await once('leases', () => turn(() => readLeases(db, { table })))
+  const { leases, checkedAt } = await site.read('leases', () => readLeases(db, { table }))
   if (path === '/api/jobs') return json(leases)
   if (path === '/metrics')
     return { status: 200, type: 'text/plain; version=0.0.4; charset=utf-8', body: renderPrometheus(leases) }
