@@ -66,38 +66,40 @@ function siteOf(opts: DashboardOptions) {
     guard: token === undefined ? undefined : gate(token),
     actions: allowActions && token !== undefined,
     hosts: new Set([...LOOPBACK, ...allowedHosts]),
-    read: reader(2),
+    ...readers(2),
   }
 }
 
 type Site = ReturnType<typeof siteOf>
 
 // Reads shared while in flight, at most `limit` at once; a burst waits here, not in the pool, whose connect timeout would fail it as an outage.
-function reader(limit: number) {
+function readers(limit: number) {
   const inFlight = new Map<string, Promise<unknown>>()
   const waiting: (() => void)[] = []
   let running = 0
-  const turn = async <T>(work: () => Promise<T>): Promise<T> => {
-    if (running < limit) running++
-    else await new Promise<void>((resolve) => waiting.push(resolve))
-    try {
-      return await work()
-    } finally {
-      // A waiter takes this reader's place.
-      const next = waiting.shift()
-      if (next) next()
-      else running--
-    }
-  }
-  return <T>(key: string, work: () => Promise<T>): Promise<T> => {
-    const shared = inFlight.get(key) ?? turn(work).finally(() => inFlight.delete(key))
-    inFlight.set(key, shared)
-    return shared as Promise<T>
+  return {
+    once<T>(key: string, work: () => Promise<T>): Promise<T> {
+      const shared = inFlight.get(key) ?? work().finally(() => inFlight.delete(key))
+      inFlight.set(key, shared)
+      return shared as Promise<T>
+    },
+    async turn<T>(work: () => Promise<T>): Promise<T> {
+      if (running < limit) running++
+      else await new Promise<void>((resolve) => waiting.push(resolve))
+      try {
+        return await work()
+      } finally {
+        // A waiter takes this reader's place.
+        const next = waiting.shift()
+        if (next) next()
+        else running--
+      }
+    },
   }
 }
 
 type Next = (error?: unknown) => void
-type Route = 'asset' | 'page' | 'session' | 'data' | 'runs' | 'action'
+type Route = 'asset' | 'page' | 'session' | 'jobs' | 'runs' | 'action' | 'machine'
 
 async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next?: Next) {
   const { guard, table, basePath } = site
@@ -162,22 +164,18 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     return fail(res, 405, `${method} is not served here`)
   }
   if (route === 'page') return send(res, 200, HTML_TYPE, shell(table, site.actions, guard !== undefined))
-  await reply(res, path, () => read(site, route, path, name, query))
+  const key = route === 'runs' ? `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}` : path
+  await reply(res, path, () => site.once(key, () => read(site, route, path, name, query)))
 }
-
-const ROUTES = {
-  '/': 'page',
-  '/api/runs': 'runs',
-  '/api/jobs': 'data',
-  '/metrics': 'data',
-  '/healthz': 'data',
-} as const
 
 function routeOf(path: string, method: string | undefined, job: RegExpExecArray | null): Route | undefined {
   if (method === 'GET' && asset(path.slice(1)) !== undefined) return 'asset'
   if (method === 'POST' && (path === '/login' || path === '/logout')) return 'session'
-  if (job !== null) return job[2] === 'runs' ? 'runs' : 'action'
-  return Object.hasOwn(ROUTES, path) ? ROUTES[path as keyof typeof ROUTES] : undefined
+  if (path === '/') return 'page'
+  if (path === '/api/jobs') return 'jobs'
+  if (path === '/api/runs' || job?.[2] === 'runs') return 'runs'
+  if (job !== null) return 'action'
+  return path === '/metrics' || path === '/healthz' ? 'machine' : undefined
 }
 
 function pass(res: ServerResponse, next: Next | undefined) {
@@ -221,14 +219,13 @@ function tooMany(res: ServerResponse, seconds: number, page?: (said: string) => 
 type Reply = { status: number; type: string; body: string }
 
 async function read(site: Site, route: Route, path: string, name: string, query: URLSearchParams): Promise<Reply> {
-  const { db, table } = site
+  const { db, table, once, turn } = site
   if (route === 'runs') {
-    const key = `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}`
     const [limit, before] = [numeric(query.get('limit')), query.get('before') ?? undefined]
-    return json(await site.read(key, () => listRuns(db, { table, jobName: name, limit, before })))
+    return json(await turn(() => listRuns(db, { table, jobName: name, limit, before })))
   }
   // One read of the leases serves the jobs, /metrics and /healthz asked at once.
-  const { leases, checkedAt } = await site.read('leases', () => readLeases(db, { table }))
+  const { leases, checkedAt } = await once('leases', () => turn(() => readLeases(db, { table })))
   if (path === '/api/jobs') return json(leases)
   if (path === '/metrics')
     return { status: 200, type: 'text/plain; version=0.0.4; charset=utf-8', body: renderPrometheus(leases) }
