@@ -247,10 +247,9 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
 async function reply(res: ServerResponse, path: string, work: () => Promise<Reply>) {
   const answer = await work().catch((error: unknown): Reply => {
     const message = messageOf(error)
-    const body = path === '/healthz' ? { healthy: false, error: message } : { error: message }
     const status = (STATUS_OF as Record<string, number>)[(error as { code?: string } | null)?.code ?? ''] ?? 503
     if (path === '/metrics') return { status, type: TEXT_TYPE, body: `# ${message}\n` }
-    return { status, type: JSON_TYPE, body: jsonText(body) }
+    return json(path === '/healthz' ? { healthy: false, error: message } : { error: message }, status)
   })
   send(res, answer.status, answer.type, answer.body)
 }
