@@ -124,11 +124,9 @@ export class PgCronLeaseRunner {
   beforeApplicationShutdown(): Promise<void> {
     this.closing = true
     const ms = this.config.shutdownTimeoutMs
+    const aborted = `shutting down: ticks still running after ${ms} ms (shutdownTimeoutMs) were aborted and recorded as errors`
     this.drained ??= drainGroup(this.runs, ms, `shutdownTimeoutMs (${ms} ms)`).then((stopped) => {
-      if (stopped.length === 0) return
-      this.config.logger.warn(
-        `shutting down: ticks still running after ${ms} ms (shutdownTimeoutMs) were aborted and recorded as errors: ${stopped.join(', ')}`,
-      )
+      if (stopped.length > 0) this.config.logger.warn(`${aborted}: ${stopped.join(', ')}`)
     })
     return this.drained
   }
