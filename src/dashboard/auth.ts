@@ -27,7 +27,6 @@ type Client = { failures: number[]; lockouts: number; until: number }
 export function gate(token: string, monotonicMs: () => number = () => performance.now()) {
   // Hashed first: one length, so timingSafeEqual does not leak the token's.
   const expected = digest(token)
-  const same = (given: string) => timingSafeEqual(digest(given), expected)
   // Keyed by the id's hash: a lookup's timing then says nothing of how much of a guessed id matches.
   const sessions = new Map<string, number>()
   const clients = new Map<string, Client>()
@@ -46,8 +45,12 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     const until = clients.get(addressOf(req))?.until ?? 0
     return until > monotonicMs() ? Math.ceil((until - monotonicMs()) / 1000) : 0
   }
-  const failed = (req: IncomingMessage) => {
+  const matches = (req: IncomingMessage, given: string) => {
     const address = addressOf(req)
+    if (timingSafeEqual(digest(given), expected)) {
+      clients.delete(address)
+      return true
+    }
     const at = monotonicMs()
     const client = clients.get(address) ?? { failures: [], lockouts: 0, until: 0 }
     client.failures = client.failures.filter((t) => t > at - FAILURE_WINDOW_MS)
@@ -61,13 +64,6 @@ export function gate(token: string, monotonicMs: () => number = () => performanc
     clients.delete(address)
     if (clients.size >= MAX_CLIENTS) clients.delete(clients.keys().next().value!)
     clients.set(address, client)
-  }
-  const matches = (req: IncomingMessage, given: string) => {
-    if (same(given)) {
-      clients.delete(addressOf(req))
-      return true
-    }
-    failed(req)
     return false
   }
   const live = (id: string | undefined) => {

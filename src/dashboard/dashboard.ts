@@ -52,7 +52,7 @@ export function createDashboard(opts: DashboardOptions): DashboardHandler {
   return (req, res, next) => {
     serve(site, req, res, next).catch((error: unknown) => {
       if (res.headersSent) return void res.destroy()
-      send(res, 500, JSON_TYPE, jsonText({ error: messageOf(error) }))
+      fail(res, 500, messageOf(error))
     })
   }
 }
@@ -116,12 +116,9 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   if (route === undefined) return pass(res, next)
   secure(res)
   if (guard === undefined && !site.hosts.has(hostName(req.headers.host))) {
-    return send(
-      res,
-      421,
-      TEXT_TYPE,
-      `Without a token this dashboard answers only for ${[...site.hosts].join(', ')}, not Host ${JSON.stringify(req.headers.host ?? '')}: add the name with --allowed-host (allowedHosts), or set a token.\n`,
-    )
+    const [names, host] = [[...site.hosts].join(', '), JSON.stringify(req.headers.host ?? '')]
+    const why = `Without a token this dashboard answers only for ${names}, not Host ${host}`
+    return send(res, 421, TEXT_TYPE, `${why}: add the name with --allowed-host (allowedHosts), or set a token.\n`)
   }
   // The page's URLs are relative, so the page itself must end in '/': '/cron' would load '/app.js'.
   if (route === 'page' && !outer.endsWith('/')) {
@@ -142,7 +139,7 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
     return fail(res, 403, 'actions are off: start the dashboard with allowActions (--allow-actions) and a token')
   }
   const admitted = guard === undefined ? true : guard.admit(req)
-  if (typeof admitted === 'number') return tooMany(res, admitted, jsonText({ error: tooManyText(admitted) }), JSON_TYPE)
+  if (typeof admitted === 'number') return tooMany(res, admitted)
   if (!admitted) {
     if (route === 'page' && method === 'GET') return send(res, 401, HTML_TYPE, loginPage(table))
     res.setHeader('WWW-Authenticate', 'Bearer realm="pg-cron-lease dashboard"')
@@ -203,7 +200,7 @@ async function session(site: Site, req: IncomingMessage, res: ServerResponse, pa
     return seeOther(res)
   }
   const wait = guard.lockedFor(req)
-  if (wait > 0) return tooMany(res, wait, loginPage(table, tooManyText(wait)), HTML_TYPE)
+  if (wait > 0) return tooMany(res, wait, (said) => loginPage(table, said))
   const given = new URLSearchParams(await readBody(req)).get('token') ?? ''
   if (!guard.matches(req, given)) {
     return send(res, 401, HTML_TYPE, loginPage(table, 'That token is not the one this dashboard was started with.'))
@@ -212,11 +209,11 @@ async function session(site: Site, req: IncomingMessage, res: ServerResponse, pa
   seeOther(res)
 }
 
-const tooManyText = (seconds: number) => `too many wrong tokens from this address: try again in ${seconds} s`
-
-function tooMany(res: ServerResponse, seconds: number, body: string, type: string) {
+function tooMany(res: ServerResponse, seconds: number, page?: (said: string) => string) {
+  const said = `too many wrong tokens from this address: try again in ${seconds} s`
   res.setHeader('Retry-After', String(seconds))
-  send(res, 429, type, body)
+  if (page === undefined) fail(res, 429, said)
+  else send(res, 429, HTML_TYPE, page(said))
 }
 
 type Reply = { status: number; type: string; body: string }
@@ -250,10 +247,9 @@ const messageOf = (error: unknown) => (error instanceof Error ? error.message : 
 async function reply(res: ServerResponse, path: string, work: () => Promise<Reply>) {
   const answer = await work().catch((error: unknown): Reply => {
     const message = messageOf(error)
-    const body = path === '/healthz' ? { healthy: false, error: message } : { error: message }
     const status = (STATUS_OF as Record<string, number>)[(error as { code?: string } | null)?.code ?? ''] ?? 503
     if (path === '/metrics') return { status, type: TEXT_TYPE, body: `# ${message}\n` }
-    return { status, type: JSON_TYPE, body: jsonText(body) }
+    return json(path === '/healthz' ? { healthy: false, error: message } : { error: message }, status)
   })
   send(res, answer.status, answer.type, answer.body)
 }

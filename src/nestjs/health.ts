@@ -10,17 +10,13 @@ import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 
 /**
  * Which jobs a check looks at: these names (one with no row is down), or those a predicate keeps.
- *
- * @example
- * const jobs: JobFilter = (name) => name.startsWith('billing:')
+ * @example const jobs: JobFilter = (name) => name.startsWith('billing:')
  */
 export type JobFilter = readonly string[] | ((jobName: string) => boolean)
 
 /**
  * Options of {@link PgCronLeaseHealthIndicator.isHealthy}: the job filter and overdue rules.
- *
- * @example
- * const opts: PgCronLeaseHealthOptions = { jobs: ['report:hourly'], overdueGraceMs: 120_000 }
+ * @example const opts: PgCronLeaseHealthOptions = { jobs: ['report:hourly'], overdueGraceMs: 120_000 }
  */
 export interface PgCronLeaseHealthOptions extends Pick<ListLeasesOptions, 'overdueGraceMs' | 'overdueFactor'> {
   /** Default: every job in the table. */
@@ -29,17 +25,13 @@ export interface PgCronLeaseHealthOptions extends Pick<ListLeasesOptions, 'overd
 
 /**
  * The key a check reports under when none is given.
- *
- * @example
- * leases.isHealthy(DEFAULT_HEALTH_KEY)
+ * @example leases.isHealthy(DEFAULT_HEALTH_KEY)
  */
 export const DEFAULT_HEALTH_KEY = 'pg-cron-lease'
 
 /**
  * `up` or `down` as `pg-cron-lease check` decides, or `down` when the database cannot be read (docs/nestjs.md#health).
- *
- * @example
- * check() { return this.health.check([() => this.leases.isHealthy('jobs')]) }
+ * @example check() { return this.health.check([() => this.leases.isHealthy('jobs')]) }
  */
 export class PgCronLeaseHealthIndicator {
   private service: Promise<HealthIndicatorService> | undefined

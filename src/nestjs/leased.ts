@@ -11,9 +11,7 @@ const LEASED_METADATA = 'pg-cron-lease:leased'
 
 /**
  * Options of `@Leased()`; an unknown key is a `TypeError` when the class is defined.
- *
- * @example
- * const opts: LeasedOptions = { leaseMs: 45_000, catchUp: { withinMs: 6 * 3_600_000 } }
+ * @example const opts: LeasedOptions = { leaseMs: 45_000, catchUp: { withinMs: 6 * 3_600_000 } }
  */
 export interface LeasedOptions {
   /** The lease in ms, rounded to whole ms (1 to `MAX_LEASE_MS`). Default: from the schedule (docs/nestjs.md#the-decorator). */
@@ -63,13 +61,9 @@ export function Leased(options?: LeasedOptions): MethodDecorator {
     const wrapper = function (this: object, ...args: unknown[]): Promise<unknown> {
       const fire = bindings.get(this)
       if (fire !== undefined) return fire(method, this, args)
-      if (!warned) {
-        warned = true
-        new Logger('PgCronLease').error(
-          `${label} fired, but its instance belongs to no application that imports ` +
-            'PgCronLeaseModule (or that application has closed): not run',
-        )
-      }
+      const why = 'belongs to no application that imports PgCronLeaseModule (or that application has closed)'
+      if (!warned) new Logger('PgCronLease').error(`${label} fired, but its instance ${why}: not run`)
+      warned = true
       return Promise.resolve(undefined)
     }
     Object.defineProperty(wrapper, 'name', { value: original.name })

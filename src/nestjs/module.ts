@@ -7,9 +7,7 @@ import { PgCronLeaseRunner } from './runner.js'
 
 /**
  * Options of `PgCronLeaseModule.forRootAsync()`.
- *
- * @example
- * const opts: PgCronLeaseModuleAsyncOptions = { inject: [PG_POOL], useFactory: (pool: pg.Pool) => ({ db: pool }) }
+ * @example const opts: PgCronLeaseModuleAsyncOptions = { inject: [PG_POOL], useFactory: (pool: pg.Pool) => ({ db: pool }) }
  */
 export interface PgCronLeaseModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
   useFactory: (...args: any[]) => PgCronLeaseModuleOptions | Promise<PgCronLeaseModuleOptions>
@@ -18,16 +16,6 @@ export interface PgCronLeaseModuleAsyncOptions extends Pick<ModuleMetadata, 'imp
 
 class PgCronLeaseRunnerModule {}
 Module({ imports: [DiscoveryModule], providers: [PgCronLeaseRunner] })(PgCronLeaseRunnerModule)
-
-function dynamicModule(config: Omit<FactoryProvider, 'provide'>, imports: ModuleMetadata['imports'] = []) {
-  return {
-    module: PgCronLeaseModule,
-    global: true,
-    imports: [...imports, PgCronLeaseRunnerModule],
-    providers: [{ provide: PG_CRON_LEASE_CONFIG, ...config }, PgCronLeaseHealthIndicator],
-    exports: [PG_CRON_LEASE_CONFIG, PgCronLeaseHealthIndicator],
-  }
-}
 
 /**
  * Runs the application's `@Leased()` methods as singletons across replicas. Import it once, beside
@@ -41,12 +29,19 @@ function dynamicModule(config: Omit<FactoryProvider, 'provide'>, imports: Module
 export class PgCronLeaseModule {
   /** The module with its options given as a value, as in the class's example. */
   static forRoot(options: PgCronLeaseModuleOptions): DynamicModule {
-    // Awaited, as Nest awaits a Promise given as a provider's value.
-    return dynamicModule({ useFactory: async () => resolveConfig(await options) })
+    // Awaited by forRootAsync, as Nest awaits a Promise given as a provider's value.
+    return PgCronLeaseModule.forRootAsync({ useFactory: () => options })
   }
 
   /** The module with its options made by a factory, as {@link PgCronLeaseModuleAsyncOptions} shows. */
-  static forRootAsync({ useFactory, inject = [], imports }: PgCronLeaseModuleAsyncOptions): DynamicModule {
-    return dynamicModule({ useFactory: async (...args) => resolveConfig(await useFactory(...args)), inject }, imports)
+  static forRootAsync({ useFactory, inject = [], imports = [] }: PgCronLeaseModuleAsyncOptions): DynamicModule {
+    const useConfig = async (...args: unknown[]) => resolveConfig(await useFactory(...args))
+    return {
+      module: PgCronLeaseModule,
+      global: true,
+      imports: [...imports, PgCronLeaseRunnerModule],
+      providers: [{ provide: PG_CRON_LEASE_CONFIG, useFactory: useConfig, inject }, PgCronLeaseHealthIndicator],
+      exports: [PG_CRON_LEASE_CONFIG, PgCronLeaseHealthIndicator],
+    }
   }
 }

@@ -5,13 +5,13 @@ import { createTableSql, upgradeTableSql } from '../sql.js'
 import type { LeaseLogger, LeaseOptions, Queryable } from '../types.js'
 import { checkMs, checkOptions, checkQueryable, fail } from '../validate.js'
 
+type Defaults = Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'>
+
 /**
  * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder`, `record` and `history` are every leased method's defaults.
- *
- * @example
- * const opts: PgCronLeaseModuleOptions = { db: pool, migrate: true, holder: process.env.HOSTNAME }
+ * @example const opts: PgCronLeaseModuleOptions = { db: pool, migrate: true, holder: process.env.HOSTNAME }
  */
-export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'> {
+export interface PgCronLeaseModuleOptions extends Defaults {
   /** The database: a `pg.Pool`, or any `Queryable` the core accepts. The module never ends it. */
   db: Queryable
   /** Where claim errors, tick errors and warnings go. Default: Nest's `new Logger('PgCronLease')`. */
@@ -24,15 +24,12 @@ export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | '
 
 /**
  * How long shutdown waits for ticks in flight by default: 10 s, a third of Kubernetes' grace.
- *
- * @example
- * PgCronLeaseModule.forRoot({ db: pool, shutdownTimeoutMs: DEFAULT_SHUTDOWN_TIMEOUT_MS * 2 })
+ * @example PgCronLeaseModule.forRoot({ db: pool, shutdownTimeoutMs: DEFAULT_SHUTDOWN_TIMEOUT_MS * 2 })
  */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = DEFAULTS.timeoutMs
 
 export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')
 
-/** The options checked, defaults filled: what the runner and the health indicator read. */
 export type ModuleConfig = Awaited<ReturnType<typeof resolveConfig>>
 
 const NAME = 'PgCronLeaseModule options'
@@ -45,17 +42,13 @@ export async function resolveConfig(options: unknown) {
   // Checked as every claim checks them, so a bad one stops the start, not each fire.
   compileOptions('withCronLease', defaults, NAME)
   if (migrate !== undefined && typeof migrate !== 'boolean') fail(`${NAME}.migrate`, 'true or false', migrate)
-  const timeoutMs =
-    shutdownTimeoutMs === undefined
-      ? DEFAULT_SHUTDOWN_TIMEOUT_MS
-      : checkMs(shutdownTimeoutMs, `${NAME}.shutdownTimeoutMs`, Number.POSITIVE_INFINITY, 0)
+  const waitMs = shutdownTimeoutMs === undefined ? DEFAULT_SHUTDOWN_TIMEOUT_MS : shutdownTimeoutMs
+  const timeoutMs = checkMs(waitMs, `${NAME}.shutdownTimeoutMs`, Number.POSITIVE_INFINITY, 0)
   const nestLogger = (logger ?? new Logger('PgCronLease')) as LoggerService
   if (typeof nestLogger.error !== 'function' || typeof nestLogger.warn !== 'function')
     fail(`${NAME}.logger`, 'a Nest LoggerService, with error and warn functions', logger)
-  if (migrate === true) {
-    await pool.query(createTableSql(defaults.table as string | undefined), [])
-    await pool.query(upgradeTableSql(defaults.table as string | undefined), [])
-  }
+  const { table } = defaults as Defaults
+  if (migrate === true) for (const sql of [createTableSql(table), upgradeTableSql(table)]) await pool.query(sql, [])
   const leaseLogger: LeaseLogger = {
     debug: (text) => nestLogger.debug?.(text),
     warn: (text) => nestLogger.warn(text),
@@ -64,11 +57,6 @@ export async function resolveConfig(options: unknown) {
       nestLogger.error(`${jobName}: ${text}`, error instanceof Error ? error.stack : undefined)
     },
   }
-  return Object.freeze({
-    db: pool,
-    logger: nestLogger,
-    leaseLogger,
-    defaults: Object.freeze(defaults) as Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'>,
-    shutdownTimeoutMs: timeoutMs,
-  })
+  const frozen = Object.freeze(defaults) as Defaults
+  return Object.freeze({ db: pool, logger: nestLogger, leaseLogger, defaults: frozen, shutdownTimeoutMs: timeoutMs })
 }

@@ -39,6 +39,8 @@ const MISTAKES = {
 
 const startError = (method: LeasedMethod, mistake: string) => new Error(`pg-cron-lease: ${method.label} ${mistake}`)
 
+const slotOf = (cronJob: CronPackageJob | undefined) => (cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob))
+
 export class PgCronLeaseRunner {
   private readonly jobs = new Map<LeasedMethod, LeasedJob>()
   // This application's runs: its shutdown drains them as drainLeases drains the process's.
@@ -122,20 +124,16 @@ export class PgCronLeaseRunner {
   beforeApplicationShutdown(): Promise<void> {
     this.closing = true
     const ms = this.config.shutdownTimeoutMs
+    const aborted = `shutting down: ticks still running after ${ms} ms (shutdownTimeoutMs) were aborted and recorded as errors`
     this.drained ??= drainGroup(this.runs, ms, `shutdownTimeoutMs (${ms} ms)`).then((stopped) => {
-      if (stopped.length === 0) return
-      this.config.logger.warn(
-        `shutting down: ticks still running after ${ms} ms (shutdownTimeoutMs) were aborted and recorded as errors: ${stopped.join(', ')}`,
-      )
+      if (stopped.length > 0) this.config.logger.warn(`${aborted}: ${stopped.join(', ')}`)
     })
     return this.drained
   }
 
   async onApplicationShutdown(): Promise<void> {
     await this.beforeApplicationShutdown()
-    for (const { instance } of this.jobs.values()) {
-      if (bindings.get(instance) === this.fire) bindings.delete(instance)
-    }
+    for (const { instance } of this.jobs.values()) if (bindings.get(instance) === this.fire) bindings.delete(instance)
   }
 
   private cronJob(job: LeasedJob): CronPackageJob | undefined {
@@ -183,13 +181,13 @@ export class PgCronLeaseRunner {
     }
     // Read in the fire's own turn: the job's lastDate() moves on with its next fire.
     let cronJob = this.cronJob(job)
-    let slot = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
+    let slot = slotOf(cronJob)
     return this.start(job, async () => {
       if (job.schedule.kind === 'cron' && cronJob === undefined) {
         // A fire already late at construction runs before registration; a microtask later it is there.
         await null
         cronJob = this.cronJob(job)
-        if (cronJob !== undefined) slot = cronJobSlot(cronJob)
+        slot = slotOf(cronJob)
       }
       const { db } = this.config
       const opts = this.claimOptions(job, slot)
@@ -202,7 +200,7 @@ export class PgCronLeaseRunner {
     return this.start(job, async () => {
       const cronJob = this.cronJob(job)
       const lease = this.leaseOf(job, cronJob, 'cannot catch up: ')
-      const { nextOccurrence } = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
+      const { nextOccurrence } = slotOf(cronJob)
       const opts = { ...this.claimOptions(job, { occurrence: null, nextOccurrence }), ...job.method.options.catchUp }
       return runCatchUp(runConfig('catchUp', this.config.db, job.name, lease, this.tick(job, []), opts), this.runs)
     })

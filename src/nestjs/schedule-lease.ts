@@ -19,9 +19,7 @@ export type Schedule =
 
 /**
  * A `@Timeout`'s lease: replicas started within a minute run it once.
- *
- * @example
- * \@Timeout(5_000) \@Leased({ leaseMs: TIMEOUT_LEASE_MS * 5 }) warmUp() {}
+ * @example \@Timeout(5_000) \@Leased({ leaseMs: TIMEOUT_LEASE_MS * 5 }) warmUp() {}
  */
 export const TIMEOUT_LEASE_MS = 60_000
 
