@@ -7,16 +7,22 @@
  * clock) rather than waited for, so the count of occurrences missed is exact.
  */
 import assert from 'node:assert/strict'
+import diagnostics from 'node:diagnostics_channel'
 import { after, before, describe, test } from 'node:test'
+import cron from 'node-cron'
 import pg from 'pg'
 import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import {
   type CatchUpOptions,
+  CHANNELS,
+  type ClaimMessage,
   catchUp,
+  leaseCoordinator,
   leasedTick,
   listLeases,
   MAX_INTERVAL_MS,
   quoteTable,
+  type RunEndMessage,
   withCronLease,
 } from '../../../src/index.ts'
 import { collectingLogger, originalShapeTable } from '../../helpers/occurrence-replicas.ts'
@@ -242,5 +248,81 @@ describe('every window and interval the checks accept works', () => {
       (error: unknown) => error instanceof TypeError && /opts\.everyMs must be/.test(error.message),
     )
     assert.equal((await listLeases(pool, { table })).length, 1, 'nothing was written for the refused call')
+  })
+})
+
+describe("the node-cron coordinator catches a watched task up by the task's own execute()", () => {
+  // Resolves once `claims` catch-up claims of `job` were answered and one of its runs has ended.
+  function settled(job: string, claims: number): Promise<RunEndMessage> {
+    return new Promise((resolve, reject) => {
+      let answered = 0
+      let ended: RunEndMessage | undefined
+      const timer = setTimeout(
+        () => done(new Error(`${answered} claims answered, ended: ${ended !== undefined}`)),
+        20_000,
+      )
+      const onClaim = (m: unknown) => {
+        if ((m as ClaimMessage).jobName === job) answered++
+        if (answered >= claims && ended !== undefined) done()
+      }
+      const onEnd = (m: unknown) => {
+        if ((m as RunEndMessage).jobName !== job) return
+        ended = m as RunEndMessage
+        if (answered >= claims) done()
+      }
+      function done(error?: Error) {
+        clearTimeout(timer)
+        diagnostics.unsubscribe(CHANNELS.claim, onClaim)
+        diagnostics.unsubscribe(CHANNELS.runEnd, onEnd)
+        if (error) reject(error)
+        else resolve(ended!)
+      }
+      diagnostics.subscribe(CHANNELS.claim, onClaim)
+      diagnostics.subscribe(CHANNELS.runEnd, onEnd)
+    })
+  }
+
+  // Two replicas watch the same task, which is not due again for months: only a catch-up can run it.
+  function watchOnTwoReplicas(table: string, job: string, body: () => void) {
+    return [1, 2].map(() => {
+      const coordinator = leaseCoordinator(pool, { table, leaseMs: LEASE_MS, catchUp: { withinMs: 3_600_000 } })
+      const task = cron.schedule('0 0 1 1 *', body, { name: job, distributed: true, runCoordinator: coordinator })
+      return coordinator.watch(task)
+    })
+  }
+
+  test('a stopped job runs once across two replicas, for its missed occurrence, and is recorded ok', async () => {
+    const table = await freshTable(pool, 'catchup_coordinator')
+    await stoppedJob(table, 'report', 2 * EVERY_MS)
+    let runs = 0
+    const ended = settled('report', 2)
+    const tasks = watchOnTwoReplicas(table, 'report', () => void runs++)
+    try {
+      const end = await ended
+      assert.equal(end.outcome, 'ok')
+      assert.equal(runs, 1, 'one replica ran it, by execute(); the other lost the claim')
+      const [lease] = await listLeases(pool, { table })
+      assert.equal(lease?.lastOutcome, 'ok')
+    } finally {
+      for (const task of tasks) await task.destroy()
+    }
+  })
+
+  test('a task that throws when caught up is recorded as that error', async () => {
+    const table = await freshTable(pool, 'catchup_coordinator_fails')
+    await stoppedJob(table, 'flaky', 2 * EVERY_MS)
+    const ended = settled('flaky', 2)
+    const tasks = watchOnTwoReplicas(table, 'flaky', () => {
+      throw new Error('the report server is down')
+    })
+    try {
+      const end = await ended
+      assert.equal(end.outcome, 'error')
+      const [lease] = await listLeases(pool, { table })
+      assert.equal(lease?.lastOutcome, 'error')
+      assert.match(lease?.lastError ?? '', /the report server is down/)
+    } finally {
+      for (const task of tasks) await task.destroy()
+    }
   })
 })
