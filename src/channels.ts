@@ -3,12 +3,7 @@ import diagnostics from 'node:diagnostics_channel'
 import type { Settled } from './outcome.js'
 import type { Ticket } from './ticket.js'
 
-/**
- * Published after every claim that got an answer from the database.
- *
- * @example
- * diagnostics_channel.subscribe('pg-cron-lease:claim', (m) => console.log(m.jobName, m.won))
- */
+/** On `pg-cron-lease:claim`, after every claim the database answered. */
 export interface ClaimMessage {
   jobName: string
   holder: string
@@ -19,12 +14,7 @@ export interface ClaimMessage {
   clockOffsetMs: number | null
 }
 
-/**
- * Published after every `renew()` and keep-alive beat that got an answer from the database.
- *
- * @example
- * diagnostics_channel.subscribe('pg-cron-lease:renew', (m) => m.renewed || alert(m.jobName))
- */
+/** On `pg-cron-lease:renew`, after every `renew()` and keep-alive beat the database answered. */
 export interface RenewMessage {
   /** The run it belongs to: the `run` of its {@link RunStartMessage}. */
   run: object
@@ -43,28 +33,19 @@ export interface RunMessage {
   claimToken: string | null
 }
 
-/**
- * The context of the `pg-cron-lease:tick` tracing channel, one per tick that runs.
- *
- * @example
- * diagnostics_channel.tracingChannel('pg-cron-lease:tick').subscribe({ start(m) {}, asyncEnd(m) {}, error(m) {} })
- */
+/** The context of the `pg-cron-lease:tick` tracing channel, one per tick that runs. */
 export interface TickMessage extends RunMessage {
   leaseMs: number
   /**
-   * Left for a `start` subscriber to set: the tick is then called as `within(tick)`, so it runs in
-   * whatever that function makes current (OpenTelemetry's `context.with`, whose storage no
-   * `bindStore` can reach). A second subscriber should wrap the first's, not replace it.
+   * Left for a `start` subscriber to set, so the tick runs as `within(tick)`: OpenTelemetry's `context.with`
+   * reaches storage no `bindStore` can. A second subscriber should wrap the first's, not replace it.
    */
   within?: <R>(tick: () => R) => R
 }
 
 /**
- * Published once a claim is won (a catch-up's too), before its tick is called; for the node-cron
- * coordinator, before `shouldRun` resolves `true`. Every run that starts ends with a {@link RunEndMessage}.
- *
- * @example
- * diagnostics_channel.subscribe('pg-cron-lease:run:start', (m) => console.log(m.jobName, m.occurrence, m.missed))
+ * On `pg-cron-lease:run:start`, once a claim is won (a catch-up's too), before its tick is called or the
+ * coordinator's `shouldRun` resolves `true`. Every run that starts ends with a {@link RunEndMessage}.
  */
 export interface RunStartMessage extends RunMessage {
   leaseMs: number
@@ -76,13 +57,7 @@ export interface RunStartMessage extends RunMessage {
   catchUp: boolean
 }
 
-/**
- * Published once a run's outcome is recorded (or at once when `record` is false), after its tick
- * settled: the last message of the run.
- *
- * @example
- * diagnostics_channel.subscribe('pg-cron-lease:run:end', (m) => m.outcome === 'error' && report(m.error))
- */
+/** On `pg-cron-lease:run:end`, the run's last message: once its outcome is recorded (or `record` is false). */
 export interface RunEndMessage extends RunMessage {
   /** `unknown` when the scheduler cannot say (an unwatched node-cron task). */
   outcome: 'ok' | 'error' | 'unknown'
@@ -93,11 +68,8 @@ export interface RunEndMessage extends RunMessage {
 }
 
 /**
- * Published once per run, when its tick learns its lease was lost (a renew, keep-alive beat or
- * fence found it ended or replaced, or keep-alive could not extend it in time); `ctx.signal` aborts.
- *
- * @example
- * diagnostics_channel.subscribe('pg-cron-lease:lost', (m) => console.warn(m.jobName, m.reason))
+ * On `pg-cron-lease:lost`, once per run, when its tick learns its lease was lost (a renew, beat or fence
+ * found it ended or replaced, or keep-alive could not extend it in time); `ctx.signal` aborts.
  */
 export interface LostLeaseMessage extends RunMessage {
   /** Why, in words: `it was released (…)`, `another claim replaced it`, `it expired`, … */
@@ -105,19 +77,15 @@ export interface LostLeaseMessage extends RunMessage {
 }
 
 /**
- * Published when a shutdown (`drainLeases`, or a NestJS application's close) aborts a run still
- * going at its timeout; the run then ends with `outcome: 'error'` and this reason.
- *
- * @example
- * diagnostics_channel.subscribe('pg-cron-lease:drain-abort', (m) => console.warn('aborted', m.jobName))
+ * On `pg-cron-lease:drain-abort`, when a shutdown (`drainLeases`, a NestJS application's close) aborts a
+ * run at its timeout; the run then ends with `outcome: 'error'` and this reason.
  */
 export interface DrainAbortMessage extends RunMessage {
   reason: Error
 }
 
 /**
- * The channel names. A subscriber that throws is rethrown by Node as an uncaught exception: catch
- * inside it.
+ * The channel names. Node rethrows a subscriber's throw as an uncaught exception: catch inside it.
  *
  * @example
  * diagnostics_channel.subscribe(CHANNELS.claim, (m) => console.log(m))
@@ -166,14 +134,11 @@ export const publishRunEnd = publisher(
     durationMs,
   }),
 )
-export const publishLost = publisher(
-  CHANNELS.lost,
-  (ticket: Ticket, reason: string): LostLeaseMessage => ({ ...runOf(ticket), reason }),
-)
-export const publishDrainAbort = publisher(
-  CHANNELS.drainAbort,
-  (ticket: Ticket, reason: Error): DrainAbortMessage => ({ ...runOf(ticket), reason }),
-)
+// A lost lease and a drain's abort both say which run stopped, and why.
+const stopped = <R>(name: string) =>
+  publisher(name, (ticket: Ticket, reason: R): RunMessage & { reason: R } => ({ ...runOf(ticket), reason }))
+export const publishLost = stopped<LostLeaseMessage['reason']>(CHANNELS.lost)
+export const publishDrainAbort = stopped<DrainAbortMessage['reason']>(CHANNELS.drainAbort)
 
 const tickChannel = diagnostics.tracingChannel<unknown, TickMessage & object>(CHANNELS.tick)
 

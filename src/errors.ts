@@ -41,20 +41,18 @@ export const ERROR_CODES = Object.freeze({
   NO_HISTORY: 'PG_CRON_LEASE_NO_HISTORY',
 } as const)
 
-/** A bad argument: `argument` names it as the caller wrote it (`opts.until`), `detail` says what it must be and what it was. */
+/** A bad argument: `argument` as the caller wrote it (`opts.until`), `detail` what it must be and what it got. */
 export interface ArgumentError extends TypeError {
   readonly code: typeof ERROR_CODES.INVALID_ARGUMENT
   readonly argument: string
   readonly detail: string
 }
 
-/** The {@link ArgumentError} for `argument`: its message is `pg-cron-lease: <argument> <detail>`. */
 export function argumentError(argument: string, detail: string): ArgumentError {
   const error = new TypeError(`pg-cron-lease: ${argument} ${detail}`)
   return Object.assign(error, { code: ERROR_CODES.INVALID_ARGUMENT, argument, detail } as const)
 }
 
-/** An Error with one of {@link ERROR_CODES}. */
 export function codedError(code: string, message: string, cause?: unknown): Error & { code: string } {
   return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code })
 }

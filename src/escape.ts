@@ -1,11 +1,8 @@
 // The backslash is escaped too, so the output reads back without doubt.
 const NAMED: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
 
-/**
- * Text from the lease table for a terminal: callers wrote it, so it may hold what a terminal acts on. Escapes every
- * character that can move the cursor, start an escape sequence or end a line, and every invisible format character:
- * `bill\u200Bing` must not read as `billing`, nor U+202E reverse the line. The dashboard's `visible()` takes the same.
- */
+// Callers wrote the table's text: nothing in it may move a terminal's cursor, end a line or hide (U+200B, U+202E).
+// The dashboard's `visible()` takes the same characters.
 export function escapeControls(text: string): string {
   return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\\]/gu, (char) => {
     const code = char.codePointAt(0)!

@@ -1,9 +1,6 @@
 import { types } from 'node:util'
 
-/**
- * Renders a bad argument for an error message: short, and safe for any value (a getter that
- * throws, a cycle, a symbol, a revoked Proxy), because the message is built on the failure path.
- */
+// Safe for any value (a throwing getter, a cycle, a revoked Proxy): it runs on the failure path.
 export function formatValue(value: unknown): string {
   try {
     return render(value)

@@ -24,11 +24,7 @@ export function clearWarning(table: string, about: string): void {
   warned.get(table)?.delete(about)
 }
 
-/**
- * `logger.warn`, else `console.warn`: a warning nobody sees would make a silent miss again. Never
- * throws: a logger's failure must not change what a run resolves to, nor whether it is recorded, so
- * a throwing `logger.warn` sends the warning to the console instead.
- */
+// Never silent (a warning nobody sees makes a silent miss again), and never throws: a logger cannot change a run.
 export function warn(logger: LeaseLogger | undefined, message: string): void {
   if (typeof logger?.warn === 'function') {
     try {
@@ -41,25 +37,20 @@ export function warn(logger: LeaseLogger | undefined, message: string): void {
   console.warn(message)
 }
 
-/**
- * `logger.debug`, if any, with `message()`: built only for a logger that has one, as every losing
- * claim passes here. A throwing one is ignored: a debug line must not change a claim's outcome.
- */
+// The message is built only for a logger that has `debug`: every losing claim passes here.
 export function debug(logger: LeaseLogger | undefined, message: () => string): void {
   if (typeof logger?.debug !== 'function') return
   try {
     logger.debug(message())
   } catch {
-    // Nothing to fall back to: a debug line is not worth the console.
+    // A debug line must not change a claim's outcome, and is not worth the console.
   }
 }
 
-/** The command that upgrades `table`, as an operator would type it. */
 export function migrateCommand(table: string): string {
   return `pg-cron-lease migrate${table === DEFAULT_TABLE ? '' : ` --table ${table}`}`
 }
 
-/** Warns once per table that it has the original shape, so claims go by the lease alone and record nothing. */
 export function warnShape(table: string, logger: LeaseLogger | undefined): void {
   if (!firstWarning(table, 'shape')) return
   warn(

@@ -1,7 +1,4 @@
-/**
- * Every option, described once: which entry points take it, what it is when left out, and its check.
- * The unknown-key errors, each entry point's subset, {@link DEFAULTS} and the fuzz oracle all read this table.
- */
+/** Each option once: its entry points, default and check; the key errors, DEFAULTS and the fuzz oracle read it. */
 import os from 'node:os'
 import { argumentError } from './errors.js'
 import { MAX_INTERVAL_MS } from './presets.js'
@@ -28,7 +25,6 @@ const ADMIN = ['pauseJob', 'resumeJob', 'releaseLease'] as const
 const TABLED = [...CLAIMING, 'listLeases', 'listRuns', ...ADMIN, 'runDoctor', 'createDashboard'] as const
 const ALL = [...TABLED, 'drainLeases'] as const
 
-/** The public functions that take an option bag. */
 export type EntryPoint = (typeof ALL)[number]
 
 /** Sees every value but `undefined`, which is the row's default. */
@@ -49,10 +45,10 @@ const need = <V, const E extends readonly EntryPoint[]>(entry: E, check: Check<V
 
 export type HistoryKeep = Readonly<Required<HistoryOptions>>
 
-/** The most either history count may be: the trim reads this many of the job's rows on every write. */
+// The most either history count may be: the trim reads this many of the job's rows on every write.
 const MAX_HISTORY_KEEP = 10_000
 
-/** The shortest dashboard token accepted: shorter ones can be guessed online, even rate-limited. */
+// Shorter dashboard tokens can be guessed online, even rate-limited.
 const MIN_TOKEN_LENGTH = 16
 const MAKE_TOKEN = 'a short token can be guessed; make one with: openssl rand -hex 24'
 
@@ -175,7 +171,7 @@ export const {
   rounds: DOCTOR_ROUNDS,
 } = DEFAULTS
 
-/** `null` is no logger, as the original package took it. */
+// `null` is no logger, as the original package took it.
 function checkLogger(logger: unknown, name: string): LeaseLogger | undefined {
   if (logger === null) return undefined
   if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
@@ -209,7 +205,7 @@ function checkHistory(value: unknown, name: string): HistoryKeep | false {
   })
 }
 
-/** A path prefix such as `/cron`, kept without its trailing slash: `/` is ''. */
+// Kept without its trailing slash: `/` is ''.
 export function checkBasePath(value: unknown, name: string): string {
   if (typeof value !== 'string' || !/^\/[^?#\s\\]*$/.test(value) || value.includes('//'))
     fail(name, "a path that starts with '/', such as '/cron', without ?, #, spaces or '//'", value)
@@ -225,17 +221,12 @@ export function checkDashboardToken(value: unknown, name: string): string {
   return value
 }
 
-/**
- * The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late, in ms, a missed occurrence is made up for.
- *
- * @example
- * const window: CatchUpWindow = { withinMs: 6 * 3_600_000 }
- */
+/** The `catchUp` option of `leasedTick` and `leaseCoordinator`: how late, in ms, a missed occurrence is made up for. */
 export interface CatchUpWindow {
   withinMs: number
 }
 
-/** The option names `E` accepts, as a type: what the public option interfaces are held to. */
+/** The option names `E` accepts: what the public option interfaces are held to. */
 export type OptionsOf<E extends EntryPoint> = {
   [K in OptionName]: E extends (typeof OPTIONS)[K]['in'][number] ? K : never
 }[OptionName]
@@ -260,20 +251,13 @@ for (const entry of ALL) {
   LEFT_OUT[entry] = Object.fromEntries(kept.map((key) => [key, ROWS[key].default]))
 }
 
-/** The option names an entry point accepts, in the table's order. */
-export function optionsOf(entry: EntryPoint): readonly OptionName[] {
-  return KEYS[entry]
-}
+export const optionsOf = (entry: EntryPoint): readonly OptionName[] => KEYS[entry]
 
-/**
- * The options of `entry`, checked, defaulted and frozen; `null` is no options, an unknown key a typo.
- * `name` is what the errors call the bag.
- */
+/** `null` is no options, an unknown key a typo; `name` is what the errors call the bag. */
 export function compileOptions(entry: EntryPoint, opts: unknown, name = 'opts'): Compiled {
   return compileCall(entry, opts, 0, name).options
 }
 
-/** {@link compileOptions}, plus the per-call options (an occurrence) checked for this call. */
 export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name = 'opts') {
   const bag = checkOptions(opts, KEYS[entry], name)
   const options: Record<string, unknown> = Object.assign({}, LEFT_OUT[entry])
@@ -286,9 +270,5 @@ export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name 
     if (key === 'occurrence' || key === 'nextOccurrence') call[key] = value as number | null
     else options[key] = value
   }
-  return {
-    options: Object.freeze(options) as Compiled,
-    occurrence: call.occurrence,
-    nextOccurrence: call.nextOccurrence,
-  }
+  return { options: Object.freeze(options) as Compiled, ...call }
 }

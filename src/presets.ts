@@ -2,12 +2,7 @@ import { fail, MAX_LEASE_MS } from './validate.js'
 
 export { MAX_LEASE_MS }
 
-/**
- * The longest `everyMs`, in ms: ten years, so every stored due time reads back as a `Date`.
- *
- * @example
- * withCronLease(pool, 'decennial', LEASE.DAILY, run, { everyMs: MAX_INTERVAL_MS })
- */
+/** The longest `everyMs`, in ms: ten years, so every stored due time reads back as a `Date`. */
 export const MAX_INTERVAL_MS = 315_576_000_000
 
 /**

@@ -7,9 +7,6 @@ export interface QueryResultLike {
 /**
  * Anything that runs a parameterised statement: a `pg` Pool or client, PGlite, or `fromPostgresJs(sql)`.
  * Only `pg` handles are also sent named prepared statements.
- *
- * @example
- * const db: Queryable = new pg.Pool({ connectionString: process.env.DATABASE_URL })
  */
 export interface Queryable {
   query(text: string, params: unknown[]): PromiseLike<QueryResultLike> | QueryResultLike
@@ -18,9 +15,6 @@ export interface Queryable {
 /**
  * Where the library reports what it decided; every method is optional, `console` fits. A method that throws
  * changes nothing about the run: a warning it could not take goes to `console.warn`.
- *
- * @example
- * withCronLease(pool, 'report', LEASE.HOURLY, run, { logger: console })
  */
 export interface LeaseLogger {
   /** Called when a claim loses because another replica holds the lease. */
@@ -31,12 +25,7 @@ export interface LeaseLogger {
   error?(error: unknown, jobName: string): void
 }
 
-/**
- * Background renewal while a long tick runs, fenced on this claim: whole ms, `1 <= beatMs < extendMs <= leaseMs`.
- *
- * @example
- * withCronLease(pool, 'import', 60_000, runImport, { keepAlive: { beatMs: 10_000, extendMs: 30_000 } })
- */
+/** Background renewal while a long tick runs, fenced on this claim: whole ms, `1 <= beatMs < extendMs <= leaseMs`. */
 export interface KeepAlive {
   /** How often to extend the lease while the tick runs, in ms. */
   beatMs: number
@@ -44,12 +33,7 @@ export interface KeepAlive {
   extendMs: number
 }
 
-/**
- * The `history` option: how many of a job's runs its history keeps, counted when each is written.
- *
- * @example
- * withCronLease(pool, 'report', LEASE.HOURLY, run, { history: { keep: 500, keepFailed: 50 } })
- */
+/** The `history` option: how many of a job's runs its history keeps, counted when each is written. */
 export interface HistoryOptions {
   /** The job's last runs kept, whatever their outcome. Default: 100. */
   keep?: number
@@ -58,11 +42,8 @@ export interface HistoryOptions {
 }
 
 /**
- * Options for {@link withCronLease}, which every entry point picks from. An unknown key is rejected;
- * every call checks the bag it is given, so a bag changed between calls is checked again.
- *
- * @example
- * const opts: LeaseOptions = { table: 'jobs.leases', holder: 'worker-3', logger: console }
+ * Options for {@link withCronLease}, which every entry point picks from. An unknown key is rejected; every
+ * call checks the bag it is given, so a bag changed between calls is checked again.
  */
 export interface LeaseOptions {
   /** Informational name stored in the row. Default (also for `''` and `null`): `hostname:pid`. */
@@ -127,10 +108,5 @@ export interface LeaseContext {
   readonly signal: AbortSignal
 }
 
-/**
- * How a call to {@link withCronLease} ended: `ran: true` with the tick's result, or `ran: false`.
- *
- * @example
- * const { ran, result } = await withCronLease(pool, 'report', LEASE.HOURLY, () => 42)
- */
+/** How a call to {@link withCronLease} ended: `ran: true` with the tick's result, or `ran: false`. */
 export type LeaseOutcome<T = unknown> = { ran: true; result: T } | { ran: false; result: null }

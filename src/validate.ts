@@ -3,12 +3,7 @@ import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
 import type { Queryable } from './types.js'
 
-/**
- * The longest lease accepted, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and the longest Node timer.
- *
- * @example
- * leaseMs <= MAX_LEASE_MS // true for every lease the library accepts
- */
+/** The longest lease accepted, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and the longest Node timer. */
 export const MAX_LEASE_MS = 2_147_483_647
 
 /** The one error for a bad argument: `<name> must be <rule>, got <value>`. */

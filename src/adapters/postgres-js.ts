@@ -2,12 +2,7 @@
 import type { Queryable, QueryResultLike } from '../types.js'
 import { fail } from '../validate.js'
 
-/**
- * The one part of a postgres.js `sql` (or a `sql.begin()` callback's) the adapter calls.
- *
- * @example
- * const db = fromPostgresJs({ unsafe: async () => Object.assign([], { count: 0 }) }) // every claim loses
- */
+/** The one part of a postgres.js `sql` (or a `sql.begin()` callback's) the adapter calls. */
 export interface PostgresJsSql {
   unsafe(query: string, parameters?: any[]): PromiseLike<ArrayLike<unknown> & { count?: number | null }>
 }
