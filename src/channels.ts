@@ -15,11 +15,7 @@ export interface ClaimMessage {
 }
 
 /** On `pg-cron-lease:renew`, after every `renew()` and keep-alive beat the database answered. */
-export interface RenewMessage {
-  /** The run it belongs to: the `run` of its {@link RunStartMessage}. */
-  run: object
-  jobName: string
-  holder: string
+export interface RenewMessage extends Omit<RunMessage, 'claimToken'> {
   renewed: boolean
   ms: number
 }
@@ -37,8 +33,8 @@ export interface RunMessage {
 export interface TickMessage extends RunMessage {
   leaseMs: number
   /**
-   * Left for a `start` subscriber to set, so the tick runs as `within(tick)`: OpenTelemetry's `context.with`
-   * reaches storage no `bindStore` can. A second subscriber should wrap the first's, not replace it.
+   * Set by a `start` subscriber to run the tick as `within(tick)`, for a context no `bindStore` reaches
+   * (OpenTelemetry's `context.with`). A second subscriber should wrap the first's, not replace it.
    */
   within?: <R>(tick: () => R) => R
 }
@@ -84,12 +80,7 @@ export interface DrainAbortMessage extends RunMessage {
   reason: Error
 }
 
-/**
- * The channel names. Node rethrows a subscriber's throw as an uncaught exception: catch inside it.
- *
- * @example
- * diagnostics_channel.subscribe(CHANNELS.claim, (m) => console.log(m))
- */
+/** The channel names. Node rethrows a subscriber's throw as an uncaught exception: catch inside it. */
 export const CHANNELS = Object.freeze({
   claim: 'pg-cron-lease:claim',
   renew: 'pg-cron-lease:renew',

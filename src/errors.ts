@@ -23,13 +23,7 @@ export class LeaseLostError extends Error {
   }
 }
 
-/**
- * The `code` of each error the library raises; any other error is the driver's, unchanged. Choose behaviour
- * by code, never by message text.
- *
- * @example
- * if (error.code === ERROR_CODES.NO_HISTORY) console.log('run pg-cron-lease migrate')
- */
+/** The `code` of each error the library raises; any other error is the driver's. Choose behaviour by code, not text. */
 export const ERROR_CODES = Object.freeze({
   /** A bad argument or option (a `TypeError` naming it in `argument`), found before any query. */
   INVALID_ARGUMENT: 'ERR_INVALID_ARG_VALUE',

@@ -38,10 +38,8 @@ const row = <D, V, const E extends readonly EntryPoint[]>(entry: E, fallback: D,
   required: false,
 })
 // A value nobody chose would be a guess: left out, it is checked (and refused) like any other.
-const need = <V, const E extends readonly EntryPoint[]>(entry: E, check: Check<V>) => ({
-  ...row(entry, undefined as never, check),
-  required: true,
-})
+const need = <V, const E extends readonly EntryPoint[]>(entry: E, check: Check<V>) =>
+  Object.assign(row(entry, undefined as never, check), { required: true })
 
 export type HistoryKeep = Readonly<Required<HistoryOptions>>
 
@@ -84,11 +82,39 @@ export const OPTIONS = {
     }
     return value as string
   }),
-  logger: row(CLAIMING, undefined, checkLogger),
-  keepAlive: row(RUNS, undefined, checkKeepAlive),
+  // `null` is no logger, as the original package took it.
+  logger: row(CLAIMING, undefined, (logger, name): LeaseLogger | undefined => {
+    if (logger === null) return undefined
+    if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
+    // The logger is kept, not its methods: a logger may replace them later (pino does on a level change).
+    for (const method of ['debug', 'warn', 'error'] as const) {
+      const fn = readOrFail(logger, method, name, LOGGER_RULE)
+      if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
+    }
+    return logger as LeaseLogger
+  }),
+  keepAlive: row(RUNS, undefined, (value, name, { leaseMs }): KeepAlive => {
+    // Unlike a bag, null is refused: a tick that asked for a keep-alive must not outlast its lease without one.
+    if (value === null) fail(name, 'an object', value)
+    const { beatMs, extendMs } = checkOptions(value, ['beatMs', 'extendMs'], name)
+    const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
+    const beat = checkMs(beatMs, `${name}.beatMs`)
+    // A beat must land before the extension it made runs out, or the lease lapses between beats.
+    if (beat >= extend) fail(`${name}.beatMs`, `less than ${name}.extendMs (${extend} ms)`, beatMs)
+    return { beatMs: beat, extendMs: extend }
+  }),
   prepare: row(CLAIMING, true, flag),
   record: row(CLAIMING, true, flag),
-  history: row(CLAIMING, HISTORY, checkHistory),
+  // `false` turns the history off for the job; `true` keeps the defaults.
+  history: row(CLAIMING, HISTORY, (value, name): HistoryKeep | false => {
+    if (value === true || value === false) return value && HISTORY
+    if (value === null) fail(name, 'true, false or an object such as { keep: 100, keepFailed: 20 }', value)
+    const { keep = HISTORY.keep, keepFailed = HISTORY.keepFailed } = checkOptions(value, ['keep', 'keepFailed'], name)
+    return Object.freeze({
+      keep: count(keep, `${name}.keep`, 1, MAX_HISTORY_KEEP),
+      keepFailed: count(keepFailed, `${name}.keepFailed`, 0, MAX_HISTORY_KEEP),
+    })
+  }),
   everyMs: row(RUNS, undefined, (value, name) => (value === null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
   clockToleranceMs: row([...CLAIMS, 'runDoctor'], undefined, (value, name) =>
     value === null ? undefined : checkMs(value, name, MAX_LEASE_MS, 0),
@@ -171,40 +197,6 @@ export const {
   rounds: DOCTOR_ROUNDS,
 } = DEFAULTS
 
-// `null` is no logger, as the original package took it.
-function checkLogger(logger: unknown, name: string): LeaseLogger | undefined {
-  if (logger === null) return undefined
-  if (typeof logger !== 'object' && typeof logger !== 'function') fail(name, LOGGER_RULE, logger)
-  // The logger is kept, not its methods: a logger may replace them later (pino does on a level change).
-  for (const method of ['debug', 'warn', 'error'] as const) {
-    const fn = readOrFail(logger, method, name, LOGGER_RULE)
-    if (fn !== undefined && typeof fn !== 'function') fail(`${name}.${method}`, 'a function', fn)
-  }
-  return logger as LeaseLogger
-}
-
-function checkKeepAlive(value: unknown, name: string, { leaseMs }: { leaseMs: number }): KeepAlive {
-  // Unlike a bag, null is refused: a tick that asked for a keep-alive must not outlast its lease without one.
-  if (value === null) fail(name, 'an object', value)
-  const { beatMs, extendMs } = checkOptions(value, ['beatMs', 'extendMs'], name)
-  const extend = checkMs(extendMs, `${name}.extendMs`, leaseMs)
-  const beat = checkMs(beatMs, `${name}.beatMs`)
-  // A beat must land before the extension it made runs out, or the lease lapses between beats.
-  if (beat >= extend) fail(`${name}.beatMs`, `less than ${name}.extendMs (${extend} ms)`, beatMs)
-  return { beatMs: beat, extendMs: extend }
-}
-
-// `false` turns the history off for the job; `true` keeps the defaults.
-function checkHistory(value: unknown, name: string): HistoryKeep | false {
-  if (value === true || value === false) return value && HISTORY
-  if (value === null) fail(name, 'true, false or an object such as { keep: 100, keepFailed: 20 }', value)
-  const { keep = HISTORY.keep, keepFailed = HISTORY.keepFailed } = checkOptions(value, ['keep', 'keepFailed'], name)
-  return Object.freeze({
-    keep: count(keep, `${name}.keep`, 1, MAX_HISTORY_KEEP),
-    keepFailed: count(keepFailed, `${name}.keepFailed`, 0, MAX_HISTORY_KEEP),
-  })
-}
-
 // Kept without its trailing slash: `/` is ''.
 export function checkBasePath(value: unknown, name: string): string {
   if (typeof value !== 'string' || !/^\/[^?#\s\\]*$/.test(value) || value.includes('//'))
@@ -238,15 +230,13 @@ export type Compiled = {
   readonly [K in Exclude<OptionName, PerCall>]: ReturnType<(typeof OPTIONS)[K]['check']> | Default<K>
 }
 
-type Row = { check: Check<unknown>; default: unknown; required: boolean }
+type Row = { in: readonly EntryPoint[]; check: Check<unknown>; default: unknown; required: boolean }
 const ROWS = OPTIONS as unknown as Record<OptionName, Row>
 const KEYS = {} as Record<EntryPoint, readonly OptionName[]>
 // What each entry point's options left out compile to, built once: every tick compiles its bag.
 const LEFT_OUT = {} as Record<EntryPoint, Record<string, unknown>>
 for (const entry of ALL) {
-  KEYS[entry] = (Object.keys(OPTIONS) as OptionName[]).filter((key) =>
-    (OPTIONS[key].in as readonly string[]).includes(entry),
-  )
+  KEYS[entry] = (Object.keys(OPTIONS) as OptionName[]).filter((key) => ROWS[key].in.includes(entry))
   const kept = KEYS[entry].filter((key) => !(PER_CALL as readonly string[]).includes(key))
   LEFT_OUT[entry] = Object.fromEntries(kept.map((key) => [key, ROWS[key].default]))
 }

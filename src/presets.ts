@@ -8,9 +8,6 @@ export const MAX_INTERVAL_MS = 315_576_000_000
 /**
  * Lease lengths for common schedules, in ms: about 80% of the interval, so a late timer or an off clock still
  * finds the occurrence taken, and the lease has expired by the next one.
- *
- * @example
- * cron.schedule('* * * * *', () => withCronLease(pool, 'report', LEASE.EVERY_MINUTE, sendReport))
  */
 export const LEASE = Object.freeze({
   EVERY_MINUTE: 50 * 1000,

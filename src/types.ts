@@ -66,9 +66,7 @@ export interface LeaseOptions {
   clockToleranceMs?: number | null
   /**
    * The scheduled time of this occurrence (`Date` or ISO text with a zone): none runs twice, nor an earlier one.
-   *
-   * @example
-   * withCronLease(pool, 'report', LEASE.HOURLY, run, { occurrence: ctx.date, nextOccurrence: ctx.task?.getNextRun() })
+   * From node-cron: `{ occurrence: ctx.date, nextOccurrence: ctx.task?.getNextRun() }`.
    */
   occurrence?: Date | string | null
   /** When the scheduler fires next, sent as a duration so clock offset plays no part. Default: occurrence + everyMs. */

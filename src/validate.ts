@@ -3,7 +3,7 @@ import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
 import type { Queryable } from './types.js'
 
-/** The longest lease accepted, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and the longest Node timer. */
+/** The longest lease, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and Node's longest timer. */
 export const MAX_LEASE_MS = 2_147_483_647
 
 /** The one error for a bad argument: `<name> must be <rule>, got <value>`. */
@@ -41,7 +41,7 @@ export function checkJobName(jobName: unknown, name = 'jobName'): string {
   return jobName
 }
 
-/** Every length in ms: a finite number, rounded to whole ms (`interval * 0.8` is no mistake), then held to its range. */
+// Rounded to whole ms before the range is checked: `interval * 0.8` is no mistake.
 export function checkMs(value: unknown, name: string, max = MAX_LEASE_MS, min = 1): number {
   if (typeof value !== 'number' || !Number.isFinite(value)) fail(name, 'a finite number of milliseconds', value)
   const ms = Math.round(value)

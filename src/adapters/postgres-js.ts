@@ -17,9 +17,8 @@ type Unsafe = ReturnType<PostgresJsSql['unsafe']>
  * await withCronLease(fromPostgresJs(postgres(process.env.DATABASE_URL)), 'digest:hourly', LEASE.HOURLY, sendDigest)
  */
 export function fromPostgresJs(sql: PostgresJsSql): Queryable {
-  if (typeof (sql as PostgresJsSql | null)?.unsafe !== 'function') {
+  if (typeof (sql as PostgresJsSql | null)?.unsafe !== 'function')
     fail('sql', 'a postgres.js sql instance (a function with an unsafe(query, params) method)', sql)
-  }
   // The public type leaves out `unsafe`'s options, so a two-argument stand-in still fits.
   const unsafe = sql.unsafe.bind(sql) as (text: string, params: unknown[], options: { prepare: boolean }) => Unsafe
   return {
