@@ -39,10 +39,7 @@ export interface TickMessage extends RunMessage {
   within?: <R>(tick: () => R) => R
 }
 
-/**
- * On `pg-cron-lease:run:start`, once a claim is won (a catch-up's too), before its tick is called or the
- * coordinator's `shouldRun` resolves `true`. Every run that starts ends with a {@link RunEndMessage}.
- */
+/** On `pg-cron-lease:run:start`, once a claim is won, before its tick runs; a {@link RunEndMessage} ends each run. */
 export interface RunStartMessage extends RunMessage {
   leaseMs: number
   /** The occurrence the claim won, `null` when the call named none. */
@@ -63,19 +60,13 @@ export interface RunEndMessage extends RunMessage {
   durationMs: number
 }
 
-/**
- * On `pg-cron-lease:lost`, once per run, when its tick learns its lease was lost (a renew, beat or fence
- * found it ended or replaced, or keep-alive could not extend it in time); `ctx.signal` aborts.
- */
+/** On `pg-cron-lease:lost`, once per run, when its tick learns its lease was lost; `ctx.signal` aborts. */
 export interface LostLeaseMessage extends RunMessage {
   /** Why, in words: `it was released (…)`, `another claim replaced it`, `it expired`, … */
   reason: string
 }
 
-/**
- * On `pg-cron-lease:drain-abort`, when a shutdown (`drainLeases`, a NestJS application's close) aborts a
- * run at its timeout; the run then ends with `outcome: 'error'` and this reason.
- */
+/** On `pg-cron-lease:drain-abort`, when a shutdown aborts a run at its timeout: the run ends with this error. */
 export interface DrainAbortMessage extends RunMessage {
   reason: Error
 }
@@ -99,7 +90,6 @@ function publisher<A extends unknown[], M>(name: string, message: (...args: A) =
   }
 }
 
-// The fields every run message shares; the ticket is the run's identity.
 function runOf({ run, config, claimToken }: Ticket): RunMessage {
   return { run, jobName: config.jobName, holder: config.holder, claimToken }
 }

@@ -1,3 +1,15 @@
+/** The `code` of each error the library raises; any other error is the driver's. Choose behaviour by code, not text. */
+export const ERROR_CODES = Object.freeze({
+  /** A bad argument or option (a `TypeError` naming it in `argument`), found before any query. */
+  INVALID_ARGUMENT: 'ERR_INVALID_ARG_VALUE',
+  /** `ctx.fence()`: another claim replaced this one (a {@link LeaseLostError}). */
+  LEASE_LOST: 'PG_CRON_LEASE_LOST',
+  /** `pauseJob`, `resumeJob`, `releaseLease`: the job's row stayed locked past `lockTimeoutMs`. */
+  ROW_LOCKED: 'PG_CRON_LEASE_ROW_LOCKED',
+  /** `listRuns`: the table has no run history (`pg-cron-lease migrate` adds it). */
+  NO_HISTORY: 'PG_CRON_LEASE_NO_HISTORY',
+} as const)
+
 /**
  * What `ctx.fence(client)` rejects with once another claim replaced this one: roll back. The caller's
  * transaction is not left aborted.
@@ -7,7 +19,7 @@
  */
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError'
-  readonly code = 'PG_CRON_LEASE_LOST'
+  readonly code = ERROR_CODES.LEASE_LOST
   /** The job whose lease was lost. */
   readonly jobName: string
   /** The lost claim's token (`ctx.claimToken`). */
@@ -22,18 +34,6 @@ export class LeaseLostError extends Error {
     this.claimToken = claimToken
   }
 }
-
-/** The `code` of each error the library raises; any other error is the driver's. Choose behaviour by code, not text. */
-export const ERROR_CODES = Object.freeze({
-  /** A bad argument or option (a `TypeError` naming it in `argument`), found before any query. */
-  INVALID_ARGUMENT: 'ERR_INVALID_ARG_VALUE',
-  /** `ctx.fence()`: another claim replaced this one (a {@link LeaseLostError}). */
-  LEASE_LOST: 'PG_CRON_LEASE_LOST',
-  /** `pauseJob`, `resumeJob`, `releaseLease`: the job's row stayed locked past `lockTimeoutMs`. */
-  ROW_LOCKED: 'PG_CRON_LEASE_ROW_LOCKED',
-  /** `listRuns`: the table has no run history (`pg-cron-lease migrate` adds it). */
-  NO_HISTORY: 'PG_CRON_LEASE_NO_HISTORY',
-} as const)
 
 /** A bad argument: `argument` as the caller wrote it (`opts.until`), `detail` what it must be and what it got. */
 export interface ArgumentError extends TypeError {

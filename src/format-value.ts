@@ -14,7 +14,6 @@ function render(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(clip(value))
   if (typeof value === 'bigint') return `${value}n`
   if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`
-  if (typeof value === 'symbol') return value.toString()
   if (value === null || typeof value !== 'object') return String(value)
   // The engine's own getTime: a Date's toJSON may be replaced, and an Invalid Date has none.
   if (types.isDate(value)) {

@@ -19,8 +19,7 @@ import {
 
 const TICKS = ['withCronLease', 'leasedTick'] as const
 const RUNS = [...TICKS, 'catchUp'] as const
-const CLAIMS = [...TICKS, 'leaseCoordinator'] as const
-const CLAIMING = [...CLAIMS, 'catchUp'] as const
+const CLAIMING = [...TICKS, 'leaseCoordinator', 'catchUp'] as const
 const ADMIN = ['pauseJob', 'resumeJob', 'releaseLease'] as const
 const TABLED = [...CLAIMING, 'listLeases', 'listRuns', ...ADMIN, 'runDoctor', 'createDashboard'] as const
 const ALL = [...TABLED, 'drainLeases'] as const
@@ -116,7 +115,7 @@ export const OPTIONS = {
     })
   }),
   everyMs: row(RUNS, undefined, (value, name) => (value === null ? undefined : checkMs(value, name, MAX_INTERVAL_MS))),
-  clockToleranceMs: row([...CLAIMS, 'runDoctor'], undefined, (value, name) =>
+  clockToleranceMs: row([...TICKS, 'leaseCoordinator', 'runDoctor'], undefined, (value, name) =>
     value === null ? undefined : checkMs(value, name, MAX_LEASE_MS, 0),
   ),
   catchUp: row(['leasedTick', 'leaseCoordinator'], undefined, (value, name): CatchUpWindow => {
@@ -190,12 +189,8 @@ export const DEFAULTS = Object.freeze(
   ),
 ) as { readonly [K in OptionName as Default<K> extends undefined ? never : K]: Default<K> }
 
-export const {
-  history: DEFAULT_HISTORY,
-  lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS,
-  race: DOCTOR_RACE,
-  rounds: DOCTOR_ROUNDS,
-} = DEFAULTS
+export const { history: DEFAULT_HISTORY, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS } = DEFAULTS
+export const { race: DOCTOR_RACE, rounds: DOCTOR_ROUNDS } = DEFAULTS
 
 // Kept without its trailing slash: `/` is ''.
 export function checkBasePath(value: unknown, name: string): string {
@@ -252,11 +247,10 @@ export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name 
   const bag = checkOptions(opts, KEYS[entry], name)
   const options: Record<string, unknown> = Object.assign({}, LEFT_OUT[entry])
   const call: Record<PerCall, number | null> = { occurrence: null, nextOccurrence: null }
-  const context = { leaseMs }
   for (const key of KEYS[entry]) {
     const given = bag[key]
     if (given === undefined && !ROWS[key].required) continue
-    const value = ROWS[key].check(given, `${name}.${key}`, context)
+    const value = ROWS[key].check(given, `${name}.${key}`, { leaseMs })
     if (key === 'occurrence' || key === 'nextOccurrence') call[key] = value as number | null
     else options[key] = value
   }

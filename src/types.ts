@@ -4,18 +4,12 @@ export interface QueryResultLike {
   rows?: unknown[]
 }
 
-/**
- * Anything that runs a parameterised statement: a `pg` Pool or client, PGlite, or `fromPostgresJs(sql)`.
- * Only `pg` handles are also sent named prepared statements.
- */
+/** A `pg` Pool or client, PGlite, or `fromPostgresJs(sql)`; only `pg` handles are sent named prepared statements. */
 export interface Queryable {
   query(text: string, params: unknown[]): PromiseLike<QueryResultLike> | QueryResultLike
 }
 
-/**
- * Where the library reports what it decided; every method is optional, `console` fits. A method that throws
- * changes nothing about the run: a warning it could not take goes to `console.warn`.
- */
+/** Where the library reports what it decided; every method is optional (`console` fits), and none can change a run. */
 export interface LeaseLogger {
   /** Called when a claim loses because another replica holds the lease. */
   debug?(message: string): void
@@ -41,10 +35,7 @@ export interface HistoryOptions {
   keepFailed?: number
 }
 
-/**
- * Options for {@link withCronLease}, which every entry point picks from. An unknown key is rejected; every
- * call checks the bag it is given, so a bag changed between calls is checked again.
- */
+/** Options for {@link withCronLease}, which the entry points pick from; every call checks its bag, unknown keys too. */
 export interface LeaseOptions {
   /** Informational name stored in the row. Default (also for `''` and `null`): `hostname:pid`. */
   holder?: string | null
@@ -73,14 +64,7 @@ export interface LeaseOptions {
   nextOccurrence?: Date | string | null
 }
 
-/**
- * What a tick receives: who it is, the safe way to hold its lease longer, and the fence.
- *
- * @example
- * await withCronLease(pool, 'import', LEASE.HOURLY, async (ctx) => {
- *   if (!(await ctx.renew())) return // someone else holds it now
- * })
- */
+/** What a tick receives: who it is, `renew()` to hold its lease longer, and `fence()` for its writes. */
 export interface LeaseContext {
   /** Sets this claim's expiry to `ms` (default: `leaseMs`) from now; `false` (and `signal` aborts) once it lost. */
   renew(ms?: number): Promise<boolean>
