@@ -1,4 +1,4 @@
-/** Each option once: its entry points, default and check; the key errors, DEFAULTS and the fuzz oracle read it. */
+/** Every option described once (entry points, default, check): errors, DEFAULTS and the fuzz oracle read this table. */
 import os from 'node:os'
 import { argumentError } from './errors.js'
 import { MAX_INTERVAL_MS } from './presets.js'
