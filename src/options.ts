@@ -247,12 +247,18 @@ export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name 
   const bag = checkOptions(opts, KEYS[entry], name)
   const options: Record<string, unknown> = Object.assign({}, LEFT_OUT[entry])
   const call: Record<PerCall, number | null> = { occurrence: null, nextOccurrence: null }
+  // One context and no spread: every won claim compiles its bag, and each object here is measured.
+  const context = { leaseMs }
   for (const key of KEYS[entry]) {
     const given = bag[key]
     if (given === undefined && !ROWS[key].required) continue
-    const value = ROWS[key].check(given, `${name}.${key}`, { leaseMs })
+    const value = ROWS[key].check(given, `${name}.${key}`, context)
     if (key === 'occurrence' || key === 'nextOccurrence') call[key] = value as number | null
     else options[key] = value
   }
-  return { options: Object.freeze(options) as Compiled, ...call }
+  return {
+    options: Object.freeze(options) as Compiled,
+    occurrence: call.occurrence,
+    nextOccurrence: call.nextOccurrence,
+  }
 }
