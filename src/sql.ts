@@ -331,8 +331,7 @@ SET lease_until = clock_timestamp() + ${ms('$2::integer')},
 WHERE lease.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
   }
-  // floor(x + 0.5), as round() of a float8 takes a half to the even neighbour: half an interval of
-  // latency never adds a missed occurrence.
+  // floor(x + 0.5), as round() takes a float8's half to the even neighbour: half an interval late misses none.
   const missed = `greatest(0, floor(${msBetween('coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at)', 'lease.next_due_at')} / ${every('$8')} + 0.5))::bigint`
   const started: Record<RunKind, [columns: string, values: string]> = {
     lease: ['', ''],
