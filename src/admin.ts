@@ -69,9 +69,8 @@ export async function releaseLease(db: Queryable, jobName: string, opts?: JobOpt
 // pause, resume and release resolve the job's state after the change (null: no row), for the CLI.
 export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
   const { table, until: end, forMs: length, lockTimeoutMs } = opening(db, jobName, 'pauseJob', opts)
-  if (end !== undefined && length !== undefined) {
+  if (end !== undefined && length !== undefined)
     fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', end)
-  }
   const forMs = length === undefined ? null : checkMs(length, 'opts.forMs', Number.MAX_SAFE_INTEGER)
   const until = end === undefined ? null : parseUntil(end, 'opts.until')
   const row = await changeJob(db, { table, jobName, doing: 'pause', lockTimeoutMs }, pauseSql, [forMs, until])
