@@ -150,13 +150,11 @@ export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
   const columns = [LEASE_COLUMNS, ...ADDED.map(([name, type]) => `  ${name.padEnd(18)} ${type}`)]
   // The history only with a new lease table: an existing one gets it from `pg-cron-lease migrate`.
-  return doBlock(`BEGIN
-  IF to_regclass('${t}') IS NULL THEN
+  return doBlock(`  IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (
 ${columns.join(',\n').replace(/^/gm, '    ')}
     );
 ${createHistory(table).replace(/^(?=.)/gm, '    ')}  END IF;
-${RACED}END;
 `)
 }
 
@@ -168,28 +166,27 @@ ${RACED}END;
  */
 export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  return doBlock(`BEGIN
-  IF (SELECT count(*) FROM pg_attribute
+  return doBlock(`  IF (SELECT count(*) FROM pg_attribute
       WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${quoted(ADDED)})) < ${ADDED.length} THEN
     ALTER TABLE ${t}
 ${ADDED.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`).join(',\n')};
   END IF;
-${createHistory(table).replace(/^(?=.)/gm, '  ')}${RACED}END;
-`)
+${createHistory(table).replace(/^(?=.)/gm, '  ')}`)
 }
-
-const RACED = `EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
-  NULL; -- another session created it at the same moment
-`
 
 /** The DDL for the default `cron_leases` table, as in `sql/cron_leases.sql`. */
 export const CRON_LEASES_TABLE_SQL: string = createTableSql(DEFAULT_TABLE)
 
-// A dollar-quote tag the body (table names may contain `$`) cannot close early.
+// Racing creators are caught and ignored, in a dollar-quote tag the body (table names may contain `$`) cannot close.
 function doBlock(body: string): string {
+  const block = `BEGIN
+${body}EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
+  NULL; -- another session created it at the same moment
+END;
+`
   let tag = '$pg_cron_lease$'
-  for (let n = 1; body.includes(tag); n++) tag = `$pg_cron_lease_${n}$`
-  return `DO ${tag}\nBEGIN\n${body}END\n${tag};\n`
+  for (let n = 1; block.includes(tag); n++) tag = `$pg_cron_lease_${n}$`
+  return `DO ${tag}\nBEGIN\n${block}END\n${tag};\n`
 }
 
 // `$4` the window in ms (a clock minus a due time can leave timestamp range); `$5`–`$9` as the claim's `$6`–`$10`.
@@ -521,7 +518,7 @@ const claimEnd = (alias: string, now = 'clock.at'): string =>
     ELSE ${alias}.lease_until END`
 
 // The clock is read after the row lock, or a committing claim would be judged by an earlier instant. The lock waits
-// at most `wait` ms (a crashed holder's idle fence holds it for ever); then the caller's lock_timeout is put back.
+// at most `wait` ms (a crashed holder's idle fence holds it for ever); the caller's is put back, or rolled back by 55P03.
 function lockedClock(table: string, wait: string, gate = 'true'): string {
   return `was AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
 waiting AS MATERIALIZED (SELECT set_config('lock_timeout', (${wait}::integer)::text, true) FROM was),
