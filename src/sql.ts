@@ -517,9 +517,8 @@ const claimEnd = (alias: string, now = 'clock.at'): string =>
   `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
     ELSE ${alias}.lease_until END`
 
-// The clock is read after the row lock, or a committing claim would be judged by an earlier instant. The lock
-// waits at most `wait` ms (a crashed holder's idle fence holds it for ever); then, or on a 55P03, the caller's
-// lock_timeout is back.
+// The clock is read after the row lock, or a committing claim would be judged by an earlier instant. The lock waits
+// at most `wait` ms, as a crashed holder's idle fence holds it for ever; a 55P03 rolls the setting back.
 function lockedClock(table: string, wait: string, gate = 'true'): string {
   return `was AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
 waiting AS MATERIALIZED (SELECT set_config('lock_timeout', (${wait}::integer)::text, true) FROM was),
