@@ -11,23 +11,13 @@ import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
 
-/**
- * Options for {@link pauseJob}, {@link resumeJob} and {@link releaseLease}.
- *
- * @example
- * const opts: JobOptions = { table: 'jobs.leases', lockTimeoutMs: 10_000 }
- */
+/** Options for {@link pauseJob}, {@link resumeJob} and {@link releaseLease}. */
 export interface JobOptions extends Pick<LeaseOptions, 'table'> {
   /** The longest wait for the job's row lock, in ms; the error then names what holds it. Default: 5000. */
   lockTimeoutMs?: number
 }
 
-/**
- * Options for {@link pauseJob}: a length or an end; neither pauses until {@link resumeJob}.
- *
- * @example
- * const opts: PauseOptions = { forMs: 2 * 60 * 60 * 1000 } // two hours, by the database clock
- */
+/** Options for {@link pauseJob}: a length or an end; neither pauses until {@link resumeJob}. */
 export interface PauseOptions extends JobOptions {
   /** When the pause ends: a `Date` or an ISO-8601 string with a zone (`Z` or `+02:00`). */
   until?: Date | string
@@ -40,9 +30,7 @@ export interface JobState {
   jobName: string
   leaseUntil: string
   pausedUntil: string | null
-  /** When the change was made, database clock. */
   changedAt: string
-  /** From a resume: whether a pause was in force when it ran. */
   wasPaused?: boolean
 }
 
@@ -81,13 +69,11 @@ export async function releaseLease(db: Queryable, jobName: string, opts?: JobOpt
 // pause, resume and release resolve the job's state after the change (null: no row), for the CLI.
 export async function pause(db: Queryable, jobName: string, opts?: PauseOptions): Promise<JobState | null> {
   const { table, until: end, forMs: length, lockTimeoutMs } = opening(db, jobName, 'pauseJob', opts)
-  if (end !== undefined && length !== undefined) {
+  if (end !== undefined && length !== undefined)
     fail('opts.until', 'left out when opts.forMs is given (a pause has one end)', end)
-  }
   const forMs = length === undefined ? null : checkMs(length, 'opts.forMs', Number.MAX_SAFE_INTEGER)
   const until = end === undefined ? null : parseUntil(end, 'opts.until')
-  await requireShape(db, table, 'pausing')
-  const row = await changeJob(db, pauseSql(table), [forMs, until], { table, jobName, doing: 'pause', lockTimeoutMs })
+  const row = await changeJob(db, { table, jobName, doing: 'pause', lockTimeoutMs }, pauseSql, [forMs, until])
   // Judged by the database clock; the statement wrote nothing when the end had passed.
   if (row?.in_future === false) {
     fail('opts.until', `a time in the future by the database clock (${row.clock_at}); nothing was changed`, until)
@@ -97,17 +83,14 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
 
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table, lockTimeoutMs } = opening(db, jobName, 'resumeJob', opts)
-  await requireShape(db, table, 'resuming')
-  const row = await changeJob(db, resumeSql(table), [], { table, jobName, doing: 'resume', lockTimeoutMs })
+  const row = await changeJob(db, { table, jobName, doing: 'resume', lockTimeoutMs }, resumeSql)
   const state = jobState(row)
   return state && { ...state, wasPaused: row?.was_paused === true }
 }
 
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table, lockTimeoutMs } = opening(db, jobName, 'releaseLease', opts)
-  const shape = await requireShape(db, table, undefined)
-  const row = await changeJob(db, releaseSql(table, shape), [], { table, jobName, doing: 'release', lockTimeoutMs })
-  return jobState(row)
+  return jobState(await changeJob(db, { table, jobName, doing: 'release', lockTimeoutMs }, releaseSql))
 }
 
 function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOptions | undefined) {
@@ -116,8 +99,8 @@ function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOp
   return compileOptions(caller, opts)
 }
 
-// Refuses before writing: a missing column would fail inside a caller's transaction.
-async function requireShape(db: Queryable, table: string, doing: string | undefined): Promise<Shape> {
+// Refused before writing: a missing column would fail inside a caller's transaction. Release needs no new column.
+async function requireShape(db: Queryable, { table, doing }: Change): Promise<Shape> {
   const shape = await readFacts({ db, table })
   if (shape === undefined) {
     throw new Error(
@@ -125,10 +108,10 @@ async function requireShape(db: Queryable, table: string, doing: string | undefi
         `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
     )
   }
-  if (shape !== 'current' && doing !== undefined) {
+  if (shape !== 'current' && doing !== 'release') {
     throw new Error(
-      `pg-cron-lease: ${doing} needs columns that ${table} lacks (those of the current shape): run ` +
-        `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
+      `pg-cron-lease: ${doing === 'pause' ? 'pausing' : 'resuming'} needs columns that ${table} lacks (those of the ` +
+        `current shape): run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
     )
   }
   return shape
@@ -144,14 +127,14 @@ function jobState(row: Record<string, unknown> | null): JobState | null {
   }
 }
 
-/** The `code` of the error a change rejects with when the job's row stayed locked past `lockTimeoutMs`. */
 export const ROW_LOCKED = ERROR_CODES.ROW_LOCKED
 
 type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'release'; lockTimeoutMs: number }
 
 // Each admin statement takes the job as $1 and the longest wait for its row lock last.
-async function changeJob(db: Queryable, text: string, params: unknown[], change: Change) {
-  const { jobName, lockTimeoutMs } = change
+async function changeJob(db: Queryable, change: Change, statement: typeof releaseSql, params: unknown[] = []) {
+  const { table, jobName, lockTimeoutMs } = change
+  const text = statement(table, await requireShape(db, change))
   const sent = runStatement(db, text, [jobName, ...params, lockTimeoutMs], false)
   const result = await sent.catch(async (error: unknown) => {
     throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error

@@ -1,4 +1,4 @@
-/** Text for people, for the CLI, the dashboard and the verdict alike: durations and ages (between two database timestamps), colours and JSON. */
+/** Text for people, for the CLI, the dashboard and the verdict alike: durations and ages, colours and JSON. */
 
 // Exact: `Date.parse` would drop the last three digits.
 function epochMicros(iso: string): number {

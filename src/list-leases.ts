@@ -8,13 +8,7 @@ import { shapeOf } from './table-facts.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
 
-/**
- * One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, as the claim token.
- *
- * @example
- * const lease: LeaseInfo = (await listLeases(pool))[0]
- * if (lease.held) console.log(`${lease.holder} holds ${lease.jobName} for ${lease.remainingMs} ms`)
- */
+/** One job's row in the lease table. Timestamps are ISO-8601 UTC text with microseconds, as the claim token. */
 export interface LeaseInfo {
   jobName: string
   /** The holder name written by the last claim; `null` in a row written without one. */
@@ -29,10 +23,7 @@ export interface LeaseInfo {
   remainingMs: number
   /** The database clock reading all rows of one call were judged at. */
   checkedAt: string
-  /**
-   * The last run: `running` while its lease holds, `ok` or `error` once recorded, `unfinished` when its lease ended
-   * with no outcome (its replica died or lost it); `null` when none was recorded or its scheduler could not say.
-   */
+  /** The last run: `running`, then `ok`, `error` or `unfinished` (its lease ended with no outcome); `null`: unknown. */
   lastOutcome: 'running' | 'ok' | 'error' | 'unfinished' | null
   /** How the last run that has ended ended (`lastOutcome`, or the one before while a run runs): what `check` judges. */
   lastEndedOutcome: 'ok' | 'error' | 'unfinished' | null
@@ -66,12 +57,7 @@ export interface LeaseInfo {
   resumedAt: string | null
 }
 
-/**
- * Options for {@link listLeases}.
- *
- * @example
- * const opts: ListLeasesOptions = { table: 'jobs.leases' }
- */
+/** Options for {@link listLeases}. */
 export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
   /** The grace is `overdueFactor − 1` intervals, each at most a minute. Default: 2. At least 1. */
   overdueFactor?: number
@@ -79,15 +65,9 @@ export interface ListLeasesOptions extends Pick<LeaseOptions, 'table'> {
   overdueGraceMs?: number
 }
 
-/**
- * The longest default grace before a job whose due time passed unclaimed is overdue: a minute.
- *
- * @example
- * await listLeases(pool, { overdueGraceMs: DEFAULT_OVERDUE_GRACE_MS * 5 })
- */
+/** The longest default grace before a job whose due time passed unclaimed is overdue: a minute. */
 export const DEFAULT_OVERDUE_GRACE_MS = 60_000
 
-/** The one grace rule for every job: `graceMs`, else `overdueFactor − 1` capped intervals. */
 export function overdueGrace(everyMs: number | null, graceMs: number | undefined, overdueFactor: number): number {
   return graceMs ?? (overdueFactor - 1) * Math.min(everyMs ?? DEFAULT_OVERDUE_GRACE_MS, DEFAULT_OVERDUE_GRACE_MS)
 }
@@ -103,7 +83,7 @@ export async function listLeases(db: Queryable, opts?: ListLeasesOptions): Promi
   return (await readLeases(db, opts)).leases
 }
 
-/** {@link listLeases}, with the database clock reading they were judged at, which an empty table has too. */
+// With the clock reading they were judged at, which an empty table has too.
 export async function readLeases(db: Queryable, opts?: ListLeasesOptions) {
   checkQueryable(db)
   const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
@@ -111,13 +91,11 @@ export async function readLeases(db: Queryable, opts?: ListLeasesOptions) {
   const { history } = knowledgeOf(db, table)
   const result = await runStatement(db, listLeasesSql(table, shape, history), [], false)
   const rows = rowsOf(result, `the leases in ${table}`)
-  // An empty table's one row carries the clock reading and no job.
   const checkedAt = cellsOf(rows[0], `a lease row of ${table}`).text('checked_at')
   const jobs = rows.filter((row) => (row as { job_name?: unknown } | null)?.job_name !== null)
   return { leases: jobs.map((row) => readLease(row, table, factor, grace)), checkedAt, table }
 }
 
-/** A driver's rows; a result without them rejects rather than reads as no rows. */
 export function rowsOf(result: unknown, what: string): unknown[] {
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
   if (Array.isArray(rows)) return rows
@@ -126,7 +104,7 @@ export function rowsOf(result: unknown, what: string): unknown[] {
   )
 }
 
-/** A row's cells, each read as its type or rejected, naming the column and the row (`what`). */
+// A guess at a value this code does not understand could report a held lease as free.
 export function cellsOf(row: unknown, what: string) {
   const r = (row ?? {}) as Record<string, unknown>
   const bad = (column: string): never => {
@@ -152,7 +130,6 @@ export function cellsOf(row: unknown, what: string) {
 
 export const LAST_OUTCOMES = ['running', 'ok', 'error', 'unfinished'] as const
 
-// A guess at a value this code does not understand could report a held lease as free.
 function readLease(row: unknown, table: string, overdueFactor: number, graceMs: number | undefined): LeaseInfo {
   const { bad, text, textOrNull, number, numberOrNull, flag, oneOf } = cellsOf(row, `a lease row of ${table}`)
   const remainingMs = number('remaining_ms')

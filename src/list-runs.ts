@@ -10,13 +10,7 @@ import { readFacts } from './table-facts.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkQueryable } from './validate.js'
 
-/**
- * One run of a job, from the run history. Timestamps are ISO-8601 UTC text with microseconds, database clock.
- *
- * @example
- * const [last] = await listRuns(pool, { jobName: 'billing:hourly', limit: 1 })
- * if (last?.outcome !== 'ok') console.log(`${last?.holder}: ${last?.error ?? 'never finished'}`)
- */
+/** One run of a job, from the run history. Timestamps are ISO-8601 UTC text with microseconds, database clock. */
 export interface RunInfo {
   jobName: string
   /** The occurrence the run was for; `null` for a claim by the lease alone. */
@@ -33,8 +27,7 @@ export interface RunInfo {
   durationMs: number | null
   /**
    * `running` while its lease holds; then `ok` or `error`, or `unfinished` once its lease ended with no outcome (a late
-   * end is still written). `unknown` only for a node-cron task the coordinator does not `watch`. A run not recorded
-   * (`record: false`, `history: false`, the original package) has no row.
+   * end is still written). `unknown` only for a node-cron task the coordinator does not `watch`.
    */
   outcome: 'running' | 'ok' | 'error' | 'unfinished' | 'unknown'
   /** For an error: `Name: first line of the message`, at most 500 characters. */
@@ -45,12 +38,7 @@ export interface RunInfo {
   catchUp: boolean
 }
 
-/**
- * Options for {@link listRuns}.
- *
- * @example
- * const opts: ListRunsOptions = { jobName: 'billing:hourly', limit: 20 }
- */
+/** Options for {@link listRuns}. */
 export interface ListRunsOptions extends Pick<LeaseOptions, 'table'> {
   /** Only this job's runs. Default: every job's. */
   jobName?: string

@@ -1,4 +1,4 @@
-/** The jobs as Prometheus text format 0.0.4 (node_exporter's textfile collector reads it), ending `# EOF` as OpenMetrics wants. */
+/** The jobs as Prometheus text format 0.0.4 for node_exporter's textfile collector, ending `# EOF` for OpenMetrics. */
 import { msBetween } from './human.js'
 import { LAST_OUTCOMES, type LeaseInfo } from './list-leases.js'
 

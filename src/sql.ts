@@ -150,13 +150,11 @@ export function createTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
   const columns = [LEASE_COLUMNS, ...ADDED.map(([name, type]) => `  ${name.padEnd(18)} ${type}`)]
   // The history only with a new lease table: an existing one gets it from `pg-cron-lease migrate`.
-  return doBlock(`BEGIN
-  IF to_regclass('${t}') IS NULL THEN
+  return doBlock(`  IF to_regclass('${t}') IS NULL THEN
     CREATE TABLE IF NOT EXISTS ${t} (
 ${columns.join(',\n').replace(/^/gm, '    ')}
     );
 ${createHistory(table).replace(/^(?=.)/gm, '    ')}  END IF;
-${RACED}END;
 `)
 }
 
@@ -168,40 +166,31 @@ ${RACED}END;
  */
 export function upgradeTableSql(table: string = DEFAULT_TABLE): string {
   const t = quoteTable(table)
-  return doBlock(`BEGIN
-  IF (SELECT count(*) FROM pg_attribute
+  return doBlock(`  IF (SELECT count(*) FROM pg_attribute
       WHERE attrelid = '${t}'::regclass AND NOT attisdropped AND attname IN (${quoted(ADDED)})) < ${ADDED.length} THEN
     ALTER TABLE ${t}
 ${ADDED.map(([name, type]) => `      ADD COLUMN IF NOT EXISTS ${name} ${type}`).join(',\n')};
   END IF;
-${createHistory(table).replace(/^(?=.)/gm, '  ')}${RACED}END;
-`)
+${createHistory(table).replace(/^(?=.)/gm, '  ')}`)
 }
 
-const RACED = `EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
-  NULL; -- another session created it at the same moment
-`
-
-/**
- * The DDL for the default `cron_leases` table, as in `sql/cron_leases.sql`.
- *
- * @example
- * await pool.query(CRON_LEASES_TABLE_SQL)
- */
+/** The DDL for the default `cron_leases` table, as in `sql/cron_leases.sql`. */
 export const CRON_LEASES_TABLE_SQL: string = createTableSql(DEFAULT_TABLE)
 
-// A dollar-quote tag the body (table names may contain `$`) cannot close early.
+// Racing creators are caught and ignored, in a dollar-quote tag the body (table names may contain `$`) cannot close.
 function doBlock(body: string): string {
+  const block = `BEGIN
+${body}EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN
+  NULL; -- another session created it at the same moment
+END;
+`
   let tag = '$pg_cron_lease$'
-  for (let n = 1; body.includes(tag); n++) tag = `$pg_cron_lease_${n}$`
-  return `DO ${tag}\nBEGIN\n${body}END\n${tag};\n`
+  for (let n = 1; block.includes(tag); n++) tag = `$pg_cron_lease_${n}$`
+  return `DO ${tag}\nBEGIN\n${block}END\n${tag};\n`
 }
 
-/**
- * A catch-up: wins once the stored due time passed unclaimed within `$4` ms; `$5`–`$7` the next due time (ms from
- * now), occurrence and interval; the rest as the claim's (`$8`–`$9` as its `$9`–`$10`). In ms, as the clock minus
- * it could leave timestamp range. The lock is last in a CASE: an AND may run it first, costing a loser an xid.
- */
+// `$4` the window in ms (a clock minus a due time can leave timestamp range); `$5`–`$9` as the claim's `$6`–`$10`.
+// The lock is last in a CASE: an AND may run it first, costing a loser an xid.
 export function catchUpSql(table: string, kind: RunKind): string {
   const t = quoteTable(table)
   // A pause's slots are skipped, not made up: pauseSql and resumeSql moved the due time past it.
@@ -238,20 +227,18 @@ WHERE lease.job_name = $1::text
 // The token travels as text: drivers round timestamptz to ms, and a fence would match the wrong claim.
 const CLAIM_TOKEN = isoText('claimed_at')
 
-/** The two shapes a lease table is used as: current, or the original package's. */
 export type Shape = 'current' | 'original'
 
-/** A claim's read-only probe on the current shape: a row back (held, or occurrence `$2` taken) and it stops. */
+// A claim's read-only probe: a row back (held, or occurrence `$2` taken) and it stops.
 export function probeSql(table: string): string {
   return `SELECT true AS held FROM ${quoteTable(table)} AS lease
 WHERE lease.job_name = $1::text
   AND (lease.lease_until > clock_timestamp() OR lease.last_occurrence >= ${fromMs('$2::bigint')})`
 }
 
-/** What a claim on the current shape writes besides its lease: nothing, its run in the row, or also in the history. */
+// What a claim on the current shape writes besides its lease: nothing, its run in the row, or also in the history.
 export type RunKind = 'lease' | 'run' | 'history'
 
-/** Every claim text: the original shape's, and the current shape's of each {@link RunKind}. */
 export type ClaimKind = 'original' | RunKind
 
 const diedError = (holder: string, lostAt: string): string =>
@@ -262,9 +249,7 @@ const diedError = (holder: string, lostAt: string): string =>
 const lastRunNumber = (table: string): string =>
   `SELECT coalesce(max(run.run_number), 0) FROM ${quoteTable(historyTableOf(table))} AS run WHERE run.job_name = $1::text`
 
-// A recording claim's win: its run started; the interval, declared else observed; and the last run,
-// if it recorded no end, ended `unfinished` (this claim won past its lease, so its replica died or
-// lost it). `history` also numbers the run, counts the one that died, and moves the trim past `keep`.
+// A last run that recorded no end ended `unfinished`: this claim won past its lease, so its replica died or lost it.
 function runStarted(kind: ClaimKind, start: string, interval: string, number: string, keep: string): string {
   if (kind !== 'run' && kind !== 'history') return ''
   const died = (then: string, otherwise: string) => `CASE WHEN ${unended('lease')} THEN ${then} ELSE ${otherwise} END`
@@ -287,9 +272,7 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
   return `,\n  ${set.join(',\n  ')}`
 }
 
-// A `history` claim (`upsert` without RETURNING) with its run's row; the run before marked
-// `unfinished` if it recorded no end; the rows trimmed to the last `keep` runs and besides the last
-// `keepFailed` not ok. Found by number, the trim costs the same at run 10 and run 100,000.
+// Runs found by number, so the trim costs the same at run 10 and run 100,000.
 function withRunRow(table: string, upsert: string, catchUp: boolean, keepFailed: string, output: string): string {
   const h = quoteTable(historyTableOf(table))
   // Each bound read once as a scalar, so runs are found by the key: a join would read every row kept.
@@ -324,11 +307,8 @@ ${upsert.replace(/^/gm, '  ')}
 SELECT ${output} FROM claimed`
 }
 
-/**
- * The claim: its token to the one winner, no row to losers, who write nothing. Current shape: `$4` the occurrence
- * (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the next due time (ms from now) and
- * occurrence, `$8` the interval; `history` adds `$9`/`$10`, the runs and the runs not ok to keep.
- */
+// `$4` the occurrence (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the next due
+// time (ms from now) and occurrence, `$8` the interval, `$9`/`$10` the runs and the runs not ok to keep.
 export function claimSql(table: string, kind: ClaimKind): string {
   const t = quoteTable(table)
   if (kind === 'original') {
@@ -348,8 +328,7 @@ SET lease_until = clock_timestamp() + ${ms('$2::integer')},
 WHERE lease.lease_until <= clock_timestamp()
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
   }
-  // floor(x + 0.5), as round() of a float8 takes a half to the even neighbour: half an interval of
-  // latency never adds a missed occurrence.
+  // floor(x + 0.5), as round() takes a float8's half to the even neighbour: half an interval late misses none.
   const missed = `greatest(0, floor(${msBetween('coalesce(EXCLUDED.last_occurrence, EXCLUDED.claimed_at)', 'lease.next_due_at')} / ${every('$8')} + 0.5))::bigint`
   const started: Record<RunKind, [columns: string, values: string]> = {
     lease: ['', ''],
@@ -390,7 +369,7 @@ WHERE lease.lease_until <= clock_timestamp()
 const pauseHolds = (alias: string, now = 'clock.at'): string =>
   `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
 
-/** The fenced renew, and the beat (`$4`) that never moves the lease earlier; no row once the claim is gone. */
+// The beat (`$4`) never moves the lease earlier.
 export function renewSql(table: string, shape: Shape): string {
   const paused = shape === 'current' ? `\n  AND NOT ${pauseHolds('lease', 'clock_timestamp()')}` : ''
   return `UPDATE ${quoteTable(table)} AS lease
@@ -401,7 +380,6 @@ WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$3')} AND lease_until 
 RETURNING ${CLAIM_TOKEN} AS claimed_at`
 }
 
-/** Why a renew matched no row: whose claim the row holds, and whether a pause or a lease holds it. */
 export function lostLeaseSql(table: string, shape: Shape): string {
   const current = shape === 'current'
   return `SELECT lease.claimed_at = ${fromIsoText('$2')} AS same_claim,
@@ -412,7 +390,7 @@ FROM ${quoteTable(table)} AS lease
 WHERE lease.job_name = $1::text`
 }
 
-/** The fence: `FOR KEY SHARE` blocks only a claim's `FOR UPDATE`, not renews or beats; no row: it was replaced. */
+// `FOR KEY SHARE` blocks only a claim's `FOR UPDATE`, not renews or beats.
 export function fenceSql(table: string): string {
   return `SELECT true AS fenced FROM ${quoteTable(table)} AS lease
 WHERE job_name = $1::text AND claimed_at = ${fromIsoText('$2')}
@@ -427,7 +405,7 @@ const RUN_ENDED = `last_finished_at = clock.at,
 
 const RECORD_FENCE = `lease.job_name = $1::text AND lease.claimed_at = ${fromIsoText('$2')}`
 
-/** Records how a won tick ended (`$3` duration, `$4` outcome or NULL, `$5` error), fenced on `$2`, in the lease row alone. */
+// `$3` the duration, `$4` the outcome (NULL: unknown), `$5` the error.
 export function recordOutcomeSql(table: string): string {
   return `UPDATE ${quoteTable(table)} AS lease
 SET ${RUN_ENDED}
@@ -435,10 +413,7 @@ FROM (SELECT clock_timestamp() AS at) AS clock
 WHERE ${RECORD_FENCE}`
 }
 
-/**
- * {@link recordOutcomeSql} and the run's row `$6` in the history; a failure is numbered, trimming those past the last
- * `$7`. Written even after another claim replaced this run's: a late run keeps its real outcome.
- */
+// Also run `$6` in the history, even after another claim replaced it: a late run keeps its real outcome.
 export function recordRunSql(table: string): string {
   const h = quoteTable(historyTableOf(table))
   const failed = `$4::text = 'error'`
@@ -469,7 +444,7 @@ WHERE run.job_name = $1::text AND run.run_number = coalesce((SELECT $6::bigint F
 // The doctor's race job, never listed as the user's.
 const NOT_DOCTOR = `!~ '^pg-cron-lease:doctor:[0-9a-f]{16}$'`
 
-/** Every lease but the doctor's in byte order, at one clock read (none: one row, no job); `history`: with dead runs. */
+// At one clock read, which an empty table returns as one row with no job.
 export function listLeasesSql(table: string, shape: Shape, history = false): string {
   // Materialized, as a subquery could be rescanned; the space in the name shadows no table.
   const at = '"db clock".at'
@@ -542,9 +517,8 @@ const claimEnd = (alias: string, now = 'clock.at'): string =>
   `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
     ELSE ${alias}.lease_until END`
 
-// The clock is read after the row lock, or a committing claim would be judged by an earlier instant.
-// The lock waits at most `wait` ms (an idle fence of a crashed holder holds it for ever); the caller's
-// lock_timeout is put back once it is had (restoreLockTimeout), and a 55P03 rolls it back.
+// The clock is read after the row lock, or a committing claim would be judged by an earlier instant. The lock waits
+// at most `wait` ms, as a crashed holder's idle fence holds it for ever; a 55P03 rolls the setting back.
 function lockedClock(table: string, wait: string, gate = 'true'): string {
   return `was AS MATERIALIZED (SELECT current_setting('lock_timeout') AS lock_timeout),
 waiting AS MATERIALIZED (SELECT set_config('lock_timeout', (${wait}::integer)::text, true) FROM was),
@@ -555,11 +529,8 @@ clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM
 
 const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM was), true) AS lock_timeout`
 
-/**
- * Pauses a job (a running tick's renews then fail); `$4` the longest wait for the row lock, in ms.
- * A new pause first counts the occurrences already due as missed (settle); one with an end moves the
- * due time to the first occurrence at or after it, so those under the pause are skipped, not missed.
- */
+// `$2` the length, `$3` the end, `$4` the longest wait for the row lock in ms. Occurrences already due are missed
+// (settle); those under the pause are skipped: the due time moves to the first at or after its end.
 export function pauseSql(table: string): string {
   const steps = `floor(${msBetween('clock.at', 'lease.next_due_at')} / ${OBSERVED_EVERY}) + 1`
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
@@ -602,10 +573,7 @@ SELECT changed.*, pause.until > clock.at AS in_future, ${isoText('clock.at')} AS
 FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
 }
 
-/**
- * Ends a job's pause; a claim's own lease (claim_until) runs on. Next due at its first occurrence at
- * or after now; the end stays in paused_until, as a lapsed pause leaves it. `$2` as pauseSql's `$4`.
- */
+// A claim's own lease (claim_until) runs on; the end stays in paused_until, as a lapsed pause leaves it.
 export function resumeSql(table: string): string {
   return `WITH ${lockedClock(table, '$2')},
 before AS MATERIALIZED (
@@ -626,7 +594,6 @@ SELECT changed.*, coalesce(before.was_paused, false) AS was_paused, ${restoreLoc
 FROM clock LEFT JOIN changed ON true LEFT JOIN before ON true`
 }
 
-/** Ends a job's current lease now; a pause is not lifted, and claim_until ends too; `$2` as resumeSql's. */
 export function releaseSql(table: string, shape: Shape): string {
   const set =
     shape === 'current'
@@ -645,11 +612,8 @@ SELECT changed.*, ${restoreLockTimeout}
 FROM clock LEFT JOIN changed ON true`
 }
 
-/**
- * Who holds a job's row lock (pg_locks lists none): the transaction whose xid is the row's xmax;
- * else, as a fence's savepoint leaves a subtransaction's xid, every open transaction as old holding
- * a lock on the table. A multixact (several lockers) is not resolved.
- */
+// pg_locks lists no row lock: its holder's xid is the row's xmax, else (a fence's savepoint leaves a
+// subtransaction's) any transaction as old that locks the table. A multixact (several lockers) is not resolved.
 export function rowLockHoldersSql(table: string): string {
   const t = quoteTable(table)
   return `WITH lease AS MATERIALIZED (SELECT lease.xmax FROM ${t} AS lease WHERE lease.job_name = $1::text),
@@ -665,7 +629,7 @@ WHERE NOT EXISTS (SELECT FROM exact) AND age(other.backend_xid) >= age(lease.xma
 ORDER BY pid`
 }
 
-/** The table's shape, its run history (`history_shape`; `history`: writable) and the clock; read-only and lockless. */
+// `history`: the run history is there and writable; `history_shape`: there.
 export function tableFactsSql(): string {
   return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,
@@ -685,7 +649,6 @@ export function tableFactsParams(table: string): unknown[] {
   return [quoteTable(table), CURRENT_COLUMN_NAMES, quoteTable(historyTableOf(table))]
 }
 
-/** The runs of every job (`$1` null) or one, newest first, before `$2` (ISO text or null), at most `$3`. */
 export function listRunsSql(table: string): string {
   const outcome = `CASE WHEN run.outcome <> 'running' THEN run.outcome
     WHEN lease.claimed_at = run.claimed_at AND ${claimEnd('lease')} > clock.at THEN 'running'
@@ -702,15 +665,11 @@ ORDER BY run.claimed_at DESC, run.job_name COLLATE "C"
 LIMIT $3::integer`
 }
 
-/**
- * The server connection an adapter's statements run on: savepoints queue by it (src/query.ts). A pid
- * is reused across servers, so the server's start goes with it, as epoch seconds no setting changes.
- */
+// Savepoints queue by connection (src/query.ts). A pid is reused across servers: the server's start goes with it.
 export const connectionSql = (): string =>
   `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
 
-// Around a statement in a caller's transaction (src/query.ts), so a failure never aborts it; the
-// release keeps its row locks.
+// Around a statement in a caller's transaction, so a failure never aborts it; the release keeps its row locks.
 export const savepointSql = (name: string): string => `SAVEPOINT ${name}`
 export const releaseSavepointSql = (name: string): string => `RELEASE SAVEPOINT ${name}`
 export const rollbackToSavepointSql = (name: string): string => `ROLLBACK TO SAVEPOINT ${name}`

@@ -1,7 +1,4 @@
-/**
- * A table's shape, from one lockless catalog read per handle and table, read again at most once a
- * minute until current with its run history: an upgrade is picked up without a restart.
- */
+/** A table's shape, from a lockless catalog read per handle, again at most once a minute until current: no restart. */
 import { clockOffset, monotonicMs } from './clock.js'
 import { knowledgeOf, type TableKnowledge } from './handle.js'
 import { runStatement } from './query.js'
@@ -9,12 +6,12 @@ import { type Shape, tableFactsParams } from './sql.js'
 import { TABLE_FACTS } from './statements.js'
 import { type ClaimConfig, firstRow } from './ticket.js'
 
-/** How long a non-current shape is trusted: a field, so an upgrade test need not wait a minute. */
+// A field, so an upgrade test need not wait a minute.
 export const SHAPE_READ = { everyMs: 60_000 }
 
 type Asking = Pick<ClaimConfig, 'db' | 'table'>
 
-/** The table's shape: at once when known (the hot path awaits nothing); undefined: no such table. */
+// At once when known, so the hot path awaits nothing; undefined: no such table.
 export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | undefined> {
   const known = knowledgeOf(asking.db, asking.table)
   if (known.shape === 'current' && known.history) return known.shape
@@ -22,7 +19,7 @@ export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | und
   return readFacts(asking, known)
 }
 
-/** Reads the shape and the database clock (the offset estimate); racing first claims share one read. */
+// The shape and the database clock's offset; racing first claims share one read.
 export function readFacts({ db, table }: Asking, known = knowledgeOf(db, table)): Promise<Shape | undefined> {
   known.reading ??= read({ db, table }, known).finally(() => {
     known.reading = undefined

@@ -56,9 +56,8 @@ function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput)
     )
   }
   // Said so that nobody waits for a run that cannot come.
-  if ((ended === 'error' || ended === 'unfinished') && lease?.paused) {
+  if ((ended === 'error' || ended === 'unfinished') && lease?.paused)
     reasons.push(`PAUSED ${untilText(lease.pausedUntil)}, so it cannot run again until then`)
-  }
   const healthy = reasons.length === 0
   return {
     jobName,
