@@ -27,7 +27,8 @@ export interface RunInfo {
   durationMs: number | null
   /**
    * `running` while its lease holds; then `ok` or `error`, or `unfinished` once its lease ended with no outcome (a late
-   * end is still written). `unknown` only for a node-cron task the coordinator does not `watch`.
+   * end is still written). `unknown` only for a node-cron task the coordinator does not `watch`. A run not recorded
+   * (`record: false`, `history: false`, the original package) has no row.
    */
   outcome: 'running' | 'ok' | 'error' | 'unfinished' | 'unknown'
   /** For an error: `Name: first line of the message`, at most 500 characters. */
