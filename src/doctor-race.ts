@@ -1,5 +1,6 @@
 /** The doctor's race, and what every check shares: its connections, its queries, its verdicts (src/doctor.ts). */
 import { randomBytes } from 'node:crypto'
+import type { EventEmitter } from 'node:events'
 import { releaseLease } from './admin.js'
 import { oneLine } from './format-value.js'
 import { withCronLease } from './lease.js'
@@ -9,8 +10,7 @@ import type { Queryable } from './types.js'
 
 const LATENCY_SAMPLES = 20
 const RACE_LEASE_MS = 60_000
-// The race's bounds (a session's lower ones stay): a table locked by a plain CREATE INDEX fails the race
-// in 2 s rather than hanging it, and an interrupt is answered as soon.
+// The race's bounds (a session's lower ones stay): a locked table fails the race in 2 s rather than hanging it.
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
 // The setting that cut a claim, by its SQLSTATE; such a claim was rolled back.
@@ -61,8 +61,7 @@ export async function one(db: Queryable, text: string, params: unknown[]): Promi
   return (await rows(db, text, params))[0] ?? {}
 }
 
-// Lowers the session's lock_timeout and statement_timeout to the doctor's bounds (0 is none), and
-// returns what they were, for RESTORE_SQL.
+// Lowers the session's lock_timeout and statement_timeout to the doctor's (0 is none); returns them as they were.
 const BOUND_SQL = `WITH was AS MATERIALIZED (SELECT name, setting FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout'))
 SELECT name, setting, set_config(name, least(nullif(setting::int, 0),
   CASE name WHEN 'lock_timeout' THEN $1::int ELSE $2::int END)::text, false) AS bounded FROM was`
@@ -77,12 +76,8 @@ ORDER BY held.pid`
 const COUNT_JOB_SQL = (table: string) => `SELECT count(*)::int AS n FROM ${quoteTable(table)} WHERE job_name = $1::text`
 const DELETE_JOB_SQL = (table: string) => `DELETE FROM ${quoteTable(table)} WHERE job_name = $1::text`
 
-type Held = Queryable & {
-  release?: (error?: Error) => unknown
-  end?: () => unknown
-  on?: (event: 'error', listener: (error: Error) => void) => unknown
-  off?: (event: 'error', listener: (error: Error) => void) => unknown
-}
+type Held = Queryable &
+  Partial<Pick<EventEmitter, 'on' | 'off'>> & { release?(error?: Error): unknown; end?(): unknown }
 
 // The caller's opener, else a pg Pool's own clients, as many as its max: asking for more would wait forever.
 // A bounded connection has the doctor's lock and statement timeouts, put back as they were on close.
@@ -117,10 +112,9 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
   }
 }
 
-/** What the race is given: the doctor's connections, and what the checks before it found. */
-interface RaceInput {
+// What the race is given: the doctor's connections, and what the checks before it found.
+interface RaceInput extends Connections {
   options: Compiled
-  connections: Connections
   done: { id: string; status: string }[]
   // The tables its claims write: the lease table, and the history table when there is one.
   tables: string[]
@@ -128,9 +122,8 @@ interface RaceInput {
   say(message: string): void
 }
 
-export async function raceCheck({ options, connections, done, tables, canDelete, say }: RaceInput): Promise<Verdict> {
+export async function raceCheck({ options, lent, open, done, tables, canDelete, say }: RaceInput): Promise<Verdict> {
   const { table, rounds, signal } = options
-  const { lent, open } = connections
   const blocking = done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
   if (blocking.length > 0)
     return fail(
@@ -180,11 +173,9 @@ export async function raceCheck({ options, connections, done, tables, canDelete,
       if (winners !== 1) failed[winners === 0 ? 'none' : 'many'].push(round)
     }
     // The lease is held now: every claim below loses, as most claims do.
-    const loser = claimants[claimants.length - 1]!.db
-    const lostP50 = await medianMs(
-      () => withCronLease(loser, jobName, RACE_LEASE_MS, () => null, { table, logger }),
-      signal,
-    )
+    const loser = claimants.at(-1)!.db
+    const lose = () => withCronLease(loser, jobName, RACE_LEASE_MS, () => null, { table, logger })
+    const lostP50 = await medianMs(lose, signal)
     const selectP50 = await medianMs(() => loser.query('SELECT 1', []), signal)
     verdict = judgeRace({ n, rounds, failed, lostP50, selectP50 })
   } catch (error) {

@@ -92,10 +92,14 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   add('writable', judgeWritable(server))
 
   step(`reading the shape of ${table} and of ${history}`)
-  const { hidden, facts, granted } = await readTables(db, table, history)
-  const privileges = judgePrivileges(table, history, role, facts.exists === true, granted, options.race === false)
-  add('table', hidden === null ? judgeTable(table, history, facts) : judgeHidden(table, hidden, role))
-  add('privileges', hidden === null ? privileges.verdict : judgeSchemaUsage(table, hidden, role))
+  // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
+  const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : ''
+  const hidden = schema !== '' && (await one(db, SCHEMA_USAGE_SQL, [schema])).usage === false
+  const facts = hidden ? {} : await one(db, tableFactsSql(), tableFactsParams(table))
+  const granted = hidden ? [] : await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
+  const privileges = judgePrivileges(table, history, role, granted, options.race === false)
+  add('table', hidden ? judgeHidden(table, schema, role) : judgeTable(table, history, facts))
+  add('privileges', hidden ? judgeSchemaUsage(table, schema, role) : privileges.verdict)
 
   step(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
   add('clock', await clockCheck(db, options.clockToleranceMs ?? CLOCK_TOLERANCE_MS))
@@ -112,18 +116,8 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   if (options.race === false) return checks
   const tables = facts.history_table === true ? [table, history] : [table]
   const { canDelete } = privileges
-  add('race', await raceCheck({ options, connections, done: checks, tables, canDelete, say: step }))
+  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete, say: step }))
   return checks
-}
-
-async function readTables(db: Queryable, table: string, history: string) {
-  // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
-  const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
-  const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
-  if (usage[0]?.usage === false) return { hidden: schema, facts: {} as Row, granted: [] }
-  const facts = await one(db, tableFactsSql(), tableFactsParams(table))
-  const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
-  return { hidden: null, facts, granted }
 }
 
 // By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
@@ -224,14 +218,7 @@ const grant = (privileges: string[], table: string, role: string) =>
   `GRANT ${privileges.join(', ')} ON ${quoteTable(table)} TO ${quoteName(role)};`
 
 // What `role` may do on the tables; `reading` (`race: false`) needs only a monitor's SELECT: not claiming is a warning.
-export function judgePrivileges(
-  table: string,
-  history: string,
-  role: string,
-  exists: boolean,
-  granted: Row[],
-  reading = false,
-): { verdict: Verdict; canDelete: boolean } {
+export function judgePrivileges(table: string, history: string, role: string, granted: Row[], reading = false) {
   const has = (kind: string, privilege: string) =>
     granted.some((g) => g.kind === kind && g.privilege === privilege && g.granted === true)
   const needs: [string, string, string[]][] = [['lease', table, ['SELECT', 'INSERT', 'UPDATE']]]
@@ -248,7 +235,8 @@ export function judgePrivileges(
   const missing = lacking.map((l) => `${l.missing.join(', ')} on ${l.name}`).join('; ')
   const monitor = 'A role meant only to read (a monitor) needs SELECT on both tables alone'
   const verdict = (): Verdict => {
-    if (!exists)
+    // PRIVILEGES_SQL has rows only for the tables that exist.
+    if (!granted.some((g) => g.kind === 'lease'))
       return warn(
         `not checked: ${table} does not exist`,
         'has_table_privilege needs the table',
@@ -345,13 +333,8 @@ async function sessionCheck(db: Queryable, { lent, open }: ReturnType<typeof ope
       const second = probe()
       if (b !== null) {
         // A pooler with one server connection makes A wait for B's transaction, which no server does.
-        waited = await Promise.race([
-          second.then(
-            () => false,
-            () => false,
-          ),
-          sleep(BLOCKED_MS, true, { ref: false }),
-        ])
+        const settled = second.then(() => false).catch(() => false)
+        waited = await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })])
         await b.db.query('COMMIT', [])
       }
       seen.push(await second)

@@ -84,31 +84,24 @@ describe('each verdict, from what was read', () => {
   })
 
   test('privileges: each missing one named, per table; the history needs DELETE, the lease table not', () => {
-    const fine = judgePrivileges('t', 't_runs', 'app', true, [
-      ...grants('lease', all.slice(0, 3)),
-      ...grants('history', all),
-    ])
+    const fine = judgePrivileges('t', 't_runs', 'app', [...grants('lease', all.slice(0, 3)), ...grants('history', all)])
     assert.equal(fine.verdict.status, 'pass')
     assert.equal(fine.canDelete, false)
-    const reader = judgePrivileges('t', 't_runs', 'monitor', true, grants('lease', ['SELECT']))
+    const reader = judgePrivileges('t', 't_runs', 'monitor', grants('lease', ['SELECT']))
     assert.equal(reader.verdict.status, 'fail')
     assert.match(reader.verdict.summary, /monitor lacks INSERT, UPDATE on t\b/)
     assert.match(reader.verdict.fix ?? '', /GRANT INSERT, UPDATE ON "t" TO "monitor";.*--no-race/)
-    const history = judgePrivileges('t', 't_runs', 'app', true, [
-      ...grants('lease', all),
-      ...grants('history', ['SELECT']),
-    ])
+    const history = judgePrivileges('t', 't_runs', 'app', [...grants('lease', all), ...grants('history', ['SELECT'])])
     assert.match(history.verdict.summary, /INSERT, UPDATE, DELETE on t_runs/)
   })
 
   test('privileges: every GRANT quotes its names; a role that may only read passes --no-race with a warning, one without SELECT fails it', () => {
-    const odd = judgePrivileges('jobs.Leases', 'jobs.Leases_runs', 'App-User', true, grants('lease', ['SELECT']))
+    const odd = judgePrivileges('jobs.Leases', 'jobs.Leases_runs', 'App-User', grants('lease', ['SELECT']))
     assert.match(odd.verdict.fix ?? '', /^GRANT INSERT, UPDATE ON "jobs"\."Leases" TO "App-User";/)
     const monitor = judgePrivileges(
       't',
       't_runs',
       'monitor',
-      true,
       [...grants('lease', ['SELECT']), ...grants('history', ['SELECT'])],
       true,
     )
@@ -121,7 +114,6 @@ describe('each verdict, from what was read', () => {
       't',
       't_runs',
       'monitor',
-      true,
       [...grants('lease', []), ...grants('history', ['SELECT'])],
       true,
     )
@@ -209,10 +201,10 @@ test('every fix links to a heading that exists in docs/', () => {
     judgeTable('t', 't_runs', { exists: false }),
     judgeTable('t', 't_runs', { exists: true, columns: 4, current: false }),
     judgeTable('t', 't_runs', { ...current, history: false, history_table: false, history_shape: false }),
-    judgePrivileges('t', 't_runs', 'app', false, []).verdict,
-    judgePrivileges('t', 't_runs', 'app', true, []).verdict,
-    judgePrivileges('t', 't_runs', 'app', true, grants('lease', ['SELECT']), true).verdict,
-    judgePrivileges('t', 't_runs', 'app', true, [], true).verdict,
+    judgePrivileges('t', 't_runs', 'app', []).verdict,
+    judgePrivileges('t', 't_runs', 'app', grants('lease', [])).verdict,
+    judgePrivileges('t', 't_runs', 'app', grants('lease', ['SELECT']), true).verdict,
+    judgePrivileges('t', 't_runs', 'app', grants('lease', []), true).verdict,
     judgeSchemaUsage('s.t', 's', 'app'),
     judgeClock(600_000, 1, 5000),
     judgePooler({ pids: [1, 2], shared: [], markLost: true, waited: false, two: true }),
