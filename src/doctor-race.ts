@@ -112,7 +112,6 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
   }
 }
 
-// What the race is given: the doctor's connections, and what the checks before it found.
 interface RaceInput extends Connections {
   options: Compiled
   done: { id: string; status: string }[]
@@ -219,8 +218,8 @@ async function raceFailed(error: unknown, jobName: string, table: string, db: Qu
   )
 }
 
-// On a connection of its own: the claimants' may be broken. A lock on a table stops its DELETE; a
-// job with no row there needs none, else the rows left are named with the statement that deletes them.
+// On a connection of its own, as the claimants' may be broken. A lock stops a DELETE: the rows it left, if
+// any, are named with the statement that deletes them.
 async function cleanUp(c: Connection, tables: string[], jobName: string) {
   try {
     for (const t of tables) {

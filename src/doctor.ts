@@ -307,9 +307,9 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
   )
 }
 
-// A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler,
-// on the backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement.
-// Unbounded: a session's timeouts set behind a pooler would stay on a server connection others use.
+// A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler, on the
+// backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement. Unbounded:
+// a session's timeouts set behind a pooler would stay on a server connection others use.
 async function sessionCheck(db: Queryable, { lent, open }: ReturnType<typeof opener>) {
   const a = lent >= 1 ? await open(false) : null
   let b: typeof a = null
