@@ -35,19 +35,10 @@ export interface Verdict {
   fix: string | null
 }
 
+type Judged = (summary: string, detail: string, fix: string) => Verdict
 export const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
-export const warn = (summary: string, detail: string, fix: string): Verdict => ({
-  status: 'warn',
-  summary,
-  detail,
-  fix,
-})
-export const fail = (summary: string, detail: string, fix: string): Verdict => ({
-  status: 'fail',
-  summary,
-  detail,
-  fix,
-})
+export const warn: Judged = (summary, detail, fix) => ({ status: 'warn', summary, detail, fix })
+export const fail: Judged = (summary, detail, fix) => ({ status: 'fail', summary, detail, fix })
 
 type Connection = { db: Queryable; close(): Promise<void> }
 // `lent`: how many connections the doctor may hold at once: 0 when it can open none, a pool's max, else no limit.
@@ -174,8 +165,7 @@ export async function raceCheck({ options, lent, open, done, tables, canDelete, 
     // The lease is held now: every claim below loses, as most claims do.
     const loser = claimants.at(-1)!.db
     const lose = () => withCronLease(loser, jobName, RACE_LEASE_MS, () => null, { table, logger })
-    const lostP50 = await medianMs(lose, signal)
-    const selectP50 = await medianMs(() => loser.query('SELECT 1', []), signal)
+    const [lostP50, selectP50] = (await medians([lose, () => loser.query('SELECT 1', [])], signal)) as [number, number]
     verdict = judgeRace({ n, rounds, failed, lostP50, selectP50 })
   } catch (error) {
     if (!signal?.aborted) verdict = await raceFailed(error, jobName, table, claimants[0]?.db)
@@ -186,14 +176,17 @@ export async function raceCheck({ options, lent, open, done, tables, canDelete, 
   return verdict!
 }
 
-async function medianMs(query: () => unknown, signal: AbortSignal | undefined): Promise<number> {
-  const times: number[] = []
+// Each query's median time, the queries taken in turn so that every one sees the same load.
+async function medians(queries: (() => unknown)[], signal: AbortSignal | undefined): Promise<number[]> {
+  const times = queries.map((): number[] => [])
   for (let i = 0; i < LATENCY_SAMPLES && !signal?.aborted; i++) {
-    const start = performance.now()
-    await query()
-    times.push(performance.now() - start)
+    for (const [q, query] of queries.entries()) {
+      const start = performance.now()
+      await query()
+      times[q]!.push(performance.now() - start)
+    }
   }
-  return times.sort((x, y) => x - y)[Math.floor(times.length / 2)] ?? Number.NaN
+  return times.map((t) => t.sort((x, y) => x - y)[Math.floor(t.length / 2)] ?? Number.NaN)
 }
 
 // A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.

@@ -60,9 +60,9 @@ const CLOCK_SAMPLES = 5
 const BLOCKED_MS = 3000
 
 /**
- * Runs every check against `db` (the race left out when `race: false`). A fault found is a check's `fail`;
- * it rejects only when the database cannot be reached, when `signal` aborts, or when the race's rows could
- * not be deleted. The race claims a job `pg-cron-lease:doctor:<random>`; no other row is touched.
+ * Runs every check against `db` (the race left out when `race: false`); a fault found is a check's `fail`. It
+ * rejects only when the database cannot be reached, when `signal` aborts, or when the race's rows could not be
+ * deleted. The race claims a job `pg-cron-lease:doctor:<random>`; no other row is touched.
  *
  * @example
  * const checks = await runDoctor(pool, { table: 'jobs.leases' })
