@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { clockOffset } from './clock.js'
-import { fail, type Open, one, opener, pass, type Row, raceCheck, rows, type Verdict, warn } from './doctor-race.js'
+import { fail, one, opener, pass, type Row, raceCheck, rows, type Verdict, warn } from './doctor-race.js'
 import { handleState } from './handle.js'
 import { migrateCommand } from './log.js'
 import { compileOptions } from './options.js'
@@ -13,7 +13,7 @@ import { checkQueryable, fail as refuse } from './validate.js'
 
 export { judgeRace } from './doctor-race.js'
 
-/** Every check, in the order it runs; the ids are stable (docs/operations.md#doctor). */
+// Every check, in the order it runs; the ids are stable (docs/operations.md#doctor).
 export const DOCTOR_CHECKS = [
   'connection',
   'writable',
@@ -30,22 +30,12 @@ export const DOCTOR_CHECKS = [
 /** One check's id. */
 export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
 
-/**
- * What one check found, and what to do (`fix`) unless it passed.
- *
- * @example
- * const check: DoctorCheck = { id: 'clock', status: 'pass', summary: '…', detail: '…', fix: null }
- */
+/** What one check found, and what to do (`fix`) unless it passed. */
 export interface DoctorCheck extends Verdict {
   id: DoctorCheckId
 }
 
-/**
- * Options for {@link runDoctor}.
- *
- * @example
- * const opts: DoctorOptions = { table: 'jobs.leases', race: 5, rounds: 10 }
- */
+/** Options for {@link runDoctor}. */
 export interface DoctorOptions {
   /** The lease table, `name` or `schema.name`. Default: `cron_leases`. */
   table?: string
@@ -70,10 +60,9 @@ const CLOCK_SAMPLES = 5
 const BLOCKED_MS = 3000
 
 /**
- * Runs every check against `db`, in {@link DOCTOR_CHECKS} order (the race left out when `race: false`).
- * A fault found is a check's `fail`; it rejects only when the database cannot be reached, when `signal`
- * aborts, or when the race's rows could not be deleted. The race claims a job
- * `pg-cron-lease:doctor:<random>` and deletes its rows whatever happens; no other row is touched.
+ * Runs every check against `db` (the race left out when `race: false`); a fault found is a check's `fail`. It
+ * rejects only when the database cannot be reached, when `signal` aborts, or when the race's rows could not be
+ * deleted. The race claims a job `pg-cron-lease:doctor:<random>`; no other row is touched.
  *
  * @example
  * const checks = await runDoctor(pool, { table: 'jobs.leases' })
@@ -88,11 +77,10 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   if (status === 'T' || status === 'E') refuse('db', rule, 'a client in a transaction')
   const { table, signal } = options
   const history = historyTableOf(table)
-  const say = (message: string) => options.onProgress?.(message)
   // Each read is a step the signal can stop the doctor before.
   const step = (message: string) => {
     signal?.throwIfAborted()
-    say(message)
+    options.onProgress?.(message)
   }
   const checks: DoctorCheck[] = []
   const add = (id: DoctorCheckId, verdict: Verdict) => checks.push({ id, ...verdict })
@@ -104,22 +92,21 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   add('writable', judgeWritable(server))
 
   step(`reading the shape of ${table} and of ${history}`)
-  const { hidden, facts, granted } = await readTables(db, table, history)
-  // The history table alone: `history_shape` also needs the lease table's column for it.
-  const historyExists = facts.history_table === true
-  const privileges = judgePrivileges(table, history, role, facts.exists === true, granted, options.race === false)
-  add('table', hidden === null ? judgeTable(table, history, facts, historyExists) : judgeHidden(table, hidden, role))
-  add('privileges', hidden === null ? privileges.verdict : judgeSchemaUsage(table, hidden, role))
+  // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
+  const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : ''
+  const hidden = schema !== '' && (await one(db, SCHEMA_USAGE_SQL, [schema])).usage === false
+  const facts = hidden ? {} : await one(db, tableFactsSql(), tableFactsParams(table))
+  const granted = hidden ? [] : await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
+  const privileges = judgePrivileges(table, history, role, granted, options.race === false)
+  add('table', hidden ? judgeHidden(table, schema, role) : judgeTable(table, history, facts))
+  add('privileges', hidden ? judgeSchemaUsage(table, schema, role) : privileges.verdict)
 
   step(`timing ${CLOCK_SAMPLES} round trips against the database clock`)
   add('clock', await clockCheck(db, options.clockToleranceMs ?? CLOCK_TOLERANCE_MS))
 
   step('checking for a transaction pooler and prepared statements')
-  const open = opener(db, options.connect)
-  // A pool lends no more clients than its max; asking for more would wait forever.
-  const max = Number((db as { options?: { max?: unknown } }).options?.max)
-  const lent = options.connect === undefined && max >= 1 ? max : Number.POSITIVE_INFINITY
-  const { pooler, prepared } = await sessionCheck(db, open, lent)
+  const connections = opener(db, options.connect)
+  const { pooler, prepared } = await sessionCheck(db, connections)
   add('pooler', pooler)
   add('prepared', prepared)
   add('durability', judgeDurability(server))
@@ -127,19 +114,10 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
 
   signal?.throwIfAborted()
   if (options.race === false) return checks
+  const tables = facts.history_table === true ? [table, history] : [table]
   const { canDelete } = privileges
-  add('race', await raceCheck({ options, table, history, say, open, lent, done: checks, canDelete, historyExists }))
+  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete, say: step }))
   return checks
-}
-
-async function readTables(db: Queryable, table: string, history: string) {
-  // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
-  const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : null
-  const usage = schema === null ? [] : await rows(db, SCHEMA_USAGE_SQL, [schema])
-  if (usage[0]?.usage === false) return { hidden: schema, facts: {} as Row, granted: [] }
-  const facts = await one(db, tableFactsSql(), tableFactsParams(table))
-  const granted = await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
-  return { hidden: null, facts, granted }
 }
 
 // By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
@@ -193,7 +171,7 @@ export function judgeWritable(server: Row): Verdict {
   return pass('a writable primary', detail)
 }
 
-export function judgeTable(table: string, history: string, facts: Row, historyExists: boolean): Verdict {
+export function judgeTable(table: string, history: string, facts: Row): Verdict {
   const upgrade = `run \`${migrateCommand(table)}\``
   if (facts.exists !== true)
     return fail(
@@ -201,6 +179,8 @@ export function judgeTable(table: string, history: string, facts: Row, historyEx
       `to_regclass('${table}') is NULL`,
       `${upgrade} to create it (docs/migrations.md#the-table)`,
     )
+  // The history table alone: `history_shape` also needs the lease table's column for it.
+  const historyExists = facts.history_table === true
   const columns = Number(facts.columns)
   const detail = `${columns} columns, ${facts.current === true ? 'the current shape' : 'an older shape'}; history table ${history} ${historyExists ? 'present' : 'missing'}, ${facts.history_shape === true ? 'in use' : 'not in use'}`
   if (facts.current !== true) {
@@ -237,26 +217,17 @@ const quoteName = (name: string) => `"${name.replaceAll('"', '""')}"`
 const grant = (privileges: string[], table: string, role: string) =>
   `GRANT ${privileges.join(', ')} ON ${quoteTable(table)} TO ${quoteName(role)};`
 
-/** What `role` may do on the tables; `reading` (`race: false`) needs only a monitor's SELECT: not claiming is a warning. */
-export function judgePrivileges(
-  table: string,
-  history: string,
-  role: string,
-  exists: boolean,
-  granted: Row[],
-  reading = false,
-): { verdict: Verdict; canDelete: boolean } {
+// What `role` may do on the tables; `reading` (`race: false`) needs only a monitor's SELECT: not claiming is a warning.
+export function judgePrivileges(table: string, history: string, role: string, granted: Row[], reading = false) {
   const has = (kind: string, privilege: string) =>
     granted.some((g) => g.kind === kind && g.privilege === privilege && g.granted === true)
   const needs: [string, string, string[]][] = [['lease', table, ['SELECT', 'INSERT', 'UPDATE']]]
   if (granted.some((g) => g.kind === 'history'))
     needs.push(['history', history, ['SELECT', 'INSERT', 'UPDATE', 'DELETE']])
-  const lackingOf = (want: (p: string) => boolean) =>
-    needs
-      .map(([kind, name, privileges]) => ({ name, missing: privileges.filter((p) => want(p) && !has(kind, p)) }))
-      .filter((l) => l.missing.length > 0)
-  const lacking = lackingOf(() => true)
-  const unreadable = lackingOf((p) => p === 'SELECT')
+  const lacking = needs
+    .map(([kind, name, privileges]) => ({ name, missing: privileges.filter((p) => !has(kind, p)) }))
+    .filter((l) => l.missing.length > 0)
+  const unreadable = lacking.filter((l) => l.missing.includes('SELECT')).map((l) => l.name)
   const detail = needs
     .map(([kind, name, ps]) => `${name}: ${ps.map((p) => `${p} ${has(kind, p) ? 'yes' : 'no'}`).join(', ')}`)
     .join('; ')
@@ -264,7 +235,8 @@ export function judgePrivileges(
   const missing = lacking.map((l) => `${l.missing.join(', ')} on ${l.name}`).join('; ')
   const monitor = 'A role meant only to read (a monitor) needs SELECT on both tables alone'
   const verdict = (): Verdict => {
-    if (!exists)
+    // PRIVILEGES_SQL has rows only for the tables that exist.
+    if (!granted.some((g) => g.kind === 'lease'))
       return warn(
         `not checked: ${table} does not exist`,
         'has_table_privilege needs the table',
@@ -280,9 +252,9 @@ export function judgePrivileges(
       )
     if (reading)
       return fail(
-        `${role} lacks ${unreadable.map((l) => `SELECT on ${l.name}`).join('; ')}: it cannot read the leases and runs`,
+        `${role} lacks ${unreadable.map((name) => `SELECT on ${name}`).join('; ')}: it cannot read the leases and runs`,
         detail,
-        `${unreadable.map((l) => grant(['SELECT'], l.name, role)).join(' ')} ${monitor} (docs/operations.md#doctor)`,
+        `${unreadable.map((name) => grant(['SELECT'], name, role)).join(' ')} ${monitor} (docs/operations.md#doctor)`,
       )
     return fail(
       `${role} lacks ${missing}: its claims ${lacking[0]!.name === table ? 'fail' : 'cannot record their runs'}`,
@@ -335,43 +307,43 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
   )
 }
 
-// A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler,
-// on the backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement.
-// Unbounded: a session's timeouts set behind a pooler would stay on a server connection others use.
-async function sessionCheck(db: Queryable, open: Open | null, lent: number) {
-  const a = open === null ? null : await open(false)
+// A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler, on the
+// backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement. Unbounded:
+// a session's timeouts set behind a pooler would stay on a server connection others use.
+async function sessionCheck(db: Queryable, { lent, open }: ReturnType<typeof opener>) {
+  const a = lent >= 1 ? await open(false) : null
   let b: typeof a = null
   try {
-    if (open !== null && lent >= 2) b = await open(false)
+    if (lent >= 2) b = await open(false)
     const conn = a?.db ?? db
     const mark = randomBytes(6).toString('hex')
     const statement = { text: SESSION_PROBE_SQL, name: `pg_cron_lease_doctor_${mark}` }
-    const seen = { pids: new Set<number>(), others: new Set<number>(), markLost: false, waited: false }
+    const probe = async () => (await runStatement(conn, statement, [], true)).rows?.[0] as Row | undefined
+    const seen: (Row | undefined)[] = []
+    const others = new Set<number>()
+    let waited = false
     await one(conn, MARK_SESSION_SQL, [mark])
     // Three tries, as a pooler may hand B another idle backend; one wait is proof enough.
-    for (let i = 0; i < 3 && !seen.waited; i++) {
-      const first = (await runStatement(conn, statement, [], true)).rows?.[0] as Row
+    for (let i = 0; i < 3 && !waited; i++) {
+      seen.push(await probe())
       if (b !== null) {
         await b.db.query('BEGIN', [])
-        seen.others.add(Number((await one(b.db, SESSION_PROBE_SQL, [])).pid))
+        others.add(Number((await one(b.db, SESSION_PROBE_SQL, [])).pid))
       }
-      const sent = runStatement(conn, statement, [], true)
+      const second = probe()
       if (b !== null) {
         // A pooler with one server connection makes A wait for B's transaction, which no server does.
-        const settled = sent.then(() => false).catch(() => false)
-        seen.waited ||= await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })])
+        const settled = second.then(() => false).catch(() => false)
+        waited = await Promise.race([settled, sleep(BLOCKED_MS, true, { ref: false })])
         await b.db.query('COMMIT', [])
       }
-      const second = (await sent).rows?.[0] as Row
-      for (const row of [first, second]) {
-        seen.pids.add(Number(row?.pid))
-        if (row?.mark !== mark) seen.markLost = true
-      }
+      seen.push(await second)
     }
-    const shared = [...seen.pids].filter((pid) => seen.others.has(pid))
+    const pids = [...new Set(seen.map((row) => Number(row?.pid)))]
+    const markLost = seen.some((row) => row?.mark !== mark)
     const { sending, unprepared } = handleState(conn)
     return {
-      pooler: judgePooler({ ...seen, pids: [...seen.pids], shared, two: b !== null }),
+      pooler: judgePooler({ pids, shared: pids.filter((pid) => others.has(pid)), markLost, waited, two: b !== null }),
       prepared: judgePrepared(sending?.named === true, unprepared),
     }
   } finally {
@@ -379,7 +351,7 @@ async function sessionCheck(db: Queryable, open: Open | null, lent: number) {
   }
 }
 
-/** What the session check saw: `shared`, backends another connection had too; `waited`, A waited for B's transaction. */
+// What the session check saw: `shared`, backends another connection had too; `waited`, A waited for B's transaction.
 type Sessions = { pids: number[]; shared: number[]; markLost: boolean; waited: boolean; two: boolean }
 
 export function judgePooler({ pids, shared, markLost, waited, two }: Sessions): Verdict {

@@ -58,13 +58,11 @@ export const doctor: Command = {
 
 const SIGNALS = ['SIGINT', 'SIGTERM'] as const
 
-const MARKS = { pass: '✓', warn: '!', fail: '✗' } as const
-
 export function renderDoctor(checks: DoctorCheck[], paint: Paint): string {
-  const colour = { pass: paint.green, warn: paint.yellow, fail: paint.red }
+  const mark = { pass: paint.green('✓'), warn: paint.yellow('!'), fail: paint.red('✗') }
   const lines = checks.map((c) => {
     const fix = c.fix === null ? '' : `; fix: ${escapeControls(c.fix)}`
-    return `${colour[c.status](MARKS[c.status])} ${c.id}: ${escapeControls(c.summary)}${fix}`
+    return `${mark[c.status]} ${c.id}: ${escapeControls(c.summary)}${fix}`
   })
   const n = (status: DoctorCheck['status']) => checks.filter((c) => c.status === status).length
   const summary = `${checks.length} checks: ${n('pass')} passed, ${n('warn')} warnings, ${n('fail')} failures`

@@ -40,7 +40,7 @@ const server = {
   lock_timeout: '0',
   idle_in_transaction_session_timeout: '0',
 }
-const current = { exists: true, columns: 19, current: true, history: true, history_shape: true }
+const current = { exists: true, columns: 19, current: true, history: true, history_table: true, history_shape: true }
 const all = ['SELECT', 'INSERT', 'UPDATE', 'DELETE']
 const grants = (kind: string, granted: string[]) =>
   all.map((privilege) => ({ kind, privilege, granted: granted.includes(privilege) }))
@@ -61,59 +61,47 @@ describe('each verdict, from what was read', () => {
   })
 
   test('the table: missing and the original shape fail naming migrate; no history table warns', () => {
-    const missing = judgeTable('jobs.t', 'jobs.t_runs', { exists: false }, false)
+    const missing = judgeTable('jobs.t', 'jobs.t_runs', { exists: false })
     assert.equal(missing.status, 'fail')
     assert.match(missing.fix ?? '', /pg-cron-lease migrate --table jobs\.t/)
-    const original = judgeTable('cron_leases', 'cron_leases_runs', { exists: true, columns: 4, current: false }, false)
+    const original = judgeTable('cron_leases', 'cron_leases_runs', { exists: true, columns: 4, current: false })
     assert.equal(original.status, 'fail')
     assert.match(original.summary, /original 4-column shape/)
     assert.match(original.fix ?? '', /`pg-cron-lease migrate`/)
-    const noHistory = judgeTable(
-      'cron_leases',
-      'cron_leases_runs',
-      { ...current, history: false, history_shape: false },
-      false,
-    )
+    const noHistory = judgeTable('cron_leases', 'cron_leases_runs', {
+      ...current,
+      history: false,
+      history_table: false,
+      history_shape: false,
+    })
     assert.equal(noHistory.status, 'warn')
     assert.match(noHistory.summary, /cron_leases_runs is missing/)
     assert.match(noHistory.fix ?? '', /pg-cron-lease migrate/)
-    const unused = judgeTable(
-      'cron_leases',
-      'cron_leases_runs',
-      { ...current, history: false, history_shape: false },
-      true,
-    )
+    const unused = judgeTable('cron_leases', 'cron_leases_runs', { ...current, history: false, history_shape: false })
     assert.equal(unused.status, 'warn')
     assert.match(unused.summary, /lacks the column its history table cron_leases_runs needs/)
-    assert.equal(judgeTable('cron_leases', 'cron_leases_runs', current, true).status, 'pass')
+    assert.equal(judgeTable('cron_leases', 'cron_leases_runs', current).status, 'pass')
   })
 
   test('privileges: each missing one named, per table; the history needs DELETE, the lease table not', () => {
-    const fine = judgePrivileges('t', 't_runs', 'app', true, [
-      ...grants('lease', all.slice(0, 3)),
-      ...grants('history', all),
-    ])
+    const fine = judgePrivileges('t', 't_runs', 'app', [...grants('lease', all.slice(0, 3)), ...grants('history', all)])
     assert.equal(fine.verdict.status, 'pass')
     assert.equal(fine.canDelete, false)
-    const reader = judgePrivileges('t', 't_runs', 'monitor', true, grants('lease', ['SELECT']))
+    const reader = judgePrivileges('t', 't_runs', 'monitor', grants('lease', ['SELECT']))
     assert.equal(reader.verdict.status, 'fail')
     assert.match(reader.verdict.summary, /monitor lacks INSERT, UPDATE on t\b/)
     assert.match(reader.verdict.fix ?? '', /GRANT INSERT, UPDATE ON "t" TO "monitor";.*--no-race/)
-    const history = judgePrivileges('t', 't_runs', 'app', true, [
-      ...grants('lease', all),
-      ...grants('history', ['SELECT']),
-    ])
+    const history = judgePrivileges('t', 't_runs', 'app', [...grants('lease', all), ...grants('history', ['SELECT'])])
     assert.match(history.verdict.summary, /INSERT, UPDATE, DELETE on t_runs/)
   })
 
   test('privileges: every GRANT quotes its names; a role that may only read passes --no-race with a warning, one without SELECT fails it', () => {
-    const odd = judgePrivileges('jobs.Leases', 'jobs.Leases_runs', 'App-User', true, grants('lease', ['SELECT']))
+    const odd = judgePrivileges('jobs.Leases', 'jobs.Leases_runs', 'App-User', grants('lease', ['SELECT']))
     assert.match(odd.verdict.fix ?? '', /^GRANT INSERT, UPDATE ON "jobs"\."Leases" TO "App-User";/)
     const monitor = judgePrivileges(
       't',
       't_runs',
       'monitor',
-      true,
       [...grants('lease', ['SELECT']), ...grants('history', ['SELECT'])],
       true,
     )
@@ -126,7 +114,6 @@ describe('each verdict, from what was read', () => {
       't',
       't_runs',
       'monitor',
-      true,
       [...grants('lease', []), ...grants('history', ['SELECT'])],
       true,
     )
@@ -138,8 +125,7 @@ describe('each verdict, from what was read', () => {
   })
 
   test('the race names the rounds that had no winner or more than one', () => {
-    const r = { single: 17, none: 1, many: 2, n: 3, rounds: 20, lostP50: 0.3, selectP50: 0.15 }
-    const failed = judgeRace({ ...r, failed: { none: [7], many: [2, 11] } })
+    const failed = judgeRace({ n: 3, rounds: 20, lostP50: 0.3, selectP50: 0.15, failed: { none: [7], many: [2, 11] } })
     assert.equal(failed.status, 'fail')
     assert.match(
       failed.summary,
@@ -189,12 +175,12 @@ describe('each verdict, from what was read', () => {
   })
 
   test('the race fails unless every round had exactly one winner, and reports the losing claim against SELECT 1', () => {
-    const r = { single: 20, none: 0, many: 0, n: 10, rounds: 20, lostP50: 0.3, selectP50: 0.15 }
+    const r = { n: 10, rounds: 20, lostP50: 0.3, selectP50: 0.15, failed: { none: [], many: [] } }
     const ok = judgeRace(r)
     assert.equal(ok.status, 'pass')
     assert.match(ok.summary, /losing claim's p50 0\.30 ms, 2\.0× SELECT 1's 0\.15 ms/)
-    assert.equal(judgeRace({ ...r, single: 19, many: 1 }).status, 'fail')
-    assert.equal(judgeRace({ ...r, single: 19, none: 1 }).status, 'fail')
+    assert.equal(judgeRace({ ...r, failed: { none: [], many: [4] } }).status, 'fail')
+    assert.equal(judgeRace({ ...r, failed: { none: [4], many: [] } }).status, 'fail')
   })
 })
 
@@ -212,13 +198,13 @@ test('every fix links to a heading that exists in docs/', () => {
     judgeConnection({ ...server, version_num: 130000 }),
     judgeWritable({ ...server, in_recovery: true }),
     judgeWritable({ ...server, read_only: 'on' }),
-    judgeTable('t', 't_runs', { exists: false }, false),
-    judgeTable('t', 't_runs', { exists: true, columns: 4, current: false }, false),
-    judgeTable('t', 't_runs', { ...current, history: false, history_shape: false }, false),
-    judgePrivileges('t', 't_runs', 'app', false, []).verdict,
-    judgePrivileges('t', 't_runs', 'app', true, []).verdict,
-    judgePrivileges('t', 't_runs', 'app', true, grants('lease', ['SELECT']), true).verdict,
-    judgePrivileges('t', 't_runs', 'app', true, [], true).verdict,
+    judgeTable('t', 't_runs', { exists: false }),
+    judgeTable('t', 't_runs', { exists: true, columns: 4, current: false }),
+    judgeTable('t', 't_runs', { ...current, history: false, history_table: false, history_shape: false }),
+    judgePrivileges('t', 't_runs', 'app', []).verdict,
+    judgePrivileges('t', 't_runs', 'app', grants('lease', [])).verdict,
+    judgePrivileges('t', 't_runs', 'app', grants('lease', ['SELECT']), true).verdict,
+    judgePrivileges('t', 't_runs', 'app', grants('lease', []), true).verdict,
     judgeSchemaUsage('s.t', 's', 'app'),
     judgeClock(600_000, 1, 5000),
     judgePooler({ pids: [1, 2], shared: [], markLost: true, waited: false, two: true }),
@@ -226,7 +212,7 @@ test('every fix links to a heading that exists in docs/', () => {
     judgeDurability({ ...server, synchronous_commit: 'off' }),
     judgeDurability({ ...server, standbys: 2 }),
     judgeTimeouts({ ...server, lock_timeout: '1s' }),
-    judgeRace({ single: 0, none: 1, many: 0, n: 2, rounds: 1, lostP50: 1, selectP50: 1 }),
+    judgeRace({ n: 2, rounds: 1, lostP50: 1, selectP50: 1, failed: { none: [1], many: [] } }),
   ].map((v) => v.fix ?? '')
   for (const fix of fixes) {
     const link = /\((docs\/[\w-]+\.md)#([^)\s]+)\)$/.exec(fix)
