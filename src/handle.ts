@@ -11,11 +11,7 @@ export interface TableKnowledge {
   reading: Promise<Shape | undefined> | undefined
   /** This process's clock minus the database's, and when (monotonic ms). */
   clock: { offsetMs: number; at: number } | undefined
-  /**
-   * How many more claims go without the probe: a claim the probe did not stop (a win, or a loss in
-   * a dead heat, where every probe ran before the winner committed) sets it to UNPROBED_CLAIMS,
-   * each claim sent without it takes one off, and a failed claim sets it to 0.
-   */
+  /** How many more claims go without the probe (`claim` in src/lease.ts). */
   unprobed: number
 }
 
@@ -30,7 +26,6 @@ export interface Sending {
 }
 
 export interface HandleState {
-  /** At most TABLES tables; the first added goes first. */
   readonly tables: Map<string, TableKnowledge>
   /** The pooler in front refused a prepared statement: all go plain from then on. */
   unprepared: boolean
@@ -55,6 +50,7 @@ export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
   let known = tables.get(table)
   if (known === undefined) {
+    // At most TABLES tables; the first added goes first.
     if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
     known = { shape: undefined, history: false, readAt: 0, reading: undefined, clock: undefined, unprobed: 0 }
     tables.set(table, known)
