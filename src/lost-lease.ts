@@ -6,9 +6,8 @@ import type { Ticket } from './ticket.js'
 const UNKNOWN = 'it expired or another claim replaced it'
 
 /**
- * What ended the lease of `ticket`, in words. `early`: the renew came back before the lease could
- * have run out by itself (this process's lower bound of its end), so a lease found ended was ended
- * by someone. Never rejects: a failed read leaves the reason unknown.
+ * `early`: the renew came back before the lease could have run out by itself, so a lease found ended
+ * was ended by someone. Never rejects: a failed read leaves the reason unknown.
  */
 export async function whyLost({ config, kind, claimToken }: Ticket, early: boolean): Promise<string> {
   const { db, table, jobName } = config

@@ -11,8 +11,7 @@ export function readResult(result: unknown, jobName: string, action: string): Re
   const listed = Array.isArray(rows)
   if (!counted && !listed)
     failReading(result, jobName, action, "the driver's result has neither a rowCount nor a rows array")
-  // job_name is the key, so a statement matches at most one row: any other count is a driver this
-  // code misreads, and taking it for a win could run a tick twice.
+  // job_name is the key, so a statement matches at most one row: any other count is a driver misread.
   if (counted && rowCount !== 0 && rowCount !== 1) failReading(result, jobName, action, 'its rowCount is not 0 or 1')
   if (listed && rows.length > 1) failReading(result, jobName, action, `it has ${rows.length} rows`)
   if (counted && listed && rowCount !== rows.length)

@@ -58,7 +58,6 @@ export interface Ticket {
   readonly kind: ClaimKind
   readonly occurrence: Date | null
   readonly missed: number
-  /** Won by catchUp. */
   readonly catchUp: boolean
   /** The run's number in the history, as its claim returned it (sent back as it came); null: no row there. */
   readonly runNumber: string | number | bigint | null
@@ -103,7 +102,6 @@ export function historyParams({ history }: ClaimConfig): [number, number] {
   return [keep, keepFailed]
 }
 
-/** The first row of a driver's result, if it has one. */
 export function firstRow(result: unknown): Record<string, unknown> | undefined {
   const row = (result as { rows?: unknown[] } | null)?.rows?.[0]
   return typeof row === 'object' && row !== null ? (row as Record<string, unknown>) : undefined
