@@ -40,12 +40,11 @@ export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   if (PROCESS.closed || group?.closed) return null
   let listener: ((reason: Error) => void) | undefined
   let end = () => {}
-  const ended = new Promise<void>((resolve) => (end = resolve))
   const run: InFlight = {
     jobName,
     group,
     stopped: undefined,
-    ended,
+    ended: new Promise<void>((resolve) => (end = resolve)),
     onStop(listen) {
       listener = listen
       if (run.stopped !== undefined) listen?.(run.stopped)
@@ -85,18 +84,16 @@ export async function drainGroup(group: RunGroup, timeoutMs: number, waited: str
     await settledBy(left, deadline)
     left = runsOf()
   }
-  for (const run of left) run.stop(shutdownError(run.jobName, waited))
+  for (const run of left) {
+    const message =
+      `pg-cron-lease: the process is shutting down: the run of '${escapeControls(run.jobName)}' was still going ` +
+      `after ${waited}, so it was aborted and recorded as an error`
+    run.stop(new Error(message))
+  }
   // A stopped tick records its error in at most RECORD_WAIT_MS; a claim stuck on the database is not
   // waited for longer (it runs nothing once it returns).
   if (left.length > 0) await settledBy(left, monotonicMs() + RECORD_WAIT_MS + 100)
   return [...new Set(left.map((run) => run.jobName))]
-}
-
-function shutdownError(jobName: string, waited: string): Error {
-  return new Error(
-    `pg-cron-lease: the process is shutting down: the run of '${escapeControls(jobName)}' was still going after ` +
-      `${waited}, so it was aborted and recorded as an error`,
-  )
 }
 
 // setTimeout fires at once past 2^31 - 1 ms: a longer wait is made of shorter ones (drainGroup's loop).
@@ -118,21 +115,16 @@ export interface DrainOptions {
 
 /** What {@link drainLeases} resolves to. */
 export interface DrainResult {
-  /**
-   * The jobs with a run still going at `timeoutMs`, each once, in the order their runs started:
-   * each had its `ctx.signal` aborted and was recorded as an error. Empty when all settled.
-   */
+  /** The jobs still running at `timeoutMs`, each once, in start order: aborted and recorded as errors. */
   readonly timedOut: readonly string[]
 }
 
 let drained: Promise<DrainResult> | undefined
 
 /**
- * Shuts down every entry point of this process gracefully: from the call on, no claim is sent, and
- * each call resolves `{ ran: false, result: null }` (the coordinator's `shouldRun` false). Resolves
- * once every run in flight has settled and recorded its outcome; at `opts.timeoutMs` those left
- * are aborted (their call rejects) and recorded as errors. A second call returns the first's promise.
- * End the pool after it.
+ * Shuts down this process's runs gracefully: from the call on, no claim is sent and each entry point
+ * resolves `{ ran: false }`. Resolves once every run in flight has recorded its outcome; at `opts.timeoutMs`
+ * those left are aborted and recorded as errors. A second call returns the first's promise. End the pool after it.
  *
  * @example
  * process.once('SIGTERM', async () => {

@@ -1,7 +1,6 @@
-/** What the library learns of each handle it is given (a Pool, a client, an adapter), kept as long as the handle lives. */
+/** What the library learns of each handle (a Pool, a client, an adapter), kept as long as the handle lives. */
 import type { Shape } from './sql.js'
 
-/** What one handle knows of one table. */
 export interface TableKnowledge {
   shape: Shape | undefined
   /** The table has its run history (historyTableOf) that this role may write. */

@@ -1,7 +1,7 @@
 /** Why a tick's lease was lost, told to the tick: read only when a renew or beat matched no row. */
 import { runStatement } from './query.js'
 import { lostLeaseSql } from './sql.js'
-import type { Ticket } from './ticket.js'
+import { firstRow, type Ticket } from './ticket.js'
 
 const UNKNOWN = 'it expired or another claim replaced it'
 
@@ -13,7 +13,7 @@ export async function whyLost({ config, kind, claimToken }: Ticket, early: boole
   const { db, table, jobName } = config
   const shape = kind === 'original' ? 'original' : 'current'
   const row = await runStatement(db, lostLeaseSql(table, shape), [jobName, claimToken], false).then(
-    (result) => (result as { rows?: Record<string, unknown>[] } | null)?.rows?.[0] ?? null,
+    (result) => firstRow(result) ?? null,
     () => undefined,
   )
   if (row === undefined) return UNKNOWN

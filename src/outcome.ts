@@ -37,8 +37,8 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
       logger,
       `pg-cron-lease: ${table} has no run history (${historyTableOf(table)}, with its columns in ${table}) ` +
         'that this role may write, so runs are not kept; claims, outcomes and pauses work as before; run ' +
-        `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add it, and grant SELECT, INSERT, UPDATE, DELETE on it: ` +
-        'replicas see it within a minute, with no restart',
+        `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add it, and grant SELECT, INSERT, UPDATE, DELETE on ` +
+        'it: replicas see it within a minute, with no restart',
     )
   }
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome

@@ -133,13 +133,12 @@ function connectionOf(db: Queryable): Promise<unknown> {
   const state = handleState(db)
   if (sendingOf(db, state).client) return Promise.resolve(db)
   if (state.connection === undefined) {
-    const ask = async () => {
+    const asked = Promise.all([asking, ...queues.values()]).then(async () => {
       const result = await db.query(connectionSql(), [])
       const id = (result as { rows?: Array<{ connection?: unknown }> } | null)?.rows?.[0]?.connection
       // A driver that returns no rows can only be queued by its object.
       return typeof id === 'string' ? id : db
-    }
-    const asked = Promise.all([asking, ...queues.values()]).then(ask)
+    })
     state.connection = asked
     asking = asked.then(ignore, ignore)
     asked.catch(() => {

@@ -17,7 +17,7 @@ const storable = (ms: number): number | null => (Number.isFinite(ms) && ms >= MI
 const instantMs = (value: unknown): number | null => (types.isDate(value) ? storable(value.getTime()) : null)
 const plain = (value: unknown): value is object => typeof value === 'object' && value !== null && !types.isProxy(value)
 
-function call(target: object, method: unknown, ...args: unknown[]): unknown {
+function call(target: unknown, method: unknown, ...args: unknown[]): unknown {
   return typeof method === 'function' ? (method as (...a: unknown[]) => unknown).apply(target, args) : null
 }
 
@@ -27,9 +27,7 @@ function schedulerSlot(at: unknown): NamedSlot {
   if (!plain(at)) return NO_SLOT
   const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
   if (types.isDate(node.date)) {
-    const task = node.task
-    const next = typeof task === 'object' && task !== null ? call(task, task.getNextRun) : null
-    return { occurrence: instantMs(node.date), nextOccurrence: instantMs(next) }
+    return { occurrence: instantMs(node.date), nextOccurrence: instantMs(call(node.task, node.task?.getNextRun)) }
   }
   const croner = at as { currentRun?: unknown; nextRun?: unknown; previousRuns?: unknown }
   if (typeof croner.currentRun === 'function' && typeof croner.previousRuns === 'function') {

@@ -14,18 +14,14 @@ import {
 /** A statement's text and its prepared name, one per text, so a connection never runs another text under it. */
 export type Statement = { readonly text: string; readonly name: string }
 
-/**
- * One table's hot statements for one kind of claimant: all but `claim` and `renew` are the current
- * shape's. `record` writes the lease row alone; `recordRun` also the run's row in the history.
- */
+/** A table's hot statements for one kind of claimant: all but `claim` and `renew` are the current shape's. */
 export type Statements = {
   readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement
 }
 
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
-// Keyed by the table, then the kind: a key made of both, on every claim, cost more than the lookup.
-// At most TABLES tables; the first added goes first.
+// By table, then kind (a key made of both cost more than the lookup); at most TABLES, the first added goes first.
 const TABLES = 100
 const built = new Map<string, Partial<Record<ClaimKind, Statements>>>()
 
