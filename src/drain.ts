@@ -8,7 +8,6 @@ import { RECORD_WAIT_MS } from './outcome.js'
 export interface InFlight {
   readonly jobName: string
   readonly group: RunGroup | undefined
-  /** The shutdown's reason, once one stopped the run. */
   stopped: Error | undefined
   /** Called with the reason when a shutdown stops the run (at once if one has); undefined: none. */
   onStop(listener: ((reason: Error) => void) | undefined): void
@@ -90,8 +89,7 @@ export async function drainGroup(group: RunGroup, timeoutMs: number, waited: str
       `after ${waited}, so it was aborted and recorded as an error`
     run.stop(new Error(message))
   }
-  // A stopped tick records its error in at most RECORD_WAIT_MS; a claim stuck on the database is not
-  // waited for longer (it runs nothing once it returns).
+  // A stopped tick records its error within RECORD_WAIT_MS; a claim stuck on the database runs nothing later.
   if (left.length > 0) await settledBy(left, monotonicMs() + RECORD_WAIT_MS + 100)
   return [...new Set(left.map((run) => run.jobName))]
 }

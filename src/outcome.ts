@@ -93,8 +93,7 @@ function firstLine(error: unknown): string {
   }
 }
 
-// Lone surrogates as U+FFFD (String#toWellFormed, written out for the TypeScript target); controls as
-// spaces, as Postgres refuses NUL.
+// Lone surrogates as U+FFFD (String#toWellFormed is past our target); controls as spaces: Postgres refuses NUL.
 function oneLine(text: string): string {
   const first = text.split(/[\r\n\u0085\u2028\u2029]/, 1)[0] ?? ''
   return first.replace(LONE_SURROGATE, '\ufffd').replace(/\p{Cc}/gu, ' ')

@@ -85,8 +85,7 @@ export async function underSavepoint(
   params: unknown[],
   noTransaction?: () => Promise<QueryResultLike>,
 ): Promise<QueryResultLike> {
-  // Each step is sent once the one before it has settled: `pg` 8.23 warns when its query queue is
-  // used, and `pg` 9 removes it.
+  // Each step waits for the one before it: `pg` 8.23 warns when its query queue is used, and `pg` 9 removes it.
   return inTurn(await connectionOf(db), async () => {
     try {
       await db.query(savepointSql(SAVEPOINT), [])
@@ -126,9 +125,8 @@ function inTurn<T>(connection: unknown, send: () => Promise<T>): Promise<T> {
   return turn
 }
 
-// A pg client is its connection; any other handle is asked, once per object, as two adapters over one
-// transaction (fromKnex(trx) per call) must queue as one. The question runs after every statement
-// in flight, and every statement sent after it waits for it.
+// A pg client is its connection; another handle is asked, once per object, as two adapters over one transaction
+// (fromKnex(trx) per call) queue as one. Asked after all in flight; all sent after the question wait for it.
 function connectionOf(db: Queryable): Promise<unknown> {
   const state = handleState(db)
   if (sendingOf(db, state).client) return Promise.resolve(db)

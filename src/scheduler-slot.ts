@@ -69,10 +69,8 @@ function isCronJob(at: object): at is CronPackageJob {
   )
 }
 
-/**
- * The latest slot not after `lastDate()`: the package has no "previous date", so the search doubles
- * back from a second before the fire (up to 2^36 ms), then walks forward, in the job's zone for DST.
- */
+// The latest slot not after `lastDate()`: the package has no "previous date", so the search doubles
+// back from a second before the fire, then walks forward, in the job's zone for DST.
 export function cronJobSlot(job: CronPackageJob): NamedSlot {
   let fired: number | null
   let inZone: LuxonLike
