@@ -17,9 +17,7 @@ export interface InFlight {
 }
 
 /** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
-export interface RunGroup {
-  closed: boolean
-}
+export type RunGroup = { closed: boolean }
 
 export function runGroup(): RunGroup {
   return { closed: false }

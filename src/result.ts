@@ -4,7 +4,6 @@ import { formatValue } from './format-value.js'
 /** A claim or renew that matched a row (`matched`), and the claim token read from that row. */
 export type Reading = { matched: false; claimToken: null } | { matched: true; claimToken: string | null }
 
-/** `rowCount` decides when given, else `rows.length`; given both, they must agree. */
 export function readResult(result: unknown, jobName: string, action: string): Reading {
   const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
   const counted = rowCount !== undefined && rowCount !== null

@@ -4,10 +4,7 @@ import { MAX_MS, MIN_MS, parseInstant } from './time-input.js'
 import { checkOptions, fail } from './validate.js'
 
 /** An occurrence and the one after it, in ms since the epoch; null where the scheduler cannot say. */
-export interface NamedSlot {
-  readonly occurrence: number | null
-  readonly nextOccurrence: number | null
-}
+export type NamedSlot = { readonly occurrence: number | null; readonly nextOccurrence: number | null }
 
 /** A fire that names no occurrence: the lease alone decides. */
 export const NO_SLOT: NamedSlot = Object.freeze({ occurrence: null, nextOccurrence: null })

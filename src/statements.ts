@@ -15,9 +15,7 @@ import {
 export type Statement = { readonly text: string; readonly name: string }
 
 /** A table's hot statements for one kind of claimant: all but `claim` and `renew` are the current shape's. */
-export type Statements = {
-  readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement
-}
+export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement }
 
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
