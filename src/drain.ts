@@ -19,18 +19,14 @@ export interface InFlight {
 /** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
 export type RunGroup = { closed: boolean }
 
-export function runGroup(): RunGroup {
-  return { closed: false }
-}
+export const runGroup = (): RunGroup => ({ closed: false })
 
 const PROCESS = runGroup()
 
 // The process's runs in flight, in the order they started.
 const IN_FLIGHT = new Set<InFlight>()
 
-export function draining(): boolean {
-  return PROCESS.closed
-}
+export const draining = (): boolean => PROCESS.closed
 
 /** A run in flight, in the process and in `group`; null once either drains: nothing may be sent. */
 export function openRun(jobName: string, group?: RunGroup): InFlight | null {
@@ -118,9 +114,10 @@ export interface DrainResult {
 let drained: Promise<DrainResult> | undefined
 
 /**
- * Shuts down this process's runs gracefully: from the call on, no claim is sent and each entry point
- * resolves `{ ran: false }`. Resolves once every run in flight has recorded its outcome; at `opts.timeoutMs`
- * those left are aborted and recorded as errors. A second call returns the first's promise. End the pool after it.
+ * Shuts down this process's runs gracefully: from the call on, no claim is sent (calls resolve `{ ran: false,
+ * result: null }`, `shouldRun` false). Resolves once every run in flight has recorded its outcome; at
+ * `opts.timeoutMs` those left are aborted, their calls reject, and their outcomes record that error. A second
+ * call returns the first's promise. End the pool after it.
  *
  * @example
  * process.once('SIGTERM', async () => {
