@@ -1,7 +1,4 @@
-/**
- * The graceful shutdown, and the one per-process state it needs: whether claims may still be sent,
- * and the runs in flight, each from its claim until its outcome is recorded.
- */
+/** The graceful shutdown, and its per-process state: whether claims may be sent, and the runs in flight. */
 import { monotonicMs } from './clock.js'
 import { escapeControls } from './escape.js'
 import { compileOptions } from './options.js'
@@ -11,47 +8,36 @@ import { RECORD_WAIT_MS } from './outcome.js'
 export interface InFlight {
   readonly jobName: string
   readonly group: RunGroup | undefined
-  /** The shutdown's reason, once one stopped the run. */
   stopped: Error | undefined
   /** Called with the reason when a shutdown stops the run (at once if one has); undefined: none. */
   onStop(listener: ((reason: Error) => void) | undefined): void
   stop(reason: Error): void
   end(): void
-  /** Settles once the run has ended. */
   readonly ended: Promise<void>
 }
 
 /** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
-export interface RunGroup {
-  closed: boolean
-}
+export type RunGroup = { closed: boolean }
 
-/** A group of runs that can be drained apart from the rest of the process. */
-export function runGroup(): RunGroup {
-  return { closed: false }
-}
+export const runGroup = (): RunGroup => ({ closed: false })
 
 const PROCESS = runGroup()
 
 // The process's runs in flight, in the order they started.
 const IN_FLIGHT = new Set<InFlight>()
 
-/** Whether this process is draining: the check on the claim path, just before a claim is sent. */
-export function draining(): boolean {
-  return PROCESS.closed
-}
+export const draining = (): boolean => PROCESS.closed
 
-/** Starts a run in flight, in the process and in `group`; null once either drains, and nothing may be sent. */
+/** A run in flight, in the process and in `group`; null once either drains: nothing may be sent. */
 export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   if (PROCESS.closed || group?.closed) return null
   let listener: ((reason: Error) => void) | undefined
   let end = () => {}
-  const ended = new Promise<void>((resolve) => (end = resolve))
   const run: InFlight = {
     jobName,
     group,
     stopped: undefined,
-    ended,
+    ended: new Promise<void>((resolve) => (end = resolve)),
     onStop(listen) {
       listener = listen
       if (run.stopped !== undefined) listen?.(run.stopped)
@@ -70,10 +56,7 @@ export function openRun(jobName: string, group?: RunGroup): InFlight | null {
   return run
 }
 
-/**
- * `tick()`, until a shutdown stops `run`: then `stop` is called (the run's ctx.signal aborts) and it
- * rejects with the reason; a run stopped before it starts never starts.
- */
+/** `tick()`, until a shutdown stops `run`: then `stop` is called and it rejects with the reason. */
 export function untilStopped<T>(run: InFlight, stop: (reason: Error) => void, tick: () => Promise<T> | T): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     run.onStop((reason) => {
@@ -84,11 +67,7 @@ export function untilStopped<T>(run: InFlight, stop: (reason: Error) => void, ti
   })
 }
 
-/**
- * Closes `group` to new runs, waits up to `timeoutMs` for its runs in flight, then stops those left
- * (their `signal` aborts with a reason saying the process is shutting down, and `waited` says what
- * waited) and waits for their outcomes to be recorded. Resolves with the job names stopped.
- */
+/** Closes `group`, waits up to `timeoutMs` for its runs, stops those left and resolves with their job names. */
 export async function drainGroup(group: RunGroup, timeoutMs: number, waited: string): Promise<string[]> {
   group.closed = true
   const deadline = monotonicMs() + timeoutMs
@@ -98,19 +77,15 @@ export async function drainGroup(group: RunGroup, timeoutMs: number, waited: str
     await settledBy(left, deadline)
     left = runsOf()
   }
-  for (const run of left) run.stop(shutdownError(run.jobName, waited))
-  // A stopped tick records its error in at most RECORD_WAIT_MS; a claim stuck on the database is not
-  // waited for longer (it runs nothing once it returns).
+  for (const run of left) {
+    const message =
+      `pg-cron-lease: the process is shutting down: the run of '${escapeControls(run.jobName)}' was still going ` +
+      `after ${waited}, so it was aborted and recorded as an error`
+    run.stop(new Error(message))
+  }
+  // A stopped tick records its error within RECORD_WAIT_MS; a claim stuck on the database runs nothing later.
   if (left.length > 0) await settledBy(left, monotonicMs() + RECORD_WAIT_MS + 100)
   return [...new Set(left.map((run) => run.jobName))]
-}
-
-/** The reason a stopped run's `ctx.signal` aborts with, and the error its outcome records. */
-function shutdownError(jobName: string, waited: string): Error {
-  return new Error(
-    `pg-cron-lease: the process is shutting down: the run of '${escapeControls(jobName)}' was still going after ` +
-      `${waited}, so it was aborted and recorded as an error`,
-  )
 }
 
 // setTimeout fires at once past 2^31 - 1 ms: a longer wait is made of shorter ones (drainGroup's loop).
@@ -124,41 +99,25 @@ async function settledBy(runs: InFlight[], deadline: number): Promise<void> {
   clearTimeout(timer)
 }
 
-/**
- * Options for {@link drainLeases}.
- *
- * @example
- * const opts: DrainOptions = { timeoutMs: 20_000 }
- */
+/** Options for {@link drainLeases}. */
 export interface DrainOptions {
   /** How long to wait for the runs in flight before aborting them, in ms (0: at once). Default: 10,000. */
   timeoutMs?: number | null
 }
 
-/**
- * What {@link drainLeases} resolves to.
- *
- * @example
- * const { timedOut } = await drainLeases() // [] when every run settled in time
- */
+/** What {@link drainLeases} resolves to. */
 export interface DrainResult {
-  /**
-   * The jobs with a run still going at `timeoutMs`, each once, in the order their runs started:
-   * each such run had its `ctx.signal` aborted and was recorded as an error. Empty when all settled.
-   */
+  /** The jobs still running at `timeoutMs`, each once, in start order: aborted and recorded as errors. */
   readonly timedOut: readonly string[]
 }
 
 let drained: Promise<DrainResult> | undefined
 
 /**
- * Shuts down every entry point of this process gracefully. From the call on, no claim is sent:
- * `withCronLease`, `leasedTick` and `catchUp` resolve `{ ran: false, result: null }` and the
- * coordinator's `shouldRun` false, with no query. It resolves once every run in flight (from its
- * claim to its outcome's record) has settled; at `opts.timeoutMs` each one still going has its
- * `ctx.signal` aborted with a reason saying the process is shutting down, its call rejects with
- * that reason, and its outcome is recorded as that error. A second call returns the first's
- * promise. End the pool after it.
+ * Shuts down this process's runs gracefully: from the call on, no claim is sent (calls resolve `{ ran: false,
+ * result: null }`, `shouldRun` false). Resolves once every run in flight has recorded its outcome; at
+ * `opts.timeoutMs` those left are aborted, their calls reject, and their outcomes record that error. A second
+ * call returns the first's promise. End the pool after it.
  *
  * @example
  * process.once('SIGTERM', async () => {

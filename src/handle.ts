@@ -1,7 +1,6 @@
-/** What the library learns of each handle it is given (a Pool, a client, an adapter), kept as long as the handle lives. */
+/** What the library learns of each handle (a Pool, a client, an adapter), kept as long as the handle lives. */
 import type { Shape } from './sql.js'
 
-/** What one handle knows of one table. */
 export interface TableKnowledge {
   shape: Shape | undefined
   /** The table has its run history (historyTableOf) that this role may write. */
@@ -11,11 +10,7 @@ export interface TableKnowledge {
   reading: Promise<Shape | undefined> | undefined
   /** This process's clock minus the database's, and when (monotonic ms). */
   clock: { offsetMs: number; at: number } | undefined
-  /**
-   * How many more claims go without the probe: a claim the probe did not stop (a win, or a loss in
-   * a dead heat, where every probe ran before the winner committed) sets it to UNPROBED_CLAIMS,
-   * each claim sent without it takes one off, and a failed claim sets it to 0.
-   */
+  /** How many more claims go without the probe (`claim` in src/lease.ts). */
   unprobed: number
 }
 
@@ -30,7 +25,6 @@ export interface Sending {
 }
 
 export interface HandleState {
-  /** At most TABLES tables; the first added goes first. */
   readonly tables: Map<string, TableKnowledge>
   /** The pooler in front refused a prepared statement: all go plain from then on. */
   unprepared: boolean
@@ -55,6 +49,7 @@ export function knowledgeOf(db: object, table: string): TableKnowledge {
   const { tables } = handleState(db)
   let known = tables.get(table)
   if (known === undefined) {
+    // At most TABLES tables; the first added goes first.
     if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
     known = { shape: undefined, history: false, readAt: 0, reading: undefined, clock: undefined, unprobed: 0 }
     tables.set(table, known)

@@ -1,20 +1,17 @@
 /** Why a tick's lease was lost, told to the tick: read only when a renew or beat matched no row. */
 import { runStatement } from './query.js'
 import { lostLeaseSql } from './sql.js'
-import type { Ticket } from './ticket.js'
+import { firstRow, type Ticket } from './ticket.js'
 
 const UNKNOWN = 'it expired or another claim replaced it'
 
-/**
- * What ended the lease of `ticket`, in words. `early`: the renew came back before the lease could
- * have run out by itself (this process's lower bound of its end), so a lease found ended was ended
- * by someone. Never rejects: a failed read leaves the reason unknown.
- */
+// `early`: the renew came back before the lease could have run out by itself, so a lease found ended
+// was ended by someone. Never rejects: a failed read leaves the reason unknown.
 export async function whyLost({ config, kind, claimToken }: Ticket, early: boolean): Promise<string> {
   const { db, table, jobName } = config
   const shape = kind === 'original' ? 'original' : 'current'
   const row = await runStatement(db, lostLeaseSql(table, shape), [jobName, claimToken], false).then(
-    (result) => (result as { rows?: Record<string, unknown>[] } | null)?.rows?.[0] ?? null,
+    (result) => firstRow(result) ?? null,
     () => undefined,
   )
   if (row === undefined) return UNKNOWN

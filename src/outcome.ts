@@ -1,8 +1,7 @@
 /** Recording how a won tick ended: in the lease row, for `listLeases`, `status` and `check`, and in the run history. */
-
 import { knowledgeOf } from './handle.js'
 import { firstWarning, migrateCommand, warn } from './log.js'
-import { runStatement } from './query.js'
+import { codeOf, runStatement } from './query.js'
 import { historyTableOf } from './sql.js'
 import { statementsOf } from './statements.js'
 import { historyParams, type Ticket } from './ticket.js'
@@ -12,13 +11,10 @@ export type Settled = { outcome: 'ok' } | { outcome: 'error'; error: unknown } |
 
 const ERROR_TEXT_LIMIT = 500
 
-/** How long a settled tick waits for its outcome's write, which can hang (a gone sync standby); then it runs on. */
+// The outcome's write can hang (a gone sync standby): a settled tick waits this long for it, then runs on.
 export const RECORD_WAIT_MS = 2000
 
-/**
- * Writes the outcome fenced on the claim, once the renews and beats already sent (`after`) have
- * settled, waiting at most {@link RECORD_WAIT_MS} in all; never rejects: the run happened.
- */
+// Fenced on the claim, after the renews and beats already sent (`after`); never rejects: the run happened.
 export async function recordOutcome(
   ticket: Ticket,
   durationMs: number,
@@ -32,15 +28,21 @@ export async function recordOutcome(
 }
 
 async function write(ticket: Ticket, durationMs: number, settled: Settled): Promise<void> {
-  const { db, table, jobName, logger, prepare } = ticket.config
+  const { db, table, jobName, logger, prepare, history } = ticket.config
   const { claimToken, kind, runNumber } = ticket
   // Only a claim that marked its run started has one to end; the original shape keeps no outcome.
   if (claimToken === null || (kind !== 'run' && kind !== 'history')) return
+  if (kind === 'run' && history !== false && !knowledgeOf(db, table).history && firstWarning(table, 'history')) {
+    warn(
+      logger,
+      `pg-cron-lease: ${table} has no run history (${historyTableOf(table)}, with its columns in ${table}) ` +
+        'that this role may write, so runs are not kept; claims, outcomes and pauses work as before; run ' +
+        `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add it, and grant SELECT, INSERT, UPDATE, DELETE on ` +
+        'it: replicas see it within a minute, with no restart',
+    )
+  }
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
-  if (kind === 'run' && ticket.config.history !== false && !knowledgeOf(db, table).history) {
-    if (firstWarning(table, 'history')) warnNoHistory(ticket)
-  }
   const statements = statementsOf(table, kind)
   // A run with a row in the history ends it there too, in the same statement.
   const params = (text: string | null) => [jobName, claimToken, durationMs, outcome, text]
@@ -51,11 +53,9 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
   try {
     await send(errorText)
   } catch (error) {
-    // A failed run must never read as the last run's 'ok'. Text the database cannot store (22P05, a
-    // character its encoding lacks; 22021, one it cannot take at all) is the one cause a retry in
-    // ASCII fixes; any other failure would fail again, and the run reads as unfinished once its
-    // lease ends: no outcome was recorded.
-    const code = (error as { code?: unknown } | null)?.code
+    // A failed run must never read as the last run's 'ok'. Text the database cannot store (22P05, 22021:
+    // a character its encoding lacks or cannot take) is the one failure a retry in ASCII fixes.
+    const code = codeOf(error)
     if (errorText !== null && (code === '22P05' || code === '22021') && NON_ASCII.test(errorText)) {
       try {
         await send(errorText.replace(/[^\x20-\x7e]/gu, '?'))
@@ -68,23 +68,12 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
   }
 }
 
-function warnNoHistory({ config }: Ticket): void {
-  warn(
-    config.logger,
-    `pg-cron-lease: ${config.table} has no run history (${historyTableOf(config.table)}, with its columns in ${config.table}) ` +
-      'that this role may write, so runs are not kept; claims, outcomes and pauses work as before; run ' +
-      `\`${migrateCommand(config.table)}\` (or upgradeTableSql()) to add it, and grant SELECT, INSERT, UPDATE, DELETE on it: ` +
-      'replicas see it within a minute, with no restart',
-  )
-}
-
 /** `Name: first line` as one clean line: controls as spaces, lone surrogates as U+FFFD, at most 500 units. */
 export function describeError(error: unknown): string {
   let name = 'Error'
   try {
-    if (error instanceof Error || (typeof error === 'object' && error !== null && 'name' in error)) {
-      name = oneLine(String((error as { name: unknown }).name)) || 'Error'
-    } else name = typeof error
+    const named = typeof error === 'object' && error !== null && 'name' in error
+    name = named ? oneLine(String(error.name)) || 'Error' : typeof error
   } catch {
     // A throwing getter: the name stays generic.
   }
@@ -104,8 +93,7 @@ function firstLine(error: unknown): string {
   }
 }
 
-// Lone surrogates made U+FFFD, as String#toWellFormed does (written out for the TypeScript target);
-// controls made spaces, as Postgres refuses NUL.
+// Lone surrogates as U+FFFD (String#toWellFormed is past our target); controls as spaces: Postgres refuses NUL.
 function oneLine(text: string): string {
   const first = text.split(/[\r\n\u0085\u2028\u2029]/, 1)[0] ?? ''
   return first.replace(LONE_SURROGATE, '\ufffd').replace(/\p{Cc}/gu, ' ')

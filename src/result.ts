@@ -4,15 +4,13 @@ import { formatValue } from './format-value.js'
 /** A claim or renew that matched a row (`matched`), and the claim token read from that row. */
 export type Reading = { matched: false; claimToken: null } | { matched: true; claimToken: string | null }
 
-/** `rowCount` decides when given, else `rows.length`; given both, they must agree. */
 export function readResult(result: unknown, jobName: string, action: string): Reading {
   const { rowCount, rows } = (result ?? {}) as { rowCount?: unknown; rows?: unknown }
   const counted = rowCount !== undefined && rowCount !== null
   const listed = Array.isArray(rows)
   if (!counted && !listed)
     failReading(result, jobName, action, "the driver's result has neither a rowCount nor a rows array")
-  // job_name is the key, so a statement matches at most one row: any other count is a driver this
-  // code misreads, and taking it for a win could run a tick twice.
+  // job_name is the key, so a statement matches at most one row: any other count is a driver misread.
   if (counted && rowCount !== 0 && rowCount !== 1) failReading(result, jobName, action, 'its rowCount is not 0 or 1')
   if (listed && rows.length > 1) failReading(result, jobName, action, `it has ${rows.length} rows`)
   if (counted && listed && rowCount !== rows.length)

@@ -1,16 +1,10 @@
-/**
- * Which occurrence a fire is for, from what its scheduler passes: the one place that knows each
- * scheduler's shapes. A fire names its slot however late it runs: lateness is what the keys are for.
- */
+/** Which occurrence a fire is for, however late it runs, from what each scheduler passes it. */
 import { types } from 'node:util'
 import { MAX_MS, MIN_MS, parseInstant } from './time-input.js'
 import { checkOptions, fail } from './validate.js'
 
 /** An occurrence and the one after it, in ms since the epoch; null where the scheduler cannot say. */
-export interface NamedSlot {
-  readonly occurrence: number | null
-  readonly nextOccurrence: number | null
-}
+export type NamedSlot = { readonly occurrence: number | null; readonly nextOccurrence: number | null }
 
 /** A fire that names no occurrence: the lease alone decides. */
 export const NO_SLOT: NamedSlot = Object.freeze({ occurrence: null, nextOccurrence: null })
@@ -18,23 +12,19 @@ export const NO_SLOT: NamedSlot = Object.freeze({ occurrence: null, nextOccurren
 // Ms that can be stored and read back, else null.
 const storable = (ms: number): number | null => (Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_MS ? ms : null)
 const instantMs = (value: unknown): number | null => (types.isDate(value) ? storable(value.getTime()) : null)
+const plain = (value: unknown): value is object => typeof value === 'object' && value !== null && !types.isProxy(value)
 
-function call(target: object, method: unknown, ...args: unknown[]): unknown {
+function call(target: unknown, method: unknown, ...args: unknown[]): unknown {
   return typeof method === 'function' ? (method as (...a: unknown[]) => unknown).apply(target, args) : null
 }
 
-/**
- * The slot of one fire, from the scheduler's first argument: node-cron 4's context (`ctx.date`),
- * croner's job (the latest slot at or before `currentRun()`, so a `trigger()` names it too), the
- * `cron` package's job, `{ occurrence, nextOccurrence }` by hand; anything else names none.
- */
+// From node-cron 4's context, croner's job (the latest slot at or before `currentRun()`, so a
+// `trigger()` names it too), the `cron` package's job, or `{ occurrence, nextOccurrence }` by hand.
 function schedulerSlot(at: unknown): NamedSlot {
-  if (typeof at !== 'object' || at === null || types.isProxy(at)) return NO_SLOT
+  if (!plain(at)) return NO_SLOT
   const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
   if (types.isDate(node.date)) {
-    const task = node.task
-    const next = typeof task === 'object' && task !== null ? call(task, task.getNextRun) : null
-    return { occurrence: instantMs(node.date), nextOccurrence: instantMs(next) }
+    return { occurrence: instantMs(node.date), nextOccurrence: instantMs(call(node.task, node.task?.getNextRun)) }
   }
   const croner = at as { currentRun?: unknown; nextRun?: unknown; previousRuns?: unknown }
   if (typeof croner.currentRun === 'function' && typeof croner.previousRuns === 'function') {
@@ -49,17 +39,10 @@ function schedulerSlot(at: unknown): NamedSlot {
   return { occurrence: read('occurrence'), nextOccurrence: read('nextOccurrence') }
 }
 
-/**
- * The slot of a fire from its first argument, else from the `cron` package's job as `this`:
- * `CronJob.from({ onTick: tick })` calls `onTick(onComplete)` with the job as `this`, and the
- * argument (undefined, or the onComplete function) names nothing.
- */
+/** The slot of a fire from its first argument, else from `this`: `CronJob.from` calls `onTick(onComplete)`. */
 export function fireSlot(self: unknown, at: unknown): NamedSlot {
   const unnamed = at === undefined || typeof at === 'function'
-  if (unnamed && typeof self === 'object' && self !== null && !types.isProxy(self) && isCronJob(self)) {
-    return cronJobSlot(self)
-  }
-  return schedulerSlot(at)
+  return unnamed && plain(self) && isCronJob(self) ? cronJobSlot(self) : schedulerSlot(at)
 }
 
 /** The parts of the `cron` package's `CronJob` (v3, v4) read here; luxon DateTimes for dates. */
@@ -83,11 +66,8 @@ function isCronJob(at: object): at is CronPackageJob {
   )
 }
 
-/**
- * The latest slot not after `lastDate()`: with no "previous date" in the package, the search
- * doubles back from a second before the fire (up to 2^36 ms), then walks forward; dates are made
- * in the job's zone, so DST rules hold.
- */
+// The latest slot not after `lastDate()`: the package has no "previous date", so the search doubles
+// back from a second before the fire, then walks forward, in the job's zone for DST.
 export function cronJobSlot(job: CronPackageJob): NamedSlot {
   let fired: number | null
   let inZone: LuxonLike
@@ -119,10 +99,8 @@ const KEY_SLOT = /:(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)$/
 
 const KEY_RULE = "node-cron's 'name:slot' key, the slot as Date#toISOString() writes a real instant from 1970 to 9999"
 
-/**
- * The task name and slot in a node-cron 4 coordinator key. A slot that is not exactly what
- * `toISOString()` writes is a TypeError: read as another instant, it would claim a slot nobody named.
- */
+// A slot not exactly as `toISOString()` writes it is refused: read as another instant, it would claim
+// a slot nobody named.
 export function coordinatorKeySlot(key: unknown): { name: string; occurrence: number } {
   const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
   const text = match?.[1]

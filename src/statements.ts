@@ -14,34 +14,23 @@ import {
 /** A statement's text and its prepared name, one per text, so a connection never runs another text under it. */
 export type Statement = { readonly text: string; readonly name: string }
 
-/**
- * The hot statements of one table for one kind of claimant (see {@link ClaimKind}): all but `claim`
- * and `renew` are the current shape's. `record` writes the lease row alone; `recordRun` also the
- * run's row in the history.
- */
-export type Statements = {
-  readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement
-}
+/** A table's hot statements for one kind of claimant: all but `claim` and `renew` are the current shape's. */
+export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement }
 
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
-const KINDS: readonly ClaimKind[] = ['original', 'lease', 'run', 'history']
-
-// Per table, its statements of each kind: keyed by the table alone, as a key made of both on every
-// claim cost more than the statement's lookup. At most TABLES tables; the first added goes first.
+// By table, then kind (a key made of both cost more than the lookup); at most TABLES, the first added goes first.
 const TABLES = 100
-const built = new Map<string, Array<Statements | undefined>>()
+const built = new Map<string, Partial<Record<ClaimKind, Statements>>>()
 
-/** The statements for `table` and a claimant of `kind`, built on first use. */
 export function statementsOf(table: string, kind: ClaimKind): Statements {
   let ofTable = built.get(table)
   if (ofTable === undefined) {
     if (built.size >= TABLES) built.delete(built.keys().next().value as string)
-    ofTable = []
+    ofTable = {}
     built.set(table, ofTable)
   }
-  const at = KINDS.indexOf(kind)
-  ofTable[at] ??= Object.freeze({
+  ofTable[kind] ??= Object.freeze({
     probe: statement(probeSql(table)),
     claim: statement(claimSql(table, kind)),
     catchUp: statement(catchUpSql(table, kind === 'original' ? 'lease' : kind)),
@@ -49,7 +38,7 @@ export function statementsOf(table: string, kind: ClaimKind): Statements {
     record: statement(recordOutcomeSql(table)),
     recordRun: statement(recordRunSql(table)),
   })
-  return ofTable[at]
+  return ofTable[kind]
 }
 
 function statement(text: string): Statement {

@@ -1,10 +1,10 @@
 /** The records every step of a run passes along (config, slot, ticket); a won claim's reply becomes a ticket. */
 import { DEFAULT_HISTORY, type HistoryKeep } from './options.js'
+import type { NamedSlot } from './scheduler-slot.js'
 import type { ClaimKind } from './sql.js'
 import { MAX_MS } from './time-input.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, Queryable } from './types.js'
 
-/** What a claim needs, checked. */
 export interface ClaimConfig {
   readonly db: Queryable
   readonly table: string
@@ -22,7 +22,6 @@ export interface ClaimConfig {
   readonly keepAlive?: KeepAlive | undefined
 }
 
-/** Everything one run of a tick needs, checked. */
 export interface RunConfig<T> extends ClaimConfig {
   readonly runTick: (ctx: LeaseContext) => Promise<T> | T
   readonly keepAlive: KeepAlive | undefined
@@ -30,10 +29,8 @@ export interface RunConfig<T> extends ClaimConfig {
   readonly everyMs: number | undefined
 }
 
-/** Where one call stands in the job's schedule; instants in ms since the epoch, null unknown. */
-export interface Slot {
-  readonly occurrence: number | null
-  readonly nextOccurrence: number | null
+/** Where one call stands in the job's schedule. */
+export interface Slot extends NamedSlot {
   /** Declared, else the gap to the next occurrence. */
   readonly intervalMs: number | null
 }
@@ -58,13 +55,11 @@ export interface Ticket {
   readonly kind: ClaimKind
   readonly occurrence: Date | null
   readonly missed: number
-  /** Won by catchUp. */
   readonly catchUp: boolean
   /** The run's number in the history, as its claim returned it (sent back as it came); null: no row there. */
   readonly runNumber: string | number | bigint | null
 }
 
-/** The ticket of a won claim or catch-up, from its reply's row and the slot it named. */
 export function wonTicket(
   config: ClaimConfig,
   claimToken: string | null,
@@ -75,6 +70,7 @@ export function wonTicket(
   catchUp = false,
 ): Ticket {
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
+  const missed = typeof row?.missed === 'number' || typeof row?.missed === 'string' ? Number(row.missed) : 0
   const number = row?.run_number
   // Most drivers read a bigint as text; a number or bigint also casts.
   const runNumber =
@@ -86,15 +82,10 @@ export function wonTicket(
     sentAt,
     kind,
     occurrence: occurrence !== null && Number.isFinite(occurrence) ? new Date(occurrence) : null,
-    missed: countOf(row?.missed),
+    missed: Number.isSafeInteger(missed) && missed > 0 ? missed : 0,
     catchUp,
     runNumber,
   }
-}
-
-function countOf(value: unknown): number {
-  const n = typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : 0
-  return Number.isSafeInteger(n) && n > 0 ? n : 0
 }
 
 /** How many runs, and runs not ok besides, the job's history keeps: the last two parameters of a `history` claim. */
@@ -103,7 +94,6 @@ export function historyParams({ history }: ClaimConfig): [number, number] {
   return [keep, keepFailed]
 }
 
-/** The first row of a driver's result, if it has one. */
 export function firstRow(result: unknown): Record<string, unknown> | undefined {
   const row = (result as { rows?: unknown[] } | null)?.rows?.[0]
   return typeof row === 'object' && row !== null ? (row as Record<string, unknown>) : undefined
