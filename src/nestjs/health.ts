@@ -4,7 +4,6 @@ import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
 import { type ListLeasesOptions, readLeases } from '../list-leases.js'
 import { DEFAULTS } from '../options.js'
-import { DEFAULT_TABLE } from '../sql.js'
 import { judgeJobs } from '../verdict.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 
@@ -58,7 +57,7 @@ export class PgCronLeaseHealthIndicator {
       }
     })
     const session = (await this.service).check(key)
-    const table = this.config.defaults.table ?? DEFAULT_TABLE
+    const { table } = this.config.defaults
     const read = await readLeases(this.config.db, { table, overdueGraceMs, overdueFactor }).catch((error: unknown) => ({
       error: error instanceof Error ? error.message : String(error),
     }))
