@@ -5,10 +5,7 @@ import { createTableSql, upgradeTableSql } from '../sql.js'
 import type { LeaseLogger, LeaseOptions, Queryable } from '../types.js'
 import { checkMs, checkOptions, checkQueryable, fail } from '../validate.js'
 
-/**
- * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder`, `record` and `history` are every leased method's defaults.
- * @example const opts: PgCronLeaseModuleOptions = { db: pool, migrate: true, holder: process.env.HOSTNAME }
- */
+/** Options of `PgCronLeaseModule.forRoot()`; `table`, `holder`, `record`, `history`: every leased method's defaults. */
 export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'> {
   /** The database: a `pg.Pool`, or any `Queryable` the core accepts. The module never ends it. */
   db: Queryable
@@ -20,10 +17,7 @@ export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | '
   shutdownTimeoutMs?: number
 }
 
-/**
- * How long shutdown waits for ticks in flight by default: 10 s, a third of Kubernetes' grace.
- * @example PgCronLeaseModule.forRoot({ db: pool, shutdownTimeoutMs: DEFAULT_SHUTDOWN_TIMEOUT_MS * 2 })
- */
+/** How long shutdown waits for ticks in flight by default: 10 s, a third of Kubernetes' grace. */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = DEFAULTS.timeoutMs
 
 export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')

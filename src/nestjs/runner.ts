@@ -59,8 +59,7 @@ export class PgCronLeaseRunner {
     private readonly scanner: MetadataScanner,
     private readonly registry: SchedulerRegistry | undefined,
   ) {
-    // Unnamed, @nestjs/schedule would register a leased `@Cron` under a random UUID, and the fire
-    // could not find its job. Named on the class, so every application in the process agrees.
+    // Unnamed, a `@Cron` is registered under a random UUID the fire cannot find: named on the class, all apps agree.
     for (const wrapper of this.wrappers()) {
       const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
       if (typeof prototype !== 'object' || prototype === null) continue
@@ -146,8 +145,7 @@ export class PgCronLeaseRunner {
     return this.registry.getCronJob(job.name) as unknown as CronPackageJob
   }
 
-  // A fire, or at bootstrap the catch-up. Never rejects: resolves to the method's result where it ran; a failed
-  // claim or method is logged under the job's name.
+  // A fire, or the catch-up at bootstrap. Never rejects: a failed claim or method is logged under the job's name.
   private async run(job: LeasedJob, args: unknown[], catchUp?: LeasedOptions['catchUp']): Promise<unknown> {
     const { schedule, method, instance } = job
     try {
