@@ -13,10 +13,7 @@ import { judgeJobs } from '../verdict.js'
 import { forwardedProto, gate } from './auth.js'
 import { asset, loginPage, secure, send, shell } from './page.js'
 
-/**
- * Options for {@link createDashboard}.
- * @example const opts: DashboardOptions = { db: pool, basePath: '/cron', token: process.env.DASHBOARD_TOKEN }
- */
+/** Options for {@link createDashboard}. */
 export interface DashboardOptions extends Pick<LeaseOptions, 'table'> {
   /** A pool (`pg.Pool` or any `{ query }`): the dashboard queries it on every request. */
   db: Queryable
@@ -30,18 +27,17 @@ export interface DashboardOptions extends Pick<LeaseOptions, 'table'> {
   allowActions?: boolean
 }
 
-/**
- * A Node request handler for `http.createServer`, Express or NestJS; a path it does not serve goes to `next`, else 404.
- * @example http.createServer(createDashboard({ db: pool })).listen(8080, '127.0.0.1')
- */
+/** A request handler for `http.createServer`, Express or NestJS; a path it does not serve goes to `next`, else 404. */
 export type DashboardHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void
 
 const JSON_TYPE = 'application/json; charset=utf-8'
 const TEXT_TYPE = 'text/plain; charset=utf-8'
 const HTML_TYPE = 'text/html; charset=utf-8'
+const METRICS_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
+const LEASE_READS = new Set(['/api/jobs', '/metrics', '/healthz'])
 
 /**
  * The pages, JSON, `/metrics` and `/healthz` of one lease table (docs/dashboard.md); read-only unless `allowActions` and `token`.
@@ -60,7 +56,7 @@ export function createDashboard(opts: DashboardOptions): DashboardHandler {
 function siteOf(opts: DashboardOptions) {
   const { db, table, basePath, token, allowActions, allowedHosts } = compileOptions('createDashboard', opts)
   return {
-    db: db as Queryable,
+    db,
     table,
     basePath,
     guard: token === undefined ? undefined : gate(token),
@@ -72,7 +68,7 @@ function siteOf(opts: DashboardOptions) {
 
 type Site = ReturnType<typeof siteOf>
 
-// Reads shared while in flight, at most `limit` at once; a burst waits here, not in the pool, whose connect timeout would fail it as an outage.
+// Shared in flight, `limit` at once: a burst waits here, not in the pool, whose connect timeout would mean an outage.
 function readers(limit: number) {
   const inFlight = new Map<string, Promise<unknown>>()
   const waiting: (() => void)[] = []
@@ -99,20 +95,20 @@ function readers(limit: number) {
 }
 
 type Next = (error?: unknown) => void
-type Route = 'asset' | 'page' | 'session' | 'jobs' | 'runs' | 'action' | 'machine'
+type Route = 'asset' | 'page' | 'session' | 'leases' | 'runs' | 'action'
 
 async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next?: Next) {
-  const { guard, table, basePath } = site
+  const { db, guard, table, basePath } = site
   const url = new URL(req.url ?? '/', 'http://localhost')
   // As the browser addressed it: Express's mount strips its prefix from req.url, not from this.
   const outer = new URL((req as { originalUrl?: string }).originalUrl ?? req.url ?? '/', url).pathname
   const under = (p: string) => basePath === '' || p === basePath || p.startsWith(`${basePath}/`)
   if (!under(outer)) return pass(res, next)
   let path = url.pathname
-  if (basePath !== '' && under(path)) path = path.slice(basePath.length)
+  if (basePath !== '' && under(path)) path = path.slice(basePath.length) || '/'
   const method = req.method === 'HEAD' ? 'GET' : req.method
   const job = /^\/api\/jobs\/([^/]+)\/(runs|pause|resume|release)$/.exec(path)
-  const route = routeOf(path === '' ? '/' : path, method, job)
+  const route = routeOf(path, method, job)
   if (route === undefined) return pass(res, next)
   secure(res)
   if (guard === undefined && !site.hosts.has(hostName(req.headers.host))) {
@@ -133,9 +129,8 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   }
   if (route === 'session') return session(site, req, res, path)
 
-  const action = job?.[2] === 'runs' ? undefined : (job?.[2] as keyof typeof ACTIONS | undefined)
   // Refused before anything else, so a read-only dashboard never acts whoever asks.
-  if (method === 'POST' && action !== undefined && !site.actions) {
+  if (route === 'action' && method === 'POST' && !site.actions) {
     return fail(res, 403, 'actions are off: start the dashboard with allowActions (--allow-actions) and a token')
   }
   const admitted = guard === undefined ? true : guard.admit(req)
@@ -149,21 +144,23 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   const name = job !== null ? attempt(() => decodeURIComponent(job[1]!)) : route === 'runs' ? query.get('job') : ''
   if (name === null) return fail(res, 400, 'api/runs needs the job: api/runs?job=<name>')
   if (name === undefined) return fail(res, 400, 'the job name in the path is not valid percent-encoded UTF-8')
-  if (method === 'POST' && action !== undefined) {
-    const problem = originProblem(req, site, true)
-    if (problem !== undefined) return fail(res, 403, `the Origin of this request is not the dashboard: ${problem}`)
-    const until = query.get('until') ?? undefined
-    const options = action === 'pause' ? { table, forMs: numeric(query.get('forMs')), until } : { table }
-    return reply(res, path, async () => {
-      const changed = await ACTIONS[action](site.db, name, options)
-      return json({ jobName: name, action, changed }, changed ? 200 : 404)
-    })
-  }
-  if (method !== 'GET') {
-    res.setHeader('Allow', 'GET')
+  const allowed = route === 'action' ? 'POST' : 'GET'
+  if (method !== allowed) {
+    res.setHeader('Allow', allowed)
     return fail(res, 405, `${method} is not served here`)
   }
   if (route === 'page') return send(res, 200, HTML_TYPE, shell(table, site.actions, guard !== undefined))
+  if (route === 'action') {
+    const problem = originProblem(req, site, true)
+    if (problem !== undefined) return fail(res, 403, `the Origin of this request is not the dashboard: ${problem}`)
+    const action = job![2] as keyof typeof ACTIONS
+    const until = query.get('until') ?? undefined
+    const options = action === 'pause' ? { table, forMs: numeric(query.get('forMs')), until } : { table }
+    return reply(res, path, async () => {
+      const changed = await ACTIONS[action](db, name, options)
+      return json({ jobName: name, action, changed }, changed ? 200 : 404)
+    })
+  }
   const key = route === 'runs' ? `runs ${JSON.stringify([name, query.get('limit'), query.get('before')])}` : path
   await reply(res, path, () => site.once(key, () => read(site, route, path, name, query)))
 }
@@ -172,10 +169,9 @@ function routeOf(path: string, method: string | undefined, job: RegExpExecArray 
   if (method === 'GET' && asset(path.slice(1)) !== undefined) return 'asset'
   if (method === 'POST' && (path === '/login' || path === '/logout')) return 'session'
   if (path === '/') return 'page'
-  if (path === '/api/jobs') return 'jobs'
+  if (LEASE_READS.has(path)) return 'leases'
   if (path === '/api/runs' || job?.[2] === 'runs') return 'runs'
-  if (job !== null) return 'action'
-  return path === '/metrics' || path === '/healthz' ? 'machine' : undefined
+  return job === null ? undefined : 'action'
 }
 
 function pass(res: ServerResponse, next: Next | undefined) {
@@ -227,8 +223,7 @@ async function read(site: Site, route: Route, path: string, name: string, query:
   // One read of the leases serves the jobs, /metrics and /healthz asked at once.
   const { leases, checkedAt } = await once('leases', () => turn(() => readLeases(db, { table })))
   if (path === '/api/jobs') return json(leases)
-  if (path === '/metrics')
-    return { status: 200, type: 'text/plain; version=0.0.4; charset=utf-8', body: renderPrometheus(leases) }
+  if (path === '/metrics') return { status: 200, type: METRICS_TYPE, body: renderPrometheus(leases) }
   const verdict = judgeJobs({ leases, jobs: [], table, overdueFactor: DEFAULT_OVERDUE_FACTOR, checkedAt })
   return json(verdict, verdict.healthy ? 200 : 503)
 }

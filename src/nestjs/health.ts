@@ -1,32 +1,22 @@
-/** The library's verdict (src/verdict.ts, as `pg-cron-lease check`) as a Terminus indicator; Terminus, an optional peer, loads at the first check. */
+/** `pg-cron-lease check`'s verdict as a Terminus indicator; Terminus, an optional peer, loads at the first check. */
 import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
 import { type ListLeasesOptions, readLeases } from '../list-leases.js'
 import { DEFAULTS } from '../options.js'
-import { DEFAULT_TABLE } from '../sql.js'
 import { judgeJobs } from '../verdict.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 
-/**
- * Which jobs a check looks at: these names (one with no row is down), or those a predicate keeps.
- * @example const jobs: JobFilter = (name) => name.startsWith('billing:')
- */
+/** Which jobs a check looks at: these names (one with no row is down), or those a predicate keeps. */
 export type JobFilter = readonly string[] | ((jobName: string) => boolean)
 
-/**
- * Options of {@link PgCronLeaseHealthIndicator.isHealthy}: the job filter and overdue rules.
- * @example const opts: PgCronLeaseHealthOptions = { jobs: ['report:hourly'], overdueGraceMs: 120_000 }
- */
+/** Options of {@link PgCronLeaseHealthIndicator.isHealthy}: the job filter and overdue rules. */
 export interface PgCronLeaseHealthOptions extends Pick<ListLeasesOptions, 'overdueGraceMs' | 'overdueFactor'> {
   /** Default: every job in the table. */
   jobs?: JobFilter
 }
 
-/**
- * The key a check reports under when none is given.
- * @example leases.isHealthy(DEFAULT_HEALTH_KEY)
- */
+/** The key a check reports under when none is given. */
 export const DEFAULT_HEALTH_KEY = 'pg-cron-lease'
 
 /**
@@ -58,7 +48,7 @@ export class PgCronLeaseHealthIndicator {
       }
     })
     const session = (await this.service).check(key)
-    const table = this.config.defaults.table ?? DEFAULT_TABLE
+    const { table } = this.config.defaults
     const read = await readLeases(this.config.db, { table, overdueGraceMs, overdueFactor }).catch((error: unknown) => ({
       error: error instanceof Error ? error.message : String(error),
     }))

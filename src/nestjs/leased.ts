@@ -1,7 +1,4 @@
-/**
- * `@Leased()` replaces the method when the class is defined: @nestjs/schedule binds whatever method
- * the instance has in a hook we cannot order against. Each instance is bound to its application at start.
- */
+/** `@Leased()` swaps the method as the class is defined: @nestjs/schedule binds it in a hook we cannot order. */
 import { Logger } from '@nestjs/common'
 import { argumentError } from '../errors.js'
 import { OPTIONS } from '../options.js'
@@ -9,10 +6,7 @@ import { checkMs, checkOptions } from '../validate.js'
 
 const LEASED_METADATA = 'pg-cron-lease:leased'
 
-/**
- * Options of `@Leased()`; an unknown key is a `TypeError` when the class is defined.
- * @example const opts: LeasedOptions = { leaseMs: 45_000, catchUp: { withinMs: 6 * 3_600_000 } }
- */
+/** Options of `@Leased()`; an unknown key is a `TypeError` when the class is defined. */
 export interface LeasedOptions {
   /** The lease in ms, rounded to whole ms (1 to `MAX_LEASE_MS`). Default: from the schedule (docs/nestjs.md#the-decorator). */
   leaseMs?: number
@@ -20,14 +14,12 @@ export interface LeasedOptions {
   catchUp?: { withinMs: number }
 }
 
-/** What the decorator knows of one leased method, the same for every application. */
 export interface LeasedMethod {
   readonly label: string
   readonly options: Readonly<LeasedOptions>
   readonly original: (...args: unknown[]) => unknown
 }
 
-/** How an application runs one fire of a leased method: never rejects. */
 export type FireLeased = (method: LeasedMethod, instance: object, args: unknown[]) => Promise<unknown>
 
 /** Each instance's application, weakly, so a closed application's instances (and pools) go with it. */
@@ -58,13 +50,12 @@ export function Leased(options?: LeasedOptions): MethodDecorator {
     if (leasedMethod(original) !== undefined) throw argumentError('@Leased()', `is on ${label} twice`)
     const method: LeasedMethod = Object.freeze({ label, options: checked, original })
     let warned = false
-    const wrapper = function (this: object, ...args: unknown[]): Promise<unknown> {
+    const wrapper = async function (this: object, ...args: unknown[]): Promise<unknown> {
       const fire = bindings.get(this)
       if (fire !== undefined) return fire(method, this, args)
       const why = 'belongs to no application that imports PgCronLeaseModule (or that application has closed)'
       if (!warned) new Logger('PgCronLease').error(`${label} fired, but its instance ${why}: not run`)
       warned = true
-      return Promise.resolve(undefined)
     }
     Object.defineProperty(wrapper, 'name', { value: original.name })
     // Decorators applied before this one set metadata on the original: move it to the wrapper.

@@ -5,10 +5,7 @@ import { PgCronLeaseHealthIndicator } from './health.js'
 import { PG_CRON_LEASE_CONFIG, type PgCronLeaseModuleOptions, resolveConfig } from './options.js'
 import { PgCronLeaseRunner } from './runner.js'
 
-/**
- * Options of `PgCronLeaseModule.forRootAsync()`.
- * @example const opts: PgCronLeaseModuleAsyncOptions = { inject: [PG_POOL], useFactory: (pool: pg.Pool) => ({ db: pool }) }
- */
+/** Options of `PgCronLeaseModule.forRootAsync()`: a factory of the module's options, and what it needs injected. */
 export interface PgCronLeaseModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
   useFactory: (...args: any[]) => PgCronLeaseModuleOptions | Promise<PgCronLeaseModuleOptions>
   inject?: FactoryProvider['inject']
@@ -29,11 +26,13 @@ Module({ imports: [DiscoveryModule], providers: [PgCronLeaseRunner] })(PgCronLea
 export class PgCronLeaseModule {
   /** The module with its options given as a value, as in the class's example. */
   static forRoot(options: PgCronLeaseModuleOptions): DynamicModule {
-    // Awaited by forRootAsync, as Nest awaits a Promise given as a provider's value.
     return PgCronLeaseModule.forRootAsync({ useFactory: () => options })
   }
 
-  /** The module with its options made by a factory, as {@link PgCronLeaseModuleAsyncOptions} shows. */
+  /**
+   * The module with its options made by a factory, which may be async and take injected providers.
+   * @example PgCronLeaseModule.forRootAsync({ inject: [PG_POOL], useFactory: (pool: pg.Pool) => ({ db: pool }) })
+   */
   static forRootAsync({ useFactory, inject = [], imports = [] }: PgCronLeaseModuleAsyncOptions): DynamicModule {
     const useConfig = async (...args: unknown[]) => resolveConfig(await useFactory(...args))
     return {

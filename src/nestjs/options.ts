@@ -5,13 +5,8 @@ import { createTableSql, upgradeTableSql } from '../sql.js'
 import type { LeaseLogger, LeaseOptions, Queryable } from '../types.js'
 import { checkMs, checkOptions, checkQueryable, fail } from '../validate.js'
 
-type Defaults = Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'>
-
-/**
- * Options of `PgCronLeaseModule.forRoot()`; `table`, `holder`, `record` and `history` are every leased method's defaults.
- * @example const opts: PgCronLeaseModuleOptions = { db: pool, migrate: true, holder: process.env.HOSTNAME }
- */
-export interface PgCronLeaseModuleOptions extends Defaults {
+/** Options of `PgCronLeaseModule.forRoot()`; `table`, `holder`, `record`, `history`: every leased method's defaults. */
+export interface PgCronLeaseModuleOptions extends Pick<LeaseOptions, 'table' | 'holder' | 'record' | 'history'> {
   /** The database: a `pg.Pool`, or any `Queryable` the core accepts. The module never ends it. */
   db: Queryable
   /** Where claim errors, tick errors and warnings go. Default: Nest's `new Logger('PgCronLease')`. */
@@ -22,10 +17,7 @@ export interface PgCronLeaseModuleOptions extends Defaults {
   shutdownTimeoutMs?: number
 }
 
-/**
- * How long shutdown waits for ticks in flight by default: 10 s, a third of Kubernetes' grace.
- * @example PgCronLeaseModule.forRoot({ db: pool, shutdownTimeoutMs: DEFAULT_SHUTDOWN_TIMEOUT_MS * 2 })
- */
+/** How long shutdown waits for ticks in flight by default: 10 s, a third of Kubernetes' grace. */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = DEFAULTS.timeoutMs
 
 export const PG_CRON_LEASE_CONFIG = Symbol('pg-cron-lease:config')
@@ -37,18 +29,17 @@ const KEYS = ['db', 'table', 'holder', 'logger', 'record', 'history', 'migrate',
 
 /** Checks the options (a `TypeError` stops the start), fills the defaults, migrates when asked. */
 export async function resolveConfig(options: unknown) {
-  const { db, logger, migrate, shutdownTimeoutMs, ...defaults } = checkOptions(options, KEYS, NAME)
+  const bag = checkOptions(options, KEYS, NAME)
+  const { db, logger, migrate = false, shutdownTimeoutMs = DEFAULT_SHUTDOWN_TIMEOUT_MS, ...defaults } = bag
   const pool = checkQueryable(db, `${NAME}.db`)
   // Checked as every claim checks them, so a bad one stops the start, not each fire.
-  compileOptions('withCronLease', defaults, NAME)
-  if (migrate !== undefined && typeof migrate !== 'boolean') fail(`${NAME}.migrate`, 'true or false', migrate)
-  const waitMs = shutdownTimeoutMs === undefined ? DEFAULT_SHUTDOWN_TIMEOUT_MS : shutdownTimeoutMs
-  const timeoutMs = checkMs(waitMs, `${NAME}.shutdownTimeoutMs`, Number.POSITIVE_INFINITY, 0)
+  const { table } = compileOptions('withCronLease', defaults, NAME)
+  if (typeof migrate !== 'boolean') fail(`${NAME}.migrate`, 'true or false', migrate)
+  const waitMs = checkMs(shutdownTimeoutMs, `${NAME}.shutdownTimeoutMs`, Number.POSITIVE_INFINITY, 0)
   const nestLogger = (logger ?? new Logger('PgCronLease')) as LoggerService
   if (typeof nestLogger.error !== 'function' || typeof nestLogger.warn !== 'function')
     fail(`${NAME}.logger`, 'a Nest LoggerService, with error and warn functions', logger)
-  const { table } = defaults as Defaults
-  if (migrate === true) for (const sql of [createTableSql(table), upgradeTableSql(table)]) await pool.query(sql, [])
+  if (migrate) for (const sql of [createTableSql(table), upgradeTableSql(table)]) await pool.query(sql, [])
   const leaseLogger: LeaseLogger = {
     debug: (text) => nestLogger.debug?.(text),
     warn: (text) => nestLogger.warn(text),
@@ -57,6 +48,6 @@ export async function resolveConfig(options: unknown) {
       nestLogger.error(`${jobName}: ${text}`, error instanceof Error ? error.stack : undefined)
     },
   }
-  const frozen = Object.freeze(defaults) as Defaults
-  return Object.freeze({ db: pool, logger: nestLogger, leaseLogger, defaults: frozen, shutdownTimeoutMs: timeoutMs })
+  const frozen = Object.freeze({ ...defaults, table })
+  return Object.freeze({ db: pool, logger: nestLogger, leaseLogger, defaults: frozen, shutdownTimeoutMs: waitMs })
 }

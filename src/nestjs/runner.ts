@@ -1,17 +1,14 @@
-/**
- * Runs each `@Leased()` fire through the core. Its module is not global, so @nestjs/schedule's hooks
- * run first on the way up (jobs exist at bootstrap) and last on the way down (before pools end).
- */
+/** Runs each `@Leased()` fire through the core; its module is not global, so @nestjs/schedule's hooks run around it. */
 import { Inject, Injectable, Optional } from '@nestjs/common'
 import { DiscoveryService, MetadataScanner } from '@nestjs/core'
 import { SchedulerRegistry } from '@nestjs/schedule'
 import { runCatchUp } from '../catch-up.js'
 import { drainGroup, runGroup } from '../drain.js'
 import { runConfig, runLease } from '../lease.js'
-import { forInterval, type IntervalLease } from '../presets.js'
-import { type CronPackageJob, cronJobSlot, type NamedSlot, NO_SLOT } from '../scheduler-slot.js'
-import type { LeaseContext, LeaseOptions } from '../types.js'
-import { bindings, type FireLeased, type LeasedMethod, leasedMethod } from './leased.js'
+import { leaseForInterval } from '../presets.js'
+import { type CronPackageJob, cronJobSlot, NO_SLOT } from '../scheduler-slot.js'
+import type { LeaseContext } from '../types.js'
+import { bindings, type FireLeased, type LeasedMethod, type LeasedOptions, leasedMethod } from './leased.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 import { cronLeaseMs, type Schedule, scheduleOf, TIMEOUT_LEASE_MS } from './schedule-lease.js'
 
@@ -21,7 +18,7 @@ interface LeasedJob {
   readonly schedule: Schedule
   readonly instance: object
   /** For a `@Cron` without `leaseMs`, found from its job at the first need. */
-  lease: number | IntervalLease | undefined
+  leaseMs: number | undefined
 }
 
 // Why a leased method cannot run as declared: each follows the method's name in a start-up error.
@@ -47,7 +44,14 @@ export class PgCronLeaseRunner {
   private readonly runs = runGroup()
   private closing = false
   private drained: Promise<void> | undefined
-  private readonly fire: FireLeased = (method, instance, args) => this.run(method, instance, args)
+  private readonly fire: FireLeased = async (method, instance, args) => {
+    const job = this.jobs.get(method)
+    if (job === undefined || job.instance !== instance)
+      this.config.logger.error(`${method.label} fired on an instance this application did not start: not run`)
+    else if (this.closing)
+      this.config.logger.debug?.(`${job.name}: fired while the application shuts down: not claimed`)
+    else return this.run(job, args)
+  }
 
   constructor(
     private readonly config: ModuleConfig,
@@ -55,8 +59,7 @@ export class PgCronLeaseRunner {
     private readonly scanner: MetadataScanner,
     private readonly registry: SchedulerRegistry | undefined,
   ) {
-    // Unnamed, @nestjs/schedule would register a leased `@Cron` under a random UUID, and the fire
-    // could not find its job. Named on the class, so every application in the process agrees.
+    // Unnamed, a `@Cron` is registered under a random UUID the fire cannot find: named on the class, all apps agree.
     for (const wrapper of this.wrappers()) {
       const prototype = (wrapper.metatype as { prototype?: unknown } | null)?.prototype
       if (typeof prototype !== 'object' || prototype === null) continue
@@ -98,7 +101,7 @@ export class PgCronLeaseRunner {
   private leasedJob(method: LeasedMethod, schedule: Schedule | null, instance: object): LeasedJob {
     if (schedule === null) throw startError(method, MISTAKES.unscheduled)
     const { leaseMs, catchUp } = method.options
-    const job = { name: schedule.name ?? method.label, method, schedule, instance, lease: leaseMs }
+    const job = { name: schedule.name ?? method.label, method, schedule, instance, leaseMs }
     if (schedule.kind === 'cron') {
       if (this.registry === undefined) throw startError(method, MISTAKES.noRegistry)
       if (schedule.name === undefined) throw startError(method, MISTAKES.unnamedCron)
@@ -107,13 +110,14 @@ export class PgCronLeaseRunner {
       return job
     }
     if (!(schedule.ms >= 0)) throw startError(method, `has a @${schedule.kind} without a number of ms`)
-    if (schedule.kind === 'interval') return { ...job, lease: leaseMs ?? forInterval(schedule.ms) }
+    if (schedule.kind === 'interval') return { ...job, leaseMs: leaseMs ?? leaseForInterval(schedule.ms) }
     if (catchUp !== undefined) throw startError(method, MISTAKES.timeoutCatchUp)
-    return { ...job, lease: leaseMs ?? TIMEOUT_LEASE_MS }
+    return { ...job, leaseMs: leaseMs ?? TIMEOUT_LEASE_MS }
   }
 
   onApplicationBootstrap(): void {
-    for (const job of this.jobs.values()) if (job.method.options.catchUp !== undefined) this.catchUp(job)
+    for (const job of this.jobs.values())
+      if (job.method.options.catchUp !== undefined) void this.run(job, [], job.method.options.catchUp)
   }
 
   onModuleDestroy(): void {
@@ -141,77 +145,43 @@ export class PgCronLeaseRunner {
     return this.registry.getCronJob(job.name) as unknown as CronPackageJob
   }
 
-  private leaseOf(job: LeasedJob, cronJob: CronPackageJob | undefined, during = ''): number | IntervalLease {
-    if (job.schedule.kind === 'cron' && cronJob === undefined)
-      throw new Error(`${during}no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
-    if (cronJob !== undefined && job.lease === undefined) job.lease = cronLeaseMs(cronJob) ?? undefined
-    if (job.lease === undefined)
-      throw new Error(`cannot size a lease from the schedule of ${job.method.label}: give leaseMs`)
-    return job.lease
-  }
-
-  private claimOptions({ schedule, lease }: LeasedJob, { occurrence, nextOccurrence }: NamedSlot): LeaseOptions {
-    // forInterval's lease declares the interval; a leaseMs given for an @Interval does not.
-    const everyMs =
-      schedule.kind === 'interval' && typeof lease === 'number' ? Math.max(1, Math.round(schedule.ms)) : undefined
-    return {
-      ...this.config.defaults,
-      logger: this.config.leaseLogger,
-      ...(everyMs !== undefined && { everyMs }),
-      ...(occurrence !== null && { occurrence: new Date(occurrence) }),
-      ...(nextOccurrence !== null && { nextOccurrence: new Date(nextOccurrence) }),
-    }
-  }
-
-  private tick(job: LeasedJob, args: unknown[]): (ctx: LeaseContext) => unknown {
-    // Less the trailing `undefined`s (cron passes its unset onComplete).
-    const passed = args.slice(0, args.findLastIndex((arg) => arg !== undefined) + 1)
-    return (ctx) => job.method.original.apply(job.instance, [...passed, ctx])
-  }
-
-  private run(method: LeasedMethod, instance: object, args: unknown[]): Promise<unknown> {
-    const job = this.jobs.get(method)
-    if (job === undefined || job.instance !== instance) {
-      this.config.logger.error(`${method.label} fired on an instance this application did not start: not run`)
-      return Promise.resolve(undefined)
-    }
-    if (this.closing) {
-      this.config.logger.debug?.(`${job.name}: fired while the application shuts down: not claimed`)
-      return Promise.resolve(undefined)
-    }
-    // Read in the fire's own turn: the job's lastDate() moves on with its next fire.
-    let cronJob = this.cronJob(job)
-    let slot = slotOf(cronJob)
-    return this.start(job, async () => {
-      if (job.schedule.kind === 'cron' && cronJob === undefined) {
+  // A fire, or the catch-up at bootstrap. Never rejects: a failed claim or method is logged under the job's name.
+  private async run(job: LeasedJob, args: unknown[], catchUp?: LeasedOptions['catchUp']): Promise<unknown> {
+    const { schedule, method, instance } = job
+    try {
+      // Read in the fire's own turn: the job's lastDate() moves on with its next fire.
+      let cronJob = this.cronJob(job)
+      let slot = slotOf(cronJob)
+      if (schedule.kind === 'cron' && cronJob === undefined) {
         // A fire already late at construction runs before registration; a microtask later it is there.
         await null
         cronJob = this.cronJob(job)
         slot = slotOf(cronJob)
+        const during = catchUp ? 'cannot catch up: ' : ''
+        if (cronJob === undefined)
+          throw new Error(`${during}no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
       }
-      const { db } = this.config
-      const opts = this.claimOptions(job, slot)
-      const config = runConfig('withCronLease', db, job.name, this.leaseOf(job, cronJob), this.tick(job, args), opts)
-      return runLease(config, config.slot, this.runs)
-    })
-  }
-
-  private catchUp(job: LeasedJob): Promise<unknown> {
-    return this.start(job, async () => {
-      const cronJob = this.cronJob(job)
-      const lease = this.leaseOf(job, cronJob, 'cannot catch up: ')
-      const { nextOccurrence } = slotOf(cronJob)
-      const opts = { ...this.claimOptions(job, { occurrence: null, nextOccurrence }), ...job.method.options.catchUp }
-      return runCatchUp(runConfig('catchUp', this.config.db, job.name, lease, this.tick(job, []), opts), this.runs)
-    })
-  }
-
-  // Never rejects: resolves to the body's result where it ran; a failed claim or body is logged under the job's name.
-  private start(job: LeasedJob, tick: () => Promise<{ ran: boolean; result?: unknown }>): Promise<unknown> {
-    return tick().then(
-      (outcome) => (outcome.ran ? outcome.result : undefined),
-      (error: unknown) => void this.config.leaseLogger.error?.(error, job.name),
-    )
+      if (cronJob !== undefined) job.leaseMs ??= cronLeaseMs(cronJob) ?? undefined
+      if (job.leaseMs === undefined)
+        throw new Error(`cannot size a lease from the schedule of ${method.label}: give leaseMs`)
+      // Less the trailing `undefined`s (cron passes its unset onComplete).
+      const passed = args.slice(0, args.findLastIndex((arg) => arg !== undefined) + 1)
+      const tick = (ctx: LeaseContext) => method.original.apply(instance, [...passed, ctx])
+      const opts = {
+        ...this.config.defaults,
+        logger: this.config.leaseLogger,
+        ...(schedule.kind === 'interval' && { everyMs: Math.max(1, Math.round(schedule.ms)) }),
+        ...(slot.occurrence !== null && !catchUp && { occurrence: new Date(slot.occurrence) }),
+        ...(slot.nextOccurrence !== null && { nextOccurrence: new Date(slot.nextOccurrence) }),
+        ...catchUp,
+      }
+      const entry = catchUp ? 'catchUp' : 'withCronLease'
+      const config = runConfig(entry, this.config.db, job.name, job.leaseMs, tick, opts)
+      const outcome = await (catchUp ? runCatchUp(config, this.runs) : runLease(config, config.slot, this.runs))
+      return outcome.ran ? outcome.result : undefined
+    } catch (error) {
+      this.config.leaseLogger.error?.(error, job.name)
+    }
   }
 }
 

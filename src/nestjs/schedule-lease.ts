@@ -2,10 +2,7 @@
 import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
 import type { CronPackageJob, LuxonLike } from '../scheduler-slot.js'
 
-/**
- * The metadata keys @nestjs/schedule's decorators set, by value: its root exports none, and its `exports` map
- * (12 on) admits no `dist/` path. The same in 6 and 12, as test/unit/nestjs.test.ts proves.
- */
+// By value: @nestjs/schedule's root exports none, and its `exports` map (12 on) admits no `dist/` path.
 export const SCHEDULE_METADATA = Object.freeze({
   type: 'SCHEDULER_TYPE',
   name: 'SCHEDULER_NAME',
@@ -17,10 +14,7 @@ export type Schedule =
   | { readonly kind: 'cron'; readonly name: string | undefined; readonly options: { cronTime: unknown; name?: string } }
   | { readonly kind: 'interval' | 'timeout'; readonly name: string | undefined; readonly ms: number }
 
-/**
- * A `@Timeout`'s lease: replicas started within a minute run it once.
- * @example \@Timeout(5_000) \@Leased({ leaseMs: TIMEOUT_LEASE_MS * 5 }) warmUp() {}
- */
+/** A `@Timeout`'s lease: replicas started within a minute run it once. */
 export const TIMEOUT_LEASE_MS = 60_000
 
 // `SchedulerType`'s values under the `type` key.
