@@ -1,9 +1,8 @@
 /** leaseCoordinator: a run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
-import { claimCatchUp } from './catch-up.js'
-import { publishDrainAbort, publishRunEnd, publishRunStart, traceTick } from './channels.js'
+import { publishDrainAbort, publishRunEnd, publishRunStart } from './channels.js'
 import { monotonicMs } from './clock.js'
-import { type InFlight, openRun, untilStopped } from './drain.js'
-import { claim } from './lease.js'
+import { type InFlight, openRun } from './drain.js'
+import { claim, runTracked } from './lease.js'
 import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled } from './outcome.js'
@@ -76,11 +75,10 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   const options = compileOptions('leaseCoordinator', opts)
   const { leaseMs: lease, logger, record, catchUp } = options
   // By node-cron's key; only watched tasks' runs can be known to have succeeded; each task's
-  // previous slot gives the interval when the task cannot; node-cron names a catch-up run by its start.
+  // previous slot gives the interval when the task cannot.
   const running = new Map<string, Run>()
   const watched = new Map<string, WatchedTask>()
   const lastSlot = new Map<string, number>()
-  const catchingUp = new Map<string, Run>()
 
   const configOf = (jobName: string, fallbackMs: () => number): ClaimConfig => {
     const ms = typeof lease === 'function' ? checkMs(lease(jobName), `opts.leaseMs('${jobName}')`) : lease
@@ -96,22 +94,21 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
     return { occurrence, nextOccurrence: next, intervalMs: gap }
   }
-  // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
-  const finish = async ({ ticket, startedAt, failed }: Run, heard: boolean) => {
-    const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
-    const durationMs = monotonicMs() - startedAt
-    if (record) await recordOutcome(ticket, durationMs, settled)
-    publishRunEnd(ticket, settled, durationMs)
-  }
   // Once per run: by onComplete, or by a shutdown that stopped it first (`stopped` holds its reason).
+  // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
   const complete = async (key: string, run: Run, stopped?: unknown[]) => {
     if (running.get(key) !== run) return
     running.delete(key)
-    if (stopped) run.failed = stopped
+    const { ticket, startedAt, open } = run
+    const failed = stopped ?? run.failed
+    const heard = watched.has(ticket.config.jobName)
+    const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
     try {
-      await finish(run, watched.has(run.ticket.config.jobName))
+      const durationMs = monotonicMs() - startedAt
+      if (record) await recordOutcome(ticket, durationMs, settled)
+      publishRunEnd(ticket, settled, durationMs)
     } finally {
-      run.open?.end()
+      open.end()
     }
   }
 
@@ -166,7 +163,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const slot = context?.date
       // The slot names the very run: a task.execute() beside it must not mark it. No date: every run.
       if (slot instanceof Date && !Number.isNaN(slot.getTime())) {
-        const run = running.get(`${String(name)}:${slot.toISOString()}`) ?? catchingUp.get(String(name))
+        const run = running.get(`${String(name)}:${slot.toISOString()}`)
         if (run) run.failed = [error]
         return
       }
@@ -175,45 +172,29 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       }
     },
   }
-  // Claimed as `catchUp` claims, run by `task.execute()`, recorded like any other run.
+  // Claimed as `catchUp` claims and run by `task.execute()`, which rejects when the task throws or a
+  // shutdown stops it: that is the run's error, recorded as any run's, not a failed catch-up.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
-    const config = configOf(jobName, () => DEFAULT_TTL_MS)
+    const runTick = () => (task.execute as () => Promise<unknown>).call(task)
+    const claimConfig = configOf(jobName, () => DEFAULT_TTL_MS)
+    const config = { ...claimConfig, runTick, record, keepAlive: undefined, everyMs: undefined }
     const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
-    const open = openRun(jobName)
-    if (open === null) return
-    try {
-      const ticket = await claimCatchUp(config, withinMs, slot)
-      if (ticket === null) return
-      const run: Run = { ticket, startedAt: monotonicMs() }
-      catchingUp.set(jobName, run)
-      publishRunStart(ticket)
-      try {
-        // Stopped by a shutdown, the run is over (the task cannot be told): recorded with the reason.
-        const execute = () => (task.execute as () => Promise<unknown>).call(task)
-        const { holder, leaseMs } = config
-        await untilStopped(
-          open,
-          (reason) => publishDrainAbort(ticket, reason),
-          () =>
-            traceTick(execute, () => ({ run: ticket.run, jobName, holder, claimToken: ticket.claimToken, leaseMs })),
-        )
-      } catch (error) {
-        // execute() rejects when the task throws: the run failed, not the catch-up.
-        run.failed ??= [error]
-      } finally {
-        catchingUp.delete(jobName)
-      }
-      await finish(run, true)
-    } finally {
-      open.end()
+    let won = false
+    const claimed = async () => {
+      const ticket = await claim(config, slot, withinMs)
+      won = ticket !== null
+      return ticket
     }
+    await runTracked(config, claimed).catch((error: unknown) => {
+      if (!won) throw error
+    })
   }
 
   return Object.freeze(coordinator)
 }
 
 // `failed` is a box, so a task that throws `undefined` still failed.
-type Run = { ticket: Ticket; startedAt: number; failed?: unknown[]; open?: InFlight }
+type Run = { ticket: Ticket; startedAt: number; failed?: unknown[]; open: InFlight }
 
 // A task that cannot say when it runs next has an unknown next run.
 function nextRunOf(task: WatchedTask | undefined): number | null {
@@ -225,5 +206,5 @@ function nextRunOf(task: WatchedTask | undefined): number | null {
   }
 }
 
-/** node-cron's `distributedLease` when a task sets none: what a catch-up claims for without one. */
+// node-cron's `distributedLease` when a task sets none: what a catch-up claims for without one.
 const DEFAULT_TTL_MS = 30_000

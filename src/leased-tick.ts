@@ -1,7 +1,7 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
-import { claimCatchUp } from './catch-up.js'
+import { runCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { NOT_RUN, runConfig, runLease, runTracked } from './lease.js'
+import { NOT_RUN, runConfig, runLease } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
@@ -85,11 +85,7 @@ export function leasedTick<T>(
     }
   }
   const window = config.options.catchUp?.withinMs
-  const slot = { occurrence: null, nextOccurrence: null, intervalMs: config.everyMs ?? null }
-  const caughtUp =
-    window === undefined
-      ? Promise.resolve(NOT_RUN)
-      : runTracked(config, () => claimCatchUp(config, window, slot)).catch(report)
+  const caughtUp = window === undefined ? Promise.resolve(NOT_RUN) : runCatchUp(config, undefined, window).catch(report)
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
 
