@@ -22,13 +22,7 @@ export interface LeaseCoordinator {
   shouldRun(key: string, ttlMs: number): Promise<boolean>
   /** Records the run's end (fenced; never rejects). It never releases the lease. */
   onComplete(key: string): Promise<void>
-  /**
-   * Subscribes to the task's `execution:failed`, so its runs are recorded `ok` or `error`; an
-   * unwatched task's runs have no outcome, as node-cron does not say whether it threw.
-   *
-   * @example
-   * coordinator.watch(cron.schedule('* * * * *', run, { name: 'report', distributed: true, runCoordinator: coordinator }))
-   */
+  /** Subscribes to the task's `execution:failed`, so its runs are recorded `ok` or `error`, not without an outcome. */
   watch<Task extends WatchedTask>(task: Task): Task
   /** The listener `watch` subscribes: marks the run of `context.task.name` at `context.date` failed. */
   onExecutionFailed(context: { task?: { name?: unknown }; execution?: { error?: unknown }; date?: unknown }): void
@@ -53,8 +47,8 @@ interface WatchedTask {
 export interface LeaseCoordinatorOptions
   extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record' | 'history' | 'clockToleranceMs'> {
   /**
-   * Make up for a missed occurrence of each watched task, as `catchUp` does, by `task.execute()`.
-   * Claims for `leaseMs`, else 30 s (a coordinator cannot read `distributedLease`). Default: off.
+   * Make up a watched task's missed occurrence by `task.execute()`, as `catchUp` does. Claims for `leaseMs`,
+   * else 30 s (a coordinator cannot read `distributedLease`). Default: off.
    */
   catchUp?: CatchUpWindow
   /** The lease in ms, or a function of the task name. Default: the task's `distributedLease`. */
@@ -94,13 +88,12 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
     return { occurrence, nextOccurrence: next, intervalMs: gap }
   }
-  // Once per run: by onComplete, or by a shutdown that stopped it first (`stopped` holds its reason).
-  // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
-  const complete = async (key: string, run: Run, stopped?: unknown[]) => {
+  // Once per run: by onComplete, or by a shutdown that stopped it first. node-cron emits execution:failed
+  // before onComplete; an unwatched task may have thrown unheard.
+  const complete = async (key: string, run: Run) => {
     if (running.get(key) !== run) return
     running.delete(key)
-    const { ticket, startedAt, open } = run
-    const failed = stopped ?? run.failed
+    const { ticket, startedAt, open, failed } = run
     const heard = watched.has(ticket.config.jobName)
     const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
     try {
@@ -134,7 +127,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       // A shutdown cannot tell node-cron's task; the run is recorded as stopped, and onComplete finds nothing.
       open.onStop((reason) => {
         publishDrainAbort(ticket, reason)
-        void complete(key, run, [reason])
+        run.failed = [reason]
+        void complete(key, run)
       })
       return true
     },

@@ -88,11 +88,7 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
 }
 
 /** The one run path: claim, run, record. */
-export function runLease<T>(
-  config: RunConfig<T>,
-  slot: Slot | null = null,
-  group?: RunGroup,
-): Promise<LeaseOutcome<T>> {
+export function runLease<T>(config: RunConfig<T>, slot: Slot | null, group?: RunGroup): Promise<LeaseOutcome<T>> {
   return runTracked(config, () => claim(config, slot), group)
 }
 

@@ -34,10 +34,8 @@ export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'ne
 export type TickOccurrence = Pick<LeaseOptions, 'occurrence' | 'nextOccurrence'>
 
 /**
- * The function {@link leasedTick} returns; it never rejects. Its first argument names the
- * occurrence: node-cron's context, croner's job, the `cron` package's job, a
- * {@link TickOccurrence}, or nothing (docs/schedulers.md); called by the `cron` package as
- * `onTick`, it reads the job it is called on (`this`).
+ * The function {@link leasedTick} returns; it never rejects. Its first argument (under the `cron` package, `this`)
+ * names the occurrence: a scheduler's context or job, a {@link TickOccurrence}, or nothing (docs/schedulers.md).
  *
  * @example
  * const outcome = await tick() // { ran: true, result: 42 }, { ran: false, result: null }, or undefined
@@ -99,10 +97,9 @@ function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobNa
   }
 }
 
-/** How long a job's error line stands for the errors after it. */
 export const ERROR_LINE_EVERY_MS = 60_000
 
-/** The default `onError`'s console lines for one job; `readClock` is for tests. */
+// The default `onError`'s console lines for one job, at most one per ERROR_LINE_EVERY_MS.
 export function errorLines(readClock = Date.now): (error: unknown, jobName: string) => string | undefined {
   let printedAt: number | undefined
   let unshown = 0
