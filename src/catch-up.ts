@@ -5,12 +5,7 @@ import type { CatchUpWindow } from './options.js'
 import type { IntervalLease } from './presets.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
-/**
- * Options for {@link catchUp}: `withinMs` is required.
- *
- * @example
- * const opts: CatchUpOptions = { withinMs: 6 * 3_600_000, everyMs: 3_600_000 }
- */
+/** Options for {@link catchUp}: `withinMs` is required. */
 export interface CatchUpOptions
   extends Pick<
       LeaseOptions,

@@ -62,7 +62,6 @@ export function openContext(
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
   const { claimToken } = ticket
   const { renew } = statementsOf(table, ticket.kind)
-  // Made on the first read of ctx.signal (see Context), or when the lease is lost or stopped.
   let controller: AbortController | undefined
   let abortedWith: Error | undefined
   const abort = (reason: Error) => {
@@ -71,11 +70,10 @@ export function openContext(
     abortedWith = reason
     controller?.abort(reason)
   }
+  // Made on the first read of ctx.signal (see Context); aborting it again keeps its first reason.
   const signal = () => {
-    if (controller === undefined) {
-      controller = new AbortController()
-      if (abortedWith !== undefined) controller.abort(abortedWith)
-    }
+    controller ??= new AbortController()
+    if (abortedWith !== undefined) controller.abort(abortedWith)
     return controller.signal
   }
   const live = () => !closed && abortedWith === undefined

@@ -38,12 +38,7 @@ interface WatchedTask {
   execute?(): Promise<unknown>
 }
 
-/**
- * Options for {@link leaseCoordinator}.
- *
- * @example
- * const opts: LeaseCoordinatorOptions = { leaseMs: (task) => (task === 'report' ? LEASE.HOURLY : LEASE.EVERY_MINUTE) }
- */
+/** Options for {@link leaseCoordinator}. */
 export interface LeaseCoordinatorOptions
   extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record' | 'history' | 'clockToleranceMs'> {
   /**
@@ -68,8 +63,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   checkQueryable(db)
   const options = compileOptions('leaseCoordinator', opts)
   const { leaseMs: lease, logger, record, catchUp } = options
-  // By node-cron's key; only watched tasks' runs can be known to have succeeded; each task's
-  // previous slot gives the interval when the task cannot.
+  // Runs by node-cron's key; only a watched task's run is known to succeed; a previous slot gives an interval.
   const running = new Map<string, Run>()
   const watched = new Map<string, WatchedTask>()
   const lastSlot = new Map<string, number>()

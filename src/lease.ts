@@ -143,11 +143,9 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
 }
 
 /**
- * The one claim path: the won ticket, or null. Given `withinMs`, it is a catch-up's claim, for the due
- * occurrence missed within it, on the current shape only. Otherwise the read-only probe goes first on the
- * current shape: most claims lose, and a loser it stops sends nothing more (the claim still decides). After
- * a claim the probe did not stop (a win, or a dead heat: ticks that fire together all probe before the
- * winner commits), the next UNPROBED_CLAIMS go without it (docs/performance.md).
+ * The one claim path: the won ticket, or null; given `withinMs`, a catch-up's. A claim on the current shape
+ * probes first, read-only: most claims lose, and a loser it stops sends nothing more. After a claim the probe did
+ * not stop (a win, or a dead heat), the next UNPROBED_CLAIMS go without it (docs/performance.md).
  */
 export async function claim(config: ClaimConfig, slot: Slot | null = null, withinMs?: number): Promise<Ticket | null> {
   const { db, table, jobName, holder, logger, prepare } = config
@@ -202,8 +200,6 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
 
 const UNPROBED_CLAIMS = 3
 
-// What a claimant writes besides its lease: nothing more with `record: false`, else its run in the lease
-// row, and its run's row too where the table has the history and the job keeps it.
 function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
   if (shape === 'original') return 'original'
   if (config.record === false) return 'lease'
@@ -219,19 +215,6 @@ function claimParams(config: ClaimConfig, kind: ClaimKind, slot: Slot | null, no
   const due = withinMs === undefined ? [slot?.occurrence ?? null, toleranceOf(config)] : [withinMs]
   const params = [jobName, leaseMs, holder, ...due, ...schedule]
   return kind === 'history' ? [...params, ...historyParams(config)] : params
-}
-
-async function lost(config: ClaimConfig, slot: Slot | null, kind: ClaimKind): Promise<null> {
-  const { jobName, holder, logger } = config
-  const keyed = kind !== 'original' && slot?.occurrence != null
-  publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
-  debug(logger, () =>
-    keyed
-      ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
-      : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
-  )
-  if (keyed) await checkEarly(config, slot.occurrence as number)
-  return null
 }
 
 // A table changed under a claim is read again next claim, never guessed; a missing one is named.
@@ -272,13 +255,20 @@ function tableMissing(table: string, cause?: unknown): Error {
   return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code: '42P01' })
 }
 
-// How old the clock-offset estimate may get before a loser reads it again.
 const CLOCK_CHECK_EVERY_MS = 60_000
 
-// Only a too-early loss needs saying (this replica's clock runs fast and never runs the job); the
-// offset is refreshed by won claims, else by a facts read at most once a minute per table.
-async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
-  const { db, table, jobName, logger } = config
+// Of the losses, only a too-early one needs saying (this replica's clock runs fast and never runs the job); the
+// offset is refreshed by won claims, else by a facts read at most once per CLOCK_CHECK_EVERY_MS and table.
+async function lost(config: ClaimConfig, slot: Slot | null, kind: ClaimKind): Promise<null> {
+  const { db, table, jobName, holder, logger } = config
+  const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
+  publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
+  debug(logger, () =>
+    occurrence !== null
+      ? `pg-cron-lease: '${jobName}' skipped ${new Date(occurrence).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
+      : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
+  )
+  if (occurrence === null) return null
   const known = knowledgeOf(db, table)
   const fresh = known.clock !== undefined && monotonicMs() - known.clock.at < CLOCK_CHECK_EVERY_MS
   // A failed read leaves nothing to judge by.
@@ -288,7 +278,7 @@ async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void
       () => true,
       () => false,
     ))
-  if (!read || known.clock === undefined) return
+  if (!read || known.clock === undefined) return null
   const aheadMs = occurrence - (Date.now() - known.clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) clearWarning(table, `early:${jobName}`)
@@ -299,4 +289,5 @@ async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void
         `lies about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
         "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
     )
+  return null
 }

@@ -9,12 +9,7 @@ import { fireSlot } from './scheduler-slot.js'
 import { slotOf } from './ticket.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
-/**
- * Options for {@link leasedTick}: those of `withCronLease`, plus where errors go.
- *
- * @example
- * const opts: LeasedTickOptions = { holder: 'worker-3', onError: (err, job) => report(job, err) }
- */
+/** Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. */
 export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'nextOccurrence'> {
   /** Run {@link catchUp} in the background when made; `tick.caughtUp` settles with it. Default: off. */
   catchUp?: CatchUpWindow
@@ -25,12 +20,7 @@ export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'ne
   onError?: (error: unknown, jobName: string) => void | Promise<void>
 }
 
-/**
- * Which occurrence a call by hand is for, as in `LeaseOptions`.
- *
- * @example
- * tick({ occurrence: new Date('2026-12-01T09:00:00Z'), nextOccurrence: new Date('2026-12-02T09:00:00Z') })
- */
+/** Which occurrence a call by hand is for, as in `LeaseOptions`: `tick({ occurrence, nextOccurrence })`. */
 export type TickOccurrence = Pick<LeaseOptions, 'occurrence' | 'nextOccurrence'>
 
 /**
