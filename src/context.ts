@@ -161,7 +161,8 @@ export function openContext(
     lose('another claim replaced it')
     throw new LeaseLostError(jobName, claimToken)
   }
-  const ctx = new Context(ticket, renewLease, fence, signal)
+  const { occurrence, missed } = ticket
+  const ctx = new Context(jobName, holder, leaseMs, claimToken, occurrence, missed, renewLease, fence, signal)
   return {
     ctx,
     close() {
@@ -181,27 +182,19 @@ export function openContext(
 // ctx.signal is made on its first read: an AbortController costs a won claim about 5 µs, and most ticks never
 // read it. A class, as an object literal's getter is made anew per claim at much that cost (docs/performance.md).
 class Context implements LeaseContext {
-  readonly jobName: string
-  readonly holder: string
-  readonly leaseMs: number
-  readonly claimToken: string | null
-  readonly occurrence: Date | null
-  readonly missed: number
   readonly #signal: () => AbortSignal
 
   constructor(
-    ticket: Ticket,
+    readonly jobName: string,
+    readonly holder: string,
+    readonly leaseMs: number,
+    readonly claimToken: string | null,
+    readonly occurrence: Date | null,
+    readonly missed: number,
     readonly renew: LeaseContext['renew'],
     readonly fence: LeaseContext['fence'],
     signal: () => AbortSignal,
   ) {
-    const { jobName, holder, leaseMs } = ticket.config
-    this.jobName = jobName
-    this.holder = holder
-    this.leaseMs = leaseMs
-    this.claimToken = ticket.claimToken
-    this.occurrence = ticket.occurrence
-    this.missed = ticket.missed
     this.#signal = signal
     Object.freeze(this)
   }
