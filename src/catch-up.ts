@@ -17,9 +17,8 @@ export interface CatchUpOptions
 }
 
 /**
- * Runs the tick once when the job's due occurrence passed unclaimed within `withinMs`, on at most
- * one replica; a backlog collapses into the latest occurrence. Never for a job with no recorded
- * due time, so a fresh install cannot stampede.
+ * Runs the tick once when the job's due occurrence passed unclaimed within `withinMs`, on at most one replica;
+ * a backlog collapses into the latest. Never for a job with no recorded due time: a fresh install cannot stampede.
  *
  * @example
  * await catchUp(pool, 'report', LEASE.HOURLY, sendReport, { withinMs: 6 * 3_600_000, everyMs: 3_600_000 })
@@ -34,8 +33,7 @@ export async function catchUp<T>(
   return runCatchUp(runConfig<T>('catchUp', db, jobName, leaseMs, runTick, opts))
 }
 
-// Also leasedTick's catch-up, in its own window. The next occurrence is as given, not derived: left out,
-// the database takes the one after the occurrence made up for, which it knows better than now + everyMs.
+// Also leasedTick's. The next occurrence as given: left out, the database derives it better than now + everyMs.
 export function runCatchUp<T>(
   config: ReturnType<typeof runConfig<T>>,
   group?: RunGroup,

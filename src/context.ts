@@ -60,7 +60,7 @@ export function openContext(
   keepAlive?: KeepAlive,
 ): { ctx: LeaseContext; close(): Promise<unknown>; stop(reason: Error): void } {
   const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
-  const { claimToken } = ticket
+  const { claimToken, occurrence, missed } = ticket
   const { renew } = statementsOf(table, ticket.kind)
   let controller: AbortController | undefined
   let abortedWith: Error | undefined
@@ -161,7 +161,6 @@ export function openContext(
     lose('another claim replaced it')
     throw new LeaseLostError(jobName, claimToken)
   }
-  const { occurrence, missed } = ticket
   const ctx = new Context(jobName, holder, leaseMs, claimToken, occurrence, missed, renewLease, fence, signal)
   return {
     ctx,

@@ -11,12 +11,7 @@ import type { ClaimConfig, Slot, Ticket } from './ticket.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
-/**
- * node-cron 4's `RunCoordinator`, written here so the library never imports node-cron.
- *
- * @example
- * cron.setRunCoordinator(leaseCoordinator(pool))
- */
+/** node-cron 4's `RunCoordinator`, written here so the library never imports node-cron. */
 export interface LeaseCoordinator {
   /** Claims the lease named by the task in `key`; true only on the winner; false, sending nothing, once draining. */
   shouldRun(key: string, ttlMs: number): Promise<boolean>
@@ -107,14 +102,13 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       // In flight for drainLeases from the claim to onComplete's record: node-cron runs the task between.
       const open = openRun(jobName)
       if (open === null) return false
-      const ticket = await claim(config, slotFor(jobName, occurrence)).catch((error: unknown) => {
-        open.end()
-        throw error
-      })
-      if (ticket === null) {
-        open.end()
-        return false
+      let ticket: Ticket | null = null
+      try {
+        ticket = await claim(config, slotFor(jobName, occurrence))
+      } finally {
+        if (ticket === null) open.end()
       }
+      if (ticket === null) return false
       const run: Run = { ticket, startedAt: monotonicMs(), open }
       running.set(key, run)
       publishRunStart(ticket)
@@ -147,16 +141,12 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     },
     onExecutionFailed(context): void {
       const name = context?.task?.name
-      const error = context?.execution?.error
       const slot = context?.date
-      // The slot names the very run: a task.execute() beside it must not mark it. No date: every run.
-      if (slot instanceof Date && !Number.isNaN(slot.getTime())) {
-        const run = running.get(`${String(name)}:${slot.toISOString()}`)
-        if (run) run.failed = [error]
-        return
-      }
-      for (const run of running.values()) {
-        if (run.ticket.config.jobName === name) run.failed = [error]
+      // The slot names the very run: a task.execute() beside it must not mark it. No date: every run of the task.
+      const key = slot instanceof Date && !Number.isNaN(slot.getTime()) ? `${String(name)}:${slot.toISOString()}` : null
+      for (const [runKey, run] of running) {
+        const failed = key === null ? run.ticket.config.jobName === name : runKey === key
+        if (failed) run.failed = [context?.execution?.error]
       }
     },
   }

@@ -27,10 +27,9 @@ import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './type
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
 /**
- * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without
- * writing. A missed occurrence beats a duplicate: a claim error rejects and nothing runs, a tick
- * that throws rejects and keeps its lease. The lease is never released (see {@link LEASE}). Once
- * {@link drainLeases} was called, it resolves `{ ran: false }` with no query.
+ * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without writing. A missed
+ * occurrence beats a duplicate: a claim error rejects and nothing runs, a tick that throws rejects and keeps its lease,
+ * which is never released (see {@link LEASE}). After {@link drainLeases}, it resolves `{ ran: false }` with no query.
  *
  * @example
  * cron.schedule('0 * * * *', (run) =>
@@ -142,11 +141,7 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
   }
 }
 
-/**
- * The one claim path: the won ticket, or null; given `withinMs`, a catch-up's. A claim on the current shape
- * probes first, read-only: most claims lose, and a loser it stops sends nothing more. After a claim the probe did
- * not stop (a win, or a dead heat), the next UNPROBED_CLAIMS go without it (docs/performance.md).
- */
+/** The one claim path, a catch-up's too (given `withinMs`): the won ticket, or null. */
 export async function claim(config: ClaimConfig, slot: Slot | null = null, withinMs?: number): Promise<Ticket | null> {
   const { db, table, jobName, holder, logger, prepare } = config
   const catchingUp = withinMs !== undefined
@@ -162,17 +157,21 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   }
   // A table not known to exist gets the original statement, whose refusal names the table.
   const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
+  // The original shape keeps no occurrence.
+  const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
   const statements = statementsOf(table, kind)
   const send = (statement: Statement, params: unknown[]) =>
     runStatement(db, statement, params, prepare).catch((error: unknown) => Promise.reject(claimError(config, error)))
+  // Most claims lose, and a loser the read-only probe stops sends nothing more. After a claim it did not stop (a
+  // win, or a dead heat), the next UNPROBED_CLAIMS go without it (docs/performance.md).
   const probing = kind !== 'original' && !catchingUp
   let probed = false
   if (probing && known.unprobed > 0) {
     // Counted as sent: a burst of calls at once skips the probe three times, not once each.
     known.unprobed--
   } else if (probing) {
-    const held = await send(statements.probe, [jobName, slot?.occurrence ?? null])
-    if (readResult(held, jobName, 'claimed').matched) return lost(config, slot, kind)
+    const held = await send(statements.probe, [jobName, occurrence])
+    if (readResult(held, jobName, 'claimed').matched) return lost(config, occurrence)
     probed = true
   }
   if (draining()) return null
@@ -186,7 +185,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
     return won ? wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot, true) : null
   }
   if (won || probed) known.unprobed = UNPROBED_CLAIMS
-  if (!won) return lost(config, slot, kind)
+  if (!won) return lost(config, occurrence)
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
@@ -194,7 +193,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
     known.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
     checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
   }
-  if (kind !== 'original' && slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
+  if (occurrence !== null) clearWarning(table, `early:${jobName}`)
   return wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot)
 }
 
@@ -259,9 +258,8 @@ const CLOCK_CHECK_EVERY_MS = 60_000
 
 // Of the losses, only a too-early one needs saying (this replica's clock runs fast and never runs the job); the
 // offset is refreshed by won claims, else by a facts read at most once per CLOCK_CHECK_EVERY_MS and table.
-async function lost(config: ClaimConfig, slot: Slot | null, kind: ClaimKind): Promise<null> {
+async function lost(config: ClaimConfig, occurrence: number | null): Promise<null> {
   const { db, table, jobName, holder, logger } = config
-  const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
   publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
   debug(logger, () =>
     occurrence !== null
