@@ -55,11 +55,8 @@ function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Er
 }
 
 /** The won claim's context; `close()` once the tick settled, resolving once the renews already sent have. */
-export function openContext(
-  ticket: Ticket,
-  keepAlive?: KeepAlive,
-): { ctx: LeaseContext; close(): Promise<unknown>; stop(reason: Error): void } {
-  const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
+export function openContext(ticket: Ticket) {
+  const { db, table, jobName, holder, leaseMs, prepare, keepAlive } = ticket.config
   const { claimToken, occurrence, missed } = ticket
   const { renew } = statementsOf(table, ticket.kind)
   let controller: AbortController | undefined
@@ -171,7 +168,7 @@ export function openContext(
       // A beat or renew already sent can land after the tick settled: the record goes after it.
       return queue
     },
-    stop(reason) {
+    stop(reason: Error) {
       publishDrainAbort(ticket, reason)
       abort(reason)
     },

@@ -118,7 +118,7 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
         'its claim token from; the lease is held until it expires and the tick did not run',
     )
   }
-  const { ctx, close, stop } = openContext(ticket, keepAlive)
+  const { ctx, close, stop } = openContext(ticket)
   publishRunStart(ticket)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
@@ -150,11 +150,9 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   const shape = await shapeOf(config)
   checkKeepAliveHandle(config)
   if (shape === 'original') warnShape(table, logger)
-  // The original shape keeps no due time to catch up on; a missing table is a miss to report, as a claim's is.
-  if (catchingUp && shape !== 'current') {
-    if (shape === undefined) throw tableMissing(table)
-    return null
-  }
+  // A missing table is a miss to report, as a claim's is; the original shape keeps no due time to catch up on.
+  if (catchingUp && shape === undefined) throw tableMissing(table)
+  if (catchingUp && shape === 'original') return null
   // A table not known to exist gets the original statement, whose refusal names the table.
   const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
   // The original shape keeps no occurrence.
