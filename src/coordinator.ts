@@ -17,7 +17,7 @@ export interface LeaseCoordinator {
   shouldRun(key: string, ttlMs: number): Promise<boolean>
   /** Records the run's end (fenced; never rejects). It never releases the lease. */
   onComplete(key: string): Promise<void>
-  /** Subscribes to the task's `execution:failed`, so its runs are recorded `ok` or `error`, not without an outcome. */
+  /** Subscribes to the task's `execution:failed`, so its runs are recorded `ok` or `error`, not `unknown`. */
   watch<Task extends WatchedTask>(task: Task): Task
   /** The listener `watch` subscribes: marks the run of `context.task.name` at `context.date` failed. */
   onExecutionFailed(context: { task?: { name?: unknown }; execution?: { error?: unknown }; date?: unknown }): void
@@ -145,8 +145,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       // The slot names the very run: a task.execute() beside it must not mark it. No date: every run of the task.
       const key = slot instanceof Date && !Number.isNaN(slot.getTime()) ? `${String(name)}:${slot.toISOString()}` : null
       for (const [runKey, run] of running) {
-        const failed = key === null ? run.ticket.config.jobName === name : runKey === key
-        if (failed) run.failed = [context?.execution?.error]
+        const matches = key === null ? run.ticket.config.jobName === name : runKey === key
+        if (matches) run.failed = [context?.execution?.error]
       }
     },
   }
