@@ -11,8 +11,7 @@ import type { ClaimConfig, Ticket } from './ticket.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
-// A row lock outside a transaction ends with its statement, fencing nothing; handles that cannot
-// say are told by the savepoint the fence is sent under (see fenceSql).
+// A row lock outside a transaction ends with its statement; a handle that cannot say is told by the fence's savepoint.
 function checkTransactionClient(client: unknown): Queryable {
   const checked = checkQueryable(client, 'client')
   const handle = checked as { Client?: unknown; totalCount?: unknown; getTransactionStatus?: () => unknown }
@@ -29,11 +28,7 @@ function checkTransactionClient(client: unknown): Queryable {
   return checked
 }
 
-/**
- * Keep-alive is refused on a handle inside a transaction, before the claim: each beat there would run
- * under a savepoint, a subtransaction, and past 64 in one transaction every snapshot on the cluster
- * reads pg_subtrans. Called once the handle has sent a statement, so a pg before 8.21 has told.
- */
+// Called once the handle has sent a statement, so a pg before 8.21 can tell its transaction status.
 export function checkKeepAliveHandle({ db, jobName, keepAlive }: ClaimConfig): void {
   if (keepAlive === undefined) return
   const status = transactionStatus(db)
@@ -51,7 +46,6 @@ export function checkKeepAliveHandle({ db, jobName, keepAlive }: ClaimConfig): v
   )
 }
 
-// Why ctx.renew or ctx.fence cannot be sent: the tick has settled, or there is no claim token.
 function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Error {
   const head = `pg-cron-lease: cannot ${call === 'renew' ? 'renew' : 'fence on'} the lease for '${jobName}': `
   if (settled) return new Error(`${head}its tick has settled; the lease is held until it expires`)
@@ -60,19 +54,11 @@ function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Er
   )
 }
 
-/**
- * The context handed to the tick for a won claim, `close()` to call once the tick has settled (it
- * resolves once the renews and beats already sent have settled), and
- * `stop(reason)`, a shutdown's, which aborts `ctx.signal` with its reason.
- */
-export function openContext(
-  ticket: Ticket,
-  keepAlive?: KeepAlive,
-): { ctx: LeaseContext; close(): Promise<unknown>; stop(reason: Error): void } {
-  const { db, table, jobName, holder, leaseMs, prepare } = ticket.config
-  const { claimToken } = ticket
+/** The won claim's context; `close()` once the tick settled, resolving once the renews already sent have. */
+export function openContext(ticket: Ticket) {
+  const { db, table, jobName, holder, leaseMs, prepare, keepAlive } = ticket.config
+  const { claimToken, occurrence, missed } = ticket
   const { renew } = statementsOf(table, ticket.kind)
-  // Made on the first read of ctx.signal (see Context), or when the lease is lost or stopped.
   let controller: AbortController | undefined
   let abortedWith: Error | undefined
   const abort = (reason: Error) => {
@@ -81,20 +67,18 @@ export function openContext(
     abortedWith = reason
     controller?.abort(reason)
   }
+  // Made on the first read of ctx.signal (see Context); aborting it again keeps its first reason.
   const signal = () => {
-    if (controller === undefined) {
-      controller = new AbortController()
-      if (abortedWith !== undefined) controller.abort(abortedWith)
-    }
+    controller ??= new AbortController()
+    if (abortedWith !== undefined) controller.abort(abortedWith)
     return controller.signal
   }
   const live = () => !closed && abortedWith === undefined
   let closed = false
   let beatTimer: NodeJS.Timeout | undefined
   let deadlineTimer: NodeJS.Timeout | undefined
-  // The earliest moment the lease can end, on this process's monotonic clock: the database set
-  // the expiry from a clock_timestamp() read after the statement was sent, so the send time plus
-  // the length is a lower bound that needs no agreement between the two clocks.
+  // The earliest the lease can end, on this process's monotonic clock: the database set the expiry from a
+  // clock_timestamp() read after the statement was sent, so this lower bound needs no agreement between clocks.
   let expiresAt = ticket.sentAt + leaseMs
 
   let lost = false
@@ -105,8 +89,7 @@ export function openContext(
     abort(new Error(`pg-cron-lease: the lease for '${jobName}' was lost: ${why}`))
   }
 
-  // One fenced statement at a time: with none overlapping, the last reply is from the last
-  // statement the database ran, so each reply alone can say where the lease ends.
+  // One at a time, so the last reply is from the last statement run and alone says where the lease ends.
   let queue: Promise<unknown> = Promise.resolve()
   function serially<T>(send: () => Promise<T>): Promise<T> {
     const turn = queue.then(send)
@@ -114,8 +97,7 @@ export function openContext(
     return turn
   }
 
-  // With keep-alive the library promised to notice a lapse: if no beat lands before the lease can
-  // have ended (the database is unreachable, or a beat hangs), the tick is told.
+  // With keep-alive the library promised to notice a lapse: no beat landing before the lease can end aborts the tick.
   function setExpiresAt(at: number) {
     expiresAt = at
     clearTimeout(deadlineTimer)
@@ -124,12 +106,10 @@ export function openContext(
     deadlineTimer = setTimeout(() => lose('it ran out before a keep-alive beat could extend it'), ms).unref()
   }
 
-  // A beat uses the statement that never shortens the lease; renew(ms) sets it to ms from now.
   async function extend(ms: number, beat: boolean): Promise<boolean> {
     if (claimToken === null) throw refused(jobName, 'renew', false)
     const sentAt = monotonicMs()
-    // A renew can shorten the lease the moment the database runs it, long before its reply comes
-    // back (if it ever does), so the shorter end is the one to watch from now on.
+    // A renew can shorten the lease long before its reply comes back (if ever): watch the shorter end from now on.
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
     const result = await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare)
     const { matched: renewed } = readResult(result, jobName, 'renewed')
@@ -162,10 +142,8 @@ export function openContext(
     if (closed) throw refused(jobName, 'fence', true)
     const inTransaction = checkTransactionClient(client)
     if (claimToken === null) throw refused(jobName, 'fence', false)
-    // Not queued with the renews: it does not move the lease, and one waiting on a row lock (a
-    // racing claim, until it commits) must not hold up the beats. Under a savepoint on every
-    // handle: its refusal says no transaction is open, and a failed fence leaves the caller's
-    // transaction usable.
+    // Not queued with the renews: it does not move the lease, and one waiting on a racing claim's row lock must
+    // not hold up the beats. The savepoint's refusal says no transaction is open; its rollback keeps one usable.
     const result = await underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken]).catch(
       (error: unknown) => {
         if ((error as { code?: unknown } | null)?.code !== '25P01') throw error
@@ -180,7 +158,7 @@ export function openContext(
     lose('another claim replaced it')
     throw new LeaseLostError(jobName, claimToken)
   }
-  const ctx = new Context(ticket, renewLease, fence, signal)
+  const ctx = new Context(jobName, holder, leaseMs, claimToken, occurrence, missed, renewLease, fence, signal)
   return {
     ctx,
     close() {
@@ -190,38 +168,29 @@ export function openContext(
       // A beat or renew already sent can land after the tick settled: the record goes after it.
       return queue
     },
-    stop(reason) {
+    stop(reason: Error) {
       publishDrainAbort(ticket, reason)
       abort(reason)
     },
   }
 }
 
-// ctx.signal is made on its first read: an AbortController costs a won claim about 5 µs, more than
-// the rest of its context, and most ticks never read it. A class, as a getter written in an object
-// literal is defined anew for every claim, at much the same cost (docs/performance.md).
+// ctx.signal is made on its first read: an AbortController costs a won claim about 5 µs, and most ticks never
+// read it. A class, as an object literal's getter is made anew per claim at much that cost (docs/performance.md).
 class Context implements LeaseContext {
-  readonly jobName: string
-  readonly holder: string
-  readonly leaseMs: number
-  readonly claimToken: string | null
-  readonly occurrence: Date | null
-  readonly missed: number
   readonly #signal: () => AbortSignal
 
   constructor(
-    ticket: Ticket,
+    readonly jobName: string,
+    readonly holder: string,
+    readonly leaseMs: number,
+    readonly claimToken: string | null,
+    readonly occurrence: Date | null,
+    readonly missed: number,
     readonly renew: LeaseContext['renew'],
     readonly fence: LeaseContext['fence'],
     signal: () => AbortSignal,
   ) {
-    const { jobName, holder, leaseMs } = ticket.config
-    this.jobName = jobName
-    this.holder = holder
-    this.leaseMs = leaseMs
-    this.claimToken = ticket.claimToken
-    this.occurrence = ticket.occurrence
-    this.missed = ticket.missed
     this.#signal = signal
     Object.freeze(this)
   }

@@ -1,9 +1,8 @@
 /** leaseCoordinator: a run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
-import { claimCatchUp } from './catch-up.js'
-import { publishDrainAbort, publishRunEnd, publishRunStart, traceTick } from './channels.js'
+import { publishDrainAbort, publishRunEnd, publishRunStart } from './channels.js'
 import { monotonicMs } from './clock.js'
-import { type InFlight, openRun, untilStopped } from './drain.js'
-import { claim } from './lease.js'
+import { type InFlight, openRun } from './drain.js'
+import { claim, runTracked } from './lease.js'
 import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled } from './outcome.js'
@@ -12,24 +11,13 @@ import type { ClaimConfig, Slot, Ticket } from './ticket.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
-/**
- * node-cron 4's `RunCoordinator`, written here so the library never imports node-cron.
- *
- * @example
- * cron.setRunCoordinator(leaseCoordinator(pool))
- */
+/** node-cron 4's `RunCoordinator`, written here so the library never imports node-cron. */
 export interface LeaseCoordinator {
   /** Claims the lease named by the task in `key`; true only on the winner; false, sending nothing, once draining. */
   shouldRun(key: string, ttlMs: number): Promise<boolean>
   /** Records the run's end (fenced; never rejects). It never releases the lease. */
   onComplete(key: string): Promise<void>
-  /**
-   * Subscribes to the task's `execution:failed`, so its runs are recorded `ok` or `error`; an
-   * unwatched task's runs have no outcome, as node-cron does not say whether it threw.
-   *
-   * @example
-   * coordinator.watch(cron.schedule('* * * * *', run, { name: 'report', distributed: true, runCoordinator: coordinator }))
-   */
+  /** Subscribes to the task's `execution:failed`, so its runs are recorded `ok` or `error`, not `unknown`. */
   watch<Task extends WatchedTask>(task: Task): Task
   /** The listener `watch` subscribes: marks the run of `context.task.name` at `context.date` failed. */
   onExecutionFailed(context: { task?: { name?: unknown }; execution?: { error?: unknown }; date?: unknown }): void
@@ -45,17 +33,12 @@ interface WatchedTask {
   execute?(): Promise<unknown>
 }
 
-/**
- * Options for {@link leaseCoordinator}.
- *
- * @example
- * const opts: LeaseCoordinatorOptions = { leaseMs: (task) => (task === 'report' ? LEASE.HOURLY : LEASE.EVERY_MINUTE) }
- */
+/** Options for {@link leaseCoordinator}. */
 export interface LeaseCoordinatorOptions
   extends Pick<LeaseOptions, 'table' | 'holder' | 'logger' | 'prepare' | 'record' | 'history' | 'clockToleranceMs'> {
   /**
-   * Make up for a missed occurrence of each watched task, as `catchUp` does, by `task.execute()`.
-   * Claims for `leaseMs`, else 30 s (a coordinator cannot read `distributedLease`). Default: off.
+   * Make up a watched task's missed occurrence by `task.execute()`, as `catchUp` does. Claims for `leaseMs`,
+   * else 30 s (a coordinator cannot read `distributedLease`). Default: off.
    */
   catchUp?: CatchUpWindow
   /** The lease in ms, or a function of the task name. Default: the task's `distributedLease`. */
@@ -75,12 +58,10 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   checkQueryable(db)
   const options = compileOptions('leaseCoordinator', opts)
   const { leaseMs: lease, logger, record, catchUp } = options
-  // By node-cron's key; only watched tasks' runs can be known to have succeeded; each task's
-  // previous slot gives the interval when the task cannot; node-cron names a catch-up run by its start.
+  // Runs by node-cron's key; only a watched task's run is known to succeed; a previous slot gives an interval.
   const running = new Map<string, Run>()
   const watched = new Map<string, WatchedTask>()
   const lastSlot = new Map<string, number>()
-  const catchingUp = new Map<string, Run>()
 
   const configOf = (jobName: string, fallbackMs: () => number): ClaimConfig => {
     const ms = typeof lease === 'function' ? checkMs(lease(jobName), `opts.leaseMs('${jobName}')`) : lease
@@ -96,22 +77,20 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
     return { occurrence, nextOccurrence: next, intervalMs: gap }
   }
-  // node-cron emits execution:failed before onComplete; an unwatched task may have thrown unheard.
-  const finish = async ({ ticket, startedAt, failed }: Run, heard: boolean) => {
-    const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
-    const durationMs = monotonicMs() - startedAt
-    if (record) await recordOutcome(ticket, durationMs, settled)
-    publishRunEnd(ticket, settled, durationMs)
-  }
-  // Once per run: by onComplete, or by a shutdown that stopped it first (`stopped` holds its reason).
-  const complete = async (key: string, run: Run, stopped?: unknown[]) => {
+  // Once per run: by onComplete, or by a shutdown that stopped it first. node-cron emits execution:failed
+  // before onComplete; an unwatched task may have thrown unheard.
+  const complete = async (key: string, run: Run) => {
     if (running.get(key) !== run) return
     running.delete(key)
-    if (stopped) run.failed = stopped
+    const { ticket, startedAt, open, failed } = run
+    const heard = watched.has(ticket.config.jobName)
+    const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
     try {
-      await finish(run, watched.has(run.ticket.config.jobName))
+      const durationMs = monotonicMs() - startedAt
+      if (record) await recordOutcome(ticket, durationMs, settled)
+      publishRunEnd(ticket, settled, durationMs)
     } finally {
-      run.open?.end()
+      open.end()
     }
   }
 
@@ -123,21 +102,21 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       // In flight for drainLeases from the claim to onComplete's record: node-cron runs the task between.
       const open = openRun(jobName)
       if (open === null) return false
-      const ticket = await claim(config, slotFor(jobName, occurrence)).catch((error: unknown) => {
-        open.end()
-        throw error
-      })
-      if (ticket === null) {
-        open.end()
-        return false
+      let ticket: Ticket | null = null
+      try {
+        ticket = await claim(config, slotFor(jobName, occurrence))
+      } finally {
+        if (ticket === null) open.end()
       }
+      if (ticket === null) return false
       const run: Run = { ticket, startedAt: monotonicMs(), open }
       running.set(key, run)
       publishRunStart(ticket)
       // A shutdown cannot tell node-cron's task; the run is recorded as stopped, and onComplete finds nothing.
       open.onStop((reason) => {
         publishDrainAbort(ticket, reason)
-        void complete(key, run, [reason])
+        run.failed = [reason]
+        void complete(key, run)
       })
       return true
     },
@@ -162,58 +141,38 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     },
     onExecutionFailed(context): void {
       const name = context?.task?.name
-      const error = context?.execution?.error
       const slot = context?.date
-      // The slot names the very run: a task.execute() beside it must not mark it. No date: every run.
-      if (slot instanceof Date && !Number.isNaN(slot.getTime())) {
-        const run = running.get(`${String(name)}:${slot.toISOString()}`) ?? catchingUp.get(String(name))
-        if (run) run.failed = [error]
-        return
-      }
-      for (const run of running.values()) {
-        if (run.ticket.config.jobName === name) run.failed = [error]
+      // The slot names the very run: a task.execute() beside it must not mark it. No date: every run of the task.
+      const key = slot instanceof Date && !Number.isNaN(slot.getTime()) ? `${String(name)}:${slot.toISOString()}` : null
+      for (const [runKey, run] of running) {
+        const matches = key === null ? run.ticket.config.jobName === name : runKey === key
+        if (matches) run.failed = [context?.execution?.error]
       }
     },
   }
-  // Claimed as `catchUp` claims, run by `task.execute()`, recorded like any other run.
+  // Claimed as `catchUp` claims and run by `task.execute()`, which rejects when the task throws or a
+  // shutdown stops it: that is the run's error, recorded as any run's, not a failed catch-up.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
-    const config = configOf(jobName, () => DEFAULT_TTL_MS)
+    const runTick = () => (task.execute as () => Promise<unknown>).call(task)
+    const claimConfig = configOf(jobName, () => DEFAULT_TTL_MS)
+    const config = { ...claimConfig, runTick, record, keepAlive: undefined, everyMs: undefined }
     const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
-    const open = openRun(jobName)
-    if (open === null) return
-    try {
-      const ticket = await claimCatchUp(config, withinMs, slot)
-      if (ticket === null) return
-      const run: Run = { ticket, startedAt: monotonicMs() }
-      catchingUp.set(jobName, run)
-      publishRunStart(ticket)
-      try {
-        // Stopped by a shutdown, the run is over (the task cannot be told): recorded with the reason.
-        const execute = () => (task.execute as () => Promise<unknown>).call(task)
-        const { holder, leaseMs } = config
-        await untilStopped(
-          open,
-          (reason) => publishDrainAbort(ticket, reason),
-          () =>
-            traceTick(execute, () => ({ run: ticket.run, jobName, holder, claimToken: ticket.claimToken, leaseMs })),
-        )
-      } catch (error) {
-        // execute() rejects when the task throws: the run failed, not the catch-up.
-        run.failed ??= [error]
-      } finally {
-        catchingUp.delete(jobName)
-      }
-      await finish(run, true)
-    } finally {
-      open.end()
+    let won = false
+    const claimed = async () => {
+      const ticket = await claim(config, slot, withinMs)
+      won = ticket !== null
+      return ticket
     }
+    await runTracked(config, claimed).catch((error: unknown) => {
+      if (!won) throw error
+    })
   }
 
   return Object.freeze(coordinator)
 }
 
 // `failed` is a box, so a task that throws `undefined` still failed.
-type Run = { ticket: Ticket; startedAt: number; failed?: unknown[]; open?: InFlight }
+type Run = { ticket: Ticket; startedAt: number; failed?: unknown[]; open: InFlight }
 
 // A task that cannot say when it runs next has an unknown next run.
 function nextRunOf(task: WatchedTask | undefined): number | null {
@@ -225,5 +184,5 @@ function nextRunOf(task: WatchedTask | undefined): number | null {
   }
 }
 
-/** node-cron's `distributedLease` when a task sets none: what a catch-up claims for without one. */
+// node-cron's `distributedLease` when a task sets none: what a catch-up claims for without one.
 const DEFAULT_TTL_MS = 30_000

@@ -27,10 +27,9 @@ import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './type
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
 /**
- * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without
- * writing. A missed occurrence beats a duplicate: a claim error rejects and nothing runs, a tick
- * that throws rejects and keeps its lease. The lease is never released (see {@link LEASE}). Once
- * {@link drainLeases} was called, it resolves `{ ran: false }` with no query.
+ * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without writing. A missed
+ * occurrence beats a duplicate: a claim error rejects and nothing runs, a tick that throws rejects and keeps its lease,
+ * which is never released (see {@link LEASE}). After {@link drainLeases}, it resolves `{ ran: false }` with no query.
  *
  * @example
  * cron.schedule('0 * * * *', (run) =>
@@ -88,15 +87,11 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
 }
 
 /** The one run path: claim, run, record. */
-export function runLease<T>(
-  config: RunConfig<T>,
-  slot: Slot | null = null,
-  group?: RunGroup,
-): Promise<LeaseOutcome<T>> {
+export function runLease<T>(config: RunConfig<T>, slot: Slot | null, group?: RunGroup): Promise<LeaseOutcome<T>> {
   return runTracked(config, () => claim(config, slot), group)
 }
 
-/** A run in flight for drainLeases from its claim (`claimed`) to its record; once draining, not run at all. */
+/** A run is in flight for drainLeases from its claim (`claimed`) to its record; once draining, it is not run. */
 export async function runTracked<T>(
   config: RunConfig<T>,
   claimed: () => Promise<Ticket | null>,
@@ -108,15 +103,12 @@ export async function runTracked<T>(
     const won = await claimed()
     return won === null ? NOT_RUN : await runClaimed(config, won, run)
   } finally {
-    // A won run ends once its outcome is recorded.
     run.end()
   }
 }
 
-/** What a claim or catch-up that did not win resolves to. */
 export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
 
-/** Runs the tick of a won claim (or catch-up) and records how it ended. */
 async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
@@ -126,7 +118,7 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
         'its claim token from; the lease is held until it expires and the tick did not run',
     )
   }
-  const { ctx, close, stop } = openContext(ticket, keepAlive)
+  const { ctx, close, stop } = openContext(ticket)
   publishRunStart(ticket)
   const startedAt = monotonicMs()
   let settled: Settled = { outcome: 'ok' }
@@ -149,100 +141,81 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
   }
 }
 
-/**
- * The one claim path (runLease, leaseCoordinator): the won ticket, or null. On the current shape
- * the read-only probe goes first: most claims lose, and a loser it stops sends nothing more. The
- * claim itself still decides: a probe that found the lease free can lose. After a claim the probe
- * did not stop (a win, or a dead heat: ticks that fire together all probe before the winner
- * commits), the next UNPROBED_CLAIMS go without it (docs/performance.md).
- */
-export async function claim(config: ClaimConfig, slot: Slot | null = null): Promise<Ticket | null> {
-  const { db, table, jobName, logger, prepare } = config
-  if (slot !== null) checkGap(config, slot)
+/** The one claim path, a catch-up's too (given `withinMs`): the won ticket, or null. */
+export async function claim(config: ClaimConfig, slot: Slot | null = null, withinMs?: number): Promise<Ticket | null> {
+  const { db, table, jobName, holder, logger, prepare } = config
+  const catchingUp = withinMs !== undefined
+  if (slot !== null && !catchingUp) checkGap(config, slot)
   const known = knowledgeOf(db, table)
   const shape = await shapeOf(config)
   checkKeepAliveHandle(config)
   if (shape === 'original') warnShape(table, logger)
+  // A missing table is a miss to report, as a claim's is; the original shape keeps no due time to catch up on.
+  if (catchingUp && shape === undefined) throw tableMissing(table)
+  if (catchingUp && shape === 'original') return null
   // A table not known to exist gets the original statement, whose refusal names the table.
   const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
+  // The original shape keeps no occurrence.
+  const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
   const statements = statementsOf(table, kind)
   const send = (statement: Statement, params: unknown[]) =>
     runStatement(db, statement, params, prepare).catch((error: unknown) => Promise.reject(claimError(config, error)))
+  // Most claims lose, and a loser the read-only probe stops sends nothing more. After a claim it did not stop (a
+  // win, or a dead heat), the next UNPROBED_CLAIMS go without it (docs/performance.md).
+  const probing = kind !== 'original' && !catchingUp
   let probed = false
-  if (kind !== 'original' && known.unprobed > 0) {
+  if (probing && known.unprobed > 0) {
     // Counted as sent: a burst of calls at once skips the probe three times, not once each.
     known.unprobed--
-  } else if (kind !== 'original') {
-    const held = await send(statements.probe, [jobName, slot?.occurrence ?? null])
-    if (readResult(held, jobName, 'claimed').matched) return lost(config, slot, kind)
+  } else if (probing) {
+    const held = await send(statements.probe, [jobName, occurrence])
+    if (readResult(held, jobName, 'claimed').matched) return lost(config, occurrence)
     probed = true
   }
   if (draining()) return null
   const sentAt = monotonicMs()
   const sentWallMs = Date.now()
-  const result = await send(statements.claim, claimParams(config, kind, slot, sentWallMs))
-  const { matched: won, claimToken } = readResult(result, jobName, 'claimed')
+  const params = claimParams(config, kind, slot, sentWallMs, withinMs)
+  const result = await send(catchingUp ? statements.catchUp : statements.claim, params)
+  const { matched: won, claimToken } = readResult(result, jobName, catchingUp ? 'claimed to catch up' : 'claimed')
+  if (catchingUp) {
+    publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
+    return won ? wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot, true) : null
+  }
   if (won || probed) known.unprobed = UNPROBED_CLAIMS
-  if (!won) return lost(config, slot, kind)
+  if (!won) return lost(config, occurrence)
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
-  publishClaim(() => ({ jobName, holder: config.holder, won, claimToken, clockOffsetMs }))
+  publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
   if (clockOffsetMs !== null) {
     known.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
     checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
   }
-  if (kind !== 'original' && slot?.occurrence != null) clearWarning(table, `early:${jobName}`)
+  if (occurrence !== null) clearWarning(table, `early:${jobName}`)
   return wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot)
 }
 
 const UNPROBED_CLAIMS = 3
 
-/**
- * What a claimant writes besides its lease, on a table of `shape`: nothing with `record: false`;
- * its run in the lease row; and its run's row too where the table has the history and the job keeps it.
- */
-export function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
+function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
   if (shape === 'original') return 'original'
   if (config.record === false) return 'lease'
   return known.history && config.history !== false ? 'history' : 'run'
 }
 
-/** The claim's parameters for a claimant of `kind` (see claimSql). */
-function claimParams(config: ClaimConfig, kind: ClaimKind, slot: Slot | null, nowMs: number): unknown[] {
+// See claimSql and catchUpSql: a catch-up sends its window where a claim sends its occurrence and tolerance.
+function claimParams(config: ClaimConfig, kind: ClaimKind, slot: Slot | null, nowMs: number, withinMs?: number) {
   const { jobName, leaseMs, holder } = config
   if (kind === 'original') return [jobName, leaseMs, holder]
-  const params = [
-    jobName,
-    leaseMs,
-    holder,
-    slot?.occurrence ?? null,
-    toleranceOf(config),
-    ...scheduleParams(slot, nowMs),
-  ]
+  const next = slot?.nextOccurrence ?? null
+  const schedule = [next === null ? null : next - nowMs, next, slot?.intervalMs ?? null]
+  const due = withinMs === undefined ? [slot?.occurrence ?? null, toleranceOf(config)] : [withinMs]
+  const params = [jobName, leaseMs, holder, ...due, ...schedule]
   return kind === 'history' ? [...params, ...historyParams(config)] : params
 }
 
-/** The claim's and the catch-up's last three: the next occurrence as ms from now and as itself, the interval. */
-export function scheduleParams(slot: Slot | null, nowMs: number): [number | null, number | null, number | null] {
-  const next = slot?.nextOccurrence ?? null
-  return [next === null ? null : next - nowMs, next, slot?.intervalMs ?? null]
-}
-
-async function lost(config: ClaimConfig, slot: Slot | null, kind: ClaimKind): Promise<null> {
-  const { jobName, holder, logger } = config
-  const keyed = kind !== 'original' && slot?.occurrence != null
-  publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
-  debug(logger, () =>
-    keyed
-      ? `pg-cron-lease: '${jobName}' skipped ${new Date(slot.occurrence as number).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
-      : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
-  )
-  if (keyed) await checkEarly(config, slot.occurrence as number)
-  return null
-}
-
-/** A failed claim's error: a table changed under it is read again next claim, never guessed; a missing one is named. */
-export function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
+// A table changed under a claim is read again next claim, never guessed; a missing one is named.
+function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   const code = (error as { code?: unknown } | null)?.code
   const known = knowledgeOf(db, table)
   // The probe goes first again: a handle that keeps failing (a standby) still loses quietly to a held lease.
@@ -270,8 +243,8 @@ function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs
   )
 }
 
-/** The error for a lease table that does not exist, with what to run; `code` 42P01 as the driver's. */
-export function tableMissing(table: string, cause?: unknown): Error {
+// With what to run, and the driver's `code`.
+function tableMissing(table: string, cause?: unknown): Error {
   const message =
     `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
     `\`${migrateCommand(table)}\`, or run createTableSql(${table === DEFAULT_TABLE ? '' : JSON.stringify(table)}) ` +
@@ -279,13 +252,20 @@ export function tableMissing(table: string, cause?: unknown): Error {
   return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code: '42P01' })
 }
 
-// How old the clock-offset estimate may get before a loser reads it again.
 const CLOCK_CHECK_EVERY_MS = 60_000
 
-// Only a too-early loss needs saying (this replica's clock runs fast and never runs the job); the
-// offset is refreshed by won claims, else by a facts read at most once a minute per table.
-async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void> {
-  const known = knowledgeOf(config.db, config.table)
+// Of the losses, only a too-early one needs saying (this replica's clock runs fast and never runs the job); the
+// offset is refreshed by won claims, else by a facts read at most once per CLOCK_CHECK_EVERY_MS and table.
+async function lost(config: ClaimConfig, occurrence: number | null): Promise<null> {
+  const { db, table, jobName, holder, logger } = config
+  publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
+  debug(logger, () =>
+    occurrence !== null
+      ? `pg-cron-lease: '${jobName}' skipped ${new Date(occurrence).toISOString()}: lease held, that occurrence or a later one already claimed, or it is too early`
+      : `pg-cron-lease: '${jobName}' skipped: lease held by another replica`,
+  )
+  if (occurrence === null) return null
+  const known = knowledgeOf(db, table)
   const fresh = known.clock !== undefined && monotonicMs() - known.clock.at < CLOCK_CHECK_EVERY_MS
   // A failed read leaves nothing to judge by.
   const read =
@@ -294,13 +274,8 @@ async function checkEarly(config: ClaimConfig, occurrence: number): Promise<void
       () => true,
       () => false,
     ))
-  if (read) judgeEarly(config, occurrence, known.clock)
-}
-
-function judgeEarly(config: ClaimConfig, occurrence: number, clock: TableKnowledge['clock']): void {
-  const { table, jobName, logger } = config
-  if (clock === undefined) return
-  const aheadMs = occurrence - (Date.now() - clock.offsetMs)
+  if (!read || known.clock === undefined) return null
+  const aheadMs = occurrence - (Date.now() - known.clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) clearWarning(table, `early:${jobName}`)
   else if (firstWarning(table, `early:${jobName}`))
@@ -310,4 +285,5 @@ function judgeEarly(config: ClaimConfig, occurrence: number, clock: TableKnowled
         `lies about ${Math.round(aheadMs)} ms ahead of the database clock, more than the ${tolerance} ms tolerance; this ` +
         "replica's clock runs fast, and it runs no occurrence of this job until that is fixed: fix its time sync (NTP)",
     )
+  return null
 }

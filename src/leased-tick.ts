@@ -1,7 +1,7 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
-import { claimCatchUp } from './catch-up.js'
+import { runCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { NOT_RUN, runConfig, runLease, runTracked } from './lease.js'
+import { NOT_RUN, runConfig, runLease } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
@@ -9,12 +9,7 @@ import { fireSlot } from './scheduler-slot.js'
 import { slotOf } from './ticket.js'
 import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
-/**
- * Options for {@link leasedTick}: those of `withCronLease`, plus where errors go.
- *
- * @example
- * const opts: LeasedTickOptions = { holder: 'worker-3', onError: (err, job) => report(job, err) }
- */
+/** Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. */
 export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'nextOccurrence'> {
   /** Run {@link catchUp} in the background when made; `tick.caughtUp` settles with it. Default: off. */
   catchUp?: CatchUpWindow
@@ -25,19 +20,12 @@ export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'ne
   onError?: (error: unknown, jobName: string) => void | Promise<void>
 }
 
-/**
- * Which occurrence a call by hand is for, as in `LeaseOptions`.
- *
- * @example
- * tick({ occurrence: new Date('2026-12-01T09:00:00Z'), nextOccurrence: new Date('2026-12-02T09:00:00Z') })
- */
+/** Which occurrence a call by hand is for, as in `LeaseOptions`: `tick({ occurrence, nextOccurrence })`. */
 export type TickOccurrence = Pick<LeaseOptions, 'occurrence' | 'nextOccurrence'>
 
 /**
- * The function {@link leasedTick} returns; it never rejects. Its first argument names the
- * occurrence: node-cron's context, croner's job, the `cron` package's job, a
- * {@link TickOccurrence}, or nothing (docs/schedulers.md); called by the `cron` package as
- * `onTick`, it reads the job it is called on (`this`).
+ * The function {@link leasedTick} returns; it never rejects. Its first argument (under the `cron` package, `this`)
+ * names the occurrence: a scheduler's context or job, a {@link TickOccurrence}, or nothing (docs/schedulers.md).
  *
  * @example
  * const outcome = await tick() // { ran: true, result: 42 }, { ran: false, result: null }, or undefined
@@ -85,11 +73,7 @@ export function leasedTick<T>(
     }
   }
   const window = config.options.catchUp?.withinMs
-  const slot = { occurrence: null, nextOccurrence: null, intervalMs: config.everyMs ?? null }
-  const caughtUp =
-    window === undefined
-      ? Promise.resolve(NOT_RUN)
-      : runTracked(config, () => claimCatchUp(config, window, slot)).catch(report)
+  const caughtUp = window === undefined ? Promise.resolve(NOT_RUN) : runCatchUp(config, undefined, window).catch(report)
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
 }
 
@@ -103,10 +87,9 @@ function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobNa
   }
 }
 
-/** How long a job's error line stands for the errors after it. */
 export const ERROR_LINE_EVERY_MS = 60_000
 
-/** The default `onError`'s console lines for one job; `readClock` is for tests. */
+// The default `onError`'s console lines for one job, at most one per ERROR_LINE_EVERY_MS.
 export function errorLines(readClock = Date.now): (error: unknown, jobName: string) => string | undefined {
   let printedAt: number | undefined
   let unshown = 0
