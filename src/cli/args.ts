@@ -91,8 +91,8 @@ export interface Command extends Accepts {
   optionHelp?: Partial<Record<OptionName, string>>
   details: string
   exitCodes: string
-  // Resolves the exit code (exec: its command's), or throws an Exit.
-  run(values: Values, context: Context): Promise<ExitCode | number>
+  // Resolves the exit code (exec: its command's; nothing: 0), or throws an Exit.
+  run(values: Values, context: Context): Promise<ExitCode | number | undefined>
 }
 
 export const DATABASE_EXIT = '1 the database cannot be reached or read (or pg is not installed)'

@@ -3,7 +3,7 @@ import type pg from 'pg'
 import { oneLine } from '../format-value.js'
 import { migrateCommand } from '../log.js'
 import { BIN, type Target } from './args.js'
-import { EXIT, Exit, usage } from './exit.js'
+import { Exit, failed, usage } from './exit.js'
 
 const CONNECT_TIMEOUT_MS = 10_000
 
@@ -63,9 +63,8 @@ function decodePart(text: string, part: string, source: string): string {
 function pgMissing(error: unknown): never {
   const { code, message } = error as { code?: string; message?: string }
   if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
-    throw new Exit(
-      `the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)`,
-      EXIT.FAILED,
+    throw failed(
+      'the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)',
     )
   }
   throw error
@@ -104,7 +103,7 @@ export const withClient: Connect = async (target, doing, work) => {
     client = await openClient(target)
     return await work(client)
   } catch (error) {
-    throw error instanceof Exit ? error : new Exit(explain(error, target, doing), EXIT.FAILED)
+    throw error instanceof Exit ? error : failed(explain(error, target.label, doing))
   } finally {
     await client?.end().catch(() => {})
   }
@@ -127,10 +126,9 @@ export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOU
 }
 
 // Chosen by SQLSTATE or Node's error code, never by the wording of a message.
-function explain(error: unknown, target: Target, { command, table }: Doing): string {
+function explain(error: unknown, where: string, { command, table }: Doing): string {
   const code = (error as { code?: unknown })?.code
   const said = oneLine(error)
-  const where = target.label
   switch (code) {
     case 'ECONNREFUSED':
       return `cannot connect to ${where}: connection refused; check that Postgres runs there and that --url or DATABASE_URL names the right host and port`

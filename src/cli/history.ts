@@ -3,7 +3,7 @@ import { escapeControls } from '../escape.js'
 import { columns, duration, jsonText, type Paint } from '../human.js'
 import { listRuns, type RunInfo } from '../list-runs.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
-import { EXIT, usage } from './exit.js'
+import { usage } from './exit.js'
 
 const HISTORY_LIMIT = 20
 
@@ -39,7 +39,6 @@ export const history: Command = {
       listRuns(client, { table: values.table, jobName, limit: values.limit ?? HISTORY_LIMIT }),
     )
     context.out(values.format === 'json' ? jsonText(runs) : renderHistory(runs, values.table, jobName, context.paint))
-    return EXIT.OK
   },
 }
 

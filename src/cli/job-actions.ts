@@ -7,7 +7,7 @@ import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { untilText } from '../verdict.js'
 import { BIN, type Command } from './args.js'
-import { EXIT, Exit, usage } from './exit.js'
+import { type Exit, failed, usage } from './exit.js'
 
 type JobAction = 'pause' | 'resume' | 'release'
 
@@ -66,13 +66,11 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
           throw asUsage(error) ?? asLocked(error) ?? error
         })
         if (state !== null) return state
-        throw new Exit(
+        throw failed(
           `no job "${escapeControls(job!)}" in ${table} at ${target.label}: it has never been claimed, or the name has a typo; nothing was changed`,
-          EXIT.FAILED,
         )
       })
       context.out(`${describeChange({ action, forMs }, job!, state)}\n`)
-      return EXIT.OK
     },
   }
 }
@@ -95,7 +93,7 @@ export function asUsage(error: unknown): Exit | undefined {
 function asLocked(error: unknown): Exit | undefined {
   if ((error as { code?: unknown } | null)?.code !== ERROR_CODES.ROW_LOCKED) return undefined
   const said = oneLine(error).replace(/^pg-cron-lease: /, '')
-  return new Exit(said.replaceAll('opts.lockTimeoutMs', '--lock-timeout'), EXIT.FAILED)
+  return failed(said.replaceAll('opts.lockTimeoutMs', '--lock-timeout'))
 }
 
 // Without `wasPaused`, a resume claims neither way.

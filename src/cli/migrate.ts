@@ -3,7 +3,6 @@ import type pg from 'pg'
 import type { Paint } from '../human.js'
 import { createTableSql, historyTableOf, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
-import { EXIT } from './exit.js'
 
 export const sql: Command = {
   summary: 'Print the CREATE TABLE statement for the lease table',
@@ -16,7 +15,6 @@ export const sql: Command = {
   exitCodes: '0 printed, 2 usage error',
   async run(values, context) {
     context.out(createTableSql(values.table))
-    return EXIT.OK
   },
 }
 
@@ -48,7 +46,6 @@ export const migrate: Command = {
       }
     })
     context.out(describeMigration(migration, context.paint))
-    return EXIT.OK
   },
 }
 

@@ -6,7 +6,6 @@ import { renderPrometheus } from '../prometheus.js'
 import { untilText } from '../verdict.js'
 import { BIN, type Command, DATABASE_EXIT, type Format } from './args.js'
 import { leaseQuery } from './check.js'
-import { EXIT } from './exit.js'
 
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
@@ -52,7 +51,6 @@ export const status: Command = {
   async run(values, context) {
     const leases = await context.connect((client) => listLeases(client, leaseQuery(values)))
     context.out(renderLeases(values.format, leases, values.table, context.paint))
-    return EXIT.OK
   },
 }
 
