@@ -1,5 +1,6 @@
 /** Reaching the database: where, the optional `pg` driver, one client a command; passwords never shown. */
 import type pg from 'pg'
+import { ERROR_CODES } from '../errors.js'
 import { oneLine } from '../format-value.js'
 import { migrateCommand } from '../log.js'
 import { BIN, type Target } from './args.js'
@@ -87,10 +88,8 @@ export async function openClient(target: Target): Promise<pg.Client> {
     await client.end().catch(() => {})
     // pg's own connect timeout carries no code: told apart by the time it took, never by its words.
     if ((error as { code?: unknown })?.code === undefined && performance.now() - started >= CONNECT_TIMEOUT_MS) {
-      throw Object.assign(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`), {
-        code: 'ETIMEDOUT',
-        cause: error,
-      })
+      const timeout = new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`, { cause: error })
+      throw Object.assign(timeout, { code: 'ETIMEDOUT' })
     }
     throw error
   }
@@ -155,6 +154,8 @@ function explain(error: unknown, where: string, { command, table }: Doing): stri
       return `${said}, so ${table} cannot be created; create the schema first (CREATE SCHEMA ...) or choose another --table`
     case '42501':
       return `${said} in ${where}; connect as a role that may ${command === 'migrate' ? 'create the table' : command === 'status' || command === 'check' ? 'read the table' : 'update the table'}`
+    case ERROR_CODES.ROW_LOCKED:
+      return said.replace(/^pg-cron-lease: /, '').replaceAll('opts.lockTimeoutMs', '--lock-timeout')
     case '42703':
       // No statement names a column a lease table may lack, so this is not a lease table.
       return `${table} in ${where} is not a pg-cron-lease table (${said}); check --table`

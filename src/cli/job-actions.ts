@@ -2,7 +2,6 @@
 import * as admin from '../admin.js'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
 import { escapeControls } from '../escape.js'
-import { oneLine } from '../format-value.js'
 import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { untilText } from '../verdict.js'
@@ -63,7 +62,7 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
       const state = await context.connect(async (client, target) => {
         const opts = action === 'pause' ? { table, forMs, until, lockTimeoutMs } : { table, lockTimeoutMs }
         const state = await CHANGES[action](client, job!, opts).catch((error) => {
-          throw asUsage(error) ?? asLocked(error) ?? error
+          throw asUsage(error) ?? error
         })
         if (state !== null) return state
         throw failed(
@@ -88,12 +87,6 @@ export function asUsage(error: unknown): Exit | undefined {
   const { code, argument = '', detail = '' } = (error ?? {}) as Partial<ArgumentError>
   if (code !== ERROR_CODES.INVALID_ARGUMENT || FLAGS[argument] === undefined) return undefined
   return usage(`${FLAGS[argument]} ${detail}${detail.includes('nothing was changed') ? '' : '; nothing was changed'}`)
-}
-
-function asLocked(error: unknown): Exit | undefined {
-  if ((error as { code?: unknown } | null)?.code !== ERROR_CODES.ROW_LOCKED) return undefined
-  const said = oneLine(error).replace(/^pg-cron-lease: /, '')
-  return failed(said.replaceAll('opts.lockTimeoutMs', '--lock-timeout'))
 }
 
 // Without `wasPaused`, a resume claims neither way.
