@@ -238,11 +238,9 @@ export function valid<T>(check: () => T): T {
     return check()
   } catch (error) {
     const { code, argument, detail } = error as Partial<ArgumentError>
-    if (code === ERROR_CODES.INVALID_ARGUMENT) {
-      // A command line only gives text, so the library's offer of a Date would only confuse.
-      throw usage(`${argument} ${detail!.replace(/^must be a valid Date, or /, 'must be ')}`)
-    }
-    throw error
+    if (code !== ERROR_CODES.INVALID_ARGUMENT) throw error
+    // A command line only gives text, so the library's offer of a Date would only confuse.
+    throw usage(`${argument} ${detail!.replace(/^must be a valid Date, or /, 'must be ')}`)
   }
 }
 
@@ -260,19 +258,11 @@ function format(text: string | undefined, json: boolean): Format {
 function describeParseError(error: unknown, command: string): string {
   const { code, message = '' } = error as { code?: string; message?: string }
   const quoted = /'([^']*)'/.exec(message)?.[1] ?? ''
-  switch (code) {
-    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
-      return `unknown option ${quoted} for ${command}`
-    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
-      const option = quoted.split(' ')[0]
-      if (/ambiguous/.test(message)) {
-        return `${option} needs a value; to give one that starts with a dash, write ${option}=<value>`
-      }
-      return `${option} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}`
-    }
-    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
-      return `unexpected argument ${JSON.stringify(quoted)}`
-    default:
-      return oneLine(error)
-  }
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option ${quoted} for ${command}`
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return `unexpected argument ${JSON.stringify(quoted)}`
+  if (code !== 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return oneLine(error)
+  const option = quoted.split(' ')[0]
+  if (/ambiguous/.test(message))
+    return `${option} needs a value; to give one that starts with a dash, write ${option}=<value>`
+  return `${option} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}`
 }

@@ -21,7 +21,6 @@ export interface CliIo {
   stderr: Output
   // DATABASE_URL, NO_COLOR and FORCE_COLOR are read from here.
   env: Readonly<Record<string, string | undefined>>
-  // The `pg` driver when left out.
   connect?: Connect
 }
 
