@@ -101,9 +101,8 @@ export function describeChange(
   const pausedUntil = state.pausedUntil === null ? null : readable(state.pausedUntil)
   switch (request.action) {
     case 'pause':
-      if (pausedUntil !== 'infinity') {
+      if (pausedUntil !== 'infinity')
         return `Paused ${name} until ${pausedUntil} ${at}; no replica can claim it until then.`
-      }
       return request.forMs === undefined
         ? `Paused ${name} until resumed ${at}; no replica can claim it until ${BIN} resume.`
         : `Paused ${name} until resumed ${at}: --for ends after the year 9999, so the pause is open-ended; no replica can claim it until ${BIN} resume.`
