@@ -46,10 +46,9 @@ export const dashboard: Command = {
       throw failed(`cannot listen on ${host}:${port}: ${oneLine(error)}`)
     })
     const { port: bound } = server.address() as { port: number }
-    const base = basePath.replace(/\/?$/, '/')
     const mode = allowActions && token !== undefined ? 'actions allowed' : 'read-only'
     context.out(`Dashboard of ${table} (${mode}${token === undefined ? '' : ', token required'}) at:\n`)
-    context.out(`http://${isIP(host) === 6 ? `[${host}]` : host}:${bound}${base}\n`)
+    context.out(`http://${isIP(host) === 6 ? `[${host}]` : host}:${bound}${basePath.replace(/\/?$/, '/')}\n`)
     if (allowActions && token === undefined) {
       context.out(`--allow-actions needs a token (${TOKEN_VARIABLE} or --token-file): actions stay off.\n`)
     }
