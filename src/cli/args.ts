@@ -13,73 +13,58 @@ import { type Exit, type ExitCode, usage } from './exit.js'
 
 export const BIN = 'pg-cron-lease'
 
-type OptionSpec = { type: 'string' | 'boolean'; multiple?: boolean; arg?: string; help: string }
-
-// Written as its help line reads: the value's placeholder, then what the option does.
-function text(line: string, multiple = false) {
-  const space = line.indexOf(' ')
-  return { type: 'string', arg: line.slice(0, space), help: line.slice(space + 1), multiple } as const
-}
-const repeatable = (line: string) => text(line, true)
-const flagOnly = (help: string) => ({ type: 'boolean', help }) as const
-
-export const OPTIONS = {
-  table: text(`<name> The lease table, name or schema.name (default: ${DEFAULT_TABLE})`),
-  url: text('<url> Postgres connection URL (default: the DATABASE_URL variable)'),
-  format: text('<format> text (default), json (the entries listLeases() returns) or prometheus'),
-  json: flagOnly('Print JSON'),
-  'overdue-factor': text(
-    `<n> Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
-  ),
-  grace: text(
-    `<duration> A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
-  ),
-  job: repeatable('<name> Check only this job; repeat for more. A job with no row is unhealthy'),
-  limit: text('<n> At most this many, a whole number from 1 to 10000'),
-  for: text('<duration> Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m'),
-  until: text('<iso> Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00'),
-  host: text('<host> The address to listen on (default 127.0.0.1); beyond loopback, a token is required'),
-  port: text('<port> The port to listen on, 0 for any free one (default 8080)'),
-  'base-path': text(
-    '<path> The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
-  ),
-  'allow-actions': flagOnly('Show pause, resume and release buttons and accept them; needs a token'),
-  'allowed-host': repeatable(
+// Each as its help line reads: the value's placeholder (a switch has none), then what the option does.
+const HELP = {
+  table: `<name> The lease table, name or schema.name (default: ${DEFAULT_TABLE})`,
+  url: '<url> Postgres connection URL (default: the DATABASE_URL variable)',
+  format: '<format> text (default), json (the entries listLeases() returns) or prometheus',
+  json: 'Print JSON',
+  'overdue-factor': `<n> Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
+  grace: `<duration> A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
+  job: '<name> Check only this job; repeat for more. A job with no row is unhealthy',
+  limit: '<n> At most this many, a whole number from 1 to 10000',
+  for: '<duration> Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m',
+  until: '<iso> Pause until this date-time, with a zone: 2026-12-01T06:00:00Z, …+02:00',
+  host: '<host> The address to listen on (default 127.0.0.1); beyond loopback, a token is required',
+  port: '<port> The port to listen on, 0 for any free one (default 8080)',
+  'base-path': '<path> The path prefix requests still carry behind a proxy that keeps it, such as /cron (default /)',
+  'allow-actions': 'Show pause, resume and release buttons and accept them; needs a token',
+  'allowed-host':
     '<name> Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
-  ),
-  'token-file': text(
+  'token-file':
     '<file> Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
-  ),
-  'lock-timeout': text(
-    `<duration> How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
-  ),
-  race: text(`<n> How many connections race (default ${DOCTOR_RACE}, 2 to 100)`),
-  rounds: text(`<n> How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)`),
-  'no-race': flagOnly('Skip the race, for a role that may not write'),
-  cron: text('<expr> The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)'),
-  tz: text('<zone> The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)'),
-  every: text(
+  'lock-timeout': `<duration> How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
+  race: `<n> How many connections race (default ${DOCTOR_RACE}, 2 to 100)`,
+  rounds: `<n> How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)`,
+  'no-race': 'Skip the race, for a role that may not write',
+  cron: '<expr> The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
+  tz: '<zone> The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)',
+  every:
     '<duration> The schedule as a fixed interval, such as 15m or 1h: its slots are whole multiples of it since 1970-01-01T00:00Z',
-  ),
-  lease: text(
+  lease:
     '<duration> How long a claim holds the job before the keep-alive extends it (default: about 80% of the shortest gap)',
-  ),
-  within: text(
-    '<duration> How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
-  ),
-  'kill-after': text(
-    '<duration> Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
-  ),
-  'skipped-exit': text(
+  within: '<duration> How far from its slot a fire may be and still run (default: half the shortest gap, at most 5m)',
+  'kill-after': '<duration> Once the lease is lost, how long after SIGTERM the command gets SIGKILL (default 10s)',
+  'skipped-exit':
     '<n> The exit code when the command does not run here: another host had the slot, or the fire was outside --within (default 0)',
-  ),
-} as const satisfies Record<string, OptionSpec>
+}
 
-export type OptionName = keyof typeof OPTIONS
+export type OptionName = keyof typeof HELP
+
+type OptionSpec = { type: 'string' | 'boolean'; multiple: boolean; arg?: string; help: string }
+
+const REPEATABLE: readonly string[] = ['job', 'allowed-host']
+
+export const OPTIONS = Object.fromEntries(
+  Object.entries(HELP).map(([name, line]) => {
+    const [, arg, help] = /^(?:(<\S+>) )?(.*)$/.exec(line)!
+    return [name, { type: arg ? 'string' : 'boolean', multiple: REPEATABLE.includes(name), arg, help }]
+  }),
+) as Record<OptionName, OptionSpec>
 
 export type Format = 'text' | 'json' | 'prometheus'
 
-/** The command line, checked: every value here is valid, so a command only has to run. Durations are in ms. */
+// Every value checked, so a command only has to run; durations in ms.
 export type Values = ReturnType<typeof parseOptions>
 
 // argv: takes a command to run after `--`.
@@ -90,38 +75,38 @@ export type Target = { url: string; label: string }
 
 interface Context {
   out(text: string): void
-  /** What a command is doing, to stderr, so stdout stays parseable. */
+  // To stderr, so stdout stays parseable.
   note(text: string): void
   paint: Paint
   env: Readonly<Record<string, string | undefined>>
-  /** For a command that serves until stopped; the caller ends it. */
+  // For a command that serves until stopped; the caller ends it.
   pool(): Promise<pg.Pool>
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
 
 export interface Command extends Accepts {
   summary: string
-  /** The usage line after the command's name, where the one built from its options would mislead. */
+  // The usage line after the command's name, where the one built from its options would mislead.
   synopsis?: string
   optionHelp?: Partial<Record<OptionName, string>>
   details: string
   exitCodes: string
-  /** Resolves the exit code (exec: its command's), or throws an Exit. */
-  run(values: Values, context: Context): Promise<ExitCode | number>
+  // Resolves the exit code (exec: its command's; nothing: 0), or throws an Exit.
+  run(values: Values, context: Context): Promise<ExitCode | number | undefined>
 }
 
 export const DATABASE_EXIT = '1 the database cannot be reached or read (or pg is not installed)'
 
 export function flag(name: OptionName): string {
-  const spec: OptionSpec = OPTIONS[name]
-  return spec.arg === undefined ? `--${name}` : `--${name} ${spec.arg}`
+  const { arg } = OPTIONS[name]
+  return arg === undefined ? `--${name}` : `--${name} ${arg}`
 }
 
 function misuse(message: string, command?: string): Exit {
   return usage(`${message}; see ${BIN}${command === undefined ? '' : ` ${command}`} --help`)
 }
 
-/** The command named, and whether it asks for help: help wins after the name, but after `--` it is a job's name. */
+// Help wins after the command's name, but after `--` it is a job's name.
 export function readCommand(first: string, rest: string[], commands: readonly string[]) {
   if (first.startsWith('-')) throw misuse(`expected a command (${commands.join(', ')}) before ${first}`)
   const command = first === 'help' ? rest[0]! : first
@@ -201,7 +186,7 @@ function decimal(text: string | undefined, pattern: RegExp): unknown {
   return text !== undefined && pattern.test(text) ? Number(text) : text
 }
 
-/** The library's own check and default for one of its options, named as the command line names it. */
+// The library's own check and default for one of its options, named as the command line names it.
 function library<K extends keyof typeof LIBRARY>(option: K, value: unknown, flagName = `--${option}`) {
   type Checked = ReturnType<(typeof LIBRARY)[K]['check']>
   const { default: fallback, check } = LIBRARY[option]
@@ -240,7 +225,7 @@ function commandAfterDashes(name: string, tokens: Token[]): string[] {
 // parseArgs keeps the last repeat: `--for 1h --for 2h` would silently pause for 2h.
 function refuseRepeats(command: string, tokens: Token[]): void {
   const names = tokens.flatMap((t) => (t.kind === 'option' ? [t.name as OptionName] : []))
-  const repeated = names.find((name, i) => !(OPTIONS[name] as OptionSpec).multiple && names.indexOf(name) !== i)
+  const repeated = names.find((name, i) => !OPTIONS[name].multiple && names.indexOf(name) !== i)
   if (repeated === undefined) return
   // The values are not shown: one of them may be a --url with a password.
   const once = OPTIONS[repeated].type === 'string' ? 'it takes one value, so give it once' : 'give it once'
@@ -253,11 +238,9 @@ export function valid<T>(check: () => T): T {
     return check()
   } catch (error) {
     const { code, argument, detail } = error as Partial<ArgumentError>
-    if (code === ERROR_CODES.INVALID_ARGUMENT) {
-      // A command line only gives text, so the library's offer of a Date would only confuse.
-      throw usage(`${argument} ${detail!.replace(/^must be a valid Date, or /, 'must be ')}`)
-    }
-    throw error
+    if (code !== ERROR_CODES.INVALID_ARGUMENT) throw error
+    // A command line only gives text, so the library's offer of a Date would only confuse.
+    throw usage(`${argument} ${detail!.replace(/^must be a valid Date, or /, 'must be ')}`)
   }
 }
 
@@ -275,19 +258,11 @@ function format(text: string | undefined, json: boolean): Format {
 function describeParseError(error: unknown, command: string): string {
   const { code, message = '' } = error as { code?: string; message?: string }
   const quoted = /'([^']*)'/.exec(message)?.[1] ?? ''
-  switch (code) {
-    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
-      return `unknown option ${quoted} for ${command}`
-    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE': {
-      const option = quoted.split(' ')[0]
-      if (/ambiguous/.test(message)) {
-        return `${option} needs a value; to give one that starts with a dash, write ${option}=<value>`
-      }
-      return `${option} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}`
-    }
-    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
-      return `unexpected argument ${JSON.stringify(quoted)}`
-    default:
-      return oneLine(error)
-  }
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return `unknown option ${quoted} for ${command}`
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return `unexpected argument ${JSON.stringify(quoted)}`
+  if (code !== 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') return oneLine(error)
+  const option = quoted.split(' ')[0]
+  if (/ambiguous/.test(message))
+    return `${option} needs a value; to give one that starts with a dash, write ${option}=<value>`
+  return `${option} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}`
 }

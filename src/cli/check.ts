@@ -43,12 +43,9 @@ export const check: Command = {
 }
 
 export function renderCheck({ healthy, jobs, table, checkedAt }: CheckResult): string {
-  if (!healthy) {
-    return jobs
-      .filter((j) => !j.healthy)
-      .map((j) => `${escapeControls(j.jobName)}: ${escapeControls(j.reason ?? '')}\n`)
-      .join('')
-  }
+  const unhealthy = jobs.filter((j) => !j.healthy)
+  if (!healthy)
+    return unhealthy.map((j) => `${escapeControls(j.jobName)}: ${escapeControls(j.reason ?? '')}\n`).join('')
   const n = jobs.length
   const what =
     n === 0 ? `no jobs in ${table} yet, nothing to check` : `${n} job${n === 1 ? '' : 's'} healthy in ${table}`

@@ -1,9 +1,10 @@
 /** Reaching the database: where, the optional `pg` driver, one client a command; passwords never shown. */
 import type pg from 'pg'
+import { ERROR_CODES } from '../errors.js'
 import { oneLine } from '../format-value.js'
 import { migrateCommand } from '../log.js'
 import { BIN, type Target } from './args.js'
-import { EXIT, Exit, usage } from './exit.js'
+import { Exit, failed, usage } from './exit.js'
 
 const CONNECT_TIMEOUT_MS = 10_000
 
@@ -63,9 +64,8 @@ function decodePart(text: string, part: string, source: string): string {
 function pgMissing(error: unknown): never {
   const { code, message } = error as { code?: string; message?: string }
   if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
-    throw new Exit(
-      `the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)`,
-      EXIT.FAILED,
+    throw failed(
+      'the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)',
     )
   }
   throw error
@@ -88,10 +88,8 @@ export async function openClient(target: Target): Promise<pg.Client> {
     await client.end().catch(() => {})
     // pg's own connect timeout carries no code: told apart by the time it took, never by its words.
     if ((error as { code?: unknown })?.code === undefined && performance.now() - started >= CONNECT_TIMEOUT_MS) {
-      throw Object.assign(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`), {
-        code: 'ETIMEDOUT',
-        cause: error,
-      })
+      const timeout = new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`, { cause: error })
+      throw Object.assign(timeout, { code: 'ETIMEDOUT' })
     }
     throw error
   }
@@ -104,7 +102,7 @@ export const withClient: Connect = async (target, doing, work) => {
     client = await openClient(target)
     return await work(client)
   } catch (error) {
-    throw error instanceof Exit ? error : new Exit(explain(error, target, doing), EXIT.FAILED)
+    throw error instanceof Exit ? error : failed(explain(error, target.label, doing))
   } finally {
     await client?.end().catch(() => {})
   }
@@ -127,10 +125,9 @@ export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOU
 }
 
 // Chosen by SQLSTATE or Node's error code, never by the wording of a message.
-function explain(error: unknown, target: Target, { command, table }: Doing): string {
+function explain(error: unknown, where: string, { command, table }: Doing): string {
   const code = (error as { code?: unknown })?.code
   const said = oneLine(error)
-  const where = target.label
   switch (code) {
     case 'ECONNREFUSED':
       return `cannot connect to ${where}: connection refused; check that Postgres runs there and that --url or DATABASE_URL names the right host and port`
@@ -157,6 +154,8 @@ function explain(error: unknown, target: Target, { command, table }: Doing): str
       return `${said}, so ${table} cannot be created; create the schema first (CREATE SCHEMA ...) or choose another --table`
     case '42501':
       return `${said} in ${where}; connect as a role that may ${command === 'migrate' ? 'create the table' : command === 'status' || command === 'check' ? 'read the table' : 'update the table'}`
+    case ERROR_CODES.ROW_LOCKED:
+      return said.replace(/^pg-cron-lease: /, '').replaceAll('opts.lockTimeoutMs', '--lock-timeout')
     case '42703':
       // No statement names a column a lease table may lack, so this is not a lease table.
       return `${table} in ${where} is not a pg-cron-lease table (${said}); check --table`

@@ -8,9 +8,9 @@ import { oneLine } from '../format-value.js'
 import { listLeases } from '../list-leases.js'
 import { checkDashboardToken } from '../options.js'
 import { BIN, type Command, DATABASE_EXIT, valid } from './args.js'
-import { EXIT, Exit, usage } from './exit.js'
+import { failed, usage } from './exit.js'
 
-/** The variable the token is read from: argv would show it to anyone running `ps`. */
+// The token is read from here or a file: argv would show it to anyone running `ps`.
 const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'
 
 export const dashboard: Command = {
@@ -43,28 +43,23 @@ export const dashboard: Command = {
     const server = http.createServer(handler).listen(port, host)
     await once(server, 'listening').catch(async (error) => {
       await pool.end()
-      throw new Exit(`cannot listen on ${host}:${port}: ${oneLine(error)}`, EXIT.FAILED)
+      throw failed(`cannot listen on ${host}:${port}: ${oneLine(error)}`)
     })
     const { port: bound } = server.address() as { port: number }
-    const base = basePath.replace(/\/?$/, '/')
     const mode = allowActions && token !== undefined ? 'actions allowed' : 'read-only'
     context.out(`Dashboard of ${table} (${mode}${token === undefined ? '' : ', token required'}) at:\n`)
-    context.out(`http://${isIP(host) === 6 ? `[${host}]` : host}:${bound}${base}\n`)
+    context.out(`http://${isIP(host) === 6 ? `[${host}]` : host}:${bound}${basePath.replace(/\/?$/, '/')}\n`)
     if (allowActions && token === undefined) {
       context.out(`--allow-actions needs a token (${TOKEN_VARIABLE} or --token-file): actions stay off.\n`)
     }
-    await new Promise<void>((resolve) => {
-      const stop = () => {
-        process.off('SIGINT', stop)
-        process.off('SIGTERM', stop)
-        server.close(() => resolve())
-        server.closeAllConnections()
-      }
-      process.once('SIGINT', stop)
-      process.once('SIGTERM', stop)
-    })
+    // Both listeners go at the first signal, so a second one ends the process as it would by default.
+    const signals = new AbortController()
+    await Promise.race(['SIGINT', 'SIGTERM'].map((name) => once(process, name, { signal: signals.signal })))
+    signals.abort()
+    const closed = new Promise((resolve) => server.close(resolve))
+    server.closeAllConnections()
+    await closed
     await pool.end()
-    return EXIT.OK
   },
 }
 

@@ -3,7 +3,7 @@ import { escapeControls } from '../escape.js'
 import { columns, duration, jsonText, type Paint } from '../human.js'
 import { listRuns, type RunInfo } from '../list-runs.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
-import { EXIT, usage } from './exit.js'
+import { usage } from './exit.js'
 
 const HISTORY_LIMIT = 20
 
@@ -31,15 +31,12 @@ export const history: Command = {
     `  ${BIN} history --job billing:hourly\n` +
     `  ${BIN} history --limit 200 --json | jq -r '.[] | select(.outcome != "ok") | .startedAt'`,
   exitCodes: `0 printed, ${DATABASE_EXIT}, 2 usage error`,
-  async run(values, context) {
-    if (values.format === 'prometheus') throw usage('history prints text or json, not prometheus')
-    if (values.jobs.length > 1) throw usage(`history shows one job, or every job: give --job once`)
-    const jobName = values.jobs[0]
-    const runs = await context.connect((client) =>
-      listRuns(client, { table: values.table, jobName, limit: values.limit ?? HISTORY_LIMIT }),
-    )
-    context.out(values.format === 'json' ? jsonText(runs) : renderHistory(runs, values.table, jobName, context.paint))
-    return EXIT.OK
+  async run({ format, jobs, table, limit = HISTORY_LIMIT }, context) {
+    if (format === 'prometheus') throw usage('history prints text or json, not prometheus')
+    if (jobs.length > 1) throw usage(`history shows one job, or every job: give --job once`)
+    const [jobName] = jobs
+    const runs = await context.connect((client) => listRuns(client, { table, jobName, limit }))
+    context.out(format === 'json' ? jsonText(runs) : renderHistory(runs, table, jobName, context.paint))
   },
 }
 
@@ -70,6 +67,4 @@ export function renderHistory(runs: RunInfo[], table: string, jobName: string | 
 }
 
 // `2026-12-04 09:00:00.123Z`: the database's UTC text, shorter, to the millisecond.
-function readable(iso: string): string {
-  return iso.replace('T', ' ').replace(/(\.\d{3})\d*Z$/, '$1Z')
-}
+const readable = (iso: string) => iso.replace('T', ' ').replace(/(\.\d{3})\d*Z$/, '$1Z')

@@ -2,12 +2,11 @@
 import * as admin from '../admin.js'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
 import { escapeControls } from '../escape.js'
-import { oneLine } from '../format-value.js'
 import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { untilText } from '../verdict.js'
 import { BIN, type Command } from './args.js'
-import { EXIT, Exit, usage } from './exit.js'
+import { type Exit, failed, usage } from './exit.js'
 
 type JobAction = 'pause' | 'resume' | 'release'
 
@@ -63,16 +62,14 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
       const state = await context.connect(async (client, target) => {
         const opts = action === 'pause' ? { table, forMs, until, lockTimeoutMs } : { table, lockTimeoutMs }
         const state = await CHANGES[action](client, job!, opts).catch((error) => {
-          throw asUsage(error) ?? asLocked(error) ?? error
+          throw asUsage(error) ?? error
         })
         if (state !== null) return state
-        throw new Exit(
+        throw failed(
           `no job "${escapeControls(job!)}" in ${table} at ${target.label}: it has never been claimed, or the name has a typo; nothing was changed`,
-          EXIT.FAILED,
         )
       })
       context.out(`${describeChange({ action, forMs }, job!, state)}\n`)
-      return EXIT.OK
     },
   }
 }
@@ -92,12 +89,6 @@ export function asUsage(error: unknown): Exit | undefined {
   return usage(`${FLAGS[argument]} ${detail}${detail.includes('nothing was changed') ? '' : '; nothing was changed'}`)
 }
 
-function asLocked(error: unknown): Exit | undefined {
-  if ((error as { code?: unknown } | null)?.code !== ERROR_CODES.ROW_LOCKED) return undefined
-  const said = oneLine(error).replace(/^pg-cron-lease: /, '')
-  return new Exit(said.replaceAll('opts.lockTimeoutMs', '--lock-timeout'), EXIT.FAILED)
-}
-
 // Without `wasPaused`, a resume claims neither way.
 export function describeChange(
   request: { action: JobAction; forMs?: number },
@@ -110,9 +101,8 @@ export function describeChange(
   const pausedUntil = state.pausedUntil === null ? null : readable(state.pausedUntil)
   switch (request.action) {
     case 'pause':
-      if (pausedUntil !== 'infinity') {
+      if (pausedUntil !== 'infinity')
         return `Paused ${name} until ${pausedUntil} ${at}; no replica can claim it until then.`
-      }
       return request.forMs === undefined
         ? `Paused ${name} until resumed ${at}; no replica can claim it until ${BIN} resume.`
         : `Paused ${name} until resumed ${at}: --for ends after the year 9999, so the pause is open-ended; no replica can claim it until ${BIN} resume.`

@@ -19,15 +19,13 @@ type Output = { write(text: string): unknown; isTTY?: boolean }
 export interface CliIo {
   stdout: Output
   stderr: Output
-  /** DATABASE_URL, NO_COLOR and FORCE_COLOR are read from here. */
+  // DATABASE_URL, NO_COLOR and FORCE_COLOR are read from here.
   env: Readonly<Record<string, string | undefined>>
-  /** The `pg` driver when left out. */
   connect?: Connect
 }
 
 // In the order the main help lists them.
 const ALL = { sql, migrate, status, check, history, doctor, pause, resume, release, dashboard, exec }
-
 export const COMMANDS: Readonly<Record<string, Command>> = ALL
 
 const NAMES = Object.keys(COMMANDS)
@@ -50,7 +48,7 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode | number
     const command = COMMANDS[name]!
     if (help) return print(commandHelp(name, command))
     const values = parseOptions(name, command, rest)
-    return await command.run(values, {
+    const code = await command.run(values, {
       out: print,
       note: (text) => io.stderr.write(text),
       paint: painter(io.stdout, io.env),
@@ -58,10 +56,10 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode | number
       pool: () => openPool(connectionTarget(values.url, io.env)),
       connect(work) {
         const target = connectionTarget(values.url, io.env)
-        const doing = { command: name, table: values.table }
-        return (io.connect ?? withClient)(target, doing, (client) => work(client, target))
+        return (io.connect ?? withClient)(target, { command: name, table: values.table }, (c) => work(c, target))
       },
     })
+    return code ?? EXIT.OK
   } catch (error) {
     const exit = error instanceof Exit ? error : new Exit(`unexpected error: ${oneLine(error)}`, EXIT.FAILED)
     io.stderr.write(`${painter(io.stderr, io.env).red(`${BIN}:`)} ${exit.message}\n`)

@@ -3,7 +3,6 @@ import type pg from 'pg'
 import type { Paint } from '../human.js'
 import { createTableSql, historyTableOf, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
-import { EXIT } from './exit.js'
 
 export const sql: Command = {
   summary: 'Print the CREATE TABLE statement for the lease table',
@@ -16,7 +15,6 @@ export const sql: Command = {
   exitCodes: '0 printed, 2 usage error',
   async run(values, context) {
     context.out(createTableSql(values.table))
-    return EXIT.OK
   },
 }
 
@@ -39,16 +37,9 @@ export const migrate: Command = {
       await client.query(createTableSql(table))
       await client.query(upgradeTableSql(table))
       const after = await factsOf(client, table)
-      return {
-        table,
-        where: target.label,
-        before: before?.columns ?? null,
-        after: after?.columns ?? 0,
-        history: before?.history !== true,
-      }
+      return { table, where: target.label, before: before.columns, after: after.columns ?? 0, history: !before.history }
     })
     context.out(describeMigration(migration, context.paint))
-    return EXIT.OK
   },
 }
 
@@ -70,8 +61,8 @@ export function describeMigration({ table, where, before, after, history }: Migr
   return `Table ${table} already exists in ${where} and is up to date; nothing to do.\n`
 }
 
-// Whether the history table exists, whatever this role may do with it: migrate makes it or leaves it.
-async function factsOf(client: pg.Client, table: string): Promise<{ columns: number; history: boolean } | null> {
+// columns: null when there is no table. history: whether the history table exists, whatever this role may do with it.
+async function factsOf(client: pg.Client, table: string): Promise<{ columns: number | null; history: boolean }> {
   const { rows } = await client.query(tableFactsSql(), tableFactsParams(table))
-  return rows[0].exists ? { columns: rows[0].columns, history: rows[0].history_table === true } : null
+  return { columns: rows[0].exists ? rows[0].columns : null, history: rows[0].history_table === true }
 }

@@ -6,7 +6,6 @@ import { renderPrometheus } from '../prometheus.js'
 import { untilText } from '../verdict.js'
 import { BIN, type Command, DATABASE_EXIT, type Format } from './args.js'
 import { leaseQuery } from './check.js'
-import { EXIT } from './exit.js'
 
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
@@ -52,7 +51,6 @@ export const status: Command = {
   async run(values, context) {
     const leases = await context.connect((client) => listLeases(client, leaseQuery(values)))
     context.out(renderLeases(values.format, leases, values.table, context.paint))
-    return EXIT.OK
   },
 }
 
@@ -63,7 +61,8 @@ export function renderLeases(format: Format, leases: LeaseInfo[], table: string,
 
 export const renderStatusJson: (leases: LeaseInfo[]) => string = jsonText
 
-type Cell = { text: string; paint: (text: string) => string }
+// The text of a cell, and the colour it is painted in (plain when left out).
+type Cell = [text: string, colour?: keyof Paint]
 
 // In this order in STATE, and counted in the summary line, in lower case.
 const STATES: [string, (l: LeaseInfo) => boolean][] = [
@@ -73,29 +72,29 @@ const STATES: [string, (l: LeaseInfo) => boolean][] = [
   ['PAUSED', (l) => l.paused],
 ]
 
+const HEADER = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']
+
 export function renderStatus(leases: LeaseInfo[], table: string, paint: Paint): string {
   if (leases.length === 0) return `No leases in ${table} yet: a job appears after its first claim.\n`
   const checked = leases[0]!.checkedAt
-  const plain = (text: string): Cell => ({ text, paint: paint.plain })
   const rows = leases.map((l): Cell[] => [
-    plain(escapeControls(l.jobName)),
-    plain(l.holder === null ? '-' : escapeControls(l.holder)),
+    [escapeControls(l.jobName)],
+    [l.holder === null ? '-' : escapeControls(l.holder)],
     // Every age is checkedAt minus another database timestamp, never this machine's clock.
-    plain(ago(msBetween(checked, l.claimedAt))),
-    expires(l, paint),
-    lastRun(l, paint),
-    plain(l.lastDurationMs === null ? '-' : duration(l.lastDurationMs)),
-    nextDue(l, paint),
-    { text: String(l.missed), paint: l.missed > 0 ? paint.yellow : paint.plain },
-    {
-      text: STATES.flatMap(([state, is]) => (is(l) ? [state] : [])).join(' '),
-      paint: (text) => text.replace(/[A-Z]+/g, (m) => (m === 'PAUSED' ? paint.yellow(m) : paint.red(m))),
-    },
+    [ago(msBetween(checked, l.claimedAt))],
+    expires(l),
+    lastRun(l),
+    [l.lastDurationMs === null ? '-' : duration(l.lastDurationMs)],
+    nextDue(l),
+    [String(l.missed), l.missed > 0 ? 'yellow' : 'plain'],
+    [STATES.flatMap(([state, is]) => (is(l) ? [state] : [])).join(' ')],
   ])
-  const header = ['JOB', 'HOLDER', 'CLAIMED', 'EXPIRES', 'LAST RUN', 'TOOK', 'NEXT DUE', 'MISSED', 'STATE']
-  const lines = columns([header, ...rows.map((r) => r.map((c) => c.text))], (text, row, column) =>
-    row === 0 ? paint.bold(text) : rows[row - 1]![column]!.paint(text),
-  )
+  const lines = columns([HEADER, ...rows.map((r) => r.map(([text]) => text))], (text, row, column) => {
+    if (row === 0) return paint.bold(text)
+    if (column === HEADER.length - 1)
+      return text.replace(/[A-Z]+/g, (m) => (m === 'PAUSED' ? paint.yellow(m) : paint.red(m)))
+    return paint[rows[row - 1]![column]![1] ?? 'plain'](text)
+  })
   const count = (n: number, what: string) => (n > 0 ? `, ${n} ${what}` : '')
   const failures = leases
     .filter((l) => l.lastEndedOutcome === 'error' || l.lastEndedOutcome === 'unfinished')
@@ -122,27 +121,26 @@ function pauseNote(l: LeaseInfo): string {
   return `resumed at ${l.resumedAt}: the occurrences the pause skipped are neither overdue nor missed${next}`
 }
 
-function expires(l: LeaseInfo, paint: Paint): Cell {
-  if (l.leaseUntil === 'infinity') return { text: 'when resumed', paint: paint.yellow }
-  if (l.held) return { text: `in ${span(l.remainingMs)}`, paint: paint.green }
-  return { text: `expired ${ago(msBetween(l.checkedAt, l.leaseUntil))}`, paint: paint.dim }
+function expires(l: LeaseInfo): Cell {
+  if (l.leaseUntil === 'infinity') return ['when resumed', 'yellow']
+  if (l.held) return [`in ${span(l.remainingMs)}`, 'green']
+  return [`expired ${ago(msBetween(l.checkedAt, l.leaseUntil))}`, 'dim']
 }
 
-function lastRun(l: LeaseInfo, paint: Paint): Cell {
+function lastRun(l: LeaseInfo): Cell {
   if (l.lastOutcome === 'running' && l.lastStartedAt !== null) {
-    return { text: `running for ${span(msBetween(l.checkedAt, l.lastStartedAt))}`, paint: paint.plain }
+    return [`running for ${span(msBetween(l.checkedAt, l.lastStartedAt))}`]
   }
-  if (l.lastFinishedAt === null) return { text: '-', paint: paint.plain }
-  const when = ago(msBetween(l.checkedAt, l.lastFinishedAt))
+  if (l.lastFinishedAt === null) return ['-']
   const failed = l.lastOutcome === 'error' || l.lastOutcome === 'unfinished'
   // null: the scheduler could not say how it ended (a node-cron coordinator run).
-  return { text: `${l.lastOutcome ?? 'ran'} ${when}`, paint: failed ? paint.red : paint.plain }
+  return [`${l.lastOutcome ?? 'ran'} ${ago(msBetween(l.checkedAt, l.lastFinishedAt))}`, failed ? 'red' : 'plain']
 }
 
-function nextDue(l: LeaseInfo, paint: Paint): Cell {
-  if (l.nextDueAt === null) return { text: '-', paint: paint.plain }
+function nextDue(l: LeaseInfo): Cell {
+  if (l.nextDueAt === null) return ['-']
   const ahead = msBetween(l.nextDueAt, l.checkedAt)
-  if (ahead > 0) return { text: `in ${span(ahead)}`, paint: paint.plain }
+  if (ahead > 0) return [`in ${span(ahead)}`]
   // Passed: red once listLeases calls it overdue (past the grace), plain while a pause explains it.
-  return { text: `due ${ago(-ahead)}`, paint: l.overdue ? paint.red : l.paused ? paint.plain : paint.yellow }
+  return [`due ${ago(-ahead)}`, l.overdue ? 'red' : l.paused ? 'plain' : 'yellow']
 }
