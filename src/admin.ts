@@ -75,9 +75,8 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
   const until = end === undefined ? null : parseUntil(end, 'opts.until')
   const row = await changeJob(db, { table, jobName, doing: 'pause', lockTimeoutMs }, pauseSql, [forMs, until])
   // Judged by the database clock; the statement wrote nothing when the end had passed.
-  if (row?.in_future === false) {
+  if (row?.in_future === false)
     fail('opts.until', `a time in the future by the database clock (${row.clock_at}); nothing was changed`, until)
-  }
   return jobState(row)
 }
 
@@ -102,18 +101,16 @@ function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOp
 // Refused before writing: a missing column would fail inside a caller's transaction. Release needs no new column.
 async function requireShape(db: Queryable, { table, doing }: Change): Promise<Shape> {
   const shape = await readFacts({ db, table })
-  if (shape === undefined) {
+  if (shape === undefined)
     throw new Error(
       `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
         `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
     )
-  }
-  if (shape !== 'current' && doing !== 'release') {
+  if (shape !== 'current' && doing !== 'release')
     throw new Error(
       `pg-cron-lease: ${doing === 'pause' ? 'pausing' : 'resuming'} needs columns that ${table} lacks (those of the ` +
         `current shape): run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
     )
-  }
   return shape
 }
 
@@ -140,11 +137,10 @@ async function changeJob(db: Queryable, change: Change, statement: typeof releas
     throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
   })
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
-  if (!Array.isArray(rows) || rows.length > 1) {
+  if (!Array.isArray(rows) || rows.length > 1)
     throw new TypeError(
       `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${formatValue(result)}`,
     )
-  }
   return (rows[0] as Record<string, unknown> | undefined) ?? null
 }
 

@@ -61,9 +61,7 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
 }
 
-export const PROMETHEUS_METRICS: readonly string[] = Object.keys(FAMILIES)
-
-/** A label value as both formats write it: backslash, double quote and line feed escaped. */
+// As both formats escape a label value.
 export function escapeLabelValue(text: string): string {
   return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
 }
