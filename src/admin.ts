@@ -35,9 +35,8 @@ export interface JobState {
 }
 
 /**
- * Pauses a job on every replica until the pause ends; a running tick's next renew fails, its own lease kept.
- * Occurrences due while paused are skipped, not missed; those already missed are counted now. `false` when
- * the job has no row. Needs the current shape (`pg-cron-lease migrate`).
+ * Pauses a job on every replica; a running tick's next renew fails. Occurrences due while paused are skipped, not
+ * missed (those already missed are counted now). `false` when the job has no row. Needs `pg-cron-lease migrate`.
  *
  * @example
  * await pauseJob(pool, 'billing:hourly', { forMs: 30 * 60_000 }) // skip the next half hour
@@ -82,9 +81,7 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
 
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table, lockTimeoutMs } = opening(db, jobName, 'resumeJob', opts)
-  const row = await changeJob(db, { table, jobName, doing: 'resume', lockTimeoutMs }, resumeSql)
-  const state = jobState(row)
-  return state && { ...state, wasPaused: row?.was_paused === true }
+  return jobState(await changeJob(db, { table, jobName, doing: 'resume', lockTimeoutMs }, resumeSql))
 }
 
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
@@ -121,6 +118,7 @@ function jobState(row: Record<string, unknown> | null): JobState | null {
     leaseUntil: String(row.lease_until),
     pausedUntil: typeof row.paused_until === 'string' ? row.paused_until : null,
     changedAt: String(row.checked_at),
+    ...(typeof row.was_paused === 'boolean' && { wasPaused: row.was_paused }),
   }
 }
 

@@ -149,8 +149,7 @@ export async function raceCheck({ options, lent, open, done, tables, canDelete, 
     for (const o of opened) if (o.status === 'rejected') throw o.reason
     for (let round = 1; round <= rounds && !signal?.aborted; round++) {
       if (round > 1) await releaseLease(claimants[0]!.db, jobName, { table })
-      // Every claim settles before the round ends, so none can write the job after the cleanup. Each is
-      // recorded as any run is (the lease row and the history): the whole path a tick takes.
+      // All settle before the round ends, so none writes after the cleanup; each records its run, as a tick does.
       const outcomes = await Promise.allSettled(
         claimants.map((c, i) =>
           withCronLease(c.db, jobName, RACE_LEASE_MS, () => i, { table, holder: `pg-cron-lease doctor ${i}`, logger }),
@@ -211,8 +210,7 @@ async function raceFailed(error: unknown, jobName: string, table: string, db: Qu
   )
 }
 
-// On a connection of its own, as the claimants' may be broken. A lock stops a DELETE: the rows it left, if
-// any, are named with the statement that deletes them.
+// On a connection of its own, as the claimants' may be broken; rows a lock kept are named with their DELETE.
 async function cleanUp(c: Connection, tables: string[], jobName: string) {
   try {
     for (const t of tables) {

@@ -26,9 +26,8 @@ export interface RunInfo {
   /** How long the tick took, in ms (this process's monotonic clock); `null` while it runs, and for an unfinished run. */
   durationMs: number | null
   /**
-   * `running` while its lease holds; then `ok` or `error`, or `unfinished` once its lease ended with no outcome (a late
-   * end is still written). `unknown` only for a node-cron task the coordinator does not `watch`. A run not recorded
-   * (`record: false`, `history: false`, the original package) has no row.
+   * `running` while its lease holds, then `ok`, `error`, or `unfinished` (its lease ended first; a late end is still
+   * written). `unknown`: a node-cron task the coordinator does not `watch`. An unrecorded run has no row.
    */
   outcome: 'running' | 'ok' | 'error' | 'unfinished' | 'unknown'
   /** For an error: `Name: first line of the message`, at most 500 characters. */

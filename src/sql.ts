@@ -218,10 +218,8 @@ WHERE lease.job_name = $1::text
     THEN EXISTS (SELECT FROM ${t} AS locked WHERE locked.job_name = $1::text
       AND locked.lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
     ELSE false END`
-  const returned = (row: string) =>
-    `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed, ${isoText(`${row}.last_occurrence`)} AS occurrence`
-  if (kind !== 'history') return `${update}\nRETURNING ${returned('lease')}`
-  return withRunRow(table, update, true, '$9', `${returned('claimed')}, claimed.run_number`)
+  const returned = (row: string) => `${won(row)}, ${isoText(`${row}.last_occurrence`)} AS occurrence`
+  return withRunRow(table, kind, update, true, '$9', returned)
 }
 
 // The token travels as text: drivers round timestamptz to ms, and a fence would match the wrong claim.
@@ -272,13 +270,17 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
   return `,\n  ${set.join(',\n  ')}`
 }
 
-// Runs found by number, so the trim costs the same at run 10 and run 100,000.
-function withRunRow(table: string, upsert: string, catchUp: boolean, keepFailed: string, output: string): string {
+// What a won claim returns: its token and the occurrences it missed.
+const won = (row: string) => `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed`
+
+// Runs found by number, so the trim costs the same at run 10 and run 100,000; `keep` the failed runs kept.
+function withRunRow(table: string, kind: ClaimKind, upsert: string, catchUp: boolean, keep: string, returned = won) {
+  if (kind !== 'history') return `${upsert}\nRETURNING ${returned('lease')}`
   const h = quoteTable(historyTableOf(table))
   // Each bound read once as a scalar, so runs are found by the key: a join would read every row kept.
   const of = (expression: string, from = 'claimed') => `(SELECT ${expression} FROM ${from})`
   const previous = `run.run_number = ${of('claimed.run_number - 1')}`
-  const kept = of(`claimed.failed_runs - ${keepFailed}::integer`)
+  const kept = of(`claimed.failed_runs - ${keep}::integer`)
   return `WITH before AS MATERIALIZED (
   SELECT coalesce(max(lease.runs_trimmed), 0) AS trimmed FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text),
 claimed AS (
@@ -304,7 +306,7 @@ ${upsert.replace(/^/gm, '  ')}
   DELETE FROM ${h} AS run
   WHERE EXISTS (SELECT FROM "run died") AND run.job_name = $1::text AND run.failure_number <= ${kept}
     AND run.run_number <= ${of('before.trimmed', 'before')})
-SELECT ${output} FROM claimed`
+SELECT ${returned('claimed')}, claimed.run_number FROM claimed`
 }
 
 // `$4` the occurrence (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the next due
@@ -360,9 +362,7 @@ SET lease_until = clock_timestamp() + ${ms('$2::integer')},
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${runStarted(kind, 'EXCLUDED.claimed_at', '$8', 'coalesce(lease.run_number + 1, EXCLUDED.run_number)', '$9')}
 WHERE lease.lease_until <= clock_timestamp()
   AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)`
-  const returned = (row: string) => `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed`
-  if (kind !== 'history') return `${upsert}\nRETURNING ${returned('lease')}`
-  return withRunRow(table, upsert, false, '$10', `${returned('claimed')}, claimed.run_number`)
+  return withRunRow(table, kind, upsert, false, '$10')
 }
 
 // A pause holds while the lease is what it made: another writer of lease_until (the original package's renew) ends it.
@@ -529,8 +529,7 @@ clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM
 
 const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM was), true) AS lock_timeout`
 
-// `$2` the length, `$3` the end, `$4` the longest wait for the row lock in ms. Occurrences already due are missed
-// (settle); those under the pause are skipped: the due time moves to the first at or after its end.
+// `$2` the length, `$3` the end, `$4` the row lock's wait. Occurrences due are missed (settle), those under it skipped.
 export function pauseSql(table: string): string {
   const steps = `floor(${msBetween('clock.at', 'lease.next_due_at')} / ${OBSERVED_EVERY}) + 1`
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
