@@ -5,7 +5,7 @@ import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
 import { compileOptions, type EntryPoint } from './options.js'
 import { runStatement } from './query.js'
-import { pauseSql, releaseSql, resumeSql, rowLockHoldersSql, type Shape } from './sql.js'
+import { pauseSql, releaseSql, resumeSql, rowLockHoldersSql } from './sql.js'
 import { readFacts } from './table-facts.js'
 import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
@@ -95,22 +95,6 @@ function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOp
   return compileOptions(caller, opts)
 }
 
-// Refused before writing: a missing column would fail inside a caller's transaction. Release needs no new column.
-async function requireShape(db: Queryable, { table, doing }: Change): Promise<Shape> {
-  const shape = await readFacts({ db, table })
-  if (shape === undefined)
-    throw new Error(
-      `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
-        `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
-    )
-  if (shape !== 'current' && doing !== 'release')
-    throw new Error(
-      `pg-cron-lease: ${doing === 'pause' ? 'pausing' : 'resuming'} needs columns that ${table} lacks (those of the ` +
-        `current shape): run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
-    )
-  return shape
-}
-
 function jobState(row: Record<string, unknown> | null): JobState | null {
   if (row === null || row.job_name === null) return null
   return {
@@ -128,9 +112,20 @@ type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'rel
 
 // Each admin statement takes the job as $1 and the longest wait for its row lock last.
 async function changeJob(db: Queryable, change: Change, statement: typeof releaseSql, params: unknown[] = []) {
-  const { table, jobName, lockTimeoutMs } = change
-  const text = statement(table, await requireShape(db, change))
-  const sent = runStatement(db, text, [jobName, ...params, lockTimeoutMs], false)
+  const { table, jobName, doing, lockTimeoutMs } = change
+  // Refused before writing: a missing column would fail inside a caller's transaction. Release needs no new column.
+  const shape = await readFacts({ db, table })
+  if (shape === undefined)
+    throw new Error(
+      `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
+        `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
+    )
+  if (shape !== 'current' && doing !== 'release')
+    throw new Error(
+      `pg-cron-lease: ${doing === 'pause' ? 'pausing' : 'resuming'} needs columns that ${table} lacks (those of the ` +
+        `current shape): run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
+    )
+  const sent = runStatement(db, statement(table, shape), [jobName, ...params, lockTimeoutMs], false)
   const result = await sent.catch(async (error: unknown) => {
     throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
   })

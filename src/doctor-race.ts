@@ -230,13 +230,7 @@ async function cleanUp(c: Connection, tables: string[], jobName: string) {
 const code = (error: unknown) => String((error as { code?: unknown } | null)?.code)
 
 // `failed`: the rounds, numbered from 1, that had no winner or more than one.
-type Tally = {
-  n: number
-  rounds: number
-  lostP50: number
-  selectP50: number
-  failed: Record<'none' | 'many', number[]>
-}
+type Tally = Record<'n' | 'rounds' | 'lostP50' | 'selectP50', number> & { failed: Record<'none' | 'many', number[]> }
 
 export function judgeRace({ n, rounds, lostP50, selectP50, failed }: Tally): Verdict {
   const [none, many] = [failed.none.length, failed.many.length]

@@ -11,8 +11,6 @@ import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } 
 import type { Queryable } from './types.js'
 import { checkQueryable, fail as refuse } from './validate.js'
 
-export { judgeRace } from './doctor-race.js'
-
 // Every check, in the order it runs; the ids are stable (docs/operations.md#doctor).
 export const DOCTOR_CHECKS = [
   'connection',

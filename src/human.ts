@@ -28,7 +28,6 @@ export function ago(ms: number): string {
 
 const UNITS = Object.entries({ d: 86_400_000, h: 3_600_000, min: 60_000, s: 1000 })
 
-// Finer than span: its two largest units.
 export function duration(ms: number): string {
   if (ms < 1) return 'under 1 ms'
   if (ms < 1000) return `${Math.round(ms)} ms`

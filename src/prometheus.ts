@@ -61,7 +61,6 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
 }
 
-// As both formats escape a label value.
 export function escapeLabelValue(text: string): string {
   return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
 }

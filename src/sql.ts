@@ -125,7 +125,6 @@ const toFirstDue = (due: string, end: string, interval: string) =>
 const dueAfterPause = (due: string) => `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
     THEN ${toFirstDue(due, 'lease.paused_until', OBSERVED_EVERY)} ELSE interval '0' END)`
 
-// The history table and its index of the runs not ok, when missing.
 function createHistory(table: string): string {
   const h = quoteTable(historyTableOf(table))
   const failed = besideTable(table, '_runs_failed')
