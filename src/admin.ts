@@ -25,7 +25,7 @@ export interface PauseOptions extends JobOptions {
   forMs?: number
 }
 
-/** A job's lease and pause right after a change, by the database clock. */
+// A job's lease and pause right after a change, by the database clock.
 export interface JobState {
   jobName: string
   leaseUntil: string

@@ -14,10 +14,7 @@ const RACE_LEASE_MS = 60_000
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
 // The setting that cut a claim, by its SQLSTATE; such a claim was rolled back.
-const TIMED_OUT = new Map([
-  ['55P03', 'lock_timeout'],
-  ['57014', 'statement_timeout'],
-])
+const TIMED_OUT = new Map(Object.entries({ '55P03': 'lock_timeout', '57014': 'statement_timeout' }))
 // A failure in one of these means no claim can win, so the race is not run.
 const RACE_NEEDS = ['writable', 'table', 'privileges']
 
@@ -109,10 +106,10 @@ interface RaceInput extends Connections {
   // The tables its claims write: the lease table, and the history table when there is one.
   tables: string[]
   canDelete: boolean
-  say(message: string): void
+  step(message: string): void
 }
 
-export async function raceCheck({ options, lent, open, done, tables, canDelete, say }: RaceInput): Promise<Verdict> {
+export async function raceCheck({ options, lent, open, done, tables, canDelete, step }: RaceInput): Promise<Verdict> {
   const { table, rounds, signal } = options
   const blocking = done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
   if (blocking.length > 0)
@@ -134,7 +131,7 @@ export async function raceCheck({ options, lent, open, done, tables, canDelete, 
       'run doctor as a role that may DELETE, or skip the race with --no-race (docs/operations.md#doctor)',
     )
   const n = Math.min(options.race as number, lent)
-  say(`racing ${n} connections for ${rounds} rounds on a job of the doctor's own`)
+  step(`racing ${n} connections for ${rounds} rounds on a job of the doctor's own`)
   const jobName = `pg-cron-lease:doctor:${randomBytes(8).toString('hex')}`
   // Behind a transaction pooler a session's timeouts would stay on a server connection others use.
   const bounded = done.some((c) => c.id === 'pooler' && c.status === 'pass')

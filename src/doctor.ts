@@ -112,8 +112,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   signal?.throwIfAborted()
   if (options.race === false) return checks
   const tables = facts.history_table === true ? [table, history] : [table]
-  const { canDelete } = privileges
-  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete, say: step }))
+  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete: privileges.canDelete, step }))
   return checks
 }
 
