@@ -68,7 +68,6 @@ type Held = Queryable &
   Partial<Pick<EventEmitter, 'on' | 'off'>> & { release?(error?: Error): unknown; end?(): unknown }
 
 // The caller's opener, else a pg Pool's own clients, as many as its max: asking for more would wait forever.
-// A bounded connection has the doctor's lock and statement timeouts, put back as they were on close.
 export function opener(db: Queryable, connect: (() => Promise<Queryable>) | undefined): Connections {
   const pool = db as { connect?: () => Promise<Queryable>; totalCount?: unknown; options?: { max?: unknown } }
   const make = connect ?? (typeof pool.connect === 'function' && 'totalCount' in pool ? () => pool.connect!() : null)

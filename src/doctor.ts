@@ -303,8 +303,7 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
   )
 }
 
-// A marks its session and runs a named statement; B opens a transaction (behind a pooler, on A's backend); A runs it
-// again. Unbounded: a session's timeouts set behind a pooler would stay on a server connection others use.
+// A marks its session and runs a named statement, B opens a transaction (behind a pooler, on A's backend), A reruns it.
 async function sessionCheck(db: Queryable, { lent, open }: ReturnType<typeof opener>) {
   const a = lent >= 1 ? await open(false) : null
   let b: typeof a = null

@@ -7,9 +7,7 @@ function epochMicros(iso: string): number {
   return Date.parse(`${match[1]}Z`) * 1000 + Number((match[2] ?? '').padEnd(6, '0'))
 }
 
-export function msBetween(later: string, earlier: string): number {
-  return (epochMicros(later) - epochMicros(earlier)) / 1000
-}
+export const msBetween = (later: string, earlier: string): number => (epochMicros(later) - epochMicros(earlier)) / 1000
 
 export function span(ms: number): string {
   if (ms === Number.POSITIVE_INFINITY) return 'forever'
@@ -22,9 +20,7 @@ export function span(ms: number): string {
   return h < 48 ? `${h} h` : `${Math.floor(h / 24)} d`
 }
 
-export function ago(ms: number): string {
-  return ms < 1000 ? 'just now' : `${span(ms)} ago`
-}
+export const ago = (ms: number): string => (ms < 1000 ? 'just now' : `${span(ms)} ago`)
 
 const UNITS = Object.entries({ d: 86_400_000, h: 3_600_000, min: 60_000, s: 1000 })
 

@@ -61,9 +61,8 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
 }
 
-export function escapeLabelValue(text: string): string {
-  return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
-}
+export const escapeLabelValue = (text: string): string =>
+  text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
 
 export function renderPrometheus(leases: LeaseInfo[]): string {
   const lines: string[] = []
