@@ -67,23 +67,21 @@ export async function listRuns(db: Queryable, opts?: ListRunsOptions): Promise<R
         `create it with \`${migrateCommand(table)}\`, or run upgradeTableSql() in a migration`,
     )
   const result = await runStatement(db, listRunsSql(table), [jobName ?? null, before ?? null, limit], false)
-  return rowsOf(result, `the runs in ${historyTableOf(table)}`).map(readRun)
-}
-
-function readRun(row: unknown): RunInfo {
-  const { text, textOrNull, number, numberOrNull, flag } = cellsOf(row, 'a run')
-  const claimedAt = text('claimed_at')
-  return {
-    jobName: text('job_name'),
-    occurrence: textOrNull('occurrence'),
-    holder: textOrNull('holder'),
-    claimedAt,
-    startedAt: claimedAt,
-    finishedAt: textOrNull('finished_at'),
-    durationMs: numberOrNull('duration_ms'),
-    outcome: text('outcome') as RunInfo['outcome'],
-    error: textOrNull('error'),
-    missed: number('missed'),
-    catchUp: flag('catch_up'),
-  }
+  return rowsOf(result, `the runs in ${historyTableOf(table)}`).map((row): RunInfo => {
+    const { text, textOrNull, number, numberOrNull, flag } = cellsOf(row, 'a run')
+    const claimedAt = text('claimed_at')
+    return {
+      jobName: text('job_name'),
+      occurrence: textOrNull('occurrence'),
+      holder: textOrNull('holder'),
+      claimedAt,
+      startedAt: claimedAt,
+      finishedAt: textOrNull('finished_at'),
+      durationMs: numberOrNull('duration_ms'),
+      outcome: text('outcome') as RunInfo['outcome'],
+      error: textOrNull('error'),
+      missed: number('missed'),
+      catchUp: flag('catch_up'),
+    }
+  })
 }
