@@ -23,10 +23,9 @@ export function quoteTable(table: string): string {
   return `"${table.replace('.', '"."')}"`
 }
 
-// Postgres cuts an identifier past 63 bytes (NAMEDATALEN - 1), so two long names could share one.
+// Postgres cuts an identifier past 63 bytes (NAMEDATALEN - 1), so two long names could share one: cut and hashed here.
 const IDENTIFIER_BYTES = 63
 
-// A name that would not fit is cut and given a hash of the whole.
 function besideTable(table: string, suffix: string): string {
   quoteTable(table)
   const dot = table.indexOf('.')
