@@ -102,7 +102,6 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
 interface RaceInput extends Connections {
   options: Compiled
   done: { id: string; status: string }[]
-  // The tables its claims write: the lease table, and the history table when there is one.
   tables: string[]
   canDelete: boolean
   step(message: string): void
