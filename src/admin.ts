@@ -5,7 +5,7 @@ import { formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
 import { compileOptions, type EntryPoint } from './options.js'
 import { runStatement } from './query.js'
-import { pauseSql, releaseSql, resumeSql, rowLockHoldersSql, type Shape } from './sql.js'
+import { pauseSql, releaseSql, resumeSql, rowLockHoldersSql } from './sql.js'
 import { readFacts } from './table-facts.js'
 import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
@@ -25,7 +25,7 @@ export interface PauseOptions extends JobOptions {
   forMs?: number
 }
 
-/** A job's lease and pause right after a change, by the database clock. */
+// A job's lease and pause right after a change, by the database clock.
 export interface JobState {
   jobName: string
   leaseUntil: string
@@ -35,9 +35,8 @@ export interface JobState {
 }
 
 /**
- * Pauses a job on every replica until the pause ends; a running tick's next renew fails, its own lease kept.
- * Occurrences due while paused are skipped, not missed; those already missed are counted now. `false` when
- * the job has no row. Needs the current shape (`pg-cron-lease migrate`).
+ * Pauses a job on every replica; a running tick's next renew fails. Occurrences due while paused are skipped, not
+ * missed (those already missed are counted now). `false` when the job has no row. Needs `pg-cron-lease migrate`.
  *
  * @example
  * await pauseJob(pool, 'billing:hourly', { forMs: 30 * 60_000 }) // skip the next half hour
@@ -75,17 +74,14 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
   const until = end === undefined ? null : parseUntil(end, 'opts.until')
   const row = await changeJob(db, { table, jobName, doing: 'pause', lockTimeoutMs }, pauseSql, [forMs, until])
   // Judged by the database clock; the statement wrote nothing when the end had passed.
-  if (row?.in_future === false) {
+  if (row?.in_future === false)
     fail('opts.until', `a time in the future by the database clock (${row.clock_at}); nothing was changed`, until)
-  }
   return jobState(row)
 }
 
 export async function resume(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
   const { table, lockTimeoutMs } = opening(db, jobName, 'resumeJob', opts)
-  const row = await changeJob(db, { table, jobName, doing: 'resume', lockTimeoutMs }, resumeSql)
-  const state = jobState(row)
-  return state && { ...state, wasPaused: row?.was_paused === true }
+  return jobState(await changeJob(db, { table, jobName, doing: 'resume', lockTimeoutMs }, resumeSql))
 }
 
 export async function release(db: Queryable, jobName: string, opts?: JobOptions): Promise<JobState | null> {
@@ -99,24 +95,6 @@ function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOp
   return compileOptions(caller, opts)
 }
 
-// Refused before writing: a missing column would fail inside a caller's transaction. Release needs no new column.
-async function requireShape(db: Queryable, { table, doing }: Change): Promise<Shape> {
-  const shape = await readFacts({ db, table })
-  if (shape === undefined) {
-    throw new Error(
-      `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
-        `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
-    )
-  }
-  if (shape !== 'current' && doing !== 'release') {
-    throw new Error(
-      `pg-cron-lease: ${doing === 'pause' ? 'pausing' : 'resuming'} needs columns that ${table} lacks (those of the ` +
-        `current shape): run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
-    )
-  }
-  return shape
-}
-
 function jobState(row: Record<string, unknown> | null): JobState | null {
   if (row === null || row.job_name === null) return null
   return {
@@ -124,6 +102,7 @@ function jobState(row: Record<string, unknown> | null): JobState | null {
     leaseUntil: String(row.lease_until),
     pausedUntil: typeof row.paused_until === 'string' ? row.paused_until : null,
     changedAt: String(row.checked_at),
+    ...(typeof row.was_paused === 'boolean' && { wasPaused: row.was_paused }),
   }
 }
 
@@ -133,18 +112,28 @@ type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'rel
 
 // Each admin statement takes the job as $1 and the longest wait for its row lock last.
 async function changeJob(db: Queryable, change: Change, statement: typeof releaseSql, params: unknown[] = []) {
-  const { table, jobName, lockTimeoutMs } = change
-  const text = statement(table, await requireShape(db, change))
-  const sent = runStatement(db, text, [jobName, ...params, lockTimeoutMs], false)
+  const { table, jobName, doing, lockTimeoutMs } = change
+  // Refused before writing: a missing column would fail inside a caller's transaction. Release needs no new column.
+  const shape = await readFacts({ db, table })
+  if (shape === undefined)
+    throw new Error(
+      `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
+        `\`${migrateCommand(table)}\` (or createTableSql()); nothing was changed`,
+    )
+  if (shape !== 'current' && doing !== 'release')
+    throw new Error(
+      `pg-cron-lease: ${doing === 'pause' ? 'pausing' : 'resuming'} needs columns that ${table} lacks (those of the ` +
+        `current shape): run \`${migrateCommand(table)}\` (or upgradeTableSql()) to add them; nothing was changed`,
+    )
+  const sent = runStatement(db, statement(table, shape), [jobName, ...params, lockTimeoutMs], false)
   const result = await sent.catch(async (error: unknown) => {
     throw (error as { code?: unknown } | null)?.code === '55P03' ? await rowLocked(db, change, error) : error
   })
   const rows = (result as { rows?: unknown } | null | undefined)?.rows
-  if (!Array.isArray(rows) || rows.length > 1) {
+  if (!Array.isArray(rows) || rows.length > 1)
     throw new TypeError(
       `pg-cron-lease: cannot tell whether '${jobName}' was changed: the driver's result has no rows array of at most one row, got ${formatValue(result)}`,
     )
-  }
   return (rows[0] as Record<string, unknown> | undefined) ?? null
 }
 

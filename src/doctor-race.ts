@@ -14,10 +14,7 @@ const RACE_LEASE_MS = 60_000
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
 // The setting that cut a claim, by its SQLSTATE; such a claim was rolled back.
-const TIMED_OUT = new Map([
-  ['55P03', 'lock_timeout'],
-  ['57014', 'statement_timeout'],
-])
+const TIMED_OUT = new Map(Object.entries({ '55P03': 'lock_timeout', '57014': 'statement_timeout' }))
 // A failure in one of these means no claim can win, so the race is not run.
 const RACE_NEEDS = ['writable', 'table', 'privileges']
 
@@ -71,7 +68,6 @@ type Held = Queryable &
   Partial<Pick<EventEmitter, 'on' | 'off'>> & { release?(error?: Error): unknown; end?(): unknown }
 
 // The caller's opener, else a pg Pool's own clients, as many as its max: asking for more would wait forever.
-// A bounded connection has the doctor's lock and statement timeouts, put back as they were on close.
 export function opener(db: Queryable, connect: (() => Promise<Queryable>) | undefined): Connections {
   const pool = db as { connect?: () => Promise<Queryable>; totalCount?: unknown; options?: { max?: unknown } }
   const make = connect ?? (typeof pool.connect === 'function' && 'totalCount' in pool ? () => pool.connect!() : null)
@@ -106,13 +102,12 @@ export function opener(db: Queryable, connect: (() => Promise<Queryable>) | unde
 interface RaceInput extends Connections {
   options: Compiled
   done: { id: string; status: string }[]
-  // The tables its claims write: the lease table, and the history table when there is one.
   tables: string[]
   canDelete: boolean
-  say(message: string): void
+  step(message: string): void
 }
 
-export async function raceCheck({ options, lent, open, done, tables, canDelete, say }: RaceInput): Promise<Verdict> {
+export async function raceCheck({ options, lent, open, done, tables, canDelete, step }: RaceInput): Promise<Verdict> {
   const { table, rounds, signal } = options
   const blocking = done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
   if (blocking.length > 0)
@@ -134,7 +129,7 @@ export async function raceCheck({ options, lent, open, done, tables, canDelete, 
       'run doctor as a role that may DELETE, or skip the race with --no-race (docs/operations.md#doctor)',
     )
   const n = Math.min(options.race as number, lent)
-  say(`racing ${n} connections for ${rounds} rounds on a job of the doctor's own`)
+  step(`racing ${n} connections for ${rounds} rounds on a job of the doctor's own`)
   const jobName = `pg-cron-lease:doctor:${randomBytes(8).toString('hex')}`
   // Behind a transaction pooler a session's timeouts would stay on a server connection others use.
   const bounded = done.some((c) => c.id === 'pooler' && c.status === 'pass')
@@ -149,8 +144,7 @@ export async function raceCheck({ options, lent, open, done, tables, canDelete, 
     for (const o of opened) if (o.status === 'rejected') throw o.reason
     for (let round = 1; round <= rounds && !signal?.aborted; round++) {
       if (round > 1) await releaseLease(claimants[0]!.db, jobName, { table })
-      // Every claim settles before the round ends, so none can write the job after the cleanup. Each is
-      // recorded as any run is (the lease row and the history): the whole path a tick takes.
+      // All settle before the round ends, so none writes after the cleanup; each records its run, as a tick does.
       const outcomes = await Promise.allSettled(
         claimants.map((c, i) =>
           withCronLease(c.db, jobName, RACE_LEASE_MS, () => i, { table, holder: `pg-cron-lease doctor ${i}`, logger }),
@@ -211,8 +205,7 @@ async function raceFailed(error: unknown, jobName: string, table: string, db: Qu
   )
 }
 
-// On a connection of its own, as the claimants' may be broken. A lock stops a DELETE: the rows it left, if
-// any, are named with the statement that deletes them.
+// On a connection of its own, as the claimants' may be broken; rows a lock kept are named with their DELETE.
 async function cleanUp(c: Connection, tables: string[], jobName: string) {
   try {
     for (const t of tables) {
@@ -232,13 +225,7 @@ async function cleanUp(c: Connection, tables: string[], jobName: string) {
 const code = (error: unknown) => String((error as { code?: unknown } | null)?.code)
 
 // `failed`: the rounds, numbered from 1, that had no winner or more than one.
-type Tally = {
-  n: number
-  rounds: number
-  lostP50: number
-  selectP50: number
-  failed: Record<'none' | 'many', number[]>
-}
+type Tally = Record<'n' | 'rounds' | 'lostP50' | 'selectP50', number> & { failed: Record<'none' | 'many', number[]> }
 
 export function judgeRace({ n, rounds, lostP50, selectP50, failed }: Tally): Verdict {
   const [none, many] = [failed.none.length, failed.many.length]

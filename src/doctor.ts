@@ -11,8 +11,6 @@ import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } 
 import type { Queryable } from './types.js'
 import { checkQueryable, fail as refuse } from './validate.js'
 
-export { judgeRace } from './doctor-race.js'
-
 // Every check, in the order it runs; the ids are stable (docs/operations.md#doctor).
 export const DOCTOR_CHECKS = [
   'connection',
@@ -60,9 +58,8 @@ const CLOCK_SAMPLES = 5
 const BLOCKED_MS = 3000
 
 /**
- * Runs every check against `db` (the race left out when `race: false`); a fault found is a check's `fail`. It
- * rejects only when the database cannot be reached, when `signal` aborts, or when the race's rows could not be
- * deleted. The race claims a job `pg-cron-lease:doctor:<random>`; no other row is touched.
+ * Runs every check against `db`; a fault found is a check's `fail`. It rejects only when the database cannot be
+ * reached, `signal` aborts, or the race's job (`pg-cron-lease:doctor:<random>`, no other row) could not be deleted.
  *
  * @example
  * const checks = await runDoctor(pool, { table: 'jobs.leases' })
@@ -115,8 +112,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   signal?.throwIfAborted()
   if (options.race === false) return checks
   const tables = facts.history_table === true ? [table, history] : [table]
-  const { canDelete } = privileges
-  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete, say: step }))
+  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete: privileges.canDelete, step }))
   return checks
 }
 
@@ -307,9 +303,7 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
   )
 }
 
-// A marks its session and runs a named statement; B opens a transaction (behind a transaction pooler, on the
-// backend A gave back); A runs it again. Without a pooler A keeps its backend, mark and statement. Unbounded:
-// a session's timeouts set behind a pooler would stay on a server connection others use.
+// A marks its session and runs a named statement, B opens a transaction (behind a pooler, on A's backend), A reruns it.
 async function sessionCheck(db: Queryable, { lent, open }: ReturnType<typeof opener>) {
   const a = lent >= 1 ? await open(false) : null
   let b: typeof a = null

@@ -7,11 +7,8 @@ function epochMicros(iso: string): number {
   return Date.parse(`${match[1]}Z`) * 1000 + Number((match[2] ?? '').padEnd(6, '0'))
 }
 
-export function msBetween(later: string, earlier: string): number {
-  return (epochMicros(later) - epochMicros(earlier)) / 1000
-}
+export const msBetween = (later: string, earlier: string): number => (epochMicros(later) - epochMicros(earlier)) / 1000
 
-/** A duration, rounded down to its largest whole unit: "12 s", "3 min", "5 h", "2 d". */
 export function span(ms: number): string {
   if (ms === Number.POSITIVE_INFINITY) return 'forever'
   const s = Math.floor(Math.max(0, ms) / 1000)
@@ -23,13 +20,10 @@ export function span(ms: number): string {
   return h < 48 ? `${h} h` : `${Math.floor(h / 24)} d`
 }
 
-export function ago(ms: number): string {
-  return ms < 1000 ? 'just now' : `${span(ms)} ago`
-}
+export const ago = (ms: number): string => (ms < 1000 ? 'just now' : `${span(ms)} ago`)
 
 const UNITS = Object.entries({ d: 86_400_000, h: 3_600_000, min: 60_000, s: 1000 })
 
-/** A duration finer than {@link span}, in its two largest units: "1 min 30 s", "850 ms". */
 export function duration(ms: number): string {
   if (ms < 1) return 'under 1 ms'
   if (ms < 1000) return `${Math.round(ms)} ms`
@@ -42,7 +36,6 @@ export function duration(ms: number): string {
   return m > 0 ? `${n} ${unit} ${m} ${next}` : `${n} ${unit}`
 }
 
-/** Each colour as a function of the text; every one returns the text as it is when colours are off. */
 export type Paint = Record<'plain' | 'bold' | 'dim' | 'red' | 'green' | 'yellow', (text: string) => string>
 
 // On a terminal or under FORCE_COLOR; NO_COLOR (any non-empty value) wins over both (https://no-color.org).
@@ -54,7 +47,7 @@ export function painter(stream: { isTTY?: boolean }, env: Readonly<Record<string
   return { plain: (t) => t, bold, dim, red: sgr(31, 39), green: sgr(32, 39), yellow: sgr(33, 39) }
 }
 
-/** Rows as columns three spaces apart, each cell but the last padded, then given to `paint` (row 0 is the header). */
+// Row 0 is the header; the last cell is not padded, so no line ends in spaces.
 export function columns(rows: string[][], paint: (text: string, row: number, column: number) => string): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)))
   const pad = (cells: string[], row: number) =>
@@ -62,5 +55,4 @@ export function columns(rows: string[][], paint: (text: string, row: number, col
   return rows.map((cells, row) => pad(cells, row).join('   ').trimEnd())
 }
 
-/** A value as indented JSON, one line per field, ending in a newline (an Infinity becomes null). */
 export const jsonText = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`

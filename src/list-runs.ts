@@ -26,9 +26,8 @@ export interface RunInfo {
   /** How long the tick took, in ms (this process's monotonic clock); `null` while it runs, and for an unfinished run. */
   durationMs: number | null
   /**
-   * `running` while its lease holds; then `ok` or `error`, or `unfinished` once its lease ended with no outcome (a late
-   * end is still written). `unknown` only for a node-cron task the coordinator does not `watch`. A run not recorded
-   * (`record: false`, `history: false`, the original package) has no row.
+   * `running` while its lease holds, then `ok`, `error`, or `unfinished` (its lease ended first; a late end is still
+   * written). `unknown`: a node-cron task the coordinator does not `watch`. An unrecorded run has no row.
    */
   outcome: 'running' | 'ok' | 'error' | 'unfinished' | 'unknown'
   /** For an error: `Name: first line of the message`, at most 500 characters. */
@@ -68,23 +67,21 @@ export async function listRuns(db: Queryable, opts?: ListRunsOptions): Promise<R
         `create it with \`${migrateCommand(table)}\`, or run upgradeTableSql() in a migration`,
     )
   const result = await runStatement(db, listRunsSql(table), [jobName ?? null, before ?? null, limit], false)
-  return rowsOf(result, `the runs in ${historyTableOf(table)}`).map(readRun)
-}
-
-function readRun(row: unknown): RunInfo {
-  const { text, textOrNull, number, numberOrNull, flag } = cellsOf(row, 'a run')
-  const claimedAt = text('claimed_at')
-  return {
-    jobName: text('job_name'),
-    occurrence: textOrNull('occurrence'),
-    holder: textOrNull('holder'),
-    claimedAt,
-    startedAt: claimedAt,
-    finishedAt: textOrNull('finished_at'),
-    durationMs: numberOrNull('duration_ms'),
-    outcome: text('outcome') as RunInfo['outcome'],
-    error: textOrNull('error'),
-    missed: number('missed'),
-    catchUp: flag('catch_up'),
-  }
+  return rowsOf(result, `the runs in ${historyTableOf(table)}`).map((row): RunInfo => {
+    const { text, textOrNull, number, numberOrNull, flag } = cellsOf(row, 'a run')
+    const claimedAt = text('claimed_at')
+    return {
+      jobName: text('job_name'),
+      occurrence: textOrNull('occurrence'),
+      holder: textOrNull('holder'),
+      claimedAt,
+      startedAt: claimedAt,
+      finishedAt: textOrNull('finished_at'),
+      durationMs: numberOrNull('duration_ms'),
+      outcome: text('outcome') as RunInfo['outcome'],
+      error: textOrNull('error'),
+      missed: number('missed'),
+      catchUp: flag('catch_up'),
+    }
+  })
 }

@@ -61,12 +61,8 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
 }
 
-export const PROMETHEUS_METRICS: readonly string[] = Object.keys(FAMILIES)
-
-/** A label value as both formats write it: backslash, double quote and line feed escaped. */
-export function escapeLabelValue(text: string): string {
-  return text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
-}
+export const escapeLabelValue = (text: string): string =>
+  text.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`))
 
 export function renderPrometheus(leases: LeaseInfo[]): string {
   const lines: string[] = []

@@ -23,10 +23,9 @@ export function quoteTable(table: string): string {
   return `"${table.replace('.', '"."')}"`
 }
 
-// Postgres cuts an identifier past 63 bytes (NAMEDATALEN - 1), so two long names could share one.
+// Postgres cuts an identifier past 63 bytes (NAMEDATALEN - 1), so two long names could share one: cut and hashed here.
 const IDENTIFIER_BYTES = 63
 
-// A name that would not fit is cut and given a hash of the whole.
 function besideTable(table: string, suffix: string): string {
   quoteTable(table)
   const dot = table.indexOf('.')
@@ -114,8 +113,7 @@ const isoTextOrInfinity = (at: string) => `CASE WHEN isfinite(${at}) THEN ${isoT
 // Read without zone, so the `Z` is not looked up among the session's abbreviations.
 const fromIsoText = (text: string) => `((${text}::text)::timestamp AT TIME ZONE INTERVAL '+00:00')`
 // The last run recorded no end: it runs, or it died.
-const unended = (lease: string) =>
-  `coalesce(${lease}.last_started_at > ${lease}.last_finished_at, ${lease}.last_started_at IS NOT NULL)`
+const UNENDED = 'coalesce(lease.last_started_at > lease.last_finished_at, lease.last_started_at IS NOT NULL)'
 
 // The shift of a due time to its schedule's first occurrence at or after `end` (no interval: to `end`).
 const toFirstDue = (due: string, end: string, interval: string) =>
@@ -125,7 +123,6 @@ const toFirstDue = (due: string, end: string, interval: string) =>
 const dueAfterPause = (due: string) => `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
     THEN ${toFirstDue(due, 'lease.paused_until', OBSERVED_EVERY)} ELSE interval '0' END)`
 
-// The history table and its index of the runs not ok, when missing.
 function createHistory(table: string): string {
   const h = quoteTable(historyTableOf(table))
   const failed = besideTable(table, '_runs_failed')
@@ -218,10 +215,8 @@ WHERE lease.job_name = $1::text
     THEN EXISTS (SELECT FROM ${t} AS locked WHERE locked.job_name = $1::text
       AND locked.lease_until <= clock_timestamp() FOR UPDATE SKIP LOCKED)
     ELSE false END`
-  const returned = (row: string) =>
-    `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed, ${isoText(`${row}.last_occurrence`)} AS occurrence`
-  if (kind !== 'history') return `${update}\nRETURNING ${returned('lease')}`
-  return withRunRow(table, update, true, '$9', `${returned('claimed')}, claimed.run_number`)
+  const returned = (row: string) => `${won(row)}, ${isoText(`${row}.last_occurrence`)} AS occurrence`
+  return withRunRow(table, kind, update, true, '$9', returned)
 }
 
 // The token travels as text: drivers round timestamptz to ms, and a fence would match the wrong claim.
@@ -252,7 +247,7 @@ const lastRunNumber = (table: string): string =>
 // A last run that recorded no end ended `unfinished`: this claim won past its lease, so its replica died or lost it.
 function runStarted(kind: ClaimKind, start: string, interval: string, number: string, keep: string): string {
   if (kind !== 'run' && kind !== 'history') return ''
-  const died = (then: string, otherwise: string) => `CASE WHEN ${unended('lease')} THEN ${then} ELSE ${otherwise} END`
+  const died = (then: string, otherwise: string) => `CASE WHEN ${UNENDED} THEN ${then} ELSE ${otherwise} END`
   const observed = `CASE WHEN lease.last_started_at < ${start} THEN (${msBetween(start, 'lease.last_started_at')})::float8 END`
   const set = [
     `last_started_at = ${start}`,
@@ -272,13 +267,17 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
   return `,\n  ${set.join(',\n  ')}`
 }
 
-// Runs found by number, so the trim costs the same at run 10 and run 100,000.
-function withRunRow(table: string, upsert: string, catchUp: boolean, keepFailed: string, output: string): string {
+// What a won claim returns: its token and the occurrences it missed.
+const won = (row: string) => `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed`
+
+// Runs found by number, so the trim costs the same at run 10 and run 100,000; `keep` the failed runs kept.
+function withRunRow(table: string, kind: ClaimKind, upsert: string, catchUp: boolean, keep: string, returned = won) {
+  if (kind !== 'history') return `${upsert}\nRETURNING ${returned('lease')}`
   const h = quoteTable(historyTableOf(table))
   // Each bound read once as a scalar, so runs are found by the key: a join would read every row kept.
   const of = (expression: string, from = 'claimed') => `(SELECT ${expression} FROM ${from})`
   const previous = `run.run_number = ${of('claimed.run_number - 1')}`
-  const kept = of(`claimed.failed_runs - ${keepFailed}::integer`)
+  const kept = of(`claimed.failed_runs - ${keep}::integer`)
   return `WITH before AS MATERIALIZED (
   SELECT coalesce(max(lease.runs_trimmed), 0) AS trimmed FROM ${quoteTable(table)} AS lease WHERE lease.job_name = $1::text),
 claimed AS (
@@ -304,7 +303,7 @@ ${upsert.replace(/^/gm, '  ')}
   DELETE FROM ${h} AS run
   WHERE EXISTS (SELECT FROM "run died") AND run.job_name = $1::text AND run.failure_number <= ${kept}
     AND run.run_number <= ${of('before.trimmed', 'before')})
-SELECT ${output} FROM claimed`
+SELECT ${returned('claimed')}, claimed.run_number FROM claimed`
 }
 
 // `$4` the occurrence (NULL: the lease alone), `$5` how far ahead of the clock it may lie, `$6`/`$7` the next due
@@ -360,18 +359,16 @@ SET lease_until = clock_timestamp() + ${ms('$2::integer')},
   missed_occurrences = coalesce(lease.missed_occurrences, 0) + ${missed}${runStarted(kind, 'EXCLUDED.claimed_at', '$8', 'coalesce(lease.run_number + 1, EXCLUDED.run_number)', '$9')}
 WHERE lease.lease_until <= clock_timestamp()
   AND NOT coalesce(lease.last_occurrence >= EXCLUDED.last_occurrence, false)`
-  const returned = (row: string) => `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed`
-  if (kind !== 'history') return `${upsert}\nRETURNING ${returned('lease')}`
-  return withRunRow(table, upsert, false, '$10', `${returned('claimed')}, claimed.run_number`)
+  return withRunRow(table, kind, upsert, false, '$10')
 }
 
 // A pause holds while the lease is what it made: another writer of lease_until (the original package's renew) ends it.
-const pauseHolds = (alias: string, now = 'clock.at'): string =>
-  `coalesce(${alias}.paused_until > ${now} AND ${alias}.lease_until = GREATEST(${alias}.claim_until, ${alias}.paused_until), false)`
+const pauseHolds = (now = 'clock.at'): string =>
+  `coalesce(lease.paused_until > ${now} AND lease.lease_until = GREATEST(lease.claim_until, lease.paused_until), false)`
 
 // The beat (`$4`) never moves the lease earlier.
 export function renewSql(table: string, shape: Shape): string {
-  const paused = shape === 'current' ? `\n  AND NOT ${pauseHolds('lease', 'clock_timestamp()')}` : ''
+  const paused = shape === 'current' ? `\n  AND NOT ${pauseHolds('clock_timestamp()')}` : ''
   return `UPDATE ${quoteTable(table)} AS lease
 SET lease_until = CASE WHEN $4::boolean
   THEN GREATEST(lease_until, clock_timestamp() + ${ms('$2::integer')})
@@ -383,7 +380,7 @@ RETURNING ${CLAIM_TOKEN} AS claimed_at`
 export function lostLeaseSql(table: string, shape: Shape): string {
   const current = shape === 'current'
   return `SELECT lease.claimed_at = ${fromIsoText('$2')} AS same_claim,
-  ${current ? pauseHolds('lease', 'clock_timestamp()') : 'false'} AS paused,
+  ${current ? pauseHolds('clock_timestamp()') : 'false'} AS paused,
   ${current ? isoTextOrInfinity('lease.paused_until') : 'NULL::text'} AS paused_until,
   lease.lease_until > clock_timestamp() AS held
 FROM ${quoteTable(table)} AS lease
@@ -458,12 +455,12 @@ export function listLeasesSql(table: string, shape: Shape, history = false): str
     : 'NULL::text'
   // A claim that marks no run (record: false, the original package) changes it not.
   const lastRun = current
-    ? `CASE WHEN NOT ${unended('lease')} THEN 'ended'
-    WHEN lease.claimed_at = lease.last_started_at AND ${claimEnd('lease', at)} > ${at} THEN 'running'
+    ? `CASE WHEN NOT ${UNENDED} THEN 'ended'
+    WHEN lease.claimed_at = lease.last_started_at AND ${claimEnd(at)} > ${at} THEN 'running'
     ELSE 'unfinished' END`
     : `'ended'`
   // A run that died lost its lease at its end, or at the latest at the claim that replaced it.
-  const lostAt = `CASE WHEN lease.claimed_at = lease.last_started_at THEN ${claimEnd('lease', at)} ELSE lease.claimed_at END`
+  const lostAt = `CASE WHEN lease.claimed_at = lease.last_started_at THEN ${claimEnd(at)} ELSE lease.claimed_at END`
   const died = (then: string, otherwise: string) =>
     current ? `CASE WHEN lease.last_run = 'unfinished' THEN ${then} ELSE ${otherwise} END` : otherwise
   const holder = 'CASE WHEN lease.claimed_at = lease.last_started_at THEN lease.holder END'
@@ -486,7 +483,7 @@ SELECT lease.job_name,
   ${isoText(column('last_success_at', 'timestamptz'))} AS last_success_at,
   ${column('every_ms', 'float8')} AS every_ms,
   ${isoTextOrInfinity(column('paused_until', 'timestamptz'))} AS paused_until,
-  ${current ? pauseHolds('lease', at) : 'false'} AS paused,
+  ${current ? pauseHolds(at) : 'false'} AS paused,
   ${resumedAt} AS resumed_at,
   ${isoText(column('last_occurrence', 'timestamptz'))} AS last_occurrence,
   ${isoText(nextDue)} AS next_due_at,
@@ -513,9 +510,9 @@ function adminReturning(shape: Shape): string {
 }
 
 // A pause made before claim_until existed kept no claim end: taken as now.
-const claimEnd = (alias: string, now = 'clock.at'): string =>
-  `CASE WHEN ${pauseHolds(alias, now)} THEN coalesce(${alias}.claim_until, ${now})
-    ELSE ${alias}.lease_until END`
+const claimEnd = (now = 'clock.at'): string =>
+  `CASE WHEN ${pauseHolds(now)} THEN coalesce(lease.claim_until, ${now})
+    ELSE lease.lease_until END`
 
 // The clock is read after the row lock, or a committing claim would be judged by an earlier instant. The lock waits
 // at most `wait` ms, as a crashed holder's idle fence holds it for ever; a 55P03 rolls the setting back.
@@ -529,8 +526,7 @@ clock AS MATERIALIZED (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM
 
 const restoreLockTimeout = `set_config('lock_timeout', (SELECT lock_timeout FROM was), true) AS lock_timeout`
 
-// `$2` the length, `$3` the end, `$4` the longest wait for the row lock in ms. Occurrences already due are missed
-// (settle); those under the pause are skipped: the due time moves to the first at or after its end.
+// `$2` the length, `$3` the end, `$4` the row lock's wait. Occurrences due are missed (settle), those under it skipped.
 export function pauseSql(table: string): string {
   const steps = `floor(${msBetween('clock.at', 'lease.next_due_at')} / ${OBSERVED_EVERY}) + 1`
   // Refused before locking: a refusal must not hold the row for the caller's transaction.
@@ -551,7 +547,7 @@ settle AS MATERIALIZED (
     coalesce(${ms(`(${steps}) * ${OBSERVED_EVERY}`)},
       clock.at - lease.next_due_at) AS shift
   FROM locked AS lease CROSS JOIN clock
-  WHERE NOT ${pauseHolds('lease')} AND lease.next_due_at <= clock.at),
+  WHERE NOT ${pauseHolds()} AND lease.next_due_at <= clock.at),
 moved AS MATERIALIZED (
   SELECT coalesce(settle.shift, interval '0') + CASE WHEN isfinite(pause.until) AND pause.until > due.at
       THEN ${toFirstDue('due.at', 'pause.until', OBSERVED_EVERY)} ELSE interval '0' END AS shift
@@ -559,8 +555,8 @@ moved AS MATERIALIZED (
     CROSS JOIN LATERAL (SELECT lease.next_due_at + coalesce(settle.shift, interval '0') AS at) AS due),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
-  SET claim_until = ${claimEnd('lease')},
-    lease_until = GREATEST(${claimEnd('lease')}, pause.until),
+  SET claim_until = ${claimEnd()},
+    lease_until = GREATEST(${claimEnd()}, pause.until),
     paused_until = pause.until,
     next_due_at = lease.next_due_at + coalesce(moved.shift, interval '0'),
     next_occurrence = lease.next_occurrence + coalesce(moved.shift, interval '0'),
@@ -577,13 +573,13 @@ FROM clock CROSS JOIN pause LEFT JOIN changed ON true`
 export function resumeSql(table: string): string {
   return `WITH ${lockedClock(table, '$2')},
 before AS MATERIALIZED (
-  SELECT ${pauseHolds('lease')} AS was_paused,
-    CASE WHEN ${pauseHolds('lease')} THEN ${toFirstDue('lease.next_due_at', 'clock.at', OBSERVED_EVERY)} END AS shift
+  SELECT ${pauseHolds()} AS was_paused,
+    CASE WHEN ${pauseHolds()} THEN ${toFirstDue('lease.next_due_at', 'clock.at', OBSERVED_EVERY)} END AS shift
   FROM locked AS lease, clock),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
   SET paused_until = CASE WHEN lease.paused_until > clock.at THEN clock.at ELSE lease.paused_until END,
-    lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, GREATEST(${claimEnd('lease')}, clock.at))
+    lease_until = CASE WHEN ${pauseHolds()} THEN LEAST(lease.lease_until, GREATEST(${claimEnd()}, clock.at))
       ELSE lease.lease_until END,
     next_due_at = lease.next_due_at + coalesce(before.shift, interval '0'),
     next_occurrence = lease.next_occurrence + coalesce(before.shift, interval '0')
@@ -597,7 +593,7 @@ FROM clock LEFT JOIN changed ON true LEFT JOIN before ON true`
 export function releaseSql(table: string, shape: Shape): string {
   const set =
     shape === 'current'
-      ? `lease_until = CASE WHEN ${pauseHolds('lease')} THEN LEAST(lease.lease_until, lease.paused_until)
+      ? `lease_until = CASE WHEN ${pauseHolds()} THEN LEAST(lease.lease_until, lease.paused_until)
   ELSE LEAST(lease.lease_until, clock.at) END,
   claim_until = LEAST(lease.claim_until, clock.at)`
       : 'lease_until = LEAST(lease.lease_until, clock.at)'
@@ -651,7 +647,7 @@ export function tableFactsParams(table: string): unknown[] {
 
 export function listRunsSql(table: string): string {
   const outcome = `CASE WHEN run.outcome <> 'running' THEN run.outcome
-    WHEN lease.claimed_at = run.claimed_at AND ${claimEnd('lease')} > clock.at THEN 'running'
+    WHEN lease.claimed_at = run.claimed_at AND ${claimEnd()} > clock.at THEN 'running'
     ELSE 'unfinished' END`
   return `WITH "db clock" AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT run.job_name, ${isoText('run.claimed_at')} AS claimed_at, ${isoText('run.occurrence')} AS occurrence, run.holder,
