@@ -3,7 +3,7 @@ import { publishDrainAbort, publishLost, publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
 import { whyLost } from './lost-lease.js'
-import { runStatement, transactionStatus, underSavepoint } from './query.js'
+import { codeOf, runStatement, transactionStatus, underSavepoint } from './query.js'
 import { readResult } from './result.js'
 import { fenceSql } from './sql.js'
 import { statementsOf } from './statements.js'
@@ -77,8 +77,7 @@ export function openContext(ticket: Ticket) {
   let closed = false
   let beatTimer: NodeJS.Timeout | undefined
   let deadlineTimer: NodeJS.Timeout | undefined
-  // The earliest the lease can end, on this process's monotonic clock: the database set the expiry from a
-  // clock_timestamp() read after the statement was sent, so this lower bound needs no agreement between clocks.
+  // The earliest the lease can end, on this process's clock: the database's clock_timestamp() read came later.
   let expiresAt = ticket.sentAt + leaseMs
 
   let lost = false
@@ -142,11 +141,11 @@ export function openContext(ticket: Ticket) {
     if (closed) throw refused(jobName, 'fence', true)
     const inTransaction = checkTransactionClient(client)
     if (claimToken === null) throw refused(jobName, 'fence', false)
-    // Not queued with the renews: it does not move the lease, and one waiting on a racing claim's row lock must
-    // not hold up the beats. The savepoint's refusal says no transaction is open; its rollback keeps one usable.
+    // Not queued with the renews: it does not move the lease, and a wait on a racing claim's row lock must not
+    // hold up the beats. The savepoint's refusal says no transaction is open; its rollback keeps one usable.
     const result = await underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken]).catch(
       (error: unknown) => {
-        if ((error as { code?: unknown } | null)?.code !== '25P01') throw error
+        if (codeOf(error) !== '25P01') throw error
         throw new TypeError(
           `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, where its row lock would ` +
             'end with the statement: pass the handle of an open transaction (a client after BEGIN, or your query ' +
@@ -175,8 +174,8 @@ export function openContext(ticket: Ticket) {
   }
 }
 
-// ctx.signal is made on its first read: an AbortController costs a won claim about 5 µs, and most ticks never
-// read it. A class, as an object literal's getter is made anew per claim at much that cost (docs/performance.md).
+// ctx.signal is made on first read: an AbortController costs a won claim about 5 µs, and most ticks never read it.
+// A class, as an object literal's getter is made anew per claim at much that cost (docs/performance.md).
 class Context implements LeaseContext {
   readonly #signal: () => AbortSignal
 

@@ -73,12 +73,14 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const previous = lastSlot.get(jobName)
     if (lastSlot.size >= 1000) lastSlot.clear()
     lastSlot.set(jobName, occurrence)
-    if (next !== null && next > occurrence) return { occurrence, nextOccurrence: next, intervalMs: next - occurrence }
     const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
-    return { occurrence, nextOccurrence: next, intervalMs: gap }
+    return {
+      occurrence,
+      nextOccurrence: next,
+      intervalMs: next !== null && next > occurrence ? next - occurrence : gap,
+    }
   }
-  // Once per run: by onComplete, or by a shutdown that stopped it first. node-cron emits execution:failed
-  // before onComplete; an unwatched task may have thrown unheard.
+  // Once per run, by onComplete or a shutdown; an unwatched task may have thrown unheard (no execution:failed).
   const complete = async (key: string, run: Run) => {
     if (running.get(key) !== run) return
     running.delete(key)
@@ -150,8 +152,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       }
     },
   }
-  // Claimed as `catchUp` claims and run by `task.execute()`, which rejects when the task throws or a
-  // shutdown stops it: that is the run's error, recorded as any run's, not a failed catch-up.
+  // Run by `task.execute()`: its rejection once won is the run's error, recorded as any run's, not a failed catch-up.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
     const runTick = () => (task.execute as () => Promise<unknown>).call(task)
     const claimConfig = configOf(jobName, () => DEFAULT_TTL_MS)

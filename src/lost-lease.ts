@@ -5,8 +5,7 @@ import { firstRow, type Ticket } from './ticket.js'
 
 const UNKNOWN = 'it expired or another claim replaced it'
 
-// `early`: the renew came back before the lease could have run out by itself, so a lease found ended
-// was ended by someone. Never rejects: a failed read leaves the reason unknown.
+// `early`: the renew came back before the lease could run out, so someone ended it. A failed read: reason unknown.
 export async function whyLost({ config, kind, claimToken }: Ticket, early: boolean): Promise<string> {
   const { db, table, jobName } = config
   const shape = kind === 'original' ? 'original' : 'current'

@@ -53,8 +53,7 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
   try {
     await send(errorText)
   } catch (error) {
-    // A failed run must never read as the last run's 'ok'. Text the database cannot store (22P05, 22021:
-    // a character its encoding lacks or cannot take) is the one failure a retry in ASCII fixes.
+    // A failed run must never read as the last run's 'ok': text the encoding cannot take is retried in ASCII.
     const code = codeOf(error)
     if (errorText !== null && (code === '22P05' || code === '22021') && NON_ASCII.test(errorText)) {
       try {

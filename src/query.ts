@@ -5,8 +5,7 @@ import { connectionSql, releaseSavepointSql, rollbackToSavepointSql, savepointSq
 import type { Statement } from './statements.js'
 import type { Queryable, QueryResultLike } from './types.js'
 
-// Refusals by a pooler that does not track prepared statements (PgBouncer < 1.21), or of a stale
-// cached plan: all raised before the statement runs, so resending it plain cannot run it twice.
+// Refusals by a pooler blind to prepared statements (PgBouncer < 1.21), or of a stale plan: resent plain, never twice.
 const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])
 
 export async function runStatement(
@@ -45,8 +44,7 @@ function sendingOf(db: Queryable, state = handleState(db)): Sending {
   return state.sending
 }
 
-// A pg client before 8.21 keeps no transaction state, but each ReadyForQuery its connection emits
-// carries it. pg-native has no such connection: its status stays unknown, and each statement asks.
+// A pg client before 8.21 keeps no transaction state, but each ReadyForQuery carries it; pg-native's stays unknown.
 function watchStatus(connection: unknown): () => unknown {
   type Emitter = { on?: (event: string, listener: (message: { status?: unknown } | undefined) => void) => unknown }
   const emitter = connection as Emitter | null | undefined
@@ -74,8 +72,7 @@ async function outside(db: Queryable, statement: Statement | string, params: unk
   }
 }
 
-// One savepoint name is enough: on a connection, nothing else of the library's is in flight while
-// one is open (inTurn), so a RELEASE can only ever release its own.
+// One name is enough: while one is open, nothing else of the library's is in flight on its connection (inTurn).
 const SAVEPOINT = 'pg_cron_lease'
 
 /** Under a savepoint, so its failure cannot abort the caller's transaction; `noTransaction` runs if none is open. */

@@ -18,8 +18,8 @@ function call(target: unknown, method: unknown, ...args: unknown[]): unknown {
   return typeof method === 'function' ? (method as (...a: unknown[]) => unknown).apply(target, args) : null
 }
 
-// From node-cron 4's context, croner's job (the latest slot at or before `currentRun()`, so a
-// `trigger()` names it too), the `cron` package's job, or `{ occurrence, nextOccurrence }` by hand.
+// From node-cron 4's context, croner's job (its latest slot by `currentRun()`, so a `trigger()` names one too),
+// the `cron` package's job, or `{ occurrence, nextOccurrence }` by hand.
 function schedulerSlot(at: unknown): NamedSlot {
   if (!plain(at)) return NO_SLOT
   const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
@@ -99,8 +99,7 @@ const KEY_SLOT = /:(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)$/
 
 const KEY_RULE = "node-cron's 'name:slot' key, the slot as Date#toISOString() writes a real instant from 1970 to 9999"
 
-// A slot not exactly as `toISOString()` writes it is refused: read as another instant, it would claim
-// a slot nobody named.
+// A slot not exactly as `toISOString()` writes it is refused: read as another instant, it claims a slot nobody named.
 export function coordinatorKeySlot(key: unknown): { name: string; occurrence: number } {
   const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
   const text = match?.[1]

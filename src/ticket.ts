@@ -65,10 +65,11 @@ export function wonTicket(
   claimToken: string | null,
   sentAt: number,
   kind: ClaimKind,
-  row: Record<string, unknown> | undefined,
+  result: unknown,
   slot: Slot | null,
   catchUp = false,
 ): Ticket {
+  const row = firstRow(result)
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
   const missed = typeof row?.missed === 'number' || typeof row?.missed === 'string' ? Number(row.missed) : 0
   const number = row?.run_number
