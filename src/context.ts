@@ -1,13 +1,12 @@
-/** The tick's context: fenced renew, fence, abort signal, keep-alive beats. */
+/** The tick's context: fenced renew, fence, abort signal (saying why a lease was lost), keep-alive beats. */
 import { publishDrainAbort, publishLost, publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
-import { whyLost } from './lost-lease.js'
 import { codeOf, runStatement, transactionStatus, underSavepoint } from './query.js'
 import { readResult } from './result.js'
-import { fenceSql } from './sql.js'
+import { fenceSql, lostLeaseSql } from './sql.js'
 import { statementsOf } from './statements.js'
-import type { ClaimConfig, Ticket } from './ticket.js'
+import { type ClaimConfig, firstRow, type Ticket } from './ticket.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
@@ -44,6 +43,27 @@ export function checkKeepAliveHandle({ db, jobName, keepAlive }: ClaimConfig): v
       'your transaction), or leave keepAlive out and call ctx.renew() from the tick; nothing was claimed and the ' +
       'tick did not run',
   )
+}
+
+const UNKNOWN = 'it expired or another claim replaced it'
+
+// `early`: the renew came back before the lease could run out, so someone ended it. A failed read: reason unknown.
+async function whyLost({ config, kind, claimToken }: Ticket, early: boolean): Promise<string> {
+  const { db, table, jobName } = config
+  const shape = kind === 'original' ? 'original' : 'current'
+  const row = await runStatement(db, lostLeaseSql(table, shape), [jobName, claimToken], false).then(
+    (result) => firstRow(result) ?? null,
+    () => undefined,
+  )
+  if (row === undefined) return UNKNOWN
+  if (row === null) return 'its row is no longer in the table'
+  if (row.same_claim !== true) return 'another claim replaced it'
+  if (row.paused === true) {
+    const until = row.paused_until === 'infinity' ? 'until resumed' : `until ${String(row.paused_until)}`
+    return `the job was paused ${until} (pauseJob or pg-cron-lease pause)`
+  }
+  if (row.held !== false) return UNKNOWN
+  return early ? 'it was released (releaseLease or pg-cron-lease release)' : 'it expired'
 }
 
 function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Error {

@@ -14,7 +14,6 @@ export interface TableKnowledge {
   unprobed: number
 }
 
-/** How statements go through one handle, decided once (src/query.ts). */
 export interface Sending {
   /** A `pg` Pool or client: takes `query({ name, text, values })`. */
   readonly named: boolean

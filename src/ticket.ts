@@ -16,9 +16,7 @@ export interface ClaimConfig {
   readonly clockToleranceMs?: number | undefined
   /** How many of the job's runs the history keeps; false: none (the record still runs). */
   readonly history?: HistoryKeep | false | undefined
-  /** Whether the won run's outcome is recorded (RunConfig's, and the coordinator's). */
   readonly record?: boolean
-  /** Refused before the claim on a handle inside a transaction (checkKeepAliveHandle). */
   readonly keepAlive?: KeepAlive | undefined
 }
 
@@ -29,7 +27,6 @@ export interface RunConfig<T> extends ClaimConfig {
   readonly everyMs: number | undefined
 }
 
-/** Where one call stands in the job's schedule. */
 export interface Slot extends NamedSlot {
   /** Declared, else the gap to the next occurrence. */
   readonly intervalMs: number | null
@@ -44,7 +41,6 @@ export function slotOf(occurrence: number | null, nextGiven: number | null, ever
   return { occurrence, nextOccurrence: next, intervalMs: everyMs ?? gap }
 }
 
-/** A won claim: all its fences and its record need. */
 export interface Ticket {
   /** The run's identity in the channels' messages: a small frozen object, one per run, safe to log. */
   readonly run: Readonly<{ jobName: string; claimToken: string | null }>
