@@ -87,13 +87,11 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const { ticket, startedAt, open, failed } = run
     const heard = watched.has(ticket.config.jobName)
     const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
-    try {
-      const durationMs = monotonicMs() - startedAt
-      if (record) await recordOutcome(ticket, durationMs, settled)
-      publishRunEnd(ticket, settled, durationMs)
-    } finally {
-      open.end()
-    }
+    const durationMs = monotonicMs() - startedAt
+    // Neither rejects.
+    if (record) await recordOutcome(ticket, durationMs, settled)
+    publishRunEnd(ticket, settled, durationMs)
+    open.end()
   }
 
   const coordinator: LeaseCoordinator = {
@@ -175,7 +173,6 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
 // `failed` is a box, so a task that throws `undefined` still failed.
 type Run = { ticket: Ticket; startedAt: number; failed?: unknown[]; open: InFlight }
 
-// A task that cannot say when it runs next has an unknown next run.
 function nextRunOf(task: WatchedTask | undefined): number | null {
   try {
     const at = typeof task?.getNextRun === 'function' ? task.getNextRun() : null

@@ -146,7 +146,6 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   if (catchingUp && shape === 'original') return null
   // A table not known to exist gets the original statement, whose refusal names the table.
   const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
-  // The original shape keeps no occurrence.
   const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
   const statements = statementsOf(table, kind)
   const send = (statement: Statement, params: unknown[]) =>
@@ -189,7 +188,7 @@ const UNPROBED_CLAIMS = 3
 
 function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
   if (shape === 'original') return 'original'
-  if (config.record === false) return 'lease'
+  if (!config.record) return 'lease'
   return known.history && config.history !== false ? 'history' : 'run'
 }
 
@@ -217,7 +216,6 @@ function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   return tableMissing(table, error)
 }
 
-// How far ahead of the database clock an occurrence may lie: the option, else 10% of the lease.
 function toleranceOf(config: ClaimConfig): number {
   return config.clockToleranceMs ?? Math.floor(config.leaseMs / 10)
 }
@@ -233,7 +231,6 @@ function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs
   )
 }
 
-// With what to run, and the driver's `code`.
 function tableMissing(table: string, cause?: unknown): Error {
   const message =
     `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +

@@ -9,7 +9,6 @@ export type NamedSlot = { readonly occurrence: number | null; readonly nextOccur
 /** A fire that names no occurrence: the lease alone decides. */
 export const NO_SLOT: NamedSlot = Object.freeze({ occurrence: null, nextOccurrence: null })
 
-// Ms that can be stored and read back, else null.
 const storable = (ms: number): number | null => (Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_MS ? ms : null)
 const instantMs = (value: unknown): number | null => (types.isDate(value) ? storable(value.getTime()) : null)
 const plain = (value: unknown): value is object => typeof value === 'object' && value !== null && !types.isProxy(value)
@@ -66,8 +65,7 @@ function isCronJob(at: object): at is CronPackageJob {
   )
 }
 
-// The latest slot not after `lastDate()`: the package has no "previous date", so the search doubles
-// back from a second before the fire, then walks forward, in the job's zone for DST.
+// The latest slot not after `lastDate()`; with no "previous date", it doubles back, then walks forward (zoned, for DST).
 export function cronJobSlot(job: CronPackageJob): NamedSlot {
   let fired: number | null
   let inZone: LuxonLike

@@ -16,14 +16,13 @@ export interface ClaimConfig {
   readonly clockToleranceMs?: number | undefined
   /** How many of the job's runs the history keeps; false: none (the record still runs). */
   readonly history?: HistoryKeep | false | undefined
-  readonly record?: boolean
+  readonly record: boolean
   readonly keepAlive?: KeepAlive | undefined
 }
 
 export interface RunConfig<T> extends ClaimConfig {
   readonly runTick: (ctx: LeaseContext) => Promise<T> | T
   readonly keepAlive: KeepAlive | undefined
-  readonly record: boolean
   readonly everyMs: number | undefined
 }
 
