@@ -132,11 +132,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const jobName = checkJobName(name, 'task.name')
       watched.set(jobName, task)
       task.on('execution:failed', coordinator.onExecutionFailed)
-      if (catchUp !== undefined && typeof task.execute === 'function') {
-        void catchUpTask(jobName, task, catchUp.withinMs).catch((error: unknown) =>
-          warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`),
-        )
-      }
+      if (catchUp !== undefined && typeof task.execute === 'function') void catchUpTask(jobName, task, catchUp.withinMs)
       return task
     },
     onExecutionFailed(context): void {
@@ -152,19 +148,19 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   }
   // Run by `task.execute()`: its rejection once won is the run's error, recorded as any run's, not a failed catch-up.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
-    const runTick = () => (task.execute as () => Promise<unknown>).call(task)
-    const claimConfig = configOf(jobName, () => DEFAULT_TTL_MS)
-    const config = { ...claimConfig, runTick, record, keepAlive: undefined, everyMs: undefined }
-    const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
     let won = false
-    const claimed = async () => {
-      const ticket = await claim(config, slot, withinMs)
-      won = ticket !== null
-      return ticket
+    try {
+      const runTick = () => (task.execute as () => Promise<unknown>).call(task)
+      const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick, keepAlive: undefined, everyMs: undefined }
+      const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
+      await runTracked(config, async () => {
+        const ticket = await claim(config, slot, withinMs)
+        won = ticket !== null
+        return ticket
+      })
+    } catch (error) {
+      if (!won) warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`)
     }
-    await runTracked(config, claimed).catch((error: unknown) => {
-      if (!won) throw error
-    })
   }
 
   return Object.freeze(coordinator)
