@@ -46,9 +46,8 @@ export interface LeaseCoordinatorOptions
 }
 
 /**
- * A node-cron 4 run coordinator backed by the lease table. The claim is on the task name, keyed on
- * node-cron's slot as its occurrence, so no slot runs twice however late a timer fires. The lease
- * is held to expiry, keeping runs from overlapping; a claim error rejects ("skip this fire").
+ * A node-cron 4 run coordinator on the lease table: the claim is on the task name, keyed on node-cron's slot, so no
+ * slot runs twice however late a timer fires. The lease is held to expiry; a claim error rejects ("skip this fire").
  *
  * @example
  * const coordinator = leaseCoordinator(pool)

@@ -19,8 +19,7 @@ import { checkFunction, checkJobName, checkMs, checkQueryable, fail, readOrFail 
 
 /**
  * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without writing. A missed
- * occurrence beats a duplicate: a claim error rejects and nothing runs, a tick that throws rejects and keeps its lease,
- * which is never released (see {@link LEASE}). After {@link drainLeases}, it resolves `{ ran: false }` with no query.
+ * occurrence beats a duplicate: a claim error rejects, running nothing; a thrown tick keeps its lease ({@link LEASE}).
  *
  * @example
  * cron.schedule('0 * * * *', (run) =>
