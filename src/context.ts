@@ -1,13 +1,12 @@
-/** The tick's context: fenced renew, fence, abort signal, keep-alive beats. */
+/** The tick's context: fenced renew, fence, abort signal (saying why a lease was lost), keep-alive beats. */
 import { publishDrainAbort, publishLost, publishRenew } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
-import { whyLost } from './lost-lease.js'
-import { runStatement, transactionStatus, underSavepoint } from './query.js'
+import { codeOf, runStatement, transactionStatus, underSavepoint } from './query.js'
 import { readResult } from './result.js'
-import { fenceSql } from './sql.js'
+import { fenceSql, lostLeaseSql } from './sql.js'
 import { statementsOf } from './statements.js'
-import type { ClaimConfig, Ticket } from './ticket.js'
+import { type ClaimConfig, firstRow, type Ticket } from './ticket.js'
 import type { KeepAlive, LeaseContext, Queryable } from './types.js'
 import { checkMs, checkQueryable } from './validate.js'
 
@@ -46,6 +45,27 @@ export function checkKeepAliveHandle({ db, jobName, keepAlive }: ClaimConfig): v
   )
 }
 
+const UNKNOWN = 'it expired or another claim replaced it'
+
+// `early`: the renew came back before the lease could run out, so someone ended it. A failed read: reason unknown.
+async function whyLost({ config, kind, claimToken }: Ticket, early: boolean): Promise<string> {
+  const { db, table, jobName } = config
+  const shape = kind === 'original' ? 'original' : 'current'
+  const row = await runStatement(db, lostLeaseSql(table, shape), [jobName, claimToken], false).then(
+    (result) => firstRow(result) ?? null,
+    () => undefined,
+  )
+  if (row === undefined) return UNKNOWN
+  if (row === null) return 'its row is no longer in the table'
+  if (row.same_claim !== true) return 'another claim replaced it'
+  if (row.paused === true) {
+    const until = row.paused_until === 'infinity' ? 'until resumed' : `until ${String(row.paused_until)}`
+    return `the job was paused ${until} (pauseJob or pg-cron-lease pause)`
+  }
+  if (row.held !== false) return UNKNOWN
+  return early ? 'it was released (releaseLease or pg-cron-lease release)' : 'it expired'
+}
+
 function refused(jobName: string, call: 'renew' | 'fence', settled: boolean): Error {
   const head = `pg-cron-lease: cannot ${call === 'renew' ? 'renew' : 'fence on'} the lease for '${jobName}': `
   if (settled) return new Error(`${head}its tick has settled; the lease is held until it expires`)
@@ -77,8 +97,7 @@ export function openContext(ticket: Ticket) {
   let closed = false
   let beatTimer: NodeJS.Timeout | undefined
   let deadlineTimer: NodeJS.Timeout | undefined
-  // The earliest the lease can end, on this process's monotonic clock: the database set the expiry from a
-  // clock_timestamp() read after the statement was sent, so this lower bound needs no agreement between clocks.
+  // The earliest the lease can end, on this process's clock: the database's clock_timestamp() read came later.
   let expiresAt = ticket.sentAt + leaseMs
 
   let lost = false
@@ -142,11 +161,11 @@ export function openContext(ticket: Ticket) {
     if (closed) throw refused(jobName, 'fence', true)
     const inTransaction = checkTransactionClient(client)
     if (claimToken === null) throw refused(jobName, 'fence', false)
-    // Not queued with the renews: it does not move the lease, and one waiting on a racing claim's row lock must
-    // not hold up the beats. The savepoint's refusal says no transaction is open; its rollback keeps one usable.
+    // Not queued with the renews: it does not move the lease, and a wait on a racing claim's row lock must not
+    // hold up the beats. The savepoint's refusal says no transaction is open; its rollback keeps one usable.
     const result = await underSavepoint(inTransaction, fenceSql(table), [jobName, claimToken]).catch(
       (error: unknown) => {
-        if ((error as { code?: unknown } | null)?.code !== '25P01') throw error
+        if (codeOf(error) !== '25P01') throw error
         throw new TypeError(
           `pg-cron-lease: fence(client) for '${jobName}' ran outside any transaction, where its row lock would ` +
             'end with the statement: pass the handle of an open transaction (a client after BEGIN, or your query ' +
@@ -175,8 +194,8 @@ export function openContext(ticket: Ticket) {
   }
 }
 
-// ctx.signal is made on its first read: an AbortController costs a won claim about 5 µs, and most ticks never
-// read it. A class, as an object literal's getter is made anew per claim at much that cost (docs/performance.md).
+// ctx.signal is made on first read: an AbortController costs a won claim about 5 µs, and most ticks never read it.
+// A class, as an object literal's getter is made anew per claim at much that cost (docs/performance.md).
 class Context implements LeaseContext {
   readonly #signal: () => AbortSignal
 

@@ -46,9 +46,8 @@ export interface LeaseCoordinatorOptions
 }
 
 /**
- * A node-cron 4 run coordinator backed by the lease table. The claim is on the task name, keyed on
- * node-cron's slot as its occurrence, so no slot runs twice however late a timer fires. The lease
- * is held to expiry, keeping runs from overlapping; a claim error rejects ("skip this fire").
+ * A node-cron 4 run coordinator on the lease table: the claim is on the task name, keyed on node-cron's slot, so no
+ * slot runs twice however late a timer fires. The lease is held to expiry; a claim error rejects ("skip this fire").
  *
  * @example
  * const coordinator = leaseCoordinator(pool)
@@ -73,25 +72,25 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const previous = lastSlot.get(jobName)
     if (lastSlot.size >= 1000) lastSlot.clear()
     lastSlot.set(jobName, occurrence)
-    if (next !== null && next > occurrence) return { occurrence, nextOccurrence: next, intervalMs: next - occurrence }
     const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
-    return { occurrence, nextOccurrence: next, intervalMs: gap }
+    return {
+      occurrence,
+      nextOccurrence: next,
+      intervalMs: next !== null && next > occurrence ? next - occurrence : gap,
+    }
   }
-  // Once per run: by onComplete, or by a shutdown that stopped it first. node-cron emits execution:failed
-  // before onComplete; an unwatched task may have thrown unheard.
+  // Once per run, by onComplete or a shutdown; an unwatched task may have thrown unheard (no execution:failed).
   const complete = async (key: string, run: Run) => {
     if (running.get(key) !== run) return
     running.delete(key)
     const { ticket, startedAt, open, failed } = run
     const heard = watched.has(ticket.config.jobName)
     const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
-    try {
-      const durationMs = monotonicMs() - startedAt
-      if (record) await recordOutcome(ticket, durationMs, settled)
-      publishRunEnd(ticket, settled, durationMs)
-    } finally {
-      open.end()
-    }
+    const durationMs = monotonicMs() - startedAt
+    // Neither rejects.
+    if (record) await recordOutcome(ticket, durationMs, settled)
+    publishRunEnd(ticket, settled, durationMs)
+    open.end()
   }
 
   const coordinator: LeaseCoordinator = {
@@ -132,11 +131,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       const jobName = checkJobName(name, 'task.name')
       watched.set(jobName, task)
       task.on('execution:failed', coordinator.onExecutionFailed)
-      if (catchUp !== undefined && typeof task.execute === 'function') {
-        void catchUpTask(jobName, task, catchUp.withinMs).catch((error: unknown) =>
-          warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`),
-        )
-      }
+      if (catchUp !== undefined && typeof task.execute === 'function') void catchUpTask(jobName, task, catchUp.withinMs)
       return task
     },
     onExecutionFailed(context): void {
@@ -150,22 +145,21 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       }
     },
   }
-  // Claimed as `catchUp` claims and run by `task.execute()`, which rejects when the task throws or a
-  // shutdown stops it: that is the run's error, recorded as any run's, not a failed catch-up.
+  // Run by `task.execute()`: its rejection once won is the run's error, recorded as any run's, not a failed catch-up.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
-    const runTick = () => (task.execute as () => Promise<unknown>).call(task)
-    const claimConfig = configOf(jobName, () => DEFAULT_TTL_MS)
-    const config = { ...claimConfig, runTick, record, keepAlive: undefined, everyMs: undefined }
-    const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
     let won = false
-    const claimed = async () => {
-      const ticket = await claim(config, slot, withinMs)
-      won = ticket !== null
-      return ticket
+    try {
+      const runTick = () => (task.execute as () => Promise<unknown>).call(task)
+      const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick, keepAlive: undefined, everyMs: undefined }
+      const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
+      await runTracked(config, async () => {
+        const ticket = await claim(config, slot, withinMs)
+        won = ticket !== null
+        return ticket
+      })
+    } catch (error) {
+      if (!won) warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`)
     }
-    await runTracked(config, claimed).catch((error: unknown) => {
-      if (!won) throw error
-    })
   }
 
   return Object.freeze(coordinator)
@@ -174,7 +168,6 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
 // `failed` is a box, so a task that throws `undefined` still failed.
 type Run = { ticket: Ticket; startedAt: number; failed?: unknown[]; open: InFlight }
 
-// A task that cannot say when it runs next has an unknown next run.
 function nextRunOf(task: WatchedTask | undefined): number | null {
   try {
     const at = typeof task?.getNextRun === 'function' ? task.getNextRun() : null

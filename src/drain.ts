@@ -114,10 +114,9 @@ export interface DrainResult {
 let drained: Promise<DrainResult> | undefined
 
 /**
- * Shuts down this process's runs gracefully: from the call on, no claim is sent (calls resolve `{ ran: false,
- * result: null }`, `shouldRun` false). Resolves once every run in flight has recorded its outcome; at
- * `opts.timeoutMs` those left are aborted, their calls reject, and their outcomes record that error. A second
- * call returns the first's promise. End the pool after it.
+ * Shuts down this process's runs: from the call on, no claim is sent (calls resolve `{ ran: false }`). Resolves
+ * once every run in flight is recorded; at `opts.timeoutMs` those left are aborted and record that error. A second
+ * call returns the first's promise.
  *
  * @example
  * process.once('SIGTERM', async () => {

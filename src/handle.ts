@@ -14,7 +14,6 @@ export interface TableKnowledge {
   unprobed: number
 }
 
-/** How statements go through one handle, decided once (src/query.ts). */
 export interface Sending {
   /** A `pg` Pool or client: takes `query({ name, text, values })`. */
   readonly named: boolean
@@ -33,7 +32,6 @@ export interface HandleState {
   connection: Promise<unknown> | undefined
 }
 
-const TABLES = 100
 const handles = new WeakMap<object, HandleState>()
 
 export function handleState(db: object): HandleState {
@@ -46,13 +44,20 @@ export function handleState(db: object): HandleState {
 }
 
 export function knowledgeOf(db: object, table: string): TableKnowledge {
-  const { tables } = handleState(db)
-  let known = tables.get(table)
-  if (known === undefined) {
-    // At most TABLES tables; the first added goes first.
-    if (tables.size >= TABLES) tables.delete(tables.keys().next().value as string)
-    known = { shape: undefined, history: false, readAt: 0, reading: undefined, clock: undefined, unprobed: 0 }
-    tables.set(table, known)
+  return tableEntry(handleState(db).tables, table, newKnowledge)
+}
+
+function newKnowledge(): TableKnowledge {
+  return { shape: undefined, history: false, readAt: 0, reading: undefined, clock: undefined, unprobed: 0 }
+}
+
+// At most 100 tables in a per-table cache; the first added goes first.
+export function tableEntry<V>(map: Map<string, V>, table: string, make: () => V): V {
+  let entry = map.get(table)
+  if (entry === undefined) {
+    if (map.size >= 100) map.delete(map.keys().next().value as string)
+    entry = make()
+    map.set(table, entry)
   }
-  return known
+  return entry
 }

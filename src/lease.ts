@@ -8,28 +8,18 @@ import { clearWarning, debug, firstWarning, migrateCommand, warn, warnShape } fr
 import { type Compiled, compileCall, type EntryPoint } from './options.js'
 import { recordOutcome, type Settled } from './outcome.js'
 import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
-import { runStatement } from './query.js'
+import { codeOf, runStatement } from './query.js'
 import { readResult } from './result.js'
 import { type ClaimKind, DEFAULT_TABLE, type Shape } from './sql.js'
 import { type Statement, statementsOf } from './statements.js'
 import { readFacts, shapeOf } from './table-facts.js'
-import {
-  type ClaimConfig,
-  firstRow,
-  historyParams,
-  type RunConfig,
-  type Slot,
-  slotOf,
-  type Ticket,
-  wonTicket,
-} from './ticket.js'
+import { type ClaimConfig, historyParams, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 import { checkFunction, checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
 /**
  * Runs `runTick` on exactly one replica per occurrence; the others resolve `{ ran: false }` without writing. A missed
- * occurrence beats a duplicate: a claim error rejects and nothing runs, a tick that throws rejects and keeps its lease,
- * which is never released (see {@link LEASE}). After {@link drainLeases}, it resolves `{ ran: false }` with no query.
+ * occurrence beats a duplicate: a claim error rejects, running nothing; a thrown tick keeps its lease ({@link LEASE}).
  *
  * @example
  * cron.schedule('0 * * * *', (run) =>
@@ -155,13 +145,11 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   if (catchingUp && shape === 'original') return null
   // A table not known to exist gets the original statement, whose refusal names the table.
   const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
-  // The original shape keeps no occurrence.
   const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
   const statements = statementsOf(table, kind)
   const send = (statement: Statement, params: unknown[]) =>
     runStatement(db, statement, params, prepare).catch((error: unknown) => Promise.reject(claimError(config, error)))
-  // Most claims lose, and a loser the read-only probe stops sends nothing more. After a claim it did not stop (a
-  // win, or a dead heat), the next UNPROBED_CLAIMS go without it (docs/performance.md).
+  // Most claims lose, to the read-only probe; after a win or a dead heat it is skipped (docs/performance.md).
   const probing = kind !== 'original' && !catchingUp
   let probed = false
   if (probing && known.unprobed > 0) {
@@ -180,7 +168,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   const { matched: won, claimToken } = readResult(result, jobName, catchingUp ? 'claimed to catch up' : 'claimed')
   if (catchingUp) {
     publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
-    return won ? wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot, true) : null
+    return won ? wonTicket(config, claimToken, sentAt, kind, result, slot, true) : null
   }
   if (won || probed) known.unprobed = UNPROBED_CLAIMS
   if (!won) return lost(config, occurrence)
@@ -192,14 +180,14 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
     checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
   }
   if (occurrence !== null) clearWarning(table, `early:${jobName}`)
-  return wonTicket(config, claimToken, sentAt, kind, firstRow(result), slot)
+  return wonTicket(config, claimToken, sentAt, kind, result, slot)
 }
 
 const UNPROBED_CLAIMS = 3
 
 function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
   if (shape === 'original') return 'original'
-  if (config.record === false) return 'lease'
+  if (!config.record) return 'lease'
   return known.history && config.history !== false ? 'history' : 'run'
 }
 
@@ -216,9 +204,9 @@ function claimParams(config: ClaimConfig, kind: ClaimKind, slot: Slot | null, no
 
 // A table changed under a claim is read again next claim, never guessed; a missing one is named.
 function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
-  const code = (error as { code?: unknown } | null)?.code
+  const code = codeOf(error)
   const known = knowledgeOf(db, table)
-  // The probe goes first again: a handle that keeps failing (a standby) still loses quietly to a held lease.
+  // The probe goes first again: a failing handle (a standby) still loses quietly to a held lease.
   known.unprobed = 0
   if (code === '42703') known.shape = undefined
   const message = (error as { message?: unknown } | null)?.message
@@ -227,7 +215,6 @@ function claimError({ db, table }: ClaimConfig, error: unknown): unknown {
   return tableMissing(table, error)
 }
 
-// How far ahead of the database clock an occurrence may lie: the option, else 10% of the lease.
 function toleranceOf(config: ClaimConfig): number {
   return config.clockToleranceMs ?? Math.floor(config.leaseMs / 10)
 }
@@ -243,7 +230,6 @@ function checkGap({ table, jobName, leaseMs, logger }: ClaimConfig, { intervalMs
   )
 }
 
-// With what to run, and the driver's `code`.
 function tableMissing(table: string, cause?: unknown): Error {
   const message =
     `pg-cron-lease: the lease table ${table} does not exist (or this role cannot see it): create it with ` +
@@ -254,8 +240,7 @@ function tableMissing(table: string, cause?: unknown): Error {
 
 const CLOCK_CHECK_EVERY_MS = 60_000
 
-// Of the losses, only a too-early one needs saying (this replica's clock runs fast and never runs the job); the
-// offset is refreshed by won claims, else by a facts read at most once per CLOCK_CHECK_EVERY_MS and table.
+// Only a too-early loss needs saying: this replica's clock runs fast, and it never runs the job.
 async function lost(config: ClaimConfig, occurrence: number | null): Promise<null> {
   const { db, table, jobName, holder, logger } = config
   publishClaim(() => ({ jobName, holder, won: false, claimToken: null, clockOffsetMs: null }))
@@ -266,15 +251,11 @@ async function lost(config: ClaimConfig, occurrence: number | null): Promise<nul
   )
   if (occurrence === null) return null
   const known = knowledgeOf(db, table)
-  const fresh = known.clock !== undefined && monotonicMs() - known.clock.at < CLOCK_CHECK_EVERY_MS
+  // The offset is kept fresh by won claims, else by a facts read at most once per CLOCK_CHECK_EVERY_MS.
+  const stale = known.clock === undefined || monotonicMs() - known.clock.at >= CLOCK_CHECK_EVERY_MS
   // A failed read leaves nothing to judge by.
-  const read =
-    fresh ||
-    (await readFacts(config, known).then(
-      () => true,
-      () => false,
-    ))
-  if (!read || known.clock === undefined) return null
+  if (stale && (await readFacts(config, known).catch(() => null)) === null) return null
+  if (known.clock === undefined) return null
   const aheadMs = occurrence - (Date.now() - known.clock.offsetMs)
   const tolerance = toleranceOf(config)
   if (!(aheadMs > tolerance)) clearWarning(table, `early:${jobName}`)

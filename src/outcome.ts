@@ -53,12 +53,12 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
   try {
     await send(errorText)
   } catch (error) {
-    // A failed run must never read as the last run's 'ok'. Text the database cannot store (22P05, 22021:
-    // a character its encoding lacks or cannot take) is the one failure a retry in ASCII fixes.
+    // A failed run must never read as the last run's 'ok': text the encoding cannot take is retried in ASCII.
     const code = codeOf(error)
-    if (errorText !== null && (code === '22P05' || code === '22021') && NON_ASCII.test(errorText)) {
+    const ascii = errorText?.replace(/[^\x20-\x7e]/gu, '?') ?? null
+    if (ascii !== errorText && (code === '22P05' || code === '22021')) {
       try {
-        await send(errorText.replace(/[^\x20-\x7e]/gu, '?'))
+        await send(ascii)
         return warn(logger, `pg-cron-lease: the error of '${jobName}' was recorded in ASCII: ${firstLine(error)}`)
       } catch {
         // Reported below, with the first error.
@@ -100,5 +100,3 @@ function oneLine(text: string): string {
 }
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
-
-const NON_ASCII = /[^\x20-\x7e]/u

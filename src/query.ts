@@ -5,8 +5,7 @@ import { connectionSql, releaseSavepointSql, rollbackToSavepointSql, savepointSq
 import type { Statement } from './statements.js'
 import type { Queryable, QueryResultLike } from './types.js'
 
-// Refusals by a pooler that does not track prepared statements (PgBouncer < 1.21), or of a stale
-// cached plan: all raised before the statement runs, so resending it plain cannot run it twice.
+// Refusals by a pooler blind to prepared statements (PgBouncer < 1.21), or of a stale plan: resent plain, never twice.
 const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])
 
 export async function runStatement(
@@ -19,12 +18,12 @@ export async function runStatement(
   const sending = sendingOf(db, state)
   // 'I' idle, 'T' in a transaction, 'E' failed; a Pool, or a handle that cannot tell, counts as idle.
   const status = sending.status === null ? 'I' : sending.status()
-  const named = prepare && sending.named && !state.unprepared
-  if (status === 'I') return outside(db, statement, params, named)
   const text = typeof statement === 'string' ? statement : statement.text
+  const named = prepare && sending.named && !state.unprepared && typeof statement !== 'string' ? statement : null
+  if (status === 'I') return outside(db, text, params, named)
   if (status === 'T') return underSavepoint(db, text, params)
   // Not known yet: the savepoint tells, as Postgres refuses one outside a transaction (25P01).
-  if (status === '?') return underSavepoint(db, text, params, () => outside(db, statement, params, named))
+  if (status === '?') return underSavepoint(db, text, params, () => outside(db, text, params, named))
   // A failed transaction refuses this as it does any statement; null: a client not connected yet.
   return db.query(text, params)
 }
@@ -45,8 +44,7 @@ function sendingOf(db: Queryable, state = handleState(db)): Sending {
   return state.sending
 }
 
-// A pg client before 8.21 keeps no transaction state, but each ReadyForQuery its connection emits
-// carries it. pg-native has no such connection: its status stays unknown, and each statement asks.
+// A pg client before 8.21 keeps no transaction state, but each ReadyForQuery carries it; pg-native's stays unknown.
 function watchStatus(connection: unknown): () => unknown {
   type Emitter = { on?: (event: string, listener: (message: { status?: unknown } | undefined) => void) => unknown }
   const emitter = connection as Emitter | null | undefined
@@ -60,22 +58,19 @@ function watchStatus(connection: unknown): () => unknown {
 
 type Named = { query(config: { name: string; text: string; values: unknown[] }): Promise<QueryResultLike> }
 
-// Prepared when `named`, until the pooler in front of the handle refuses once: it will not start keeping them.
-async function outside(db: Queryable, statement: Statement | string, params: unknown[], named: boolean) {
-  if (!named || typeof statement === 'string') {
-    return db.query(typeof statement === 'string' ? statement : statement.text, params)
-  }
+// Prepared under `named`'s name, until the pooler in front of the handle refuses once: it will not start keeping them.
+async function outside(db: Queryable, text: string, params: unknown[], named: Statement | null) {
+  if (named === null) return db.query(text, params)
   try {
-    return await (db as unknown as Named).query({ name: statement.name, text: statement.text, values: params })
+    return await (db as unknown as Named).query({ name: named.name, text, values: params })
   } catch (error) {
     if (!NOT_PREPARED.has(codeOf(error) as string)) throw error
     handleState(db).unprepared = true
-    return db.query(statement.text, params)
+    return db.query(text, params)
   }
 }
 
-// One savepoint name is enough: on a connection, nothing else of the library's is in flight while
-// one is open (inTurn), so a RELEASE can only ever release its own.
+// One name is enough: while one is open, nothing else of the library's is in flight on its connection (inTurn).
 const SAVEPOINT = 'pg_cron_lease'
 
 /** Under a savepoint, so its failure cannot abort the caller's transaction; `noTransaction` runs if none is open. */
@@ -125,8 +120,7 @@ function inTurn<T>(connection: unknown, send: () => Promise<T>): Promise<T> {
   return turn
 }
 
-// A pg client is its connection; another handle is asked, once per object, as two adapters over one transaction
-// (fromKnex(trx) per call) queue as one. Asked after all in flight; all sent after the question wait for it.
+// A pg client is its connection; another handle is asked once, so two adapters over one transaction queue as one.
 function connectionOf(db: Queryable): Promise<unknown> {
   const state = handleState(db)
   if (sendingOf(db, state).client) return Promise.resolve(db)

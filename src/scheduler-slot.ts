@@ -9,7 +9,6 @@ export type NamedSlot = { readonly occurrence: number | null; readonly nextOccur
 /** A fire that names no occurrence: the lease alone decides. */
 export const NO_SLOT: NamedSlot = Object.freeze({ occurrence: null, nextOccurrence: null })
 
-// Ms that can be stored and read back, else null.
 const storable = (ms: number): number | null => (Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_MS ? ms : null)
 const instantMs = (value: unknown): number | null => (types.isDate(value) ? storable(value.getTime()) : null)
 const plain = (value: unknown): value is object => typeof value === 'object' && value !== null && !types.isProxy(value)
@@ -18,8 +17,8 @@ function call(target: unknown, method: unknown, ...args: unknown[]): unknown {
   return typeof method === 'function' ? (method as (...a: unknown[]) => unknown).apply(target, args) : null
 }
 
-// From node-cron 4's context, croner's job (the latest slot at or before `currentRun()`, so a
-// `trigger()` names it too), the `cron` package's job, or `{ occurrence, nextOccurrence }` by hand.
+// From node-cron 4's context, croner's job (its latest slot by `currentRun()`, so a `trigger()` names one too),
+// the `cron` package's job, or `{ occurrence, nextOccurrence }` by hand.
 function schedulerSlot(at: unknown): NamedSlot {
   if (!plain(at)) return NO_SLOT
   const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
@@ -66,8 +65,7 @@ function isCronJob(at: object): at is CronPackageJob {
   )
 }
 
-// The latest slot not after `lastDate()`: the package has no "previous date", so the search doubles
-// back from a second before the fire, then walks forward, in the job's zone for DST.
+// The latest slot not after `lastDate()`; with no "previous date", it doubles back, then walks forward (zoned, for DST).
 export function cronJobSlot(job: CronPackageJob): NamedSlot {
   let fired: number | null
   let inZone: LuxonLike
@@ -99,8 +97,7 @@ const KEY_SLOT = /:(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)$/
 
 const KEY_RULE = "node-cron's 'name:slot' key, the slot as Date#toISOString() writes a real instant from 1970 to 9999"
 
-// A slot not exactly as `toISOString()` writes it is refused: read as another instant, it would claim
-// a slot nobody named.
+// A slot not exactly as `toISOString()` writes it is refused: read as another instant, it claims a slot nobody named.
 export function coordinatorKeySlot(key: unknown): { name: string; occurrence: number } {
   const match = typeof key === 'string' ? KEY_SLOT.exec(key) : null
   const text = match?.[1]

@@ -1,5 +1,6 @@
 /** Each table's hot statements, built once per process, each with the prepared name its text earns. */
 import { createHash } from 'node:crypto'
+import { tableEntry } from './handle.js'
 import {
   type ClaimKind,
   catchUpSql,
@@ -19,17 +20,13 @@ export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew
 
 export const TABLE_FACTS: Statement = statement(tableFactsSql())
 
-// By table, then kind (a key made of both cost more than the lookup); at most TABLES, the first added goes first.
-const TABLES = 100
-const built = new Map<string, Partial<Record<ClaimKind, Statements>>>()
+// By table, then kind: a key made of both cost more than the lookup.
+type OfTable = Partial<Record<ClaimKind, Statements>>
+const built = new Map<string, OfTable>()
+const newTable = (): OfTable => ({})
 
 export function statementsOf(table: string, kind: ClaimKind): Statements {
-  let ofTable = built.get(table)
-  if (ofTable === undefined) {
-    if (built.size >= TABLES) built.delete(built.keys().next().value as string)
-    ofTable = {}
-    built.set(table, ofTable)
-  }
+  const ofTable = tableEntry(built, table, newTable)
   ofTable[kind] ??= Object.freeze({
     probe: statement(probeSql(table)),
     claim: statement(claimSql(table, kind)),

@@ -16,20 +16,16 @@ export interface ClaimConfig {
   readonly clockToleranceMs?: number | undefined
   /** How many of the job's runs the history keeps; false: none (the record still runs). */
   readonly history?: HistoryKeep | false | undefined
-  /** Whether the won run's outcome is recorded (RunConfig's, and the coordinator's). */
-  readonly record?: boolean
-  /** Refused before the claim on a handle inside a transaction (checkKeepAliveHandle). */
+  readonly record: boolean
   readonly keepAlive?: KeepAlive | undefined
 }
 
 export interface RunConfig<T> extends ClaimConfig {
   readonly runTick: (ctx: LeaseContext) => Promise<T> | T
   readonly keepAlive: KeepAlive | undefined
-  readonly record: boolean
   readonly everyMs: number | undefined
 }
 
-/** Where one call stands in the job's schedule. */
 export interface Slot extends NamedSlot {
   /** Declared, else the gap to the next occurrence. */
   readonly intervalMs: number | null
@@ -44,7 +40,6 @@ export function slotOf(occurrence: number | null, nextGiven: number | null, ever
   return { occurrence, nextOccurrence: next, intervalMs: everyMs ?? gap }
 }
 
-/** A won claim: all its fences and its record need. */
 export interface Ticket {
   /** The run's identity in the channels' messages: a small frozen object, one per run, safe to log. */
   readonly run: Readonly<{ jobName: string; claimToken: string | null }>
@@ -65,10 +60,11 @@ export function wonTicket(
   claimToken: string | null,
   sentAt: number,
   kind: ClaimKind,
-  row: Record<string, unknown> | undefined,
+  result: unknown,
   slot: Slot | null,
   catchUp = false,
 ): Ticket {
+  const row = firstRow(result)
   const occurrence = typeof row?.occurrence === 'string' ? Date.parse(row.occurrence) : (slot?.occurrence ?? null)
   const missed = typeof row?.missed === 'number' || typeof row?.missed === 'string' ? Number(row.missed) : 0
   const number = row?.run_number
