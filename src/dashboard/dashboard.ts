@@ -8,8 +8,7 @@ import { listRuns } from '../list-runs.js'
 import { compileOptions } from '../options.js'
 import { renderPrometheus } from '../prometheus.js'
 import type { LeaseOptions, Queryable } from '../types.js'
-import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
-import { judgeJobs } from '../verdict.js'
+import { checkJobs } from '../verdict.js'
 import { forwardedProto, gate } from './auth.js'
 import { asset, loginPage, secure, send, shell } from './page.js'
 
@@ -221,10 +220,10 @@ async function read(site: Site, route: Route, path: string, name: string, query:
     return json(await turn(() => listRuns(db, { table, jobName: name, limit, before })))
   }
   // One read of the leases serves the jobs, /metrics and /healthz asked at once.
-  const { leases, checkedAt } = await once('leases', () => turn(() => readLeases(db, { table })))
-  if (path === '/api/jobs') return json(leases)
-  if (path === '/metrics') return { status: 200, type: METRICS_TYPE, body: renderPrometheus(leases) }
-  const verdict = judgeJobs({ leases, jobs: [], table, overdueFactor: DEFAULT_OVERDUE_FACTOR, checkedAt })
+  const leases = () => once('leases', () => turn(() => readLeases(db, { table })))
+  if (path === '/api/jobs') return json((await leases()).leases)
+  if (path === '/metrics') return { status: 200, type: METRICS_TYPE, body: renderPrometheus((await leases()).leases) }
+  const verdict = await checkJobs(db, { table }, leases)
   return json(verdict, verdict.healthy ? 200 : 503)
 }
 
