@@ -32,10 +32,7 @@ export interface RunMessage {
 /** The context of the `pg-cron-lease:tick` tracing channel, one per tick that runs. */
 export interface TickMessage extends RunMessage {
   leaseMs: number
-  /**
-   * Set by a `start` subscriber to run the tick as `within(tick)`, for a context no `bindStore` reaches
-   * (OpenTelemetry's `context.with`). A second subscriber should wrap the first's, not replace it.
-   */
+  /** A `start` subscriber sets it to run the tick in a context no `bindStore` reaches; a second wraps the first's. */
   within?: <R>(tick: () => R) => R
 }
 
