@@ -31,7 +31,7 @@ interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueF
 /** Which jobs a check judges: these names (one with no row is unhealthy), or those a predicate keeps. */
 export type JobFilter = readonly string[] | ((jobName: string) => boolean)
 
-export type CheckOptions = ListLeasesOptions & { jobs?: JobFilter | undefined }
+type CheckOptions = ListLeasesOptions & { jobs?: JobFilter | undefined }
 
 // `read` is the dashboard's: one read of the leases serves its other endpoints too.
 export async function checkJobs(db: Queryable, opts: CheckOptions, read = readLeases): Promise<CheckResult> {
@@ -69,13 +69,10 @@ function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput)
   }
   const ended = lease?.lastEndedOutcome ?? null
   const when = lease?.lastFinishedAt == null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
-  if (ended === 'error')
-    reasons.push(`FAILING: last run failed${when}: ${lease?.lastError ?? 'no error text recorded'}`)
-  if (ended === 'unfinished') {
-    reasons.push(
-      `DIED: last run ended${when} with no outcome: ${lease?.lastError ?? 'its replica died or lost the lease'}`,
-    )
-  }
+  const error = lease?.lastError
+  if (ended === 'error') reasons.push(`FAILING: last run failed${when}: ${error ?? 'no error text recorded'}`)
+  if (ended === 'unfinished')
+    reasons.push(`DIED: last run ended${when} with no outcome: ${error ?? 'its replica died or lost the lease'}`)
   // Said so that nobody waits for a run that cannot come.
   if ((ended === 'error' || ended === 'unfinished') && lease?.paused)
     reasons.push(`PAUSED ${untilText(lease.pausedUntil)}, so it cannot run again until then`)

@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { pauseJob, releaseLease, resumeJob } from '../admin.js'
 import { ERROR_CODES } from '../errors.js'
+import { messageOf } from '../format-value.js'
 import { jsonText } from '../human.js'
 import { readLeases } from '../list-leases.js'
 import { listRuns } from '../list-runs.js'
@@ -84,7 +85,6 @@ function readers(limit: number) {
       try {
         return await work()
       } finally {
-        // A waiter takes this reader's place.
         const next = waiting.shift()
         if (next) next()
         else running--
@@ -235,8 +235,6 @@ const numeric = (text: string | null) =>
 
 // Any other error (a SQLSTATE, a socket's code) is a 503, which the page shows as stale data.
 const STATUS_OF = { [ERROR_CODES.INVALID_ARGUMENT]: 400, [ERROR_CODES.NO_HISTORY]: 404, [ERROR_CODES.ROW_LOCKED]: 409 }
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 async function reply(res: ServerResponse, path: string, work: () => Promise<Reply>) {
   const answer = await work().catch((error: unknown): Reply => {

@@ -2,6 +2,7 @@
 import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
+import { messageOf } from '../format-value.js'
 import type { ListLeasesOptions } from '../list-leases.js'
 import { checkJobs, type JobFilter } from '../verdict.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
@@ -32,9 +33,8 @@ export class PgCronLeaseHealthIndicator {
     key: string = DEFAULT_HEALTH_KEY,
     options: JobFilter | PgCronLeaseHealthOptions = {},
   ): Promise<HealthIndicatorResult> {
-    const { jobs, overdueGraceMs, overdueFactor } = (
-      Array.isArray(options) || typeof options === 'function' ? { jobs: options } : options
-    ) as PgCronLeaseHealthOptions
+    const filter = Array.isArray(options) || typeof options === 'function' ? { jobs: options } : options
+    const { jobs, overdueGraceMs, overdueFactor } = filter as PgCronLeaseHealthOptions
     // The application's own service when it imports TerminusModule, else one of ours.
     this.service ??= import('@nestjs/terminus').then((terminus) => {
       try {
@@ -45,9 +45,7 @@ export class PgCronLeaseHealthIndicator {
     })
     const session = (await this.service).check(key)
     const { table } = this.config.defaults
-    const verdict = await checkJobs(this.config.db, { table, jobs, overdueGraceMs, overdueFactor }).catch(
-      (error: unknown) => (error instanceof Error ? error.message : String(error)),
-    )
+    const verdict = await checkJobs(this.config.db, { table, jobs, overdueGraceMs, overdueFactor }).catch(messageOf)
     if (typeof verdict === 'string') return session.down({ message: `cannot read ${table}: ${verdict}` })
     const unhealthy = verdict.jobs.filter((job) => !job.healthy)
     if (unhealthy.length === 0) return session.up({ checked: verdict.jobs.length })
