@@ -36,8 +36,6 @@ const HTML_TYPE = 'text/html; charset=utf-8'
 const METRICS_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
-const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
-const LEASE_READS = new Set(['/api/jobs', '/metrics', '/healthz'])
 
 /**
  * The pages, JSON, `/metrics` and `/healthz` of one lease table (docs/dashboard.md); read-only unless `allowActions` and `token`.
@@ -61,7 +59,7 @@ function siteOf(opts: DashboardOptions) {
     basePath,
     guard: token === undefined ? undefined : gate(token),
     actions: allowActions && token !== undefined,
-    hosts: new Set([...LOOPBACK, ...allowedHosts]),
+    hosts: new Set(['localhost', '127.0.0.1', '[::1]', ...allowedHosts]),
     ...readers(2),
   }
 }
@@ -168,7 +166,7 @@ function routeOf(path: string, method: string | undefined, job: RegExpExecArray 
   if (method === 'GET' && asset(path.slice(1)) !== undefined) return 'asset'
   if (method === 'POST' && (path === '/login' || path === '/logout')) return 'session'
   if (path === '/') return 'page'
-  if (LEASE_READS.has(path)) return 'leases'
+  if (['/api/jobs', '/metrics', '/healthz'].includes(path)) return 'leases'
   if (path === '/api/runs' || job?.[2] === 'runs') return 'runs'
   return job === null ? undefined : 'action'
 }
