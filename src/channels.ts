@@ -93,25 +93,17 @@ function runOf({ run, config, claimToken }: Ticket): RunMessage {
 
 export const publishClaim = publisher(CHANNELS.claim, (message: () => ClaimMessage) => message())
 export const publishRenew = publisher(CHANNELS.renew, (message: () => RenewMessage) => message())
-export const publishRunStart = publisher(
-  CHANNELS.runStart,
-  (ticket: Ticket): RunStartMessage => ({
-    ...runOf(ticket),
-    leaseMs: ticket.config.leaseMs,
-    occurrence: ticket.occurrence,
-    missed: ticket.missed,
-    catchUp: ticket.catchUp,
-  }),
-)
-export const publishRunEnd = publisher(
-  CHANNELS.runEnd,
-  (ticket: Ticket, settled: Settled, durationMs: number): RunEndMessage => ({
-    ...runOf(ticket),
-    outcome: settled.outcome,
-    error: settled.outcome === 'error' ? settled.error : undefined,
-    durationMs,
-  }),
-)
+export const publishRunStart = publisher(CHANNELS.runStart, (ticket: Ticket): RunStartMessage => {
+  const { occurrence, missed, catchUp } = ticket
+  return { ...runOf(ticket), leaseMs: ticket.config.leaseMs, occurrence, missed, catchUp }
+})
+
+function runEnd(ticket: Ticket, settled: Settled, durationMs: number): RunEndMessage {
+  const error = settled.outcome === 'error' ? settled.error : undefined
+  return { ...runOf(ticket), outcome: settled.outcome, error, durationMs }
+}
+export const publishRunEnd = publisher(CHANNELS.runEnd, runEnd)
+
 // A lost lease and a drain's abort both say which run stopped, and why.
 const stopped = <R>(name: string) =>
   publisher(name, (ticket: Ticket, reason: R): RunMessage & { reason: R } => ({ ...runOf(ticket), reason }))
