@@ -32,10 +32,7 @@ export interface RunMessage {
 /** The context of the `pg-cron-lease:tick` tracing channel, one per tick that runs. */
 export interface TickMessage extends RunMessage {
   leaseMs: number
-  /**
-   * Set by a `start` subscriber to run the tick as `within(tick)`, for a context no `bindStore` reaches
-   * (OpenTelemetry's `context.with`). A second subscriber should wrap the first's, not replace it.
-   */
+  /** A `start` subscriber sets it to run the tick in a context no `bindStore` reaches; a second wraps the first's. */
   within?: <R>(tick: () => R) => R
 }
 
@@ -96,25 +93,17 @@ function runOf({ run, config, claimToken }: Ticket): RunMessage {
 
 export const publishClaim = publisher(CHANNELS.claim, (message: () => ClaimMessage) => message())
 export const publishRenew = publisher(CHANNELS.renew, (message: () => RenewMessage) => message())
-export const publishRunStart = publisher(
-  CHANNELS.runStart,
-  (ticket: Ticket): RunStartMessage => ({
-    ...runOf(ticket),
-    leaseMs: ticket.config.leaseMs,
-    occurrence: ticket.occurrence,
-    missed: ticket.missed,
-    catchUp: ticket.catchUp,
-  }),
-)
-export const publishRunEnd = publisher(
-  CHANNELS.runEnd,
-  (ticket: Ticket, settled: Settled, durationMs: number): RunEndMessage => ({
-    ...runOf(ticket),
-    outcome: settled.outcome,
-    error: settled.outcome === 'error' ? settled.error : undefined,
-    durationMs,
-  }),
-)
+export const publishRunStart = publisher(CHANNELS.runStart, (ticket: Ticket): RunStartMessage => {
+  const { occurrence, missed, catchUp } = ticket
+  return { ...runOf(ticket), leaseMs: ticket.config.leaseMs, occurrence, missed, catchUp }
+})
+
+function runEnd(ticket: Ticket, settled: Settled, durationMs: number): RunEndMessage {
+  const error = settled.outcome === 'error' ? settled.error : undefined
+  return { ...runOf(ticket), outcome: settled.outcome, error, durationMs }
+}
+export const publishRunEnd = publisher(CHANNELS.runEnd, runEnd)
+
 // A lost lease and a drain's abort both say which run stopped, and why.
 const stopped = <R>(name: string) =>
   publisher(name, (ticket: Ticket, reason: R): RunMessage & { reason: R } => ({ ...runOf(ticket), reason }))

@@ -11,9 +11,7 @@ export const ERROR_CODES = Object.freeze({
 } as const)
 
 /**
- * What `ctx.fence(client)` rejects with once another claim replaced this one: roll back. The caller's
- * transaction is not left aborted.
- *
+ * What `ctx.fence(client)` rejects with once another claim replaced this one: roll back (it is not left aborted).
  * @example
  * if (!(error instanceof LeaseLostError)) throw error // else: another claim runs the job now
  */

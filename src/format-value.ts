@@ -30,8 +30,10 @@ function render(value: unknown): string {
 
 const clip = (text: string) => (text.length > 80 ? `${text.slice(0, 80)}…` : text)
 
-/** An error's message on one line (else its code), for a line of output. */
+export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+// On one line (else its code), for a line of output.
 export function oneLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error)
+  const message = messageOf(error)
   return message.replace(/\s*\n\s*/g, ' ').trim() || String((error as { code?: unknown })?.code ?? 'unknown error')
 }

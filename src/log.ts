@@ -19,7 +19,6 @@ export function firstWarning(table: string, about: string): boolean {
   return true
 }
 
-/** Ends a condition {@link firstWarning} allowed a warning about. */
 export function clearWarning(table: string, about: string): void {
   warned.get(table)?.delete(about)
 }

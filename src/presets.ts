@@ -5,10 +5,7 @@ export { MAX_LEASE_MS }
 /** The longest `everyMs`, in ms: ten years, so every stored due time reads back as a `Date`. */
 export const MAX_INTERVAL_MS = 315_576_000_000
 
-/**
- * Lease lengths for common schedules, in ms: about 80% of the interval, so a late timer or an off clock still
- * finds the occurrence taken, and the lease has expired by the next one.
- */
+/** Lease lengths for common schedules, in ms: about 80% of the interval, so a late fire still finds it taken. */
 export const LEASE = Object.freeze({
   EVERY_MINUTE: 50 * 1000,
   EVERY_5_MIN: 4 * 60 * 1000,
@@ -19,7 +16,6 @@ export const LEASE = Object.freeze({
 
 /**
  * The lease for any fixed interval: 80% of it, in whole ms (at least 1). {@link forInterval} adds the interval.
- *
  * @example
  * setInterval(leasedTick(pool, 'sync', leaseForInterval(15_000), sync), 15_000)
  */
@@ -40,7 +36,6 @@ export interface IntervalLease {
 
 /**
  * The lease for a fixed interval, and the interval as `everyMs`: overdue runs are reported, missed ones counted.
- *
  * @example
  * setInterval(leasedTick(pool, 'sync', forInterval(15_000), sync), 15_000)
  */

@@ -69,9 +69,8 @@ export interface LeaseContext {
   /** Sets this claim's expiry to `ms` (default: `leaseMs`) from now; `false` (and `signal` aborts) once it lost. */
   renew(ms?: number): Promise<boolean>
   /**
-   * Fences the tick's own writes in your open transaction: the job's row is locked `FOR KEY SHARE` until it ends,
-   * so no successor claim wins meanwhile. Rejects with a `LeaseLostError` once another claim replaced this one
-   * (docs/failure-modes.md#fenced-writes).
+   * Fences your open transaction's writes: the job's row stays locked `FOR KEY SHARE` until it ends, so no successor
+   * wins meanwhile; a `LeaseLostError` once another claim replaced this one (docs/failure-modes.md#fenced-writes).
    */
   fence(client: Queryable): Promise<void>
   /** The job name passed to `withCronLease`. */

@@ -1,6 +1,8 @@
 /** Whether a job is healthy, decided once for `check`, the dashboard's `/healthz` and the NestJS health indicator. */
 import { ago, duration, msBetween, span } from './human.js'
-import { type LeaseInfo, overdueGrace } from './list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, overdueGrace, readLeases } from './list-leases.js'
+import { DEFAULTS } from './options.js'
+import type { Queryable } from './types.js'
 
 // failing: the last run that ended failed; died: it ended `unfinished`; reason: one sentence per cause, or null.
 type JobHealth = Record<'healthy' | 'neverClaimed' | 'overdue' | 'failing' | 'died' | 'paused', boolean> & {
@@ -19,11 +21,30 @@ export interface CheckResult {
 }
 
 /** The leases read, and the job names asked for (none: every job in the table). */
-export interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueFactor'> {
+interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueFactor'> {
   leases: LeaseInfo[]
   jobs: readonly string[]
   /** The grace in ms, when one was given; it only words the reason (listLeases judged with it). */
   graceMs?: number | undefined
+}
+
+/** Which jobs a check judges: these names (one with no row is unhealthy), or those a predicate keeps. */
+export type JobFilter = readonly string[] | ((jobName: string) => boolean)
+
+type CheckOptions = ListLeasesOptions & { jobs?: JobFilter | undefined }
+
+// `read` is the dashboard's: one read of the leases serves its other endpoints too.
+export async function checkJobs(db: Queryable, opts: CheckOptions, read = readLeases): Promise<CheckResult> {
+  const { jobs = [], ...query } = opts
+  const { leases, checkedAt, table } = await read(db, query)
+  return judgeJobs({
+    leases: typeof jobs === 'function' ? leases.filter((lease) => jobs(lease.jobName)) : leases,
+    jobs: typeof jobs === 'function' ? [] : jobs,
+    table,
+    overdueFactor: query.overdueFactor ?? DEFAULTS.overdueFactor,
+    graceMs: query.overdueGraceMs,
+    checkedAt,
+  })
 }
 
 export function judgeJobs(input: CheckInput): CheckResult {
@@ -48,13 +69,10 @@ function judge(jobName: string, lease: LeaseInfo | undefined, input: CheckInput)
   }
   const ended = lease?.lastEndedOutcome ?? null
   const when = lease?.lastFinishedAt == null ? '' : ` ${ago(msBetween(lease.checkedAt, lease.lastFinishedAt))}`
-  if (ended === 'error')
-    reasons.push(`FAILING: last run failed${when}: ${lease?.lastError ?? 'no error text recorded'}`)
-  if (ended === 'unfinished') {
-    reasons.push(
-      `DIED: last run ended${when} with no outcome: ${lease?.lastError ?? 'its replica died or lost the lease'}`,
-    )
-  }
+  const error = lease?.lastError
+  if (ended === 'error') reasons.push(`FAILING: last run failed${when}: ${error ?? 'no error text recorded'}`)
+  if (ended === 'unfinished')
+    reasons.push(`DIED: last run ended${when} with no outcome: ${error ?? 'its replica died or lost the lease'}`)
   // Said so that nobody waits for a run that cannot come.
   if ((ended === 'error' || ended === 'unfinished') && lease?.paused)
     reasons.push(`PAUSED ${untilText(lease.pausedUntil)}, so it cannot run again until then`)

@@ -12,7 +12,6 @@ type Unsafe = ReturnType<PostgresJsSql['unsafe']>
 /**
  * Wraps a postgres.js `sql` instance as a {@link Queryable}. Statements are prepared exactly when the
  * instance's own `prepare` option is on; the token goes as text, so it stays microsecond-exact.
- *
  * @example
  * await withCronLease(fromPostgresJs(postgres(process.env.DATABASE_URL)), 'digest:hourly', LEASE.HOURLY, sendDigest)
  */

@@ -2,14 +2,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { pauseJob, releaseLease, resumeJob } from '../admin.js'
 import { ERROR_CODES } from '../errors.js'
+import { messageOf } from '../format-value.js'
 import { jsonText } from '../human.js'
 import { readLeases } from '../list-leases.js'
 import { listRuns } from '../list-runs.js'
 import { compileOptions } from '../options.js'
 import { renderPrometheus } from '../prometheus.js'
 import type { LeaseOptions, Queryable } from '../types.js'
-import { DEFAULT_OVERDUE_FACTOR } from '../validate.js'
-import { judgeJobs } from '../verdict.js'
+import { checkJobs } from '../verdict.js'
 import { forwardedProto, gate } from './auth.js'
 import { asset, loginPage, secure, send, shell } from './page.js'
 
@@ -36,8 +36,6 @@ const HTML_TYPE = 'text/html; charset=utf-8'
 const METRICS_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
 const BODY_LIMIT = 4096
-const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]'])
-const LEASE_READS = new Set(['/api/jobs', '/metrics', '/healthz'])
 
 /**
  * The pages, JSON, `/metrics` and `/healthz` of one lease table (docs/dashboard.md); read-only unless `allowActions` and `token`.
@@ -61,7 +59,7 @@ function siteOf(opts: DashboardOptions) {
     basePath,
     guard: token === undefined ? undefined : gate(token),
     actions: allowActions && token !== undefined,
-    hosts: new Set([...LOOPBACK, ...allowedHosts]),
+    hosts: new Set(['localhost', '127.0.0.1', '[::1]', ...allowedHosts]),
     ...readers(2),
   }
 }
@@ -85,7 +83,6 @@ function readers(limit: number) {
       try {
         return await work()
       } finally {
-        // A waiter takes this reader's place.
         const next = waiting.shift()
         if (next) next()
         else running--
@@ -169,7 +166,7 @@ function routeOf(path: string, method: string | undefined, job: RegExpExecArray 
   if (method === 'GET' && asset(path.slice(1)) !== undefined) return 'asset'
   if (method === 'POST' && (path === '/login' || path === '/logout')) return 'session'
   if (path === '/') return 'page'
-  if (LEASE_READS.has(path)) return 'leases'
+  if (['/api/jobs', '/metrics', '/healthz'].includes(path)) return 'leases'
   if (path === '/api/runs' || job?.[2] === 'runs') return 'runs'
   return job === null ? undefined : 'action'
 }
@@ -221,10 +218,10 @@ async function read(site: Site, route: Route, path: string, name: string, query:
     return json(await turn(() => listRuns(db, { table, jobName: name, limit, before })))
   }
   // One read of the leases serves the jobs, /metrics and /healthz asked at once.
-  const { leases, checkedAt } = await once('leases', () => turn(() => readLeases(db, { table })))
-  if (path === '/api/jobs') return json(leases)
-  if (path === '/metrics') return { status: 200, type: METRICS_TYPE, body: renderPrometheus(leases) }
-  const verdict = judgeJobs({ leases, jobs: [], table, overdueFactor: DEFAULT_OVERDUE_FACTOR, checkedAt })
+  const leases = () => once('leases', () => turn(() => readLeases(db, { table })))
+  if (path === '/api/jobs') return json((await leases()).leases)
+  if (path === '/metrics') return { status: 200, type: METRICS_TYPE, body: renderPrometheus((await leases()).leases) }
+  const verdict = await checkJobs(db, { table }, leases)
   return json(verdict, verdict.healthy ? 200 : 503)
 }
 
@@ -236,8 +233,6 @@ const numeric = (text: string | null) =>
 
 // Any other error (a SQLSTATE, a socket's code) is a 503, which the page shows as stale data.
 const STATUS_OF = { [ERROR_CODES.INVALID_ARGUMENT]: 400, [ERROR_CODES.NO_HISTORY]: 404, [ERROR_CODES.ROW_LOCKED]: 409 }
-
-const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 async function reply(res: ServerResponse, path: string, work: () => Promise<Reply>) {
   const answer = await work().catch((error: unknown): Reply => {

@@ -2,13 +2,10 @@
 import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
-import { type ListLeasesOptions, readLeases } from '../list-leases.js'
-import { DEFAULTS } from '../options.js'
-import { judgeJobs } from '../verdict.js'
+import { messageOf } from '../format-value.js'
+import type { ListLeasesOptions } from '../list-leases.js'
+import { checkJobs, type JobFilter } from '../verdict.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
-
-/** Which jobs a check looks at: these names (one with no row is down), or those a predicate keeps. */
-export type JobFilter = readonly string[] | ((jobName: string) => boolean)
 
 /** Options of {@link PgCronLeaseHealthIndicator.isHealthy}: the job filter and overdue rules. */
 export interface PgCronLeaseHealthOptions extends Pick<ListLeasesOptions, 'overdueGraceMs' | 'overdueFactor'> {
@@ -36,9 +33,8 @@ export class PgCronLeaseHealthIndicator {
     key: string = DEFAULT_HEALTH_KEY,
     options: JobFilter | PgCronLeaseHealthOptions = {},
   ): Promise<HealthIndicatorResult> {
-    const { jobs, overdueGraceMs, overdueFactor } = (
-      Array.isArray(options) || typeof options === 'function' ? { jobs: options } : options
-    ) as PgCronLeaseHealthOptions
+    const filter = Array.isArray(options) || typeof options === 'function' ? { jobs: options } : options
+    const { jobs, overdueGraceMs, overdueFactor } = filter as PgCronLeaseHealthOptions
     // The application's own service when it imports TerminusModule, else one of ours.
     this.service ??= import('@nestjs/terminus').then((terminus) => {
       try {
@@ -49,19 +45,8 @@ export class PgCronLeaseHealthIndicator {
     })
     const session = (await this.service).check(key)
     const { table } = this.config.defaults
-    const read = await readLeases(this.config.db, { table, overdueGraceMs, overdueFactor }).catch((error: unknown) => ({
-      error: error instanceof Error ? error.message : String(error),
-    }))
-    if ('error' in read) return session.down({ message: `cannot read ${table}: ${read.error}` })
-    const { leases, checkedAt } = read
-    const verdict = judgeJobs({
-      leases: typeof jobs === 'function' ? leases.filter((lease) => jobs(lease.jobName)) : leases,
-      jobs: Array.isArray(jobs) ? [...jobs] : [],
-      table,
-      overdueFactor: overdueFactor ?? DEFAULTS.overdueFactor,
-      graceMs: overdueGraceMs,
-      checkedAt,
-    })
+    const verdict = await checkJobs(this.config.db, { table, jobs, overdueGraceMs, overdueFactor }).catch(messageOf)
+    if (typeof verdict === 'string') return session.down({ message: `cannot read ${table}: ${verdict}` })
     const unhealthy = verdict.jobs.filter((job) => !job.healthy)
     if (unhealthy.length === 0) return session.up({ checked: verdict.jobs.length })
     return session.down({

@@ -1,9 +1,5 @@
-export {
-  DEFAULT_HEALTH_KEY,
-  type JobFilter,
-  PgCronLeaseHealthIndicator,
-  type PgCronLeaseHealthOptions,
-} from './health.js'
+export type { JobFilter } from '../verdict.js'
+export { DEFAULT_HEALTH_KEY, PgCronLeaseHealthIndicator, type PgCronLeaseHealthOptions } from './health.js'
 export { Leased, type LeasedOptions } from './leased.js'
 export { PgCronLeaseModule, type PgCronLeaseModuleAsyncOptions } from './module.js'
 export { DEFAULT_SHUTDOWN_TIMEOUT_MS, type PgCronLeaseModuleOptions } from './options.js'

@@ -30,7 +30,6 @@ const NAME = '@Leased() options'
 /**
  * Beside `@Cron`, `@Interval` or `@Timeout`, makes the method a singleton across replicas: only the
  * fire that claims its occurrence runs, with the `LeaseContext` last; it never rejects (docs/nestjs.md).
- *
  * @example
  * \@Cron('0 * * * *', { name: 'report:hourly' })
  * \@Leased()

@@ -17,7 +17,6 @@ Module({ imports: [DiscoveryModule], providers: [PgCronLeaseRunner] })(PgCronLea
 /**
  * Runs the application's `@Leased()` methods as singletons across replicas. Import it once, beside
  * `ScheduleModule.forRoot()`; `app.close()` waits for ticks in flight, so end the pool after it.
- *
  * @example
  * \@Module({ imports: [ScheduleModule.forRoot(), PgCronLeaseModule.forRoot({ db: pool, migrate: true })] })
  * class AppModule {}

@@ -27,7 +27,6 @@ export type ModuleConfig = Awaited<ReturnType<typeof resolveConfig>>
 const NAME = 'PgCronLeaseModule options'
 const KEYS = ['db', 'table', 'holder', 'logger', 'record', 'history', 'migrate', 'shutdownTimeoutMs'] as const
 
-/** Checks the options (a `TypeError` stops the start), fills the defaults, migrates when asked. */
 export async function resolveConfig(options: unknown) {
   const bag = checkOptions(options, KEYS, NAME)
   const { db, logger, migrate = false, shutdownTimeoutMs = DEFAULT_SHUTDOWN_TIMEOUT_MS, ...defaults } = bag

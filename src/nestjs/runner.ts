@@ -36,8 +36,6 @@ const MISTAKES = {
 
 const startError = (method: LeasedMethod, mistake: string) => new Error(`pg-cron-lease: ${method.label} ${mistake}`)
 
-const slotOf = (cronJob: CronPackageJob | undefined) => (cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob))
-
 export class PgCronLeaseRunner {
   private readonly jobs = new Map<LeasedMethod, LeasedJob>()
   // This application's runs: its shutdown drains them as drainLeases drains the process's.
@@ -151,16 +149,15 @@ export class PgCronLeaseRunner {
     try {
       // Read in the fire's own turn: the job's lastDate() moves on with its next fire.
       let cronJob = this.cronJob(job)
-      let slot = slotOf(cronJob)
       if (schedule.kind === 'cron' && cronJob === undefined) {
         // A fire already late at construction runs before registration; a microtask later it is there.
         await null
         cronJob = this.cronJob(job)
-        slot = slotOf(cronJob)
         const during = catchUp ? 'cannot catch up: ' : ''
         if (cronJob === undefined)
           throw new Error(`${during}no cron job named ${JSON.stringify(job.name)} in the SchedulerRegistry`)
       }
+      const slot = cronJob === undefined ? NO_SLOT : cronJobSlot(cronJob)
       if (cronJob !== undefined) job.leaseMs ??= cronLeaseMs(cronJob) ?? undefined
       if (job.leaseMs === undefined)
         throw new Error(`cannot size a lease from the schedule of ${method.label}: give leaseMs`)

@@ -30,8 +30,7 @@ export function scheduleOf(fn: object): Schedule | null {
   return { kind, name, ms: Number(options?.timeout) }
 }
 
-// 80% of the shortest gap of the next 64 fires in the job's zone (DST counts), at most MAX_LEASE_MS; null for a
-// one-off. 64, as each costs ~1 ms and 20% absorbs DST past 5 h.
+// 80% of the shortest of the next 64 gaps in the job's zone (each costs ~1 ms; 20% absorbs DST); null for a one-off.
 export function cronLeaseMs(job: CronPackageJob, from: LuxonLike = job.nextDate()): number | null {
   let at = from
   let previous = at.toMillis()
