@@ -7,7 +7,7 @@ import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled } from './outcome.js'
 import { coordinatorKeySlot } from './scheduler-slot.js'
-import type { ClaimConfig, Slot, Ticket } from './ticket.js'
+import { type ClaimConfig, type Slot, slotOf, type Ticket } from './ticket.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
@@ -68,16 +68,12 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   }
 
   const slotFor = (jobName: string, occurrence: number): Slot => {
-    const next = nextRunOf(watched.get(jobName))
+    const slot = slotOf(occurrence, nextRunOf(watched.get(jobName)), undefined) as Slot
     const previous = lastSlot.get(jobName)
     if (lastSlot.size >= 1000) lastSlot.clear()
     lastSlot.set(jobName, occurrence)
     const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
-    return {
-      occurrence,
-      nextOccurrence: next,
-      intervalMs: next !== null && next > occurrence ? next - occurrence : gap,
-    }
+    return { ...slot, intervalMs: slot.intervalMs ?? gap }
   }
   // Once per run, by onComplete or a shutdown; an unwatched task may have thrown unheard (no execution:failed).
   const complete = async (key: string, run: Run) => {

@@ -5,7 +5,7 @@ import { draining, type InFlight, openRun, type RunGroup, untilStopped } from '.
 import { escapeControls } from './escape.js'
 import { knowledgeOf, type TableKnowledge } from './handle.js'
 import { clearWarning, debug, firstWarning, migrateCommand, warn, warnShape } from './log.js'
-import { type Compiled, compileCall, type EntryPoint } from './options.js'
+import { type CatchUpWindow, type Compiled, compileCall, type EntryPoint } from './options.js'
 import { recordOutcome, type Settled } from './outcome.js'
 import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
 import { codeOf, runStatement, type Statement, statementsOf } from './query.js'
@@ -35,6 +35,34 @@ export async function withCronLease<T>(
   // Async, so a bad argument rejects: the call never throws.
   const config = runConfig<T>('withCronLease', db, jobName, leaseMs, runTick, opts)
   return runLease(config, config.slot)
+}
+
+/** Options for {@link catchUp}: `withinMs` is required. */
+export interface CatchUpOptions
+  extends Pick<
+      LeaseOptions,
+      'holder' | 'table' | 'logger' | 'keepAlive' | 'prepare' | 'record' | 'history' | 'everyMs'
+    >,
+    CatchUpWindow {
+  /** When this replica's scheduler fires next; left out, one interval after the occurrence made up for. */
+  nextOccurrence?: Date | string | null
+}
+
+/**
+ * Runs the tick once when the job's due occurrence passed unclaimed within `withinMs`, on at most one replica;
+ * a backlog collapses into the latest. Never for a job with no recorded due time: a fresh install cannot stampede.
+ *
+ * @example
+ * await catchUp(pool, 'report', LEASE.HOURLY, sendReport, { withinMs: 6 * 3_600_000, everyMs: 3_600_000 })
+ */
+export async function catchUp<T>(
+  db: Queryable,
+  jobName: string,
+  leaseMs: number | IntervalLease,
+  runTick: (ctx: LeaseContext) => Promise<T> | T,
+  opts: CatchUpOptions,
+): Promise<LeaseOutcome<T>> {
+  return runCatchUp(runConfig<T>('catchUp', db, jobName, leaseMs, runTick, opts))
 }
 
 /** The arguments of `withCronLease`, `leasedTick` and `catchUp`, checked in declared order. */
@@ -78,6 +106,16 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
 /** The one run path: claim, run, record. */
 export function runLease<T>(config: RunConfig<T>, slot: Slot | null, group?: RunGroup): Promise<LeaseOutcome<T>> {
   return runTracked(config, () => claim(config, slot), group)
+}
+
+// The next occurrence as given: left out, the database derives it better than now + everyMs.
+export function runCatchUp<T>(
+  config: ReturnType<typeof runConfig<T>>,
+  group?: RunGroup,
+  withinMs = config.options.withinMs,
+): Promise<LeaseOutcome<T>> {
+  const slot = { occurrence: null, nextOccurrence: config.nextOccurrence, intervalMs: config.everyMs ?? null }
+  return runTracked(config, () => claim(config, slot, withinMs), group)
 }
 
 /** A run is in flight for drainLeases from its claim (`claimed`) to its record; once draining, it is not run. */
@@ -142,8 +180,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   // A missing table is a miss to report, as a claim's is; the original shape keeps no due time to catch up on.
   if (catchingUp && shape === undefined) throw tableMissing(table)
   if (catchingUp && shape === 'original') return null
-  // A table not known to exist gets the original statement, whose refusal names the table.
-  const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
+  const kind = claimKind(config, shape, known)
   const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
   const statements = statementsOf(table, kind)
   const send = (statement: Statement, params: unknown[]) =>
@@ -184,8 +221,9 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
 
 const UNPROBED_CLAIMS = 3
 
-function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
-  if (shape === 'original') return 'original'
+// A table not known to exist gets the original statement, whose refusal names the table.
+function claimKind(config: ClaimConfig, shape: Shape | undefined, known: TableKnowledge): ClaimKind {
+  if (shape !== 'current') return 'original'
   if (!config.record) return 'lease'
   return known.history && config.history !== false ? 'history' : 'run'
 }

@@ -1,7 +1,6 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
-import { runCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { NOT_RUN, runConfig, runLease } from './lease.js'
+import { NOT_RUN, runCatchUp, runConfig, runLease } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
