@@ -2,7 +2,7 @@
 import { publishDrainAbort, publishRunEnd, publishRunStart } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { type InFlight, openRun } from './drain.js'
-import { claim, runTracked } from './lease.js'
+import { claim, runLease } from './lease.js'
 import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled } from './outcome.js'
@@ -141,18 +141,21 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       }
     },
   }
-  // Run by `task.execute()`: its rejection once won is the run's error, recorded as any run's, not a failed catch-up.
+  // Run by `task.execute()`: its rejection is the run's error, recorded as any run's, not a failed catch-up.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
     let won = false
     try {
-      const runTick = () => (task.execute as () => Promise<unknown>).call(task)
+      const runTick = () => {
+        won = true
+        return (task.execute as () => Promise<unknown>).call(task)
+      }
       const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick, keepAlive: undefined, everyMs: undefined }
-      const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
-      await runTracked(config, async () => {
-        const ticket = await claim(config, slot, withinMs)
-        won = ticket !== null
-        return ticket
-      })
+      await runLease(
+        config,
+        { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null },
+        undefined,
+        withinMs,
+      )
     } catch (error) {
       if (!won) warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`)
     }

@@ -103,9 +103,21 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
   return { leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'), everyMs: checkMs(everyMs, 'leaseMs.everyMs', MAX_INTERVAL_MS) }
 }
 
-/** The one run path: claim, run, record. */
-export function runLease<T>(config: RunConfig<T>, slot: Slot | null, group?: RunGroup): Promise<LeaseOutcome<T>> {
-  return runTracked(config, () => claim(config, slot), group)
+/** The one run path: claim (a catch-up's, given `withinMs`), run, record; in flight for drainLeases throughout. */
+export async function runLease<T>(
+  config: RunConfig<T>,
+  slot: Slot | null,
+  group?: RunGroup,
+  withinMs?: number,
+): Promise<LeaseOutcome<T>> {
+  const run = openRun(config.jobName, group)
+  if (run === null) return NOT_RUN
+  try {
+    const won = await claim(config, slot, withinMs)
+    return won === null ? NOT_RUN : await runClaimed(config, won, run)
+  } finally {
+    run.end()
+  }
 }
 
 // The next occurrence as given: left out, the database derives it better than now + everyMs.
@@ -115,23 +127,7 @@ export function runCatchUp<T>(
   withinMs = config.options.withinMs,
 ): Promise<LeaseOutcome<T>> {
   const slot = { occurrence: null, nextOccurrence: config.nextOccurrence, intervalMs: config.everyMs ?? null }
-  return runTracked(config, () => claim(config, slot, withinMs), group)
-}
-
-/** A run is in flight for drainLeases from its claim (`claimed`) to its record; once draining, it is not run. */
-export async function runTracked<T>(
-  config: RunConfig<T>,
-  claimed: () => Promise<Ticket | null>,
-  group?: RunGroup,
-): Promise<LeaseOutcome<T>> {
-  const run = openRun(config.jobName, group)
-  if (run === null) return NOT_RUN
-  try {
-    const won = await claimed()
-    return won === null ? NOT_RUN : await runClaimed(config, won, run)
-  } finally {
-    run.end()
-  }
+  return runLease(config, slot, group, withinMs)
 }
 
 export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
