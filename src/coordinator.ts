@@ -149,7 +149,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         won = true
         return (task.execute as () => Promise<unknown>).call(task)
       }
-      const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick, keepAlive: undefined, everyMs: undefined }
+      const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick }
       await runLease(
         config,
         { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null },

@@ -23,8 +23,7 @@ export interface ClaimConfig {
 
 export interface RunConfig<T> extends ClaimConfig {
   readonly runTick: (ctx: LeaseContext) => Promise<T> | T
-  readonly keepAlive: KeepAlive | undefined
-  readonly everyMs: number | undefined
+  readonly everyMs?: number | undefined
 }
 
 export interface Slot extends NamedSlot {
