@@ -2,12 +2,12 @@
 import { publishDrainAbort, publishRunEnd, publishRunStart } from './channels.js'
 import { monotonicMs } from './clock.js'
 import { type InFlight, openRun } from './drain.js'
-import { claim, runTracked } from './lease.js'
+import { claim, runLease } from './lease.js'
 import { warn } from './log.js'
 import { type CatchUpWindow, compileOptions } from './options.js'
 import { describeError, recordOutcome, type Settled } from './outcome.js'
 import { coordinatorKeySlot } from './scheduler-slot.js'
-import type { ClaimConfig, Slot, Ticket } from './ticket.js'
+import { type ClaimConfig, type Slot, slotOf, type Ticket } from './ticket.js'
 import type { LeaseOptions, Queryable } from './types.js'
 import { checkJobName, checkMs, checkQueryable, fail, readOrFail } from './validate.js'
 
@@ -68,16 +68,12 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
   }
 
   const slotFor = (jobName: string, occurrence: number): Slot => {
-    const next = nextRunOf(watched.get(jobName))
+    const slot = slotOf(occurrence, nextRunOf(watched.get(jobName)), undefined) as Slot
     const previous = lastSlot.get(jobName)
     if (lastSlot.size >= 1000) lastSlot.clear()
     lastSlot.set(jobName, occurrence)
     const gap = previous !== undefined && occurrence > previous ? occurrence - previous : null
-    return {
-      occurrence,
-      nextOccurrence: next,
-      intervalMs: next !== null && next > occurrence ? next - occurrence : gap,
-    }
+    return { ...slot, intervalMs: slot.intervalMs ?? gap }
   }
   // Once per run, by onComplete or a shutdown; an unwatched task may have thrown unheard (no execution:failed).
   const complete = async (key: string, run: Run) => {
@@ -145,18 +141,21 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
       }
     },
   }
-  // Run by `task.execute()`: its rejection once won is the run's error, recorded as any run's, not a failed catch-up.
+  // Run by `task.execute()`: its rejection is the run's error, recorded as any run's, not a failed catch-up.
   async function catchUpTask(jobName: string, task: WatchedTask, withinMs: number): Promise<void> {
     let won = false
     try {
-      const runTick = () => (task.execute as () => Promise<unknown>).call(task)
-      const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick, keepAlive: undefined, everyMs: undefined }
-      const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
-      await runTracked(config, async () => {
-        const ticket = await claim(config, slot, withinMs)
-        won = ticket !== null
-        return ticket
-      })
+      const runTick = () => {
+        won = true
+        return (task.execute as () => Promise<unknown>).call(task)
+      }
+      const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick }
+      await runLease(
+        config,
+        { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null },
+        undefined,
+        withinMs,
+      )
     } catch (error) {
       if (!won) warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`)
     }

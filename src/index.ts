@@ -1,6 +1,5 @@
 export { fromPostgresJs, type PostgresJsSql } from './adapters/postgres-js.js'
 export { type JobOptions, type PauseOptions, pauseJob, releaseLease, resumeJob } from './admin.js'
-export { type CatchUpOptions, catchUp } from './catch-up.js'
 export {
   CHANNELS,
   type ClaimMessage,
@@ -16,7 +15,7 @@ export { type LeaseCoordinator, type LeaseCoordinatorOptions, leaseCoordinator }
 export { type DoctorCheck, type DoctorCheckId, type DoctorOptions, runDoctor } from './doctor.js'
 export { type DrainOptions, type DrainResult, drainLeases } from './drain.js'
 export { ERROR_CODES, LeaseLostError } from './errors.js'
-export { withCronLease } from './lease.js'
+export { type CatchUpOptions, catchUp, withCronLease } from './lease.js'
 export { type LeasedTick, type LeasedTickOptions, leasedTick, type TickOccurrence } from './leased-tick.js'
 export { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions, listLeases } from './list-leases.js'
 export { type ListRunsOptions, listRuns, type RunInfo } from './list-runs.js'

@@ -5,13 +5,12 @@ import { draining, type InFlight, openRun, type RunGroup, untilStopped } from '.
 import { escapeControls } from './escape.js'
 import { knowledgeOf, type TableKnowledge } from './handle.js'
 import { clearWarning, debug, firstWarning, migrateCommand, warn, warnShape } from './log.js'
-import { type Compiled, compileCall, type EntryPoint } from './options.js'
+import { type CatchUpWindow, type Compiled, compileCall, type EntryPoint } from './options.js'
 import { recordOutcome, type Settled } from './outcome.js'
 import { type IntervalLease, MAX_INTERVAL_MS } from './presets.js'
-import { codeOf, runStatement } from './query.js'
+import { codeOf, runStatement, type Statement, statementsOf } from './query.js'
 import { readResult } from './result.js'
 import { type ClaimKind, DEFAULT_TABLE, type Shape } from './sql.js'
-import { type Statement, statementsOf } from './statements.js'
 import { readFacts, shapeOf } from './table-facts.js'
 import { type ClaimConfig, historyParams, type RunConfig, type Slot, slotOf, type Ticket, wonTicket } from './ticket.js'
 import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
@@ -36,6 +35,34 @@ export async function withCronLease<T>(
   // Async, so a bad argument rejects: the call never throws.
   const config = runConfig<T>('withCronLease', db, jobName, leaseMs, runTick, opts)
   return runLease(config, config.slot)
+}
+
+/** Options for {@link catchUp}: `withinMs` is required. */
+export interface CatchUpOptions
+  extends Pick<
+      LeaseOptions,
+      'holder' | 'table' | 'logger' | 'keepAlive' | 'prepare' | 'record' | 'history' | 'everyMs'
+    >,
+    CatchUpWindow {
+  /** When this replica's scheduler fires next; left out, one interval after the occurrence made up for. */
+  nextOccurrence?: Date | string | null
+}
+
+/**
+ * Runs the tick once when the job's due occurrence passed unclaimed within `withinMs`, on at most one replica;
+ * a backlog collapses into the latest. Never for a job with no recorded due time: a fresh install cannot stampede.
+ *
+ * @example
+ * await catchUp(pool, 'report', LEASE.HOURLY, sendReport, { withinMs: 6 * 3_600_000, everyMs: 3_600_000 })
+ */
+export async function catchUp<T>(
+  db: Queryable,
+  jobName: string,
+  leaseMs: number | IntervalLease,
+  runTick: (ctx: LeaseContext) => Promise<T> | T,
+  opts: CatchUpOptions,
+): Promise<LeaseOutcome<T>> {
+  return runCatchUp(runConfig<T>('catchUp', db, jobName, leaseMs, runTick, opts))
 }
 
 /** The arguments of `withCronLease`, `leasedTick` and `catchUp`, checked in declared order. */
@@ -76,25 +103,31 @@ function checkLease(value: unknown): { leaseMs: number; everyMs: number | undefi
   return { leaseMs: checkMs(leaseMs, 'leaseMs.leaseMs'), everyMs: checkMs(everyMs, 'leaseMs.everyMs', MAX_INTERVAL_MS) }
 }
 
-/** The one run path: claim, run, record. */
-export function runLease<T>(config: RunConfig<T>, slot: Slot | null, group?: RunGroup): Promise<LeaseOutcome<T>> {
-  return runTracked(config, () => claim(config, slot), group)
-}
-
-/** A run is in flight for drainLeases from its claim (`claimed`) to its record; once draining, it is not run. */
-export async function runTracked<T>(
+/** The one run path: claim (a catch-up's, given `withinMs`), run, record; in flight for drainLeases throughout. */
+export async function runLease<T>(
   config: RunConfig<T>,
-  claimed: () => Promise<Ticket | null>,
+  slot: Slot | null,
   group?: RunGroup,
+  withinMs?: number,
 ): Promise<LeaseOutcome<T>> {
   const run = openRun(config.jobName, group)
   if (run === null) return NOT_RUN
   try {
-    const won = await claimed()
+    const won = await claim(config, slot, withinMs)
     return won === null ? NOT_RUN : await runClaimed(config, won, run)
   } finally {
     run.end()
   }
+}
+
+// The next occurrence as given: left out, the database derives it better than now + everyMs.
+export function runCatchUp<T>(
+  config: ReturnType<typeof runConfig<T>>,
+  group?: RunGroup,
+  withinMs = config.options.withinMs,
+): Promise<LeaseOutcome<T>> {
+  const slot = { occurrence: null, nextOccurrence: config.nextOccurrence, intervalMs: config.everyMs ?? null }
+  return runLease(config, slot, group, withinMs)
 }
 
 export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: null })
@@ -143,8 +176,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   // A missing table is a miss to report, as a claim's is; the original shape keeps no due time to catch up on.
   if (catchingUp && shape === undefined) throw tableMissing(table)
   if (catchingUp && shape === 'original') return null
-  // A table not known to exist gets the original statement, whose refusal names the table.
-  const kind = shape === undefined ? 'original' : claimKind(config, shape, known)
+  const kind = claimKind(config, shape, known)
   const occurrence = kind === 'original' ? null : (slot?.occurrence ?? null)
   const statements = statementsOf(table, kind)
   const send = (statement: Statement, params: unknown[]) =>
@@ -185,8 +217,9 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
 
 const UNPROBED_CLAIMS = 3
 
-function claimKind(config: ClaimConfig, shape: Shape, known: TableKnowledge): ClaimKind {
-  if (shape === 'original') return 'original'
+// A table not known to exist gets the original statement, whose refusal names the table.
+function claimKind(config: ClaimConfig, shape: Shape | undefined, known: TableKnowledge): ClaimKind {
+  if (shape !== 'current') return 'original'
   if (!config.record) return 'lease'
   return known.history && config.history !== false ? 'history' : 'run'
 }

@@ -1,13 +1,12 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
-import { runCatchUp } from './catch-up.js'
 import { escapeControls } from './escape.js'
-import { NOT_RUN, runConfig, runLease } from './lease.js'
+import { NOT_RUN, runCatchUp, runConfig, runLease } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'
 import type { IntervalLease } from './presets.js'
 import { fireSlot } from './scheduler-slot.js'
 import { slotOf } from './ticket.js'
-import type { LeaseContext, LeaseLogger, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
+import type { LeaseContext, LeaseOptions, LeaseOutcome, Queryable } from './types.js'
 
 /** Options for {@link leasedTick}: those of `withCronLease`, plus where errors go. */
 export interface LeasedTickOptions extends Omit<LeaseOptions, 'occurrence' | 'nextOccurrence'> {
@@ -53,7 +52,15 @@ export function leasedTick<T>(
   opts?: LeasedTickOptions,
 ): LeasedTick<T> {
   const config = runConfig<T>('leasedTick', db, jobName, leaseMs, runTick, opts)
-  const onError = config.options.onError ?? defaultOnError(config.logger)
+  const lineFor = errorLines()
+  // A logger gets every error whole; on the console a stack every tick would bury everything else.
+  const onError =
+    config.options.onError ??
+    ((error: unknown) => {
+      if (config.logger?.error) return config.logger.error(error, jobName)
+      const line = lineFor(error, jobName)
+      if (line !== undefined) console.error(line)
+    })
   const report = async (error: unknown) => {
     try {
       await onError(error, jobName)
@@ -75,16 +82,6 @@ export function leasedTick<T>(
   const window = config.options.catchUp?.withinMs
   const caughtUp = window === undefined ? Promise.resolve(NOT_RUN) : runCatchUp(config, undefined, window).catch(report)
   return Object.assign(tick, { caughtUp }) as LeasedTick<T>
-}
-
-// A logger gets every error whole; on the console a stack every tick would bury everything else.
-function defaultOnError(logger: LeaseLogger | undefined): (error: unknown, jobName: string) => void {
-  const lineFor = errorLines()
-  return (error, jobName) => {
-    if (logger?.error) return logger.error(error, jobName)
-    const line = lineFor(error, jobName)
-    if (line !== undefined) console.error(line)
-  }
 }
 
 export const ERROR_LINE_EVERY_MS = 60_000

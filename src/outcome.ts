@@ -1,9 +1,8 @@
 /** Recording how a won tick ended: in the lease row, for `listLeases`, `status` and `check`, and in the run history. */
 import { knowledgeOf } from './handle.js'
 import { firstWarning, migrateCommand, warn } from './log.js'
-import { codeOf, runStatement } from './query.js'
+import { codeOf, runStatement, statementsOf } from './query.js'
 import { historyTableOf } from './sql.js'
-import { statementsOf } from './statements.js'
 import { historyParams, type Ticket } from './ticket.js'
 
 /** What one settled run reports: `ok`, an error, or `unknown` when the scheduler cannot say. */

@@ -1,9 +1,51 @@
-/** Sending a statement: the hot ones prepared with `pg`; in a caller's transaction, under a savepoint. */
-
-import { handleState, type Sending } from './handle.js'
-import { connectionSql, releaseSavepointSql, rollbackToSavepointSql, savepointSql } from './sql.js'
-import type { Statement } from './statements.js'
+/** Each table's statements with their prepared names, and sending them: in a caller's transaction, under a savepoint. */
+import { createHash } from 'node:crypto'
+import { handleState, type Sending, tableEntry } from './handle.js'
+import {
+  type ClaimKind,
+  catchUpSql,
+  claimSql,
+  connectionSql,
+  probeSql,
+  recordOutcomeSql,
+  recordRunSql,
+  releaseSavepointSql,
+  renewSql,
+  rollbackToSavepointSql,
+  savepointSql,
+  tableFactsSql,
+} from './sql.js'
 import type { Queryable, QueryResultLike } from './types.js'
+
+/** A statement's text and its prepared name, one per text, so a connection never runs another text under it. */
+export type Statement = { readonly text: string; readonly name: string }
+
+/** A table's hot statements for one kind of claimant: all but `claim` and `renew` are the current shape's. */
+export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement }
+
+export const TABLE_FACTS: Statement = statement(tableFactsSql())
+
+// By table, then kind: a key made of both cost more than the lookup.
+type OfTable = Partial<Record<ClaimKind, Statements>>
+const built = new Map<string, OfTable>()
+const newTable = (): OfTable => ({})
+
+export function statementsOf(table: string, kind: ClaimKind): Statements {
+  const ofTable = tableEntry(built, table, newTable)
+  ofTable[kind] ??= Object.freeze({
+    probe: statement(probeSql(table)),
+    claim: statement(claimSql(table, kind)),
+    catchUp: statement(catchUpSql(table, kind === 'original' ? 'lease' : kind)),
+    renew: statement(renewSql(table, kind === 'original' ? 'original' : 'current')),
+    record: statement(recordOutcomeSql(table)),
+    recordRun: statement(recordRunSql(table)),
+  })
+  return ofTable[kind]
+}
+
+function statement(text: string): Statement {
+  return Object.freeze({ text, name: `pg_cron_lease_${createHash('sha256').update(text).digest('hex').slice(0, 24)}` })
+}
 
 // Refusals by a pooler blind to prepared statements (PgBouncer < 1.21), or of a stale plan: resent plain, never twice.
 const NOT_PREPARED = new Set(['26000', '42P05', '0A000'])

@@ -22,6 +22,11 @@ export function readResult(result: unknown, jobName: string, action: string): Re
   return { matched, claimToken: typeof token === 'string' && token.length > 0 ? token : null }
 }
 
+export function firstRow(result: unknown): Record<string, unknown> | undefined {
+  const row = (result as { rows?: unknown[] } | null)?.rows?.[0]
+  return typeof row === 'object' && row !== null ? (row as Record<string, unknown>) : undefined
+}
+
 function failReading(result: unknown, jobName: string, action: string, why: string): never {
   throw new TypeError(
     `pg-cron-lease: cannot tell whether the lease for '${jobName}' was ${action}: ${why}, got ${formatValue(result)}`,

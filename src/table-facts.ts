@@ -1,10 +1,10 @@
 /** A table's shape, from a lockless catalog read per handle, again at most once a minute until current: no restart. */
 import { clockOffset, monotonicMs } from './clock.js'
 import { knowledgeOf, type TableKnowledge } from './handle.js'
-import { runStatement } from './query.js'
+import { runStatement, TABLE_FACTS } from './query.js'
+import { firstRow } from './result.js'
 import { type Shape, tableFactsParams } from './sql.js'
-import { TABLE_FACTS } from './statements.js'
-import { type ClaimConfig, firstRow } from './ticket.js'
+import type { ClaimConfig } from './ticket.js'
 
 // A field, so an upgrade test need not wait a minute.
 export const SHAPE_READ = { everyMs: 60_000 }

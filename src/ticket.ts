@@ -1,5 +1,6 @@
 /** The records every step of a run passes along (config, slot, ticket); a won claim's reply becomes a ticket. */
 import { DEFAULT_HISTORY, type HistoryKeep } from './options.js'
+import { firstRow } from './result.js'
 import type { NamedSlot } from './scheduler-slot.js'
 import type { ClaimKind } from './sql.js'
 import { MAX_MS } from './time-input.js'
@@ -22,8 +23,7 @@ export interface ClaimConfig {
 
 export interface RunConfig<T> extends ClaimConfig {
   readonly runTick: (ctx: LeaseContext) => Promise<T> | T
-  readonly keepAlive: KeepAlive | undefined
-  readonly everyMs: number | undefined
+  readonly everyMs?: number | undefined
 }
 
 export interface Slot extends NamedSlot {
@@ -88,9 +88,4 @@ export function wonTicket(
 export function historyParams({ history }: ClaimConfig): [number, number] {
   const { keep, keepFailed } = typeof history === 'object' ? history : DEFAULT_HISTORY
   return [keep, keepFailed]
-}
-
-export function firstRow(result: unknown): Record<string, unknown> | undefined {
-  const row = (result as { rows?: unknown[] } | null)?.rows?.[0]
-  return typeof row === 'object' && row !== null ? (row as Record<string, unknown>) : undefined
 }
