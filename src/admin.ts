@@ -106,8 +106,6 @@ function jobState(row: Record<string, unknown> | null): JobState | null {
   }
 }
 
-export const ROW_LOCKED = ERROR_CODES.ROW_LOCKED
-
 type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'release'; lockTimeoutMs: number }
 
 // Each admin statement takes the job as $1 and the longest wait for its row lock last.
@@ -154,5 +152,5 @@ async function rowLocked(db: Queryable, { table, jobName, doing, lockTimeoutMs }
     `pg-cron-lease: cannot ${doing} '${escapeControls(jobName)}': its row in ${table} stayed locked for ${lockTimeoutMs} ms (opts.lockTimeoutMs) by ${by}; ` +
     `nothing was changed. End that transaction (for a crashed holder, pg_terminate_backend(${found[0]?.pid ?? 'pid'})), ` +
     'or wait longer with a larger opts.lockTimeoutMs'
-  return codedError(ROW_LOCKED, message, cause)
+  return codedError(ERROR_CODES.ROW_LOCKED, message, cause)
 }
