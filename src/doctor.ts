@@ -73,13 +73,10 @@ const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', su
 const warn: Judged = (summary, detail, fix) => ({ status: 'warn', summary, detail, fix })
 const fail: Judged = (summary, detail, fix) => ({ status: 'fail', summary, detail, fix })
 
-async function rows(db: Queryable, text: string, params: unknown[]): Promise<Row[]> {
-  return ((await db.query(text, params)).rows ?? []) as Row[]
-}
-
-async function one(db: Queryable, text: string, params: unknown[]): Promise<Row> {
-  return (await rows(db, text, params))[0] ?? {}
-}
+const rows = async (db: Queryable, text: string, params: unknown[]) =>
+  ((await db.query(text, params)).rows ?? []) as Row[]
+const one = async (db: Queryable, text: string, params: unknown[]): Promise<Row> =>
+  (await rows(db, text, params))[0] ?? {}
 
 // The claims' tolerance is 10% of the lease; the shortest preset, LEASE.EVERY_MINUTE, is 50 s.
 const CLOCK_TOLERANCE_MS = 5000
@@ -334,7 +331,7 @@ export function judgeClock(offsetMs: number, roundTripMs: number, toleranceMs: n
 }
 
 // A marks its session and runs a named statement, B opens a transaction (behind a pooler, on A's backend), A reruns it.
-async function sessionCheck(db: Queryable, { lent, open }: ReturnType<typeof opener>) {
+async function sessionCheck(db: Queryable, { lent, open }: Connections) {
   const a = lent >= 1 ? await open(false) : null
   let b: typeof a = null
   try {

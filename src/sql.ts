@@ -42,9 +42,7 @@ function besideTable(table: string, suffix: string): string {
  * @example
  * historyTableOf('jobs.leases') // 'jobs.leases_runs'
  */
-export function historyTableOf(table: string): string {
-  return besideTable(table, '_runs')
-}
+export const historyTableOf = (table: string): string => besideTable(table, '_runs')
 
 // The original package's shape: all a claim, renew and list need.
 const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
