@@ -143,6 +143,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   return checks
 }
 
+const TIMEOUTS = ['statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout'] as const
 // By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
 const SCHEMA_USAGE_SQL = `SELECT has_schema_privilege(oid, 'USAGE') AS usage FROM pg_namespace WHERE nspname = $1::text`
 // The standbys counted stream from this server; without one, no failover can lose a commit here.
@@ -153,10 +154,7 @@ const SERVER_FACTS_SQL = `SELECT current_setting('server_version_num')::int AS v
   current_setting('synchronous_commit') AS synchronous_commit,
   current_setting('synchronous_standby_names') AS synchronous_standby_names,
   (SELECT count(*) FROM pg_stat_replication)::int AS standbys,
-  current_setting('statement_timeout') AS statement_timeout,
-  current_setting('lock_timeout') AS lock_timeout,
-  current_setting('idle_in_transaction_session_timeout') AS idle_in_transaction_session_timeout`
-// A row for each privilege on each table that exists: `$1` the lease table, `$2` its history.
+  ${TIMEOUTS.map((name) => `current_setting('${name}') AS ${name}`).join(',\n  ')}`
 const PRIVILEGES_SQL = `SELECT relation.kind, privilege, has_table_privilege(relation.oid, privilege) AS granted
 FROM (VALUES ('lease', to_regclass($1::text)), ('history', to_regclass($2::text))) AS relation (kind, oid)
   CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS privilege
@@ -435,8 +433,6 @@ export function judgeDurability(server: Row): Verdict {
   return pass(`synchronous_commit ${commit}, with a synchronous standby (${names})`, detail)
 }
 
-const TIMEOUTS = ['statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout'] as const
-
 export function judgeTimeouts(server: Row): Verdict {
   const set = TIMEOUTS.filter((name) => String(server[name]) !== '0')
   const detail = TIMEOUTS.map((name) => `${name} ${String(server[name])}`).join('; ')
@@ -596,7 +592,6 @@ async function medians(queries: (() => unknown)[], signal: AbortSignal | undefin
   return times.map((t) => t.sort((x, y) => x - y)[Math.floor(t.length / 2)] ?? Number.NaN)
 }
 
-// A claim cut by a timeout names the setting, and who holds a lock on the tables, if anyone does.
 async function raceFailed(error: unknown, jobName: string, table: string, db: Queryable | undefined): Promise<Verdict> {
   const setting = TIMED_OUT.get(code(error))
   if (setting === undefined || db === undefined)

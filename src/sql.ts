@@ -265,7 +265,6 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
   return `,\n  ${set.join(',\n  ')}`
 }
 
-// What a won claim returns: its token and the occurrences it missed.
 const won = (row: string) => `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed`
 
 // Runs found by number, so the trim costs the same at run 10 and run 100,000; `keep` the failed runs kept.
