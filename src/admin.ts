@@ -26,13 +26,7 @@ export interface PauseOptions extends JobOptions {
 }
 
 // A job's lease and pause right after a change, by the database clock.
-export interface JobState {
-  jobName: string
-  leaseUntil: string
-  pausedUntil: string | null
-  changedAt: string
-  wasPaused?: boolean
-}
+export type JobState = NonNullable<ReturnType<typeof jobState>>
 
 /**
  * Pauses a job on every replica; a running tick's next renew fails. Occurrences due while paused are skipped, not
@@ -95,7 +89,7 @@ function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOp
   return compileOptions(caller, opts)
 }
 
-function jobState(row: Record<string, unknown> | null): JobState | null {
+function jobState(row: Record<string, unknown> | null) {
   if (row === null || row.job_name === null) return null
   return {
     jobName: String(row.job_name),
