@@ -31,8 +31,9 @@ export const DOCTOR_CHECKS = [
 /** One check's id. */
 export type DoctorCheckId = (typeof DOCTOR_CHECKS)[number]
 
-/** What one check found, without its id. */
-interface Verdict {
+/** What one check found, and what to do (`fix`) unless it passed. */
+export interface DoctorCheck {
+  id: DoctorCheckId
   /** `warn`: the guarantee holds, weakened or at a cost; `fail`: it does not hold here. */
   status: 'pass' | 'warn' | 'fail'
   /** What was found, in one line. */
@@ -41,11 +42,6 @@ interface Verdict {
   detail: string
   /** What to do, with a link into the docs; `null` on a pass. */
   fix: string | null
-}
-
-/** What one check found, and what to do (`fix`) unless it passed. */
-export interface DoctorCheck extends Verdict {
-  id: DoctorCheckId
 }
 
 /** Options for {@link runDoctor}. */
@@ -67,6 +63,7 @@ export interface DoctorOptions {
 }
 
 type Row = Record<string, unknown>
+type Verdict = Omit<DoctorCheck, 'id'>
 
 type Judged = (summary: string, detail: string, fix: string) => Verdict
 const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
