@@ -114,20 +114,18 @@ function cellsOf(row: unknown, what: string) {
       `pg-cron-lease: cannot read ${what}: column ${column} has an unexpected value, got ${formatValue(row)}`,
     )
   }
-  const orNull =
-    <T>(read: (column: string) => T) =>
-    (column: string): T | null =>
-      r[column] === null ? null : read(column)
   const text = (column: string): string => (typeof r[column] === 'string' ? (r[column] as string) : bad(column))
   const number = (column: string): number => {
     const raw = r[column]
     const value = typeof raw === 'number' ? raw : typeof raw === 'string' && raw !== '' ? Number(raw) : Number.NaN
     return Number.isNaN(value) ? bad(column) : value
   }
+  const textOrNull = (column: string) => (r[column] === null ? null : text(column))
+  const numberOrNull = (column: string) => (r[column] === null ? null : number(column))
   const flag = (column: string): boolean => (typeof r[column] === 'boolean' ? (r[column] as boolean) : bad(column))
   const oneOf = <T extends string>(column: string, values: readonly T[]): T | null =>
     r[column] === null ? null : values.includes(r[column] as T) ? (r[column] as T) : bad(column)
-  return { bad, text, textOrNull: orNull(text), number, numberOrNull: orNull(number), flag, oneOf }
+  return { bad, text, textOrNull, number, numberOrNull, flag, oneOf }
 }
 
 export const LAST_OUTCOMES = ['running', 'ok', 'error', 'unfinished'] as const
