@@ -26,13 +26,7 @@ export interface PauseOptions extends JobOptions {
 }
 
 // A job's lease and pause right after a change, by the database clock.
-export interface JobState {
-  jobName: string
-  leaseUntil: string
-  pausedUntil: string | null
-  changedAt: string
-  wasPaused?: boolean
-}
+export type JobState = NonNullable<ReturnType<typeof jobState>>
 
 /**
  * Pauses a job on every replica; a running tick's next renew fails. Occurrences due while paused are skipped, not
@@ -95,7 +89,7 @@ function opening(db: Queryable, jobName: string, caller: EntryPoint, opts: JobOp
   return compileOptions(caller, opts)
 }
 
-function jobState(row: Record<string, unknown> | null): JobState | null {
+function jobState(row: Record<string, unknown> | null) {
   if (row === null || row.job_name === null) return null
   return {
     jobName: String(row.job_name),
@@ -105,8 +99,6 @@ function jobState(row: Record<string, unknown> | null): JobState | null {
     ...(typeof row.was_paused === 'boolean' && { wasPaused: row.was_paused }),
   }
 }
-
-export const ROW_LOCKED = ERROR_CODES.ROW_LOCKED
 
 type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'release'; lockTimeoutMs: number }
 
@@ -154,5 +146,5 @@ async function rowLocked(db: Queryable, { table, jobName, doing, lockTimeoutMs }
     `pg-cron-lease: cannot ${doing} '${escapeControls(jobName)}': its row in ${table} stayed locked for ${lockTimeoutMs} ms (opts.lockTimeoutMs) by ${by}; ` +
     `nothing was changed. End that transaction (for a crashed holder, pg_terminate_backend(${found[0]?.pid ?? 'pid'})), ` +
     'or wait longer with a larger opts.lockTimeoutMs'
-  return codedError(ROW_LOCKED, message, cause)
+  return codedError(ERROR_CODES.ROW_LOCKED, message, cause)
 }

@@ -17,8 +17,15 @@ export { type DrainOptions, type DrainResult, drainLeases } from './drain.js'
 export { ERROR_CODES, LeaseLostError } from './errors.js'
 export { type CatchUpOptions, catchUp, withCronLease } from './lease.js'
 export { type LeasedTick, type LeasedTickOptions, leasedTick, type TickOccurrence } from './leased-tick.js'
-export { DEFAULT_OVERDUE_GRACE_MS, type LeaseInfo, type ListLeasesOptions, listLeases } from './list-leases.js'
-export { type ListRunsOptions, listRuns, type RunInfo } from './list-runs.js'
+export {
+  DEFAULT_OVERDUE_GRACE_MS,
+  type LeaseInfo,
+  type ListLeasesOptions,
+  type ListRunsOptions,
+  listLeases,
+  listRuns,
+  type RunInfo,
+} from './list-leases.js'
 export type { CatchUpWindow } from './options.js'
 export { forInterval, type IntervalLease, LEASE, leaseForInterval, MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 export {

@@ -31,7 +31,6 @@ const FAMILIES: Record<string, { help: string; value(lease: LeaseInfo): number |
   },
   pg_cron_lease_last_outcome: {
     help: 'The state of the last run of the job: 1 for the outcome label it is in (running, ok, error, unfinished), 0 for the others; absent when unknown.',
-    // A state set: one sample per state of the last run, 1 for the one it is in.
     value: (l) =>
       l.lastOutcome === null ? null : Object.fromEntries(LAST_OUTCOMES.map((s) => [s, flag(l.lastOutcome === s)])),
   },

@@ -42,9 +42,7 @@ function besideTable(table: string, suffix: string): string {
  * @example
  * historyTableOf('jobs.leases') // 'jobs.leases_runs'
  */
-export function historyTableOf(table: string): string {
-  return besideTable(table, '_runs')
-}
+export const historyTableOf = (table: string): string => besideTable(table, '_runs')
 
 // The original package's shape: all a claim, renew and list need.
 const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
@@ -267,7 +265,6 @@ function runStarted(kind: ClaimKind, start: string, interval: string, number: st
   return `,\n  ${set.join(',\n  ')}`
 }
 
-// What a won claim returns: its token and the occurrences it missed.
 const won = (row: string) => `${isoText(`${row}.claimed_at`)} AS claimed_at, ${row}.last_missed AS missed`
 
 // Runs found by number, so the trim costs the same at run 10 and run 100,000; `keep` the failed runs kept.

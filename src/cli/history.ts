@@ -1,7 +1,7 @@
 /** `pg-cron-lease history`: the run history, newest first, with the missed occurrences between runs. */
 import { escapeControls } from '../escape.js'
 import { columns, duration, jsonText, type Paint } from '../human.js'
-import { listRuns, type RunInfo } from '../list-runs.js'
+import { listRuns, type RunInfo } from '../list-leases.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 import { usage } from './exit.js'
 

@@ -17,12 +17,12 @@ import {
   judgePooler,
   judgePrepared,
   judgePrivileges,
+  judgeRace,
   judgeSchemaUsage,
   judgeTable,
   judgeTimeouts,
   judgeWritable,
 } from '../../src/doctor.ts'
-import { judgeRace } from '../../src/doctor-race.ts'
 import { painter } from '../../src/human.ts'
 import { runDoctor } from '../../src/index.ts'
 import { standIn } from '../helpers/stand-in.ts'

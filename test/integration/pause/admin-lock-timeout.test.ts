@@ -9,10 +9,11 @@ import { randomBytes } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import pg from 'pg'
 import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
-import { ROW_LOCKED } from '../../../src/admin.ts'
 import { main } from '../../../src/cli/main.ts'
+import { ERROR_CODES } from '../../../src/errors.ts'
 import { pauseJob, quoteTable, releaseLease, resumeJob, withCronLease } from '../../../src/index.ts'
 
+const { ROW_LOCKED } = ERROR_CODES
 const HOLDER_NAME = `crashed-holder-${randomBytes(3).toString('hex')}`
 
 let url: string
