@@ -3,8 +3,7 @@ import { escapeControls } from '../escape.js'
 import { jsonText } from '../human.js'
 import { type ListLeasesOptions, readLeases } from '../list-leases.js'
 import { type CheckResult, judgeJobs } from '../verdict.js'
-import { BIN, type Command, DATABASE_EXIT, type Values } from './args.js'
-import { EXIT, type ExitCode } from './exit.js'
+import { BIN, type Command, DATABASE_EXIT, EXIT, type ExitCode, type Values } from './args.js'
 
 export const check: Command = {
   summary: 'Exit 3 when a job is overdue or its last run failed or died, for monitors and probes',

@@ -3,8 +3,7 @@ import type pg from 'pg'
 import { ERROR_CODES } from '../errors.js'
 import { oneLine } from '../format-value.js'
 import { migrateCommand } from '../log.js'
-import { BIN, type Target } from './args.js'
-import { Exit, failed, usage } from './exit.js'
+import { BIN, Exit, failed, type Target, usage } from './args.js'
 
 const CONNECT_TIMEOUT_MS = 10_000
 

@@ -7,8 +7,7 @@ import { createDashboard } from '../dashboard/dashboard.js'
 import { oneLine } from '../format-value.js'
 import { listLeases } from '../list-leases.js'
 import { checkDashboardToken } from '../options.js'
-import { BIN, type Command, DATABASE_EXIT, valid } from './args.js'
-import { failed, usage } from './exit.js'
+import { BIN, type Command, DATABASE_EXIT, failed, usage, valid } from './args.js'
 
 // The token is read from here or a file: argv would show it to anyone running `ps`.
 const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'

@@ -2,9 +2,8 @@
 import { type DoctorCheck, runDoctor } from '../doctor.js'
 import { escapeControls } from '../escape.js'
 import { jsonText, type Paint } from '../human.js'
-import { BIN, type Command, DATABASE_EXIT } from './args.js'
+import { BIN, type Command, DATABASE_EXIT, EXIT, Exit, type ExitCode, usage } from './args.js'
 import { openClient } from './connect.js'
-import { EXIT, Exit, type ExitCode, usage } from './exit.js'
 
 export const doctor: Command = {
   summary: 'Check everything the guarantee depends on here, and prove it with a live race',

@@ -5,8 +5,7 @@ import { escapeControls } from '../escape.js'
 import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { untilText } from '../verdict.js'
-import { BIN, type Command } from './args.js'
-import { type Exit, failed, usage } from './exit.js'
+import { BIN, type Command, type Exit, failed, usage } from './args.js'
 
 type JobAction = 'pause' | 'resume' | 'release'
 
