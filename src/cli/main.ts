@@ -3,7 +3,6 @@ import { existsSync, readFileSync } from 'node:fs'
 import { oneLine } from '../format-value.js'
 import { painter } from '../human.js'
 import { BIN, type Command, EXIT, Exit, type ExitCode, flag, OPTIONS, parseOptions, readCommand } from './args.js'
-import { check } from './check.js'
 import { type Connect, connectionTarget, openPool, withClient } from './connect.js'
 import { dashboard } from './dashboard.js'
 import { doctor } from './doctor.js'
@@ -11,7 +10,7 @@ import { exec } from './exec.js'
 import { history } from './history.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
-import { status } from './status.js'
+import { check, status } from './status.js'
 
 type Output = { write(text: string): unknown; isTTY?: boolean }
 
