@@ -96,8 +96,6 @@ interface Context {
   note(text: string): void
   paint: Paint
   env: Readonly<Record<string, string | undefined>>
-  // For a command that serves until stopped; the caller ends it.
-  pool(): Promise<pg.Pool>
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
 
