@@ -100,7 +100,6 @@ export function renderLeases(format: Format, leases: LeaseInfo[], table: string,
 
 export const renderStatusJson: (leases: LeaseInfo[]) => string = jsonText
 
-// The text of a cell, and the colour it is painted in (plain when left out).
 type Cell = [text: string, colour?: keyof Paint]
 
 // In this order in STATE, and counted in the summary line, in lower case.
