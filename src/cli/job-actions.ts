@@ -7,9 +7,9 @@ import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { untilText } from '../verdict.js'
 import { BIN, type Command, type Exit, failed, usage } from './args.js'
 
-type JobAction = 'pause' | 'resume' | 'release'
-
 const CHANGES = { pause: admin.pause, resume: admin.resume, release: admin.release }
+
+type JobAction = keyof typeof CHANGES
 
 export const pause: Command = jobCommand(
   'pause',
