@@ -1,4 +1,4 @@
-/** The command line: which command, every option declared once, checked values (else exit 2), what a command is, how it ends. */
+/** The command line: which command, every option declared once, checked values, what a command is, how it ends. */
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
