@@ -1,4 +1,4 @@
-/** The command line: which command, every option declared once, checked values (else exit 2), what a command is. */
+/** The command line: which command, every option declared once, checked values, what a command is, how it ends. */
 import { parseArgs } from 'node:util'
 import type pg from 'pg'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
@@ -9,9 +9,25 @@ import { checkBasePath, DEFAULT_LOCK_TIMEOUT_MS, DOCTOR_RACE, DOCTOR_ROUNDS, OPT
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
 import { checkJobName, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
-import { type Exit, type ExitCode, usage } from './exit.js'
 
 export const BIN = 'pg-cron-lease'
+
+export type ExitCode = 0 | 1 | 2 | 3
+
+// A USAGE error is found before any connection is made.
+export const EXIT = { OK: 0, FAILED: 1, USAGE: 2, UNHEALTHY: 3 } as const satisfies Record<string, ExitCode>
+
+export class Exit extends Error {
+  constructor(
+    message: string,
+    readonly code: typeof EXIT.FAILED | typeof EXIT.USAGE,
+  ) {
+    super(message)
+  }
+}
+
+export const usage = (message: string): Exit => new Exit(message, EXIT.USAGE)
+export const failed = (message: string): Exit => new Exit(message, EXIT.FAILED)
 
 // Each as its help line reads: the value's placeholder (a switch has none), then what the option does.
 const HELP = {
@@ -79,8 +95,6 @@ interface Context {
   note(text: string): void
   paint: Paint
   env: Readonly<Record<string, string | undefined>>
-  // For a command that serves until stopped; the caller ends it.
-  pool(): Promise<pg.Pool>
   connect<T>(work: (client: pg.Client, target: Target) => Promise<T>): Promise<T>
 }
 

@@ -3,8 +3,7 @@ import type pg from 'pg'
 import { ERROR_CODES } from '../errors.js'
 import { oneLine } from '../format-value.js'
 import { migrateCommand } from '../log.js'
-import { BIN, type Target } from './args.js'
-import { Exit, failed, usage } from './exit.js'
+import { BIN, Exit, failed, type Target, usage } from './args.js'
 
 const CONNECT_TIMEOUT_MS = 10_000
 
@@ -72,13 +71,13 @@ function pgMissing(error: unknown): never {
 }
 
 function connection(target: Target) {
-  return { connectionString: target.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: BIN }
+  return { connectionString: target.url, application_name: BIN }
 }
 
 /** One more client, connected; rejects with the driver's error. The caller ends it. */
 export async function openClient(target: Target): Promise<pg.Client> {
   const { Client } = (await import('pg').catch(pgMissing)).default
-  const client = new Client(connection(target))
+  const client = new Client({ ...connection(target), connectionTimeoutMillis: CONNECT_TIMEOUT_MS })
   // A connection lost mid-query rejects that query; without a listener it would also crash the process.
   client.on('error', () => {})
   const started = performance.now()
@@ -112,13 +111,12 @@ export const withClient: Connect = async (target, doing, work) => {
 export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOUT_MS): Promise<pg.Pool> {
   const { Pool, Client } = (await import('pg').catch(pgMissing)).default
   // The pool's own connectionTimeoutMillis would also fail a wait for a free client, as an unreachable database would.
-  const { connectionTimeoutMillis: _, ...options } = connection(target)
   class TimedClient extends Client {
     constructor(config?: pg.ClientConfig) {
       super({ ...config, connectionTimeoutMillis: connectTimeoutMs })
     }
   }
-  const pool = new Pool({ ...options, max: 4, Client: TimedClient })
+  const pool = new Pool({ ...connection(target), max: 4, Client: TimedClient })
   // An idle connection lost (a restart) is dropped; without a listener it would crash the process.
   pool.on('error', () => {})
   return pool

@@ -7,8 +7,8 @@ import { createDashboard } from '../dashboard/dashboard.js'
 import { oneLine } from '../format-value.js'
 import { listLeases } from '../list-leases.js'
 import { checkDashboardToken } from '../options.js'
-import { BIN, type Command, DATABASE_EXIT, valid } from './args.js'
-import { failed, usage } from './exit.js'
+import { BIN, type Command, DATABASE_EXIT, failed, usage, valid } from './args.js'
+import { connectionTarget, openPool } from './connect.js'
 
 // The token is read from here or a file: argv would show it to anyone running `ps`.
 const TOKEN_VARIABLE = 'PG_CRON_LEASE_DASHBOARD_TOKEN'
@@ -38,7 +38,7 @@ export const dashboard: Command = {
     }
     // One read first, through the command's connection: a wrong URL or table is an exit 1 that says what to do.
     await context.connect((client) => listLeases(client, { table }))
-    const pool = await context.pool()
+    const pool = await openPool(connectionTarget(values.url, context.env))
     const handler = createDashboard({ db: pool, table, basePath, token, allowActions, allowedHosts })
     const server = http.createServer(handler).listen(port, host)
     await once(server, 'listening').catch(async (error) => {

@@ -2,9 +2,8 @@
 import { type DoctorCheck, runDoctor } from '../doctor.js'
 import { escapeControls } from '../escape.js'
 import { jsonText, type Paint } from '../human.js'
-import { BIN, type Command, DATABASE_EXIT } from './args.js'
+import { BIN, type Command, DATABASE_EXIT, EXIT, type ExitCode, failed, usage } from './args.js'
 import { openClient } from './connect.js'
-import { EXIT, Exit, type ExitCode, usage } from './exit.js'
 
 export const doctor: Command = {
   summary: 'Check everything the guarantee depends on here, and prove it with a live race',
@@ -35,7 +34,7 @@ export const doctor: Command = {
       const interrupt = new AbortController()
       const stop = () => {
         for (const signal of SIGNALS) process.off(signal, stop)
-        interrupt.abort(new Exit('interrupted: the race stopped, and its rows were deleted', EXIT.FAILED))
+        interrupt.abort(failed('interrupted: the race stopped, and its rows were deleted'))
       }
       for (const signal of SIGNALS) process.once(signal, stop)
       try {

@@ -3,8 +3,7 @@ import type { Cron } from 'croner'
 import { oneLine } from '../format-value.js'
 import { duration } from '../human.js'
 import { leaseForInterval, MAX_LEASE_MS } from '../presets.js'
-import type { Values } from './args.js'
-import { EXIT, Exit, usage } from './exit.js'
+import { EXIT, Exit, usage, type Values } from './args.js'
 
 /**
  * A schedule's slots in ms since the epoch: the latest at or before `ms`, the first after it (null:

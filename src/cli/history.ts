@@ -2,8 +2,7 @@
 import { escapeControls } from '../escape.js'
 import { columns, duration, jsonText, type Paint } from '../human.js'
 import { listRuns, type RunInfo } from '../list-leases.js'
-import { BIN, type Command, DATABASE_EXIT } from './args.js'
-import { usage } from './exit.js'
+import { BIN, type Command, DATABASE_EXIT, usage } from './args.js'
 
 const HISTORY_LIMIT = 20
 

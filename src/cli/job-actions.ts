@@ -5,12 +5,11 @@ import { escapeControls } from '../escape.js'
 import { duration, msBetween } from '../human.js'
 import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
 import { untilText } from '../verdict.js'
-import { BIN, type Command } from './args.js'
-import { type Exit, failed, usage } from './exit.js'
-
-type JobAction = 'pause' | 'resume' | 'release'
+import { BIN, type Command, type Exit, failed, usage } from './args.js'
 
 const CHANGES = { pause: admin.pause, resume: admin.resume, release: admin.release }
+
+type JobAction = keyof typeof CHANGES
 
 export const pause: Command = jobCommand(
   'pause',

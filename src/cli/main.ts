@@ -2,17 +2,15 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { oneLine } from '../format-value.js'
 import { painter } from '../human.js'
-import { BIN, type Command, flag, OPTIONS, parseOptions, readCommand } from './args.js'
-import { check } from './check.js'
-import { type Connect, connectionTarget, openPool, withClient } from './connect.js'
+import { BIN, type Command, EXIT, Exit, type ExitCode, flag, OPTIONS, parseOptions, readCommand } from './args.js'
+import { type Connect, connectionTarget, withClient } from './connect.js'
 import { dashboard } from './dashboard.js'
 import { doctor } from './doctor.js'
 import { exec } from './exec.js'
-import { EXIT, Exit, type ExitCode } from './exit.js'
 import { history } from './history.js'
 import { pause, release, resume } from './job-actions.js'
 import { migrate, sql } from './migrate.js'
-import { status } from './status.js'
+import { check, status } from './status.js'
 
 type Output = { write(text: string): unknown; isTTY?: boolean }
 
@@ -53,7 +51,6 @@ export async function main(argv: string[], io: CliIo): Promise<ExitCode | number
       note: (text) => io.stderr.write(text),
       paint: painter(io.stdout, io.env),
       env: io.env,
-      pool: () => openPool(connectionTarget(values.url, io.env)),
       connect(work) {
         const target = connectionTarget(values.url, io.env)
         return (io.connect ?? withClient)(target, { command: name, table: values.table }, (c) => work(c, target))

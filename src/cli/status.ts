@@ -1,11 +1,10 @@
-/** `pg-cron-lease status`: every job, as a table for people, the JSON of listLeases() or for Prometheus. */
+/** `status` and `check`: every job, shown (a table, listLeases()' JSON, Prometheus) or judged (src/verdict.ts). */
 import { escapeControls } from '../escape.js'
 import { ago, columns, duration, jsonText, msBetween, type Paint, span } from '../human.js'
-import { type LeaseInfo, listLeases } from '../list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, listLeases, readLeases } from '../list-leases.js'
 import { renderPrometheus } from '../prometheus.js'
-import { untilText } from '../verdict.js'
-import { BIN, type Command, DATABASE_EXIT, type Format } from './args.js'
-import { leaseQuery } from './check.js'
+import { type CheckResult, judgeJobs, untilText } from '../verdict.js'
+import { BIN, type Command, DATABASE_EXIT, EXIT, type ExitCode, type Format, type Values } from './args.js'
 
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
@@ -54,6 +53,46 @@ export const status: Command = {
   },
 }
 
+export const check: Command = {
+  summary: 'Exit 3 when a job is overdue or its last run failed or died, for monitors and probes',
+  options: ['table', 'url', 'job', 'json', 'grace', 'overdue-factor'],
+  optionHelp: { json: 'Print the verdict as JSON (the exit code is the same)' },
+  details:
+    'Checks every job in the table, or only those named with --job. A job is unhealthy when:\n' +
+    '  OVERDUE        it is later than its due time by more than the grace. Its due time is the\n' +
+    '                 next due time its last claim stored ("OVERDUE: due <time>, not claimed for\n' +
+    '                 …"), or, with none stored, its last claim plus its interval ("OVERDUE: last\n' +
+    '                 claimed … ago, every …"). The grace is --grace, else (--overdue-factor − 1)\n' +
+    '                 × the interval, at most a minute each (factor 2: one interval, at most 1m);\n' +
+    '  FAILING        its last run that ended failed (until a run ends ok);\n' +
+    '  DIED           its last run that ended recorded no outcome before its lease ran out: its\n' +
+    '                 replica died or lost the lease (until a run ends ok);\n' +
+    '  NEVER CLAIMED  it was named with --job but has no row: never claimed, or a typo.\n' +
+    'A run told not to record (record: false) or claimed by a replica that records no outcome\n' +
+    'counts for nothing here. A paused job is never overdue, but one FAILING or DIED stays so:\n' +
+    'pausing does not fix it. With no job unhealthy it prints one OK line and exits 0; otherwise\n' +
+    'one line per unhealthy job, saying which and why, and exits 3. Ages come from the database\n' +
+    'clock. --json prints { healthy, checkedAt, table, overdueFactor, jobs: [{ jobName, healthy,\n' +
+    'neverClaimed, overdue, failing, died, paused, reason }] } with the same exit codes.\n\n' +
+    'Examples:\n' +
+    `  ${BIN} check --job billing:hourly --job report:daily\n` +
+    `  ${BIN} check --grace 5m --job report:daily\n` +
+    `  ${BIN} check --json --overdue-factor 3 | jq '.jobs[] | select(.healthy | not)'`,
+  exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing, died or never claimed`,
+  async run(values, context) {
+    const result = await context.connect(async (client) => {
+      const { leases, checkedAt } = await readLeases(client, leaseQuery(values))
+      return judgeJobs({ ...values, leases, checkedAt })
+    })
+    context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
+    return checkExitCode(result)
+  },
+}
+
+function leaseQuery({ table, overdueFactor, graceMs }: Values): ListLeasesOptions {
+  return { table, overdueFactor, overdueGraceMs: graceMs }
+}
+
 export function renderLeases(format: Format, leases: LeaseInfo[], table: string, paint: Paint): string {
   if (format === 'json') return renderStatusJson(leases)
   return format === 'prometheus' ? renderPrometheus(leases) : renderStatus(leases, table, paint)
@@ -61,7 +100,6 @@ export function renderLeases(format: Format, leases: LeaseInfo[], table: string,
 
 export const renderStatusJson: (leases: LeaseInfo[]) => string = jsonText
 
-// The text of a cell, and the colour it is painted in (plain when left out).
 type Cell = [text: string, colour?: keyof Paint]
 
 // In this order in STATE, and counted in the summary line, in lower case.
@@ -144,3 +182,17 @@ function nextDue(l: LeaseInfo): Cell {
   // Passed: red once listLeases calls it overdue (past the grace), plain while a pause explains it.
   return [`due ${ago(-ahead)}`, l.overdue ? 'red' : l.paused ? 'plain' : 'yellow']
 }
+
+export function renderCheck({ healthy, jobs, table, checkedAt }: CheckResult): string {
+  const unhealthy = jobs.filter((j) => !j.healthy)
+  if (!healthy)
+    return unhealthy.map((j) => `${escapeControls(j.jobName)}: ${escapeControls(j.reason ?? '')}\n`).join('')
+  const n = jobs.length
+  const what =
+    n === 0 ? `no jobs in ${table} yet, nothing to check` : `${n} job${n === 1 ? '' : 's'} healthy in ${table}`
+  return `OK: ${what} (database clock ${checkedAt})\n`
+}
+
+export const renderCheckJson: (result: CheckResult) => string = jsonText
+
+export const checkExitCode = (result: CheckResult): ExitCode => (result.healthy ? EXIT.OK : EXIT.UNHEALTHY)

@@ -7,9 +7,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import type { JobState } from '../../src/admin.ts'
-import { type Accepts, parseOptions } from '../../src/cli/args.ts'
+import { type Accepts, Exit, parseOptions } from '../../src/cli/args.ts'
 import { masked } from '../../src/cli/connect.ts'
-import { Exit } from '../../src/cli/exit.ts'
 import { asUsage, describeChange } from '../../src/cli/job-actions.ts'
 import { argumentError } from '../../src/errors.ts'
 

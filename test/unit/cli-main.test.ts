@@ -8,8 +8,7 @@
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
-import type { Target } from '../../src/cli/args.ts'
-import { Exit } from '../../src/cli/exit.ts'
+import { Exit, type Target } from '../../src/cli/args.ts'
 import { type CliIo, COMMANDS, main } from '../../src/cli/main.ts'
 import { createTableSql, tableFactsSql } from '../../src/sql.ts'
 

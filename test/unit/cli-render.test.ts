@@ -8,10 +8,16 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { installSkew } from '../../dev/skew-clock.ts'
-import { checkExitCode, renderCheck, renderCheckJson } from '../../src/cli/check.ts'
 import { renderHistory } from '../../src/cli/history.ts'
 import { describeMigration } from '../../src/cli/migrate.ts'
-import { renderLeases, renderStatus, renderStatusJson } from '../../src/cli/status.ts'
+import {
+  checkExitCode,
+  renderCheck,
+  renderCheckJson,
+  renderLeases,
+  renderStatus,
+  renderStatusJson,
+} from '../../src/cli/status.ts'
 import { escapeControls } from '../../src/escape.ts'
 import { type Paint, painter } from '../../src/human.ts'
 import type { LeaseInfo, RunInfo } from '../../src/list-leases.ts'

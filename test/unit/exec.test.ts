@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { Cron } from 'croner'
+import { Exit } from '../../src/cli/args.ts'
 import { cronSchedule, everySchedule, nearestSlot, readPlan } from '../../src/cli/exec-schedule.ts'
-import { Exit } from '../../src/cli/exit.ts'
 import { type CliIo, main } from '../../src/cli/main.ts'
 import { LEASE } from '../../src/presets.ts'
 
