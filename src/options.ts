@@ -11,7 +11,6 @@ import {
   checkMs,
   checkOptions,
   checkQueryable,
-  DEFAULT_OVERDUE_FACTOR,
   fail,
   MAX_LEASE_MS,
   readOrFail,
@@ -134,7 +133,8 @@ export const OPTIONS = {
     if (typeof value === 'number') return checkMs(value, name)
     return fail(name, 'a number of milliseconds or a function of the task name returning one', value)
   }),
-  overdueFactor: row(['listLeases'], DEFAULT_OVERDUE_FACTOR, (value, name) =>
+  // One whole missed interval is tolerated, two are not.
+  overdueFactor: row(['listLeases'], 2, (value, name) =>
     typeof value === 'number' && Number.isFinite(value) && value >= 1
       ? value
       : fail(name, 'a finite number, at least 1', value),
@@ -188,9 +188,6 @@ export const DEFAULTS = Object.freeze(
     Object.entries(OPTIONS).flatMap(([key, { default: value }]) => (value === undefined ? [] : [[key, value]])),
   ),
 ) as { readonly [K in OptionName as Default<K> extends undefined ? never : K]: Default<K> }
-
-export const { history: DEFAULT_HISTORY, lockTimeoutMs: DEFAULT_LOCK_TIMEOUT_MS } = DEFAULTS
-export const { race: DOCTOR_RACE, rounds: DOCTOR_ROUNDS } = DEFAULTS
 
 // Kept without its trailing slash: `/` is ''.
 export function checkBasePath(value: unknown, name: string): string {

@@ -1,5 +1,5 @@
 /** The records every step of a run passes along (config, slot, ticket); a won claim's reply becomes a ticket. */
-import { DEFAULT_HISTORY, type HistoryKeep } from './options.js'
+import { DEFAULTS, type HistoryKeep } from './options.js'
 import { firstRow } from './result.js'
 import type { NamedSlot } from './scheduler-slot.js'
 import type { ClaimKind } from './sql.js'
@@ -86,6 +86,6 @@ export function wonTicket(
 
 /** How many runs, and runs not ok besides, the job's history keeps: the last two parameters of a `history` claim. */
 export function historyParams({ history }: ClaimConfig): [number, number] {
-  const { keep, keepFailed } = typeof history === 'object' ? history : DEFAULT_HISTORY
+  const { keep, keepFailed } = typeof history === 'object' ? history : DEFAULTS.history
   return [keep, keepFailed]
 }

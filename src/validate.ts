@@ -74,6 +74,3 @@ export function checkOptions<K extends string>(opts: unknown, keys: readonly K[]
   if (unknown !== undefined) fail(`${name}.${unknown}`, `one of the known options (${keys.join(', ')})`, unknown)
   return bag
 }
-
-/** The default of `overdueFactor`: one whole missed interval is tolerated, two are not. */
-export const DEFAULT_OVERDUE_FACTOR = 2

@@ -5,10 +5,10 @@ import { type ArgumentError, ERROR_CODES } from '../errors.js'
 import { oneLine } from '../format-value.js'
 import { duration, type Paint } from '../human.js'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../list-leases.js'
-import { checkBasePath, DEFAULT_LOCK_TIMEOUT_MS, DOCTOR_RACE, DOCTOR_ROUNDS, OPTIONS as LIBRARY } from '../options.js'
+import { checkBasePath, DEFAULTS, OPTIONS as LIBRARY } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
 import { parseDuration, parseUntil } from '../time-input.js'
-import { checkJobName, DEFAULT_OVERDUE_FACTOR } from '../validate.js'
+import { checkJobName } from '../validate.js'
 
 export const BIN = 'pg-cron-lease'
 
@@ -35,8 +35,8 @@ const HELP = {
   url: '<url> Postgres connection URL (default: the DATABASE_URL variable)',
   format: '<format> text (default), json (the entries listLeases() returns) or prometheus',
   json: 'Print JSON',
-  'overdue-factor': `<n> Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULT_OVERDUE_FACTOR}, at least 1)`,
-  grace: `<duration> A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULT_OVERDUE_FACTOR}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
+  'overdue-factor': `<n> Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULTS.overdueFactor}, at least 1)`,
+  grace: `<duration> A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULTS.overdueFactor}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
   job: '<name> Check only this job; repeat for more. A job with no row is unhealthy',
   limit: '<n> At most this many, a whole number from 1 to 10000',
   for: '<duration> Pause for this long: 90s, 15m, 2h, 1d, or a mix such as 1h30m',
@@ -49,9 +49,9 @@ const HELP = {
     '<name> Without a token, answer requests for this host name too, besides localhost, 127.0.0.1 and [::1]; repeat for more',
   'token-file':
     '<file> Read the token from this file (else PG_CRON_LEASE_DASHBOARD_TOKEN); never pass it as an argument',
-  'lock-timeout': `<duration> How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)})`,
-  race: `<n> How many connections race (default ${DOCTOR_RACE}, 2 to 100)`,
-  rounds: `<n> How many rounds they race (default ${DOCTOR_ROUNDS}, 1 to 1000)`,
+  'lock-timeout': `<duration> How long to wait for the job's row lock, held by another transaction, before giving up (exit 1), such as 30s (default ${duration(DEFAULTS.lockTimeoutMs)})`,
+  race: `<n> How many connections race (default ${DEFAULTS.race}, 2 to 100)`,
+  rounds: `<n> How many rounds they race (default ${DEFAULTS.rounds}, 1 to 1000)`,
   'no-race': 'Skip the race, for a role that may not write',
   cron: '<expr> The schedule as a cron expression, 5 fields, or 6 with seconds first (needs the croner package)',
   tz: '<zone> The IANA time zone --cron is read in, such as Europe/Berlin (default UTC)',

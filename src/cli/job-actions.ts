@@ -3,7 +3,7 @@ import * as admin from '../admin.js'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
 import { escapeControls } from '../escape.js'
 import { duration, msBetween } from '../human.js'
-import { DEFAULT_LOCK_TIMEOUT_MS } from '../options.js'
+import { DEFAULTS } from '../options.js'
 import { untilText } from '../verdict.js'
 import { BIN, type Command, type Exit, failed, usage } from './args.js'
 
@@ -53,7 +53,7 @@ function jobCommand(action: JobAction, summary: string, details: string): Comman
     job: true,
     details:
       'Changes only the row of <job>, by one statement, and prints what changed by the database clock.\n' +
-      `${details}\n\nIt waits for the row lock at most --lock-timeout (default ${duration(DEFAULT_LOCK_TIMEOUT_MS)}); a transaction holding\n` +
+      `${details}\n\nIt waits for the row lock at most --lock-timeout (default ${duration(DEFAULTS.lockTimeoutMs)}); a transaction holding\n` +
       'it longer (a crashed holder, idle in a fence) ends the command with one line naming its pid and\n' +
       `application_name, and exit 1.\n\nA job name that starts with a dash goes after --: ${BIN} ${action} -- -name`,
     exitCodes: `${action === 'resume' ? '0 resumed, or the job was not paused and nothing changed' : '0 changed'}, 1 the job has no row (never claimed, or a typo), its row stayed locked past --lock-timeout, or the database cannot be reached, 2 usage error`,

@@ -1,9 +1,9 @@
 /** `status` and `check`: every job, shown (a table, listLeases()' JSON, Prometheus) or judged (src/verdict.ts). */
 import { escapeControls } from '../escape.js'
 import { ago, columns, duration, jsonText, msBetween, type Paint, span } from '../human.js'
-import { type LeaseInfo, type ListLeasesOptions, listLeases, readLeases } from '../list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, listLeases } from '../list-leases.js'
 import { renderPrometheus } from '../prometheus.js'
-import { type CheckResult, judgeJobs, untilText } from '../verdict.js'
+import { type CheckResult, checkJobs, untilText } from '../verdict.js'
 import { BIN, type Command, DATABASE_EXIT, EXIT, type ExitCode, type Format, type Values } from './args.js'
 
 export const status: Command = {
@@ -80,10 +80,7 @@ export const check: Command = {
     `  ${BIN} check --json --overdue-factor 3 | jq '.jobs[] | select(.healthy | not)'`,
   exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing, died or never claimed`,
   async run(values, context) {
-    const result = await context.connect(async (client) => {
-      const { leases, checkedAt } = await readLeases(client, leaseQuery(values))
-      return judgeJobs({ ...values, leases, checkedAt })
-    })
+    const result = await context.connect((client) => checkJobs(client, { ...leaseQuery(values), jobs: values.jobs }))
     context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
     return checkExitCode(result)
   },
