@@ -25,7 +25,7 @@ export {
   listLeases,
   listRuns,
   type RunInfo,
-} from './list-leases.js'
+} from './listings.js'
 export type { CatchUpWindow } from './options.js'
 export { forInterval, type IntervalLease, LEASE, leaseForInterval, MAX_INTERVAL_MS, MAX_LEASE_MS } from './presets.js'
 export {

@@ -1,6 +1,6 @@
 /** The jobs as Prometheus text format 0.0.4 for node_exporter's textfile collector, ending `# EOF` for OpenMetrics. */
 import { msBetween } from './human.js'
-import { LAST_OUTCOMES, type LeaseInfo } from './list-leases.js'
+import { LAST_OUTCOMES, type LeaseInfo } from './listings.js'
 
 // No timestamps (the collector refuses them); unknown values are left out, never made up.
 const flag = (on: boolean) => (on ? 1 : 0)

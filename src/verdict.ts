@@ -1,6 +1,6 @@
 /** Whether a job is healthy, decided once for `check`, the dashboard's `/healthz` and the NestJS health indicator. */
 import { ago, duration, msBetween, span } from './human.js'
-import { type LeaseInfo, type ListLeasesOptions, overdueGrace, readLeases } from './list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, overdueGrace, readLeases } from './listings.js'
 import { DEFAULTS } from './options.js'
 import type { Queryable } from './types.js'
 

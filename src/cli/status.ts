@@ -1,7 +1,7 @@
 /** `status` and `check`: every job, shown (a table, listLeases()' JSON, Prometheus) or judged (src/verdict.ts). */
 import { escapeControls } from '../escape.js'
 import { ago, columns, duration, jsonText, msBetween, type Paint, span } from '../human.js'
-import { type LeaseInfo, type ListLeasesOptions, listLeases } from '../list-leases.js'
+import { type LeaseInfo, type ListLeasesOptions, listLeases } from '../listings.js'
 import { renderPrometheus } from '../prometheus.js'
 import { type CheckResult, checkJobs, untilText } from '../verdict.js'
 import { BIN, type Command, DATABASE_EXIT, EXIT, type ExitCode, type Format, type Values } from './args.js'

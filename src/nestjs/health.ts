@@ -3,7 +3,7 @@ import { Inject, Injectable } from '@nestjs/common'
 import { ModuleRef } from '@nestjs/core'
 import type { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus'
 import { messageOf } from '../format-value.js'
-import type { ListLeasesOptions } from '../list-leases.js'
+import type { ListLeasesOptions } from '../listings.js'
 import { checkJobs, type JobFilter } from '../verdict.js'
 import { type ModuleConfig, PG_CRON_LEASE_CONFIG } from './options.js'
 

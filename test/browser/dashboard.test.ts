@@ -15,7 +15,7 @@ import { launchBrowser } from '../../dev/browser.ts'
 import { expireLease, freshTable, testDatabaseUrl, testPool } from '../../dev/postgres.ts'
 import { createDashboard, type DashboardOptions } from '../../src/dashboard/index.ts'
 import { listLeases, pauseJob, quoteTable, withCronLease } from '../../src/index.ts'
-import { listRuns } from '../../src/list-leases.ts'
+import { listRuns } from '../../src/listings.ts'
 import { historyTableOf } from '../../src/sql.ts'
 import { finished } from '../helpers/child.ts'
 

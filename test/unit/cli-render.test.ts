@@ -20,7 +20,7 @@ import {
 } from '../../src/cli/status.ts'
 import { escapeControls } from '../../src/escape.ts'
 import { type Paint, painter } from '../../src/human.ts'
-import type { LeaseInfo, RunInfo } from '../../src/list-leases.ts'
+import type { LeaseInfo, RunInfo } from '../../src/listings.ts'
 import { escapeLabelValue, renderPrometheus } from '../../src/prometheus.ts'
 import { judgeJobs as checkJobs } from '../../src/verdict.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'

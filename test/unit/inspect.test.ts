@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { type LeaseInfo, listLeases } from '../../src/index.ts'
-import { overdueGrace } from '../../src/list-leases.ts'
+import { overdueGrace } from '../../src/listings.ts'
 import { CURRENT_COLUMN_NAMES, listLeasesSql } from '../../src/sql.ts'
 import { standIn } from '../helpers/stand-in.ts'
 
