@@ -67,7 +67,6 @@ export async function pause(db: Queryable, jobName: string, opts?: PauseOptions)
   const forMs = length === undefined ? null : checkMs(length, 'opts.forMs', Number.MAX_SAFE_INTEGER)
   const until = end === undefined ? null : parseUntil(end, 'opts.until')
   const row = await changeJob(db, { table, jobName, doing: 'pause', lockTimeoutMs }, pauseSql, [forMs, until])
-  // Judged by the database clock; the statement wrote nothing when the end had passed.
   if (row?.in_future === false)
     fail('opts.until', `a time in the future by the database clock (${row.clock_at}); nothing was changed`, until)
   return jobState(row)
@@ -102,7 +101,6 @@ function jobState(row: Record<string, unknown> | null) {
 
 type Change = { table: string; jobName: string; doing: 'pause' | 'resume' | 'release'; lockTimeoutMs: number }
 
-// Each admin statement takes the job as $1 and the longest wait for its row lock last.
 async function changeJob(db: Queryable, change: Change, statement: typeof releaseSql, params: unknown[] = []) {
   const { table, jobName, doing, lockTimeoutMs } = change
   // Refused before writing: a missing column would fail inside a caller's transaction. Release needs no new column.

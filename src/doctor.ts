@@ -65,17 +65,15 @@ export interface DoctorOptions {
 type Row = Record<string, unknown>
 type Verdict = Omit<DoctorCheck, 'id'>
 
-type Judged = (summary: string, detail: string, fix: string) => Verdict
 const pass = (summary: string, detail: string): Verdict => ({ status: 'pass', summary, detail, fix: null })
-const warn: Judged = (summary, detail, fix) => ({ status: 'warn', summary, detail, fix })
-const fail: Judged = (summary, detail, fix) => ({ status: 'fail', summary, detail, fix })
+const warn = (summary: string, detail: string, fix: string): Verdict => ({ status: 'warn', summary, detail, fix })
+const fail = (summary: string, detail: string, fix: string): Verdict => ({ status: 'fail', summary, detail, fix })
 
 const rows = async (db: Queryable, text: string, params: unknown[]) =>
   ((await db.query(text, params)).rows ?? []) as Row[]
 const one = async (db: Queryable, text: string, params: unknown[]): Promise<Row> =>
   (await rows(db, text, params))[0] ?? {}
 
-// The claims' tolerance is 10% of the lease; the shortest preset, LEASE.EVERY_MINUTE, is 50 s.
 const CLOCK_TOLERANCE_MS = 5000
 const CLOCK_SAMPLES = 5
 // Far longer than a SELECT takes on a loaded server, however busy.
@@ -136,14 +134,12 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   signal?.throwIfAborted()
   if (options.race === false) return checks
   const tables = facts.history_table === true ? [table, history] : [table]
-  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete: privileges.canDelete, step }))
+  add('race', await raceCheck({ options, ...connections, done: checks, tables, canDelete: privileges.canDelete }))
   return checks
 }
 
 const TIMEOUTS = ['statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout'] as const
-// By name: has_schema_privilege needs no USAGE, where to_regclass('schema.table') raises 42501 without it.
 const SCHEMA_USAGE_SQL = `SELECT has_schema_privilege(oid, 'USAGE') AS usage FROM pg_namespace WHERE nspname = $1::text`
-// The standbys counted stream from this server; without one, no failover can lose a commit here.
 const SERVER_FACTS_SQL = `SELECT current_setting('server_version_num')::int AS version_num, current_user AS role,
   current_setting('server_version') AS version,
   pg_is_in_recovery() AS in_recovery,
@@ -446,7 +442,6 @@ const RACE_LEASE_MS = 60_000
 // The race's bounds (a session's lower ones stay): a locked table fails the race in 2 s rather than hanging it.
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
-// The setting that cut a claim, by its SQLSTATE; such a claim was rolled back.
 const TIMED_OUT = new Map(Object.entries({ '55P03': 'lock_timeout', '57014': 'statement_timeout' }))
 // A failure in one of these means no claim can win, so the race is not run.
 const RACE_NEEDS = ['writable', 'table', 'privileges']
@@ -510,10 +505,9 @@ interface RaceInput extends Connections {
   done: { id: string; status: string }[]
   tables: string[]
   canDelete: boolean
-  step(message: string): void
 }
 
-async function raceCheck({ options, lent, open, done, tables, canDelete, step }: RaceInput): Promise<Verdict> {
+async function raceCheck({ options, lent, open, done, tables, canDelete }: RaceInput): Promise<Verdict> {
   const { table, rounds, signal } = options
   const blocking = done.filter((c) => c.status === 'fail' && RACE_NEEDS.includes(c.id)).map((c) => c.id)
   if (blocking.length > 0)
@@ -535,7 +529,7 @@ async function raceCheck({ options, lent, open, done, tables, canDelete, step }:
       'run doctor as a role that may DELETE, or skip the race with --no-race (docs/operations.md#doctor)',
     )
   const n = Math.min(options.race as number, lent)
-  step(`racing ${n} connections for ${rounds} rounds on a job of the doctor's own`)
+  options.onProgress?.(`racing ${n} connections for ${rounds} rounds on a job of the doctor's own`)
   const jobName = `pg-cron-lease:doctor:${randomBytes(8).toString('hex')}`
   // Behind a transaction pooler a session's timeouts would stay on a server connection others use.
   const bounded = done.some((c) => c.id === 'pooler' && c.status === 'pass')
@@ -598,8 +592,7 @@ async function raceFailed(error: unknown, jobName: string, table: string, db: Qu
       'fix the error above, then run doctor again (docs/operations.md#doctor)',
     )
   const params = [quoteTable(table), quoteTable(historyTableOf(table))]
-  const holders = await rows(db, LOCK_HOLDERS_SQL, params).catch(() => [])
-  const held = holders.map(
+  const held = (await rows(db, LOCK_HOLDERS_SQL, params).catch(() => [])).map(
     (h) =>
       `pid ${h.pid} (${h.mode}, ${h.application_name || 'no application_name'}: ${String(h.query).replace(/\s*\n\s*/g, ' ')})`,
   )

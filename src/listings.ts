@@ -91,8 +91,7 @@ export async function readLeases(db: Queryable, opts?: ListLeasesOptions) {
   const { table, overdueFactor: factor, overdueGraceMs: grace } = compileOptions('listLeases', opts)
   const shape = (await shapeOf({ db, table })) ?? 'original'
   const { history } = knowledgeOf(db, table)
-  const result = await runStatement(db, listLeasesSql(table, shape, history), [], false)
-  const rows = rowsOf(result, `the leases in ${table}`)
+  const rows = rowsOf(await runStatement(db, listLeasesSql(table, shape, history), [], false), `the leases in ${table}`)
   const checkedAt = cellsOf(rows[0], `a lease row of ${table}`).text('checked_at')
   const jobs = rows.filter((row) => (row as { job_name?: unknown } | null)?.job_name !== null)
   return { leases: jobs.map((row) => readLease(row, table, factor, grace)), checkedAt, table }

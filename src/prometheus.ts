@@ -66,7 +66,6 @@ export const escapeLabelValue = (text: string): string =>
 export function renderPrometheus(leases: LeaseInfo[]): string {
   const lines: string[] = []
   for (const [name, family] of Object.entries(FAMILIES)) {
-    // Only a counter's name ends in _total, as Prometheus names them; every other measure is a gauge.
     lines.push(`# HELP ${name} ${family.help}`, `# TYPE ${name} ${name.endsWith('_total') ? 'counter' : 'gauge'}`)
     for (const lease of leases) {
       const [value, job] = [family.value(lease), `job_name="${escapeLabelValue(lease.jobName)}"`]

@@ -50,10 +50,8 @@ const LEASE_COLUMNS = `  job_name    TEXT PRIMARY KEY,
   holder      TEXT,
   claimed_at  TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()`
 
-type Columns = readonly (readonly [name: string, type: string])[]
-
 // Added by the current shape; all nullable, so adding them rewrites nothing.
-const CURRENT_COLUMNS: Columns = [
+const CURRENT_COLUMNS = [
   ['last_started_at', 'TIMESTAMPTZ'], // the last run's claimed_at: the next claim minus it is the interval
   ['last_finished_at', 'TIMESTAMPTZ'], // for a run that died, its lease's end
   ['last_duration_ms', 'DOUBLE PRECISION'],
@@ -68,19 +66,19 @@ const CURRENT_COLUMNS: Columns = [
   ['next_occurrence', 'TIMESTAMPTZ'], // the next occurrence as the schedule names it: catch-up's key
   ['last_missed', 'BIGINT'],
   ['missed_occurrences', 'BIGINT'],
-]
+] as const
 
 export const CURRENT_COLUMN_NAMES: readonly string[] = CURRENT_COLUMNS.map(([name]) => name)
 
 // The run history's columns in the lease row; apart, so a table upgraded before it keeps its claims.
-const HISTORY_COLUMNS: Columns = [
+const HISTORY_COLUMNS = [
   ['run_number', 'BIGINT'], // the last run written to the history
   ['failed_runs', 'BIGINT'], // each run not ok is numbered among these too
   ['runs_trimmed', 'BIGINT'], // the next trim starts above this run
   ['unfinished_runs', 'BIGINT'], // never trimmed
-]
+] as const
 const ADDED = [...CURRENT_COLUMNS, ...HISTORY_COLUMNS]
-const quoted = (columns: Columns) => columns.map(([name]) => `'${name}'`).join(', ')
+const quoted = (columns: readonly (readonly string[])[]) => columns.map(([name]) => `'${name}'`).join(', ')
 
 // failure_number numbers the runs not ok, so the trim finds the last M of them without a scan.
 const RUN_COLUMNS = `  job_name       TEXT NOT NULL,
@@ -188,7 +186,6 @@ END;
 // The lock is last in a CASE: an AND may run it first, costing a loser an xid.
 export function catchUpSql(table: string, kind: RunKind): string {
   const t = quoteTable(table)
-  // A pause's slots are skipped, not made up: pauseSql and resumeSql moved the due time past it.
   const due = 'lease.next_due_at'
   const skipped = `coalesce(floor(${msBetween('clock.at', due)} / ${every('$7')}), 0)`
   const steps = `coalesce(${ms(`${skipped} * ${every('$7')}`)}, interval '0')`
@@ -445,8 +442,6 @@ export function listLeasesSql(table: string, shape: Shape, history = false): str
   const current = shape === 'current'
   const column = (name: string, type: string) => (current ? `lease.${name}` : `NULL::${type}`)
   const base = `coalesce(lease.next_due_at, lease.claimed_at + ${ms(OBSERVED_EVERY)})`
-  const nextDue = current ? dueAfterPause('lease.next_due_at') : 'NULL::timestamptz'
-  const dueAt = current ? dueAfterPause(base) : 'NULL::timestamptz'
   const resumedAt = current
     ? `CASE WHEN lease.paused_until <= ${at} AND lease.paused_until > lease.claimed_at THEN ${isoText('lease.paused_until')} END`
     : 'NULL::text'
@@ -483,8 +478,8 @@ SELECT lease.job_name,
   ${current ? pauseHolds(at) : 'false'} AS paused,
   ${resumedAt} AS resumed_at,
   ${isoText(column('last_occurrence', 'timestamptz'))} AS last_occurrence,
-  ${isoText(nextDue)} AS next_due_at,
-  (${msBetween(at, dueAt)})::float8 AS since_due_ms,
+  ${isoText(current ? dueAfterPause('lease.next_due_at') : 'NULL::timestamptz')} AS next_due_at,
+  (${msBetween(at, current ? dueAfterPause(base) : 'NULL::timestamptz')})::float8 AS since_due_ms,
   coalesce(${column('missed_occurrences', 'bigint')}, 0)::float8 AS missed,
   ${history ? `(coalesce(lease.unfinished_runs, 0) + ${died('1', '0')})::float8` : 'NULL::float8'} AS unfinished_runs
 FROM "db clock" LEFT JOIN LATERAL (
