@@ -112,12 +112,12 @@ const fromIsoText = (text: string) => `((${text}::text)::timestamp AT TIME ZONE 
 const UNENDED = 'coalesce(lease.last_started_at > lease.last_finished_at, lease.last_started_at IS NOT NULL)'
 
 // The shift of a due time to its schedule's first occurrence at or after `end` (no interval: to `end`).
-const toFirstDue = (due: string, end: string, interval: string) =>
-  `coalesce(${ms(`ceil(${msBetween(end, due)} / ${interval}) * ${interval}`)}, ${end} - ${due})`
+const toFirstDue = (due: string, end: string) =>
+  `coalesce(${ms(`ceil(${msBetween(end, due)} / ${OBSERVED_EVERY}) * ${OBSERVED_EVERY}`)}, ${end} - ${due})`
 
 // Occurrences due under a pause are skipped, not missed; pauseSql and resumeSql move a stored due time.
 const dueAfterPause = (due: string) => `(${due} + CASE WHEN lease.paused_until > ${due} AND isfinite(lease.paused_until)
-    THEN ${toFirstDue(due, 'lease.paused_until', OBSERVED_EVERY)} ELSE interval '0' END)`
+    THEN ${toFirstDue(due, 'lease.paused_until')} ELSE interval '0' END)`
 
 function createHistory(table: string): string {
   const h = quoteTable(historyTableOf(table))
@@ -186,6 +186,7 @@ END;
 // The lock is last in a CASE: an AND may run it first, costing a loser an xid.
 export function catchUpSql(table: string, kind: RunKind): string {
   const t = quoteTable(table)
+  // A pause's slots are skipped, not made up: pauseSql and resumeSql moved the due time past it.
   const due = 'lease.next_due_at'
   const skipped = `coalesce(floor(${msBetween('clock.at', due)} / ${every('$7')}), 0)`
   const steps = `coalesce(${ms(`${skipped} * ${every('$7')}`)}, interval '0')`
@@ -542,7 +543,7 @@ settle AS MATERIALIZED (
   WHERE NOT ${pauseHolds()} AND lease.next_due_at <= clock.at),
 moved AS MATERIALIZED (
   SELECT coalesce(settle.shift, interval '0') + CASE WHEN isfinite(pause.until) AND pause.until > due.at
-      THEN ${toFirstDue('due.at', 'pause.until', OBSERVED_EVERY)} ELSE interval '0' END AS shift
+      THEN ${toFirstDue('due.at', 'pause.until')} ELSE interval '0' END AS shift
   FROM locked AS lease CROSS JOIN pause LEFT JOIN settle ON true
     CROSS JOIN LATERAL (SELECT lease.next_due_at + coalesce(settle.shift, interval '0') AS at) AS due),
 changed AS (
@@ -566,7 +567,7 @@ export function resumeSql(table: string): string {
   return `WITH ${lockedClock(table, '$2')},
 before AS MATERIALIZED (
   SELECT ${pauseHolds()} AS was_paused,
-    CASE WHEN ${pauseHolds()} THEN ${toFirstDue('lease.next_due_at', 'clock.at', OBSERVED_EVERY)} END AS shift
+    CASE WHEN ${pauseHolds()} THEN ${toFirstDue('lease.next_due_at', 'clock.at')} END AS shift
   FROM locked AS lease, clock),
 changed AS (
   UPDATE ${quoteTable(table)} AS lease
