@@ -24,7 +24,6 @@ export function connectionTarget(url: string | undefined, env: Readonly<Record<s
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     throw usage(`${source} must start with postgres:// or postgresql://, got ${masked(text)}`)
   }
-  // Every part pg decodes is decoded here first, only so a malformed one is a usage error.
   const user = decodePart(parsed.username, 'user name', source)
   decodePart(parsed.password, 'password', source)
   decodePart(parsed.hostname, 'host', source)
