@@ -192,8 +192,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   }
 }
 
-const read = <T>(text: string | undefined, parse: (text: string) => T): T | undefined =>
-  text === undefined ? undefined : parse(text)
+const read = <T>(text: string | undefined, parse: (text: string) => T) => (text === undefined ? undefined : parse(text))
 
 // Plain digits (and a decimal point where allowed) only: Number() would also take '', ' 2', '0x10' and '1e3'.
 function decimal(text: string | undefined, pattern: RegExp): unknown {

@@ -121,7 +121,6 @@ export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOU
   return pool
 }
 
-// Chosen by SQLSTATE or Node's error code, never by the wording of a message.
 function explain(error: unknown, where: string, { command, table }: Doing): string {
   const code = (error as { code?: unknown })?.code
   const said = oneLine(error)
