@@ -34,7 +34,7 @@ const HELP = {
   table: `<name> The lease table, name or schema.name (default: ${DEFAULT_TABLE})`,
   url: '<url> Postgres connection URL (default: the DATABASE_URL variable)',
   format: '<format> text (default), json (the entries listLeases() returns) or prometheus',
-  json: 'Print JSON',
+  json: 'The same as --format json',
   'overdue-factor': `<n> Without --grace, the grace is (n − 1) × the job's interval, at most a minute each (default ${DEFAULTS.overdueFactor}, at least 1)`,
   grace: `<duration> A job this long past its due time, unclaimed, is overdue, such as 30s or 5m (default: see --overdue-factor; at factor ${DEFAULTS.overdueFactor}, its interval, at most ${duration(DEFAULT_OVERDUE_GRACE_MS)})`,
   job: '<name> Check only this job; repeat for more. A job with no row is unhealthy',
@@ -168,7 +168,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
     jobs: (many.job ?? []).map((job) => valid(() => checkJobName(job, '--job'))),
     job: accepts.job ? jobArgument(name, parsed.positionals) : undefined,
     host: given.host ?? '127.0.0.1',
-    port: given.port === undefined ? 8080 : whole(given.port, '--port', 0, 65535),
+    port: given.port === undefined ? 8080 : whole(given.port, '--port', 65535),
     basePath: read(given['base-path'], (text) => valid(() => checkBasePath(text, '--base-path'))) || '/',
     allowActions: on['allow-actions'] === true,
     allowedHosts: library('allowedHosts', many['allowed-host'], '--allowed-host'),
@@ -183,7 +183,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
     killAfterMs: ms('kill-after'),
     cron: given.cron,
     tz: given.tz,
-    skippedExit: read(given['skipped-exit'], (text) => whole(text, '--skipped-exit', 0, 255)),
+    skippedExit: read(given['skipped-exit'], (text) => whole(text, '--skipped-exit', 255)),
     race: on['no-race'] ? false : count('race'),
     rounds: count('rounds'),
     forMs: ms('for'),
@@ -192,8 +192,7 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   }
 }
 
-const read = <T>(text: string | undefined, parse: (text: string) => T): T | undefined =>
-  text === undefined ? undefined : parse(text)
+const read = <T>(text: string | undefined, parse: (text: string) => T) => (text === undefined ? undefined : parse(text))
 
 // Plain digits (and a decimal point where allowed) only: Number() would also take '', ' 2', '0x10' and '1e3'.
 function decimal(text: string | undefined, pattern: RegExp): unknown {
@@ -207,9 +206,9 @@ function library<K extends keyof typeof LIBRARY>(option: K, value: unknown, flag
   return value === undefined ? (fallback as Checked) : valid(() => check(value, flagName, { leaseMs: 0 }) as Checked)
 }
 
-function whole(text: string, flagName: string, min: number, max: number): number {
-  if (!/^\d+$/.test(text) || text.length > String(max).length || Number(text) < min || Number(text) > max) {
-    throw usage(`${flagName} must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`)
+function whole(text: string, flagName: string, max: number): number {
+  if (!/^\d+$/.test(text) || text.length > String(max).length || Number(text) > max) {
+    throw usage(`${flagName} must be a whole number from 0 to ${max}, got ${JSON.stringify(text)}`)
   }
   return Number(text)
 }

@@ -24,7 +24,6 @@ export function connectionTarget(url: string | undefined, env: Readonly<Record<s
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     throw usage(`${source} must start with postgres:// or postgresql://, got ${masked(text)}`)
   }
-  // Every part pg decodes is decoded here first, only so a malformed one is a usage error.
   const user = decodePart(parsed.username, 'user name', source)
   decodePart(parsed.password, 'password', source)
   decodePart(parsed.hostname, 'host', source)
@@ -122,7 +121,6 @@ export async function openPool(target: Target, connectTimeoutMs = CONNECT_TIMEOU
   return pool
 }
 
-// Chosen by SQLSTATE or Node's error code, never by the wording of a message.
 function explain(error: unknown, where: string, { command, table }: Doing): string {
   const code = (error as { code?: unknown })?.code
   const said = oneLine(error)

@@ -28,9 +28,8 @@ export const dashboard: Command = {
     `  ${BIN} dashboard --port 8080\n` +
     `  ${TOKEN_VARIABLE}=$(cat /run/secrets/dash) ${BIN} dashboard --host 0.0.0.0 --allow-actions`,
   exitCodes: `0 stopped by a signal, ${DATABASE_EXIT}, 2 usage error (or no token beyond loopback, a short token, a token file others may read)`,
-  async run(values, context) {
-    const token = readToken(values.tokenFile, context.env)
-    const { host, port, table, basePath, allowActions, allowedHosts } = values
+  async run({ host, port, table, basePath, allowActions, allowedHosts, tokenFile, url }, context) {
+    const token = readToken(tokenFile, context.env)
     if (token === undefined && !loopback(host)) {
       throw usage(
         `refusing to listen on ${host} without a token: anyone who can reach it could read every job; set ${TOKEN_VARIABLE} or pass --token-file, or listen on 127.0.0.1`,
@@ -38,7 +37,7 @@ export const dashboard: Command = {
     }
     // One read first, through the command's connection: a wrong URL or table is an exit 1 that says what to do.
     await context.connect((client) => listLeases(client, { table }))
-    const pool = await openPool(connectionTarget(values.url, context.env))
+    const pool = await openPool(connectionTarget(url, context.env))
     const handler = createDashboard({ db: pool, table, basePath, token, allowActions, allowedHosts })
     const server = http.createServer(handler).listen(port, host)
     await once(server, 'listening').catch(async (error) => {

@@ -12,7 +12,6 @@ export const history: Command = {
   optionHelp: {
     job: 'Only the runs of this job',
     format: 'text (default) or json (the entries listRuns() returns)',
-    json: 'The same as --format json',
   },
   details:
     'Prints the run history, newest first: per run, when it started (its claim, by the database\n' +

@@ -89,11 +89,7 @@ export function asUsage(error: unknown): Exit | undefined {
 }
 
 // Without `wasPaused`, a resume claims neither way.
-export function describeChange(
-  request: { action: JobAction; forMs?: number },
-  jobName: string,
-  state: admin.JobState,
-): string {
+export function describeChange(request: { action: JobAction; forMs?: number }, jobName: string, state: admin.JobState) {
   const name = escapeControls(jobName)
   const at = `(database clock ${state.changedAt})`
   const leaseUntil = readable(state.leaseUntil)

@@ -9,7 +9,6 @@ import { BIN, type Command, DATABASE_EXIT, EXIT, type ExitCode, type Format, typ
 export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
   options: ['table', 'url', 'format', 'json', 'grace', 'overdue-factor'],
-  optionHelp: { json: 'The same as --format json' },
   details:
     'Per job: the holder, when it was claimed, when its lease expires, its last run (LAST RUN:\n' +
     '"running for 12 s", "ok 3 min ago", "error …", or "unfinished …" when its lease ran out with no\n' +
