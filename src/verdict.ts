@@ -33,7 +33,6 @@ export type JobFilter = readonly string[] | ((jobName: string) => boolean)
 
 type CheckOptions = ListLeasesOptions & { jobs?: JobFilter | undefined }
 
-// `read` is the dashboard's: one read of the leases serves its other endpoints too.
 export async function checkJobs(db: Queryable, opts: CheckOptions, read = readLeases): Promise<CheckResult> {
   const { jobs = [], ...query } = opts
   const { leases, checkedAt, table } = await read(db, query)

@@ -171,8 +171,7 @@ export class PgCronLeaseRunner {
         ...(slot.nextOccurrence !== null && { nextOccurrence: new Date(slot.nextOccurrence) }),
         ...catchUp,
       }
-      const entry = catchUp ? 'catchUp' : 'withCronLease'
-      const config = runConfig(entry, this.config.db, job.name, job.leaseMs, tick, opts)
+      const config = runConfig(catchUp ? 'catchUp' : 'withCronLease', this.config.db, job.name, job.leaseMs, tick, opts)
       const outcome = await (catchUp ? runCatchUp(config, this.runs) : runLease(config, config.slot, this.runs))
       return outcome.ran ? outcome.result : undefined
     } catch (error) {
