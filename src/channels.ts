@@ -79,7 +79,6 @@ export const CHANNELS = Object.freeze({
   drainAbort: 'pg-cron-lease:drain-abort',
 } as const)
 
-// Each publisher builds its message only when someone listens: most claims lose, unobserved.
 function publisher<A extends unknown[], M>(name: string, message: (...args: A) => M): (...args: A) => void {
   const channel = diagnostics.channel(name)
   return (...args) => {
@@ -104,7 +103,6 @@ function runEnd(ticket: Ticket, settled: Settled, durationMs: number): RunEndMes
 }
 export const publishRunEnd = publisher(CHANNELS.runEnd, runEnd)
 
-// A lost lease and a drain's abort both say which run stopped, and why.
 const stopped = <R>(name: string) =>
   publisher(name, (ticket: Ticket, reason: R): RunMessage & { reason: R } => ({ ...runOf(ticket), reason }))
 export const publishLost = stopped<LostLeaseMessage['reason']>(CHANNELS.lost)

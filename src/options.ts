@@ -253,6 +253,5 @@ export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name 
     if (key === 'occurrence' || key === 'nextOccurrence') call[key] = value as number | null
     else options[key] = value
   }
-  const { occurrence, nextOccurrence } = call
-  return { options: Object.freeze(options) as Compiled, occurrence, nextOccurrence }
+  return { options: Object.freeze(options) as Compiled, ...call }
 }

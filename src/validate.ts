@@ -6,7 +6,6 @@ import type { Queryable } from './types.js'
 /** The longest lease, in ms: 2^31 - 1 (about 24.8 days), the statement's `integer` and Node's longest timer. */
 export const MAX_LEASE_MS = 2_147_483_647
 
-/** The one error for a bad argument: `<name> must be <rule>, got <value>`. */
 export function fail(name: string, rule: string, value: unknown): never {
   throw argumentError(name, `must be ${rule}, got ${formatValue(value)}`)
 }
@@ -28,15 +27,12 @@ export function readOrFail(value: unknown, key: string, name: string, rule: stri
   }
 }
 
-// In a `u` regular expression a paired surrogate is one code point, so only a lone half matches.
-const LONE_SURROGATE = /\p{Surrogate}/u
-
 export function checkJobName(jobName: unknown, name = 'jobName'): string {
   if (typeof jobName !== 'string' || jobName.length === 0) fail(name, 'a non-empty string', jobName)
   // Postgres text cannot hold U+0000.
   if (jobName.includes('\0')) fail(name, 'free of NUL characters', jobName)
-  // A lone surrogate has no UTF-8 form: sent as U+FFFD, two such names would share one lease row.
-  if (LONE_SURROGATE.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
+  // A lone surrogate (a `u` pattern reads a pair as one) has no UTF-8 form: as U+FFFD, two names would share a row.
+  if (/\p{Surrogate}/u.test(jobName)) fail(name, 'well-formed Unicode (no lone surrogate)', jobName)
   // No length limit: only the server knows if a long name fits the key's index (else 54000, before any write).
   return jobName
 }

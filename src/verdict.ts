@@ -31,10 +31,7 @@ interface CheckInput extends Pick<CheckResult, 'checkedAt' | 'table' | 'overdueF
 /** Which jobs a check judges: these names (one with no row is unhealthy), or those a predicate keeps. */
 export type JobFilter = readonly string[] | ((jobName: string) => boolean)
 
-type CheckOptions = ListLeasesOptions & { jobs?: JobFilter | undefined }
-
-// `read` is the dashboard's: one read of the leases serves its other endpoints too.
-export async function checkJobs(db: Queryable, opts: CheckOptions, read = readLeases): Promise<CheckResult> {
+export async function checkJobs(db: Queryable, opts: ListLeasesOptions & { jobs?: JobFilter }, read = readLeases) {
   const { jobs = [], ...query } = opts
   const { leases, checkedAt, table } = await read(db, query)
   return judgeJobs({

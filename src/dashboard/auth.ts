@@ -21,15 +21,13 @@ export function forwardedProto(req: IncomingMessage): string {
   return said || ((req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http')
 }
 
-type Client = { failures: number[]; lockouts: number; until: number }
-
 /** The gate for one token. Sessions live in this process only: a restart signs everyone out. */
 export function gate(token: string, monotonicMs: () => number = () => performance.now()) {
   // Hashed first: one length, so timingSafeEqual does not leak the token's.
   const expected = digest(token)
   // Keyed by the id's hash: a lookup's timing then says nothing of how much of a guessed id matches.
   const sessions = new Map<string, number>()
-  const clients = new Map<string, Client>()
+  const clients = new Map<string, { failures: number[]; lockouts: number; until: number }>()
   const bearerOf = (req: IncomingMessage) => /^Bearer +(.*\S)\s*$/i.exec(req.headers.authorization ?? '')?.[1]
   const cookieOf = (req: IncomingMessage) =>
     (req.headers.cookie ?? '')

@@ -34,7 +34,6 @@ const TEXT_TYPE = 'text/plain; charset=utf-8'
 const HTML_TYPE = 'text/html; charset=utf-8'
 const METRICS_TYPE = 'text/plain; version=0.0.4; charset=utf-8'
 const ACTIONS = { pause: pauseJob, resume: resumeJob, release: releaseLease } as const
-const BODY_LIMIT = 4096
 
 /**
  * The pages, JSON, `/metrics` and `/healthz` of one lease table (docs/dashboard.md); read-only unless `allowActions` and `token`.
@@ -281,7 +280,7 @@ async function readBody(req: IncomingMessage): Promise<string> {
   let body = ''
   for await (const chunk of req.setEncoding('utf8')) {
     body += chunk
-    if (body.length > BODY_LIMIT) throw new Error('request body too large')
+    if (body.length > 4096) throw new Error('request body too large')
   }
   return body
 }

@@ -3,4 +3,4 @@ export { DEFAULT_HEALTH_KEY, PgCronLeaseHealthIndicator, type PgCronLeaseHealthO
 export { Leased, type LeasedOptions } from './leased.js'
 export { PgCronLeaseModule, type PgCronLeaseModuleAsyncOptions } from './module.js'
 export { DEFAULT_SHUTDOWN_TIMEOUT_MS, type PgCronLeaseModuleOptions } from './options.js'
-export { TIMEOUT_LEASE_MS } from './schedule-lease.js'
+export { TIMEOUT_LEASE_MS } from './runner.js'

@@ -15,7 +15,7 @@ import { Cron, Interval, ScheduleModule, Timeout } from '@nestjs/schedule'
 import { CronJob, CronTime } from 'cron'
 import { CI } from '../../dev/postgres.ts'
 import { Leased, PgCronLeaseModule } from '../../src/nestjs/index.ts'
-import { cronLeaseMs, SCHEDULE_METADATA, scheduleOf } from '../../src/nestjs/schedule-lease.ts'
+import { cronLeaseMs, SCHEDULE_METADATA, scheduleOf } from '../../src/nestjs/runner.ts'
 import { type CronPackageJob, cronJobSlot } from '../../src/scheduler-slot.ts'
 import { NESTJS_MAJOR } from '../helpers/nestjs-major.ts'
 
