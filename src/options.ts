@@ -253,5 +253,9 @@ export function compileCall(entry: EntryPoint, opts: unknown, leaseMs = 0, name 
     if (key === 'occurrence' || key === 'nextOccurrence') call[key] = value as number | null
     else options[key] = value
   }
-  return { options: Object.freeze(options) as Compiled, ...call }
+  return {
+    options: Object.freeze(options) as Compiled,
+    occurrence: call.occurrence,
+    nextOccurrence: call.nextOccurrence,
+  }
 }
