@@ -80,7 +80,7 @@ export const check: Command = {
   exitCodes: `0 every job is healthy, ${DATABASE_EXIT}, 2 usage error, 3 a job is overdue, failing, died or never claimed`,
   async run(values, context) {
     const result = await context.connect((client) => checkJobs(client, { ...leaseQuery(values), jobs: values.jobs }))
-    context.out(values.format === 'json' ? renderCheckJson(result) : renderCheck(result))
+    context.out(values.format === 'json' ? jsonText(result) : renderCheck(result))
     return checkExitCode(result)
   },
 }
@@ -90,11 +90,9 @@ function leaseQuery({ table, overdueFactor, graceMs }: Values): ListLeasesOption
 }
 
 export function renderLeases(format: Format, leases: LeaseInfo[], table: string, paint: Paint): string {
-  if (format === 'json') return renderStatusJson(leases)
+  if (format === 'json') return jsonText(leases)
   return format === 'prometheus' ? renderPrometheus(leases) : renderStatus(leases, table, paint)
 }
-
-export const renderStatusJson: (leases: LeaseInfo[]) => string = jsonText
 
 type Cell = [text: string, colour?: keyof Paint]
 
@@ -188,7 +186,5 @@ export function renderCheck({ healthy, jobs, table, checkedAt }: CheckResult): s
     n === 0 ? `no jobs in ${table} yet, nothing to check` : `${n} job${n === 1 ? '' : 's'} healthy in ${table}`
   return `OK: ${what} (database clock ${checkedAt})\n`
 }
-
-export const renderCheckJson: (result: CheckResult) => string = jsonText
 
 export const checkExitCode = (result: CheckResult): ExitCode => (result.healthy ? EXIT.OK : EXIT.UNHEALTHY)

@@ -10,16 +10,9 @@ import { describe, test } from 'node:test'
 import { installSkew } from '../../dev/skew-clock.ts'
 import { renderHistory } from '../../src/cli/history.ts'
 import { describeMigration } from '../../src/cli/migrate.ts'
-import {
-  checkExitCode,
-  renderCheck,
-  renderCheckJson,
-  renderLeases,
-  renderStatus,
-  renderStatusJson,
-} from '../../src/cli/status.ts'
+import { checkExitCode, renderCheck, renderLeases, renderStatus } from '../../src/cli/status.ts'
 import { escapeControls } from '../../src/escape.ts'
-import { type Paint, painter } from '../../src/human.ts'
+import { jsonText, type Paint, painter } from '../../src/human.ts'
 import type { LeaseInfo, RunInfo } from '../../src/listings.ts'
 import { escapeLabelValue, renderPrometheus } from '../../src/prometheus.ts'
 import { judgeJobs as checkJobs } from '../../src/verdict.ts'
@@ -356,7 +349,7 @@ describe('status as text: one row per job, with ages by the database clock', () 
         .trimEnd()
     assert.deepEqual(text.split('\n').slice(2), [line(header), ...rows.map(line), ''])
 
-    const printed: LeaseInfo[] = JSON.parse(renderStatusJson(leases))
+    const printed: LeaseInfo[] = JSON.parse(jsonText(leases))
     assert.deepEqual(
       printed.map((l) => l.jobName),
       [...shown.keys()],
@@ -400,7 +393,7 @@ describe('status as text: one row per job, with ages by the database clock', () 
 
 describe('status --format json prints exactly the rows listLeases returns', () => {
   test('every field, in the order listLeases gives them; an open-ended pause has remainingMs null', () => {
-    const printed: Record<string, unknown>[] = JSON.parse(renderStatusJson(SEVERAL))
+    const printed: Record<string, unknown>[] = JSON.parse(jsonText(SEVERAL))
     assert.deepEqual(
       printed.map((l) => Object.keys(l)),
       SEVERAL.map((l) => Object.keys(l)),
@@ -413,11 +406,11 @@ describe('status --format json prints exactly the rows listLeases returns', () =
     assert.deepEqual([paused.leaseUntil, paused.pausedUntil, paused.remainingMs], ['infinity', 'infinity', null])
     const failing = printed.find((l) => l.jobName === 'report:daily')!
     assert.deepEqual([failing.lastOutcome, failing.lastError, failing.lastDurationMs], ['error', 'Error: boom', 850])
-    assert.equal(renderLeases('json', SEVERAL, TABLE, PLAIN), renderStatusJson(SEVERAL))
+    assert.equal(renderLeases('json', SEVERAL, TABLE, PLAIN), jsonText(SEVERAL))
   })
 
   test('lastOccurrence, nextDueAt and missed are printed as listLeases returns them', () => {
-    const printed: Record<string, unknown>[] = JSON.parse(renderStatusJson(OCCURRENCES))
+    const printed: Record<string, unknown>[] = JSON.parse(jsonText(OCCURRENCES))
     assert.deepEqual(
       printed.map(({ jobName, lastOccurrence, nextDueAt, missed }) => ({ jobName, lastOccurrence, nextDueAt, missed })),
       OCCURRENCES.map(({ jobName, lastOccurrence, nextDueAt, missed }) => ({
@@ -439,7 +432,7 @@ describe('status --format json prints exactly the rows listLeases returns', () =
   })
 
   test('an empty table prints []', () => {
-    assert.equal(renderStatusJson([]), '[]\n')
+    assert.equal(jsonText([]), '[]\n')
   })
 })
 
@@ -722,7 +715,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
   test('--json: { healthy, checkedAt, table, overdueFactor, jobs } with a verdict per job, and the same exit codes', () => {
     const result = verdict(SEVERAL, ['import:nightly', 'sync:failing-paused', 'billing:hourly', 'nope'])
     assert.equal(checkExitCode(result), 3)
-    assert.deepEqual(JSON.parse(renderCheckJson(result)), {
+    assert.deepEqual(JSON.parse(jsonText(result)), {
       healthy: false,
       checkedAt: CHECKED,
       table: TABLE,
@@ -773,10 +766,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
     })
     const ok = verdict(SEVERAL, ['billing:hourly'], 1.5)
     assert.equal(checkExitCode(ok), 0)
-    assert.deepEqual(
-      [JSON.parse(renderCheckJson(ok)).healthy, JSON.parse(renderCheckJson(ok)).overdueFactor],
-      [true, 1.5],
-    )
+    assert.deepEqual([JSON.parse(jsonText(ok)).healthy, JSON.parse(jsonText(ok)).overdueFactor], [true, 1.5])
   })
 
   test('a job whose due time passed unclaimed is OVERDUE since that time, worded apart from the interval rule, and exits 3', () => {
@@ -831,7 +821,7 @@ describe('check: one OK line and exit 0 when every job is healthy; one line per 
   })
 
   test('--json: a late job is overdue with the due-time reason', () => {
-    const printed = JSON.parse(renderCheckJson(verdict(OCCURRENCES, ['due:late'])))
+    const printed = JSON.parse(jsonText(verdict(OCCURRENCES, ['due:late'])))
     assert.deepEqual(Object.keys(printed), ['healthy', 'checkedAt', 'table', 'overdueFactor', 'jobs'])
     assert.deepEqual(printed.jobs, [
       {
@@ -883,9 +873,9 @@ describe('names and errors from the table are printed with their control charact
     for (const text of [status, check]) {
       assert.ok(!text.split('\n').some((l) => /\p{Cc}/u.test(l)), 'no raw control character reaches the terminal')
     }
-    const json = JSON.parse(renderStatusJson([EVIL]))
+    const json = JSON.parse(jsonText([EVIL]))
     assert.deepEqual([json[0].jobName, json[0].holder], [NAME, HOLDER])
-    assert.equal(JSON.parse(renderCheckJson(result)).jobs[0].jobName, NAME)
+    assert.equal(JSON.parse(jsonText(result)).jobs[0].jobName, NAME)
     const [held] = parseExposition(renderPrometheus([EVIL])).get('pg_cron_lease_held')!.samples
     assert.equal(held?.labels.job_name, NAME)
   })
@@ -895,7 +885,7 @@ describe("no output reads this machine's clock: ages are differences of database
   test('status, JSON, Prometheus and check print the same with the machine clock an hour ahead or a year behind', () => {
     const outputs = () => [
       renderStatus(SEVERAL, TABLE, PLAIN),
-      renderStatusJson(SEVERAL),
+      jsonText(SEVERAL),
       renderPrometheus(SEVERAL),
       renderCheck(checkJobs({ leases: SEVERAL, jobs: [], table: TABLE, overdueFactor: 2, checkedAt: CHECKED })),
       renderStatus(OCCURRENCES, TABLE, PLAIN),
