@@ -1,5 +1,4 @@
 /** The graceful shutdown, and its per-process state: whether claims may be sent, and the runs in flight. */
-import { monotonicMs } from './clock.js'
 import { escapeControls } from './escape.js'
 import { compileOptions } from './options.js'
 import { RECORD_WAIT_MS } from './outcome.js'
@@ -70,10 +69,10 @@ export function untilStopped<T>(run: InFlight, stop: (reason: Error) => void, ti
 /** Closes `group`, waits up to `timeoutMs` for its runs, stops those left and resolves with their job names. */
 export async function drainGroup(group: RunGroup, timeoutMs: number, waited: string): Promise<string[]> {
   group.closed = true
-  const deadline = monotonicMs() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   const runsOf = () => [...IN_FLIGHT].filter((run) => group === PROCESS || run.group === group)
   let left = runsOf()
-  while (left.length > 0 && monotonicMs() < deadline) {
+  while (left.length > 0 && performance.now() < deadline) {
     await settledBy(left, deadline)
     left = runsOf()
   }
@@ -84,7 +83,7 @@ export async function drainGroup(group: RunGroup, timeoutMs: number, waited: str
     run.stop(new Error(message))
   }
   // A stopped tick records its error within RECORD_WAIT_MS; a claim stuck on the database runs nothing later.
-  if (left.length > 0) await settledBy(left, monotonicMs() + RECORD_WAIT_MS + 100)
+  if (left.length > 0) await settledBy(left, performance.now() + RECORD_WAIT_MS + 100)
   return [...new Set(left.map((run) => run.jobName))]
 }
 
@@ -93,7 +92,7 @@ const LONGEST_TIMER_MS = 2 ** 31 - 1
 
 async function settledBy(runs: InFlight[], deadline: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined
-  const ms = Math.min(Math.max(0, Math.ceil(deadline - monotonicMs())), LONGEST_TIMER_MS)
+  const ms = Math.min(Math.max(0, Math.ceil(deadline - performance.now())), LONGEST_TIMER_MS)
   const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))
   await Promise.race([Promise.all(runs.map((run) => run.ended)), late])
   clearTimeout(timer)
