@@ -3,18 +3,6 @@ import { escapeControls } from './escape.js'
 import { compileOptions } from './options.js'
 import { RECORD_WAIT_MS } from './outcome.js'
 
-/** One run in flight, from its claim until `end()`, once its outcome is recorded. */
-export interface InFlight {
-  readonly jobName: string
-  readonly group: RunGroup | undefined
-  stopped: Error | undefined
-  /** Called with the reason when a shutdown stops the run (at once if one has); undefined: none. */
-  onStop(listener: ((reason: Error) => void) | undefined): void
-  stop(reason: Error): void
-  end(): void
-  readonly ended: Promise<void>
-}
-
 /** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
 export type RunGroup = { closed: boolean }
 
@@ -27,21 +15,25 @@ const IN_FLIGHT = new Set<InFlight>()
 
 export const draining = (): boolean => PROCESS.closed
 
+/** One run in flight, from its claim until `end()`, once its outcome is recorded. */
+export type InFlight = NonNullable<ReturnType<typeof openRun>>
+
 /** A run in flight, in the process and in `group`; null once either drains: nothing may be sent. */
-export function openRun(jobName: string, group?: RunGroup): InFlight | null {
+export function openRun(jobName: string, group?: RunGroup) {
   if (PROCESS.closed || group?.closed) return null
   let listener: ((reason: Error) => void) | undefined
   let end = () => {}
-  const run: InFlight = {
+  const run = {
     jobName,
     group,
-    stopped: undefined,
+    stopped: undefined as Error | undefined,
     ended: new Promise<void>((resolve) => (end = resolve)),
-    onStop(listen) {
+    // Called with the reason when a shutdown stops the run (at once if one has); undefined: none.
+    onStop(listen: ((reason: Error) => void) | undefined) {
       listener = listen
       if (run.stopped !== undefined) listen?.(run.stopped)
     },
-    stop(reason) {
+    stop(reason: Error) {
       if (run.stopped !== undefined) return
       run.stopped = reason
       listener?.(reason)

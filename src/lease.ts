@@ -202,7 +202,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
     publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
     return won ? wonTicket(config, claimToken, sentAt, kind, result, slot, true) : null
   }
-  if (won || probed) known.unprobed = UNPROBED_CLAIMS
+  if (won || probed) known.unprobed = 3
   if (!won) return lost(config, occurrence)
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
@@ -214,8 +214,6 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   if (occurrence !== null) clearWarning(table, `early:${jobName}`)
   return wonTicket(config, claimToken, sentAt, kind, result, slot)
 }
-
-const UNPROBED_CLAIMS = 3
 
 // A table not known to exist gets the original statement, whose refusal names the table.
 function claimKind(config: ClaimConfig, shape: Shape | undefined, known: TableKnowledge): ClaimKind {
@@ -271,8 +269,6 @@ function tableMissing(table: string, cause?: unknown): Error {
   return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code: '42P01' })
 }
 
-const CLOCK_CHECK_EVERY_MS = 60_000
-
 // Only a too-early loss needs saying: this replica's clock runs fast, and it never runs the job.
 async function lost(config: ClaimConfig, occurrence: number | null): Promise<null> {
   const { db, table, jobName, holder, logger } = config
@@ -284,8 +280,8 @@ async function lost(config: ClaimConfig, occurrence: number | null): Promise<nul
   )
   if (occurrence === null) return null
   const known = knowledgeOf(db, table)
-  // The offset is kept fresh by won claims, else by a facts read at most once per CLOCK_CHECK_EVERY_MS.
-  const stale = known.clock === undefined || performance.now() - known.clock.at >= CLOCK_CHECK_EVERY_MS
+  // The offset is kept fresh by won claims, else by a facts read at most once a minute.
+  const stale = known.clock === undefined || performance.now() - known.clock.at >= 60_000
   // A failed read leaves nothing to judge by.
   if (stale && (await readFacts(config, known).catch(() => null)) === null) return null
   if (known.clock === undefined) return null
