@@ -3,11 +3,6 @@ import { escapeControls } from './escape.js'
 import { clearWarning, firstWarning, warn } from './log.js'
 import type { ClaimConfig } from './ticket.js'
 
-/** Monotonic ms for this process's own waits; `performance.now()` allocates nothing on the claim path. */
-export function monotonicMs(): number {
-  return performance.now()
-}
-
 /** Wall clock minus the database's, from the round trip's midpoint (± half of it); null unparsed. */
 export function clockOffset(claimToken: string, sentWallMs: number, receivedWallMs: number): number | null {
   const databaseMs = Date.parse(claimToken)

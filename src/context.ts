@@ -1,6 +1,5 @@
 /** The tick's context: fenced renew, fence, abort signal (saying why a lease was lost), keep-alive beats. */
 import { publishDrainAbort, publishLost, publishRenew } from './channels.js'
-import { monotonicMs } from './clock.js'
 import { LeaseLostError } from './errors.js'
 import { codeOf, runStatement, statementsOf, transactionStatus, underSavepoint } from './query.js'
 import { firstRow, readResult } from './result.js'
@@ -120,19 +119,19 @@ export function openContext(ticket: Ticket) {
     expiresAt = at
     clearTimeout(deadlineTimer)
     if (!keepAlive || !live()) return
-    const ms = Math.max(0, expiresAt - monotonicMs())
+    const ms = Math.max(0, expiresAt - performance.now())
     deadlineTimer = setTimeout(() => lose('it ran out before a keep-alive beat could extend it'), ms).unref()
   }
 
   async function extend(ms: number, beat: boolean): Promise<boolean> {
     if (claimToken === null) throw refused(jobName, 'renew', false)
-    const sentAt = monotonicMs()
+    const sentAt = performance.now()
     // A renew can shorten the lease long before its reply comes back (if ever): watch the shorter end from now on.
     if (!beat) setExpiresAt(Math.min(expiresAt, sentAt + ms))
     const result = await runStatement(db, renew, [jobName, ms, claimToken, beat], prepare)
     const { matched: renewed } = readResult(result, jobName, 'renewed')
     publishRenew(() => ({ run: ticket.run, jobName, holder, renewed, ms }))
-    if (!renewed) lose(await whyLost(ticket, monotonicMs() < expiresAt))
+    if (!renewed) lose(await whyLost(ticket, performance.now() < expiresAt))
     else setExpiresAt(beat ? Math.max(expiresAt, sentAt + ms) : sentAt + ms)
     return renewed
   }
@@ -176,9 +175,8 @@ export function openContext(ticket: Ticket) {
     lose('another claim replaced it')
     throw new LeaseLostError(jobName, claimToken)
   }
-  const ctx = new Context(jobName, holder, leaseMs, claimToken, occurrence, missed, renewLease, fence, signal)
   return {
-    ctx,
+    ctx: new Context(jobName, holder, leaseMs, claimToken, occurrence, missed, renewLease, fence, signal),
     close() {
       closed = true
       clearTimeout(beatTimer)

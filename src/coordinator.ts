@@ -1,6 +1,5 @@
 /** leaseCoordinator: a run coordinator for node-cron 4's `distributed` mode; validates everything when made. */
 import { publishDrainAbort, publishRunEnd, publishRunStart } from './channels.js'
-import { monotonicMs } from './clock.js'
 import { type InFlight, openRun } from './drain.js'
 import { claim, runLease } from './lease.js'
 import { warn } from './log.js'
@@ -82,7 +81,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
     const { ticket, startedAt, open, failed } = run
     const heard = watched.has(ticket.config.jobName)
     const settled: Settled = failed ? { outcome: 'error', error: failed[0] } : { outcome: heard ? 'ok' : 'unknown' }
-    const durationMs = monotonicMs() - startedAt
+    const durationMs = performance.now() - startedAt
     // Neither rejects.
     if (record) await recordOutcome(ticket, durationMs, settled)
     publishRunEnd(ticket, settled, durationMs)
@@ -104,7 +103,7 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         if (ticket === null) open.end()
       }
       if (ticket === null) return false
-      const run: Run = { ticket, startedAt: monotonicMs(), open }
+      const run: Run = { ticket, startedAt: performance.now(), open }
       running.set(key, run)
       publishRunStart(ticket)
       // A shutdown cannot tell node-cron's task; the run is recorded as stopped, and onComplete finds nothing.
@@ -149,13 +148,8 @@ export function leaseCoordinator(db: Queryable, opts?: LeaseCoordinatorOptions):
         won = true
         return (task.execute as () => Promise<unknown>).call(task)
       }
-      const config = { ...configOf(jobName, () => DEFAULT_TTL_MS), runTick }
-      await runLease(
-        config,
-        { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null },
-        undefined,
-        withinMs,
-      )
+      const slot = { occurrence: null, nextOccurrence: nextRunOf(task), intervalMs: null }
+      await runLease({ ...configOf(jobName, () => DEFAULT_TTL_MS), runTick }, slot, undefined, withinMs)
     } catch (error) {
       if (!won) warn(logger, `pg-cron-lease: could not catch up '${jobName}': ${describeError(error)}`)
     }

@@ -1,20 +1,7 @@
 /** The graceful shutdown, and its per-process state: whether claims may be sent, and the runs in flight. */
-import { monotonicMs } from './clock.js'
 import { escapeControls } from './escape.js'
 import { compileOptions } from './options.js'
 import { RECORD_WAIT_MS } from './outcome.js'
-
-/** One run in flight, from its claim until `end()`, once its outcome is recorded. */
-export interface InFlight {
-  readonly jobName: string
-  readonly group: RunGroup | undefined
-  stopped: Error | undefined
-  /** Called with the reason when a shutdown stops the run (at once if one has); undefined: none. */
-  onStop(listener: ((reason: Error) => void) | undefined): void
-  stop(reason: Error): void
-  end(): void
-  readonly ended: Promise<void>
-}
 
 /** Runs that shut down together: the process's own, or one NestJS application's (also the process's). */
 export type RunGroup = { closed: boolean }
@@ -28,21 +15,25 @@ const IN_FLIGHT = new Set<InFlight>()
 
 export const draining = (): boolean => PROCESS.closed
 
+/** One run in flight, from its claim until `end()`, once its outcome is recorded. */
+export type InFlight = NonNullable<ReturnType<typeof openRun>>
+
 /** A run in flight, in the process and in `group`; null once either drains: nothing may be sent. */
-export function openRun(jobName: string, group?: RunGroup): InFlight | null {
+export function openRun(jobName: string, group?: RunGroup) {
   if (PROCESS.closed || group?.closed) return null
   let listener: ((reason: Error) => void) | undefined
   let end = () => {}
-  const run: InFlight = {
+  const run = {
     jobName,
     group,
-    stopped: undefined,
+    stopped: undefined as Error | undefined,
     ended: new Promise<void>((resolve) => (end = resolve)),
-    onStop(listen) {
+    // Called with the reason when a shutdown stops the run (at once if one has); undefined: none.
+    onStop(listen: ((reason: Error) => void) | undefined) {
       listener = listen
       if (run.stopped !== undefined) listen?.(run.stopped)
     },
-    stop(reason) {
+    stop(reason: Error) {
       if (run.stopped !== undefined) return
       run.stopped = reason
       listener?.(reason)
@@ -70,10 +61,10 @@ export function untilStopped<T>(run: InFlight, stop: (reason: Error) => void, ti
 /** Closes `group`, waits up to `timeoutMs` for its runs, stops those left and resolves with their job names. */
 export async function drainGroup(group: RunGroup, timeoutMs: number, waited: string): Promise<string[]> {
   group.closed = true
-  const deadline = monotonicMs() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   const runsOf = () => [...IN_FLIGHT].filter((run) => group === PROCESS || run.group === group)
   let left = runsOf()
-  while (left.length > 0 && monotonicMs() < deadline) {
+  while (left.length > 0 && performance.now() < deadline) {
     await settledBy(left, deadline)
     left = runsOf()
   }
@@ -84,7 +75,7 @@ export async function drainGroup(group: RunGroup, timeoutMs: number, waited: str
     run.stop(new Error(message))
   }
   // A stopped tick records its error within RECORD_WAIT_MS; a claim stuck on the database runs nothing later.
-  if (left.length > 0) await settledBy(left, monotonicMs() + RECORD_WAIT_MS + 100)
+  if (left.length > 0) await settledBy(left, performance.now() + RECORD_WAIT_MS + 100)
   return [...new Set(left.map((run) => run.jobName))]
 }
 
@@ -93,7 +84,7 @@ const LONGEST_TIMER_MS = 2 ** 31 - 1
 
 async function settledBy(runs: InFlight[], deadline: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined
-  const ms = Math.min(Math.max(0, Math.ceil(deadline - monotonicMs())), LONGEST_TIMER_MS)
+  const ms = Math.min(Math.max(0, Math.ceil(deadline - performance.now())), LONGEST_TIMER_MS)
   const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))
   await Promise.race([Promise.all(runs.map((run) => run.ended)), late])
   clearTimeout(timer)

@@ -6,7 +6,6 @@ export interface TableKnowledge {
   /** The table has its run history (historyTableOf) that this role may write. */
   history: boolean
   readAt: number
-  /** A read in flight: racing first claims send one catalog statement. */
   reading: Promise<Shape | undefined> | undefined
   /** This process's clock minus the database's, and when (monotonic ms). */
   clock: { offsetMs: number; at: number } | undefined
@@ -15,20 +14,15 @@ export interface TableKnowledge {
 }
 
 export interface Sending {
-  /** A `pg` Pool or client: takes `query({ name, text, values })`. */
   readonly named: boolean
-  /** A `pg` client: it is the connection its statements run on. */
   readonly client: boolean
-  /** Reads 'I', 'T' or 'E' as pg names them ('?' not known yet); null for a handle that cannot tell. */
   readonly status: (() => unknown) | null
 }
 
 export interface HandleState {
   readonly tables: Map<string, TableKnowledge>
-  /** The pooler in front refused a prepared statement: all go plain from then on. */
   unprepared: boolean
   sending: Sending | undefined
-  /** Which server connection an adapter is on, asked once (src/query.ts); a pg client is its own. */
   connection: Promise<unknown> | undefined
 }
 

@@ -1,5 +1,5 @@
 import { publishClaim, publishRunEnd, publishRunStart, traceTick } from './channels.js'
-import { checkClock, clockOffset, monotonicMs } from './clock.js'
+import { checkClock, clockOffset } from './clock.js'
 import { checkKeepAliveHandle, openContext } from './context.js'
 import { draining, type InFlight, openRun, type RunGroup, untilStopped } from './drain.js'
 import { escapeControls } from './escape.js'
@@ -143,7 +143,7 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
   }
   const { ctx, close, stop } = openContext(ticket)
   publishRunStart(ticket)
-  const startedAt = monotonicMs()
+  const startedAt = performance.now()
   let settled: Settled = { outcome: 'ok' }
   try {
     const result = await traceTick(
@@ -158,7 +158,7 @@ async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight
   } finally {
     run.onStop(undefined)
     const sent = close()
-    const durationMs = monotonicMs() - startedAt
+    const durationMs = performance.now() - startedAt
     if (config.record) await recordOutcome(ticket, durationMs, settled, sent)
     publishRunEnd(ticket, settled, durationMs)
   }
@@ -193,7 +193,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
     probed = true
   }
   if (draining()) return null
-  const sentAt = monotonicMs()
+  const sentAt = performance.now()
   const sentWallMs = Date.now()
   const params = claimParams(config, kind, slot, sentWallMs, withinMs)
   const result = await send(catchingUp ? statements.catchUp : statements.claim, params)
@@ -202,20 +202,18 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
     publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs: null }))
     return won ? wonTicket(config, claimToken, sentAt, kind, result, slot, true) : null
   }
-  if (won || probed) known.unprobed = UNPROBED_CLAIMS
+  if (won || probed) known.unprobed = 3
   if (!won) return lost(config, occurrence)
   const receivedWallMs = Date.now()
   const clockOffsetMs = claimToken !== null ? clockOffset(claimToken, sentWallMs, receivedWallMs) : null
   publishClaim(() => ({ jobName, holder, won, claimToken, clockOffsetMs }))
   if (clockOffsetMs !== null) {
-    known.clock = { offsetMs: clockOffsetMs, at: monotonicMs() }
+    known.clock = { offsetMs: clockOffsetMs, at: performance.now() }
     checkClock(config, clockOffsetMs, receivedWallMs - sentWallMs)
   }
   if (occurrence !== null) clearWarning(table, `early:${jobName}`)
   return wonTicket(config, claimToken, sentAt, kind, result, slot)
 }
-
-const UNPROBED_CLAIMS = 3
 
 // A table not known to exist gets the original statement, whose refusal names the table.
 function claimKind(config: ClaimConfig, shape: Shape | undefined, known: TableKnowledge): ClaimKind {
@@ -271,8 +269,6 @@ function tableMissing(table: string, cause?: unknown): Error {
   return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { code: '42P01' })
 }
 
-const CLOCK_CHECK_EVERY_MS = 60_000
-
 // Only a too-early loss needs saying: this replica's clock runs fast, and it never runs the job.
 async function lost(config: ClaimConfig, occurrence: number | null): Promise<null> {
   const { db, table, jobName, holder, logger } = config
@@ -284,8 +280,8 @@ async function lost(config: ClaimConfig, occurrence: number | null): Promise<nul
   )
   if (occurrence === null) return null
   const known = knowledgeOf(db, table)
-  // The offset is kept fresh by won claims, else by a facts read at most once per CLOCK_CHECK_EVERY_MS.
-  const stale = known.clock === undefined || monotonicMs() - known.clock.at >= CLOCK_CHECK_EVERY_MS
+  // The offset is kept fresh by won claims, else by a facts read at most once a minute.
+  const stale = known.clock === undefined || performance.now() - known.clock.at >= 60_000
   // A failed read leaves nothing to judge by.
   if (stale && (await readFacts(config, known).catch(() => null)) === null) return null
   if (known.clock === undefined) return null

@@ -1,5 +1,5 @@
 /** A table's shape, from a lockless catalog read per handle, again at most once a minute until current: no restart. */
-import { clockOffset, monotonicMs } from './clock.js'
+import { clockOffset } from './clock.js'
 import { knowledgeOf, type TableKnowledge } from './handle.js'
 import { runStatement, TABLE_FACTS } from './query.js'
 import { firstRow } from './result.js'
@@ -15,7 +15,7 @@ type Asking = Pick<ClaimConfig, 'db' | 'table'>
 export function shapeOf(asking: Asking): Shape | undefined | Promise<Shape | undefined> {
   const known = knowledgeOf(asking.db, asking.table)
   if (known.shape === 'current' && known.history) return known.shape
-  if (known.shape !== undefined && monotonicMs() - known.readAt < SHAPE_READ.everyMs) return known.shape
+  if (known.shape !== undefined && performance.now() - known.readAt < SHAPE_READ.everyMs) return known.shape
   return readFacts(asking, known)
 }
 
@@ -33,7 +33,7 @@ async function read({ db, table }: Asking, known: TableKnowledge): Promise<Shape
   const row = firstRow(await runStatement(db, TABLE_FACTS, tableFactsParams(table), false))
   known.shape = row?.exists !== true ? undefined : row.current === true ? 'current' : 'original'
   known.history = known.shape === 'current' && row?.history === true
-  known.readAt = monotonicMs()
+  known.readAt = performance.now()
   const offsetMs = typeof row?.checked_at === 'string' ? clockOffset(row.checked_at, sentWallMs, Date.now()) : null
   if (offsetMs !== null) known.clock = { offsetMs, at: known.readAt }
   return known.shape

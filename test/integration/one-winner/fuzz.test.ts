@@ -10,7 +10,6 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import fc from 'fast-check'
 import pg from 'pg'
 import { expireLease, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
-import { monotonicMs } from '../../../src/clock.ts'
 import { escapeControls } from '../../../src/escape.ts'
 import { createTableSql, type LeaseContext, quoteTable, withCronLease } from '../../../src/index.ts'
 import { type HeldClaim, tryHoldClaim } from '../../helpers/held-claim.ts'
@@ -421,12 +420,12 @@ describe('model-based: claim, renew, wait and force-expire by several holders fo
               await expireLease(db, table, job)
               if (model.lease) model.lease = { ...model.lease, lo: -Infinity, hi: -Infinity }
             } else if (step.kind === 'claim') {
-              const sent = monotonicMs()
+              const sent = performance.now()
               // The tick keeps running until the sequence ends, so its context can still renew.
               const claimed = await tryHoldClaim(db, job, step.ms, { table, holder: `holder-${step.holder}`, ...QUIET })
               if (claimed) running.push(claimed)
               const outcome = { ran: claimed !== null, result: claimed?.ctx }
-              const answered = monotonicMs()
+              const answered = performance.now()
               const state = stateDuring(model, sent, answered)
               if (state === 'unsure') tally.unsure++
               else {
@@ -446,9 +445,9 @@ describe('model-based: claim, renew, wait and force-expire by several holders fo
               const mine = model.contexts[winners[step.holder % winners.length] as number] as NonNullable<
                 Model['contexts'][number]
               >
-              const sent = monotonicMs()
+              const sent = performance.now()
               const renewed = await mine.ctx.renew(step.ms)
-              const answered = monotonicMs()
+              const answered = performance.now()
               if (mine.claim !== model.lease?.claim) {
                 tally.replacedRenews++
                 assert.equal(renewed, false, 'a replaced claim can never renew')
