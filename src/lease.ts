@@ -181,7 +181,7 @@ export async function claim(config: ClaimConfig, slot: Slot | null = null, withi
   const statements = statementsOf(table, kind)
   const send = (statement: Statement, params: unknown[]) =>
     runStatement(db, statement, params, prepare).catch((error: unknown) => Promise.reject(claimError(config, error)))
-  // Most claims lose, to the read-only probe; after a win or a dead heat it is skipped (docs/performance.md).
+  // Most claims lose, to the read-only probe; after a win or a dead heat the next three skip it (docs/performance.md).
   const probing = kind !== 'original' && !catchingUp
   let probed = false
   if (probing && known.unprobed > 0) {
