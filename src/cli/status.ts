@@ -10,26 +10,29 @@ export const status: Command = {
   summary: 'Show every job: its lease, its last run, and whether it is failing, overdue or paused',
   options: ['table', 'url', 'format', 'json', 'grace', 'overdue-factor'],
   details:
-    'Per job: the holder, when it was claimed, when its lease expires, its last run (LAST RUN: "running\n' +
-    'for 12 s", "ok 3 min ago", "error …", or "unfinished …" when its lease ran out with no outcome: its\n' +
-    'replica died or lost the lease) and how long it took (TOOK), when it is next due (NEXT DUE: "in 5\n' +
-    'min", or "due 3 min ago" once passed with no claim since; "-" while its scheduler has not said),\n' +
-    'how many of its occurrences fell due unclaimed so far (MISSED), and STATE: FAILING (its last run\n' +
-    'that ended failed) or DIED (it ended unfinished), until a run ends ok, OVERDUE (later than its due\n' +
-    'time, the stored one or its last claim plus its interval, by more than the grace: --grace, else\n' +
-    '(--overdue-factor − 1) × the interval, at most a minute each; never while paused) or PAUSED. A\n' +
-    'pause is planned: the occurrences it skips are neither overdue nor missed, and once it ends the job\n' +
-    'is next due at its first occurrence after the end; under Pauses: each such job is listed, "paused\n' +
-    'until …" or "resumed at …". Ages are differences of two database timestamps read in one statement;\n' +
-    "this machine's clock plays no part. A run that died is named under Last errors, with its holder and\n" +
-    'when its lease ran out. Job names, holders and errors are printed with control characters,\n' +
-    'invisible ones (zero-width, bidi) and backslashes escaped (\\n, \\x1b, \\u200b, \\\\).\n\n' +
+    'Per job: the holder, when it was claimed, when its lease expires, its last run (LAST RUN:\n' +
+    '"running for 12 s", "ok 3 min ago", "error …", or "unfinished …" when its lease ran out with no\n' +
+    'outcome: its replica died or lost the lease) and how long it took (TOOK), when it is next due\n' +
+    '(NEXT DUE: "in 5 min", or "due 3 min ago" once passed with no claim since; "-" while its\n' +
+    'scheduler has not said), how many of its occurrences fell due unclaimed so far (MISSED), and\n' +
+    'STATE: FAILING (its last run that ended failed) or DIED (it ended unfinished), until a run ends\n' +
+    'ok,\n' +
+    'OVERDUE (later than its due time, the stored one or its last claim plus its interval, by more\n' +
+    'than the grace: --grace, else (--overdue-factor − 1) × the interval, at most a minute each;\n' +
+    'never while paused) or PAUSED. A pause is planned: the occurrences it skips are neither overdue\n' +
+    'nor missed, and once it ends the job is next due at its first occurrence after the end; under\n' +
+    'Pauses: each such job is listed, "paused until …" or "resumed at …". Ages\n' +
+    "are differences of two database timestamps read in one statement; this machine's clock plays\n" +
+    'no part. A run that died is named under Last errors, with its holder and when its lease ran\n' +
+    'out. Job names, holders and errors are printed with control characters, invisible ones\n' +
+    '(zero-width, bidi) and backslashes escaped (\\n, \\x1b, \\u200b, \\\\).\n\n' +
     '--format json prints the array listLeases() returns, ordered by job name: jobName, holder,\n' +
-    'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastEndedOutcome, lastStartedAt,\n' +
-    'lastFinishedAt, lastDurationMs, lastError, lastSuccessAt, everyMs, overdue, paused, pausedUntil,\n' +
-    'resumedAt, lastOccurrence, nextDueAt, missed, unfinishedRuns. Timestamps are ISO-8601 UTC text with\n' +
-    'microseconds; under an open-ended pause leaseUntil and pausedUntil are "infinity" and remainingMs\n' +
-    'is null (JSON has no Infinity).\n\n' +
+    'claimedAt, leaseUntil, held, remainingMs, checkedAt, lastOutcome, lastEndedOutcome,\n' +
+    'lastStartedAt, lastFinishedAt, lastDurationMs, lastError, lastSuccessAt, everyMs, overdue,\n' +
+    'paused, pausedUntil, resumedAt, lastOccurrence, nextDueAt, missed, unfinishedRuns. Timestamps\n' +
+    'are ISO-8601 UTC text with microseconds; under an\n' +
+    'open-ended pause leaseUntil and pausedUntil are "infinity" and remainingMs is null (JSON has no\n' +
+    'Infinity).\n\n' +
     "--format prometheus prints the Prometheus text format 0.0.4, ending with # EOF; node_exporter's\n" +
     'textfile collector reads it. Per job_name label, gauges: pg_cron_lease_held,\n' +
     '_last_claim_age_seconds, _last_success_age_seconds, _last_duration_seconds, _last_outcome_ok,\n' +
