@@ -12,7 +12,7 @@
  */
 import path from 'node:path'
 import { tap } from 'node:test/reporters'
-import { escapeControls } from '../src/escape.ts'
+import { escapeControls } from '../src/format-value.ts'
 
 /** A test runner event as this reporter reads it: every field may be missing. */
 export interface RunnerEvent {

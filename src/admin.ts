@@ -1,15 +1,13 @@
 /** Acting on one job's row without a deploy: pause, resume, or end a crashed holder's lease. */
 import { codedError, ERROR_CODES } from './errors.js'
-import { escapeControls } from './escape.js'
-import { formatValue } from './format-value.js'
+import { escapeControls, formatValue } from './format-value.js'
 import { migrateCommand } from './log.js'
 import { compileOptions, type EntryPoint } from './options.js'
 import { runStatement } from './query.js'
 import { pauseSql, releaseSql, resumeSql, rowLockHoldersSql } from './sql.js'
 import { readFacts } from './table-facts.js'
-import { parseUntil } from './time-input.js'
 import type { LeaseOptions, Queryable } from './types.js'
-import { checkJobName, checkMs, checkQueryable, fail } from './validate.js'
+import { checkJobName, checkMs, checkQueryable, fail, parseUntil } from './validate.js'
 
 /** Options for {@link pauseJob}, {@link resumeJob} and {@link releaseLease}. */
 export interface JobOptions extends Pick<LeaseOptions, 'table'> {

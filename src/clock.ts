@@ -1,5 +1,5 @@
 /** This replica's clock against the database's, from each won claim: a far-off timer fires wrong. */
-import { escapeControls } from './escape.js'
+import { escapeControls } from './format-value.js'
 import { clearWarning, firstWarning, warn } from './log.js'
 import type { ClaimConfig } from './ticket.js'
 

@@ -1,5 +1,5 @@
 /** The graceful shutdown, and its per-process state: whether claims may be sent, and the runs in flight. */
-import { escapeControls } from './escape.js'
+import { escapeControls } from './format-value.js'
 import { compileOptions } from './options.js'
 import { RECORD_WAIT_MS } from './outcome.js'
 

@@ -1,3 +1,4 @@
+/** Values as text for people: any value in an error message, and stored text with its control characters made visible. */
 import { types } from 'node:util'
 
 // Safe for any value (a throwing getter, a cycle, a revoked Proxy): it runs on the failure path.
@@ -36,4 +37,18 @@ export const messageOf = (error: unknown): string => (error instanceof Error ? e
 export function oneLine(error: unknown): string {
   const message = messageOf(error)
   return message.replace(/\s*\n\s*/g, ' ').trim() || String((error as { code?: unknown })?.code ?? 'unknown error')
+}
+
+// The backslash is escaped too, so the output reads back without doubt.
+const NAMED: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
+
+// Callers wrote the table's text: nothing in it may move a terminal's cursor, end a line or hide (U+200B, U+202E).
+// The dashboard's `visible()` takes the same characters.
+export function escapeControls(text: string): string {
+  return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\\]/gu, (char) => {
+    const code = char.codePointAt(0)!
+    if (NAMED[char] !== undefined) return NAMED[char]
+    if (code <= 0xff) return `\\x${code.toString(16).padStart(2, '0')}`
+    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`
+  })
 }

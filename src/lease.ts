@@ -2,7 +2,7 @@ import { publishClaim, publishRunEnd, publishRunStart, traceTick } from './chann
 import { checkClock, clockOffset } from './clock.js'
 import { checkKeepAliveHandle, openContext } from './context.js'
 import { draining, type InFlight, openRun, type RunGroup, untilStopped } from './drain.js'
-import { escapeControls } from './escape.js'
+import { escapeControls } from './format-value.js'
 import { knowledgeOf, type TableKnowledge } from './handle.js'
 import { clearWarning, debug, firstWarning, migrateCommand, warn, warnShape } from './log.js'
 import { type CatchUpWindow, type Compiled, compileCall, type EntryPoint } from './options.js'

@@ -1,5 +1,5 @@
 /** A tick wrapper for any scheduler that calls a function on a timer; validates when made. */
-import { escapeControls } from './escape.js'
+import { escapeControls } from './format-value.js'
 import { NOT_RUN, runCatchUp, runConfig, runLease } from './lease.js'
 import type { CatchUpWindow } from './options.js'
 import { describeError } from './outcome.js'

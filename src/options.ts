@@ -3,7 +3,6 @@ import os from 'node:os'
 import { argumentError } from './errors.js'
 import { MAX_INTERVAL_MS } from './presets.js'
 import { DEFAULT_TABLE, quoteTable, TABLE_RULE } from './sql.js'
-import { parseInstant } from './time-input.js'
 import type { HistoryOptions, KeepAlive, LeaseLogger, Queryable } from './types.js'
 import {
   checkFunction,
@@ -13,6 +12,7 @@ import {
   checkQueryable,
   fail,
   MAX_LEASE_MS,
+  parseInstant,
   readOrFail,
 } from './validate.js'
 

@@ -1,7 +1,6 @@
 /** Which occurrence a fire is for, however late it runs, from what each scheduler passes it. */
 import { types } from 'node:util'
-import { MAX_MS, MIN_MS, parseInstant } from './time-input.js'
-import { checkOptions, fail } from './validate.js'
+import { checkOptions, fail, MAX_MS, MIN_MS, parseInstant } from './validate.js'
 
 /** An occurrence and the one after it, in ms since the epoch; null where the scheduler cannot say. */
 export type NamedSlot = { readonly occurrence: number | null; readonly nextOccurrence: number | null }

@@ -3,8 +3,8 @@ import { DEFAULTS, type HistoryKeep } from './options.js'
 import { firstRow } from './result.js'
 import type { NamedSlot } from './scheduler-slot.js'
 import type { ClaimKind } from './sql.js'
-import { MAX_MS } from './time-input.js'
 import type { KeepAlive, LeaseContext, LeaseLogger, Queryable } from './types.js'
+import { MAX_MS } from './validate.js'
 
 export interface ClaimConfig {
   readonly db: Queryable

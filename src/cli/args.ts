@@ -7,8 +7,7 @@ import { duration, type Paint } from '../human.js'
 import { DEFAULT_OVERDUE_GRACE_MS } from '../listings.js'
 import { checkBasePath, DEFAULTS, OPTIONS as LIBRARY } from '../options.js'
 import { DEFAULT_TABLE } from '../sql.js'
-import { parseDuration, parseUntil } from '../time-input.js'
-import { checkJobName } from '../validate.js'
+import { checkJobName, parseDuration, parseUntil } from '../validate.js'
 
 export const BIN = 'pg-cron-lease'
 

@@ -1,6 +1,6 @@
 /** `pg-cron-lease doctor`: runDoctor's checks against --url and --table, as lines for people or as JSON. */
 import { type DoctorCheck, runDoctor } from '../doctor.js'
-import { escapeControls } from '../escape.js'
+import { escapeControls } from '../format-value.js'
 import { jsonText, type Paint } from '../human.js'
 import { BIN, type Command, DATABASE_EXIT, EXIT, type ExitCode, failed, usage } from './args.js'
 import { openClient } from './connect.js'

@@ -1,5 +1,5 @@
 /** `pg-cron-lease history`: the run history, newest first, with the missed occurrences between runs. */
-import { escapeControls } from '../escape.js'
+import { escapeControls } from '../format-value.js'
 import { columns, duration, jsonText, type Paint } from '../human.js'
 import { listRuns, type RunInfo } from '../listings.js'
 import { BIN, type Command, DATABASE_EXIT, usage } from './args.js'

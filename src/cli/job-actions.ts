@@ -1,7 +1,7 @@
 /** `pause`, `resume` and `release`: the one change on one job's row, said by the database clock. */
 import * as admin from '../admin.js'
 import { type ArgumentError, ERROR_CODES } from '../errors.js'
-import { escapeControls } from '../escape.js'
+import { escapeControls } from '../format-value.js'
 import { duration, msBetween } from '../human.js'
 import { DEFAULTS } from '../options.js'
 import { untilText } from '../verdict.js'

@@ -1,5 +1,5 @@
 /** `status` and `check`: every job, shown (a table, listLeases()' JSON, Prometheus) or judged (src/verdict.ts). */
-import { escapeControls } from '../escape.js'
+import { escapeControls } from '../format-value.js'
 import { ago, columns, duration, jsonText, msBetween, type Paint, span } from '../human.js'
 import { type LeaseInfo, type ListLeasesOptions, listLeases } from '../listings.js'
 import { renderPrometheus } from '../prometheus.js'

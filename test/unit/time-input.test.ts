@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import vm from 'node:vm'
-import { parseDuration, parseUntil } from '../../src/time-input.ts'
+import { parseDuration, parseUntil } from '../../src/validate.ts'
 
 /** Asserts a TypeError in the library's style: names the argument, states the rule, shows the value. */
 function refuses(call: () => unknown, name: string, rule: RegExp, shown: string) {
