@@ -10,7 +10,7 @@ import { withCronLease } from './lease.js'
 import { migrateCommand } from './log.js'
 import { type Compiled, compileOptions } from './options.js'
 import { runStatement, transactionStatus } from './query.js'
-import { historyTableOf, isoText, quoteTable, tableFactsParams, tableFactsSql } from './sql.js'
+import { historyTableOf, isoText, quoteTable, TABLE_FACTS_SQL, tableFactsParams } from './sql.js'
 import type { Queryable } from './types.js'
 import { checkQueryable, fail as refuse } from './validate.js'
 
@@ -114,7 +114,7 @@ export async function runDoctor(db: Queryable, opts?: DoctorOptions): Promise<Do
   // Without USAGE on the schema, naming a table in it is an error: read the schema's grant first.
   const schema = table.includes('.') ? table.slice(0, table.indexOf('.')) : ''
   const hidden = schema !== '' && (await one(db, SCHEMA_USAGE_SQL, [schema])).usage === false
-  const facts = hidden ? {} : await one(db, tableFactsSql(), tableFactsParams(table))
+  const facts = hidden ? {} : await one(db, TABLE_FACTS_SQL, tableFactsParams(table))
   const granted = hidden ? [] : await rows(db, PRIVILEGES_SQL, [quoteTable(table), quoteTable(history)])
   const privileges = judgePrivileges(table, history, role, granted, options.race === false)
   add('table', hidden ? judgeHidden(table, schema, role) : judgeTable(table, history, facts))

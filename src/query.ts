@@ -3,17 +3,15 @@ import { createHash } from 'node:crypto'
 import { handleState, type Sending, tableEntry } from './handle.js'
 import {
   type ClaimKind,
+  CONNECTION_SQL,
   catchUpSql,
   claimSql,
-  connectionSql,
   probeSql,
   recordOutcomeSql,
   recordRunSql,
-  releaseSavepointSql,
   renewSql,
-  rollbackToSavepointSql,
-  savepointSql,
-  tableFactsSql,
+  SAVEPOINT_SQL,
+  TABLE_FACTS_SQL,
 } from './sql.js'
 import type { Queryable, QueryResultLike } from './types.js'
 
@@ -23,7 +21,7 @@ export type Statement = { readonly text: string; readonly name: string }
 /** A table's hot statements for one kind of claimant: all but `claim` and `renew` are the current shape's. */
 export type Statements = { readonly [K in 'probe' | 'claim' | 'catchUp' | 'renew' | 'record' | 'recordRun']: Statement }
 
-export const TABLE_FACTS: Statement = statement(tableFactsSql())
+export const TABLE_FACTS: Statement = statement(TABLE_FACTS_SQL)
 
 // By table, then kind: a key made of both cost more than the lookup.
 type OfTable = Partial<Record<ClaimKind, Statements>>
@@ -112,9 +110,6 @@ async function outside(db: Queryable, text: string, params: unknown[], named: St
   }
 }
 
-// One name is enough: while one is open, nothing else of the library's is in flight on its connection (inTurn).
-const SAVEPOINT = 'pg_cron_lease'
-
 /** Under a savepoint, so its failure cannot abort the caller's transaction; `noTransaction` runs if none is open. */
 export async function underSavepoint(
   db: Queryable,
@@ -125,7 +120,7 @@ export async function underSavepoint(
   // Each step waits for the one before it: `pg` 8.23 warns when its query queue is used, and `pg` 9 removes it.
   return inTurn(await connectionOf(db), async () => {
     try {
-      await db.query(savepointSql(SAVEPOINT), [])
+      await db.query(SAVEPOINT_SQL.open, [])
     } catch (error) {
       if (noTransaction !== undefined && codeOf(error) === '25P01') return noTransaction()
       throw error
@@ -135,14 +130,14 @@ export async function underSavepoint(
       result = await db.query(text, params)
     } catch (error) {
       try {
-        await db.query(rollbackToSavepointSql(SAVEPOINT), [])
-        await db.query(releaseSavepointSql(SAVEPOINT), [])
+        await db.query(SAVEPOINT_SQL.rollback, [])
+        await db.query(SAVEPOINT_SQL.release, [])
       } catch {
         // The statement's own error is the one to report; a connection that failed fails the next too.
       }
       throw error
     }
-    await db.query(releaseSavepointSql(SAVEPOINT), [])
+    await db.query(SAVEPOINT_SQL.release, [])
     return result
   })
 }
@@ -168,7 +163,7 @@ function connectionOf(db: Queryable): Promise<unknown> {
   if (sendingOf(db, state).client) return Promise.resolve(db)
   if (state.connection === undefined) {
     const asked = Promise.all([asking, ...queues.values()]).then(async () => {
-      const result = await db.query(connectionSql(), [])
+      const result = await db.query(CONNECTION_SQL, [])
       const id = (result as { rows?: Array<{ connection?: unknown }> } | null)?.rows?.[0]?.connection
       // A driver that returns no rows can only be queued by its object.
       return typeof id === 'string' ? id : db

@@ -619,8 +619,7 @@ ORDER BY pid`
 }
 
 // `history`: the run history is there and writable; `history_shape`: there.
-export function tableFactsSql(): string {
-  return `SELECT to_regclass($1::text) IS NOT NULL AS exists,
+export const TABLE_FACTS_SQL = `SELECT to_regclass($1::text) IS NOT NULL AS exists,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attnum > 0 AND NOT attisdropped)::int AS columns,
   (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND NOT attisdropped
     AND attname = ANY ($2::text[]))::int = cardinality($2::text[]) AS current,
@@ -632,7 +631,6 @@ export function tableFactsSql(): string {
   ${isoText('clock_timestamp()')} AS checked_at
 FROM (SELECT to_regclass($3::text) IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1::text)
     AND NOT attisdropped AND attname IN (${quoted(HISTORY_COLUMNS)})) = ${HISTORY_COLUMNS.length} AS shape) AS run`
-}
 
 export function tableFactsParams(table: string): unknown[] {
   return [quoteTable(table), CURRENT_COLUMN_NAMES, quoteTable(historyTableOf(table))]
@@ -655,10 +653,12 @@ LIMIT $3::integer`
 }
 
 // Savepoints queue by connection (src/query.ts). A pid is reused across servers: the server's start goes with it.
-export const connectionSql = (): string =>
-  `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
+export const CONNECTION_SQL = `SELECT format('%s@%s', pg_backend_pid(), extract(epoch FROM pg_postmaster_start_time())) AS connection`
 
-// Around a statement in a caller's transaction, so a failure never aborts it; the release keeps its row locks.
-export const savepointSql = (name: string): string => `SAVEPOINT ${name}`
-export const releaseSavepointSql = (name: string): string => `RELEASE SAVEPOINT ${name}`
-export const rollbackToSavepointSql = (name: string): string => `ROLLBACK TO SAVEPOINT ${name}`
+// Around a statement in a caller's transaction, so a failure never aborts it; the release keeps its row locks. One
+// name is enough: while one is open, nothing else of the library's is in flight on its connection (src/query.ts).
+export const SAVEPOINT_SQL = {
+  open: 'SAVEPOINT pg_cron_lease',
+  release: 'RELEASE SAVEPOINT pg_cron_lease',
+  rollback: 'ROLLBACK TO SAVEPOINT pg_cron_lease',
+}

@@ -1,7 +1,7 @@
 /** The lease table's DDL: `sql` prints it without a database or `pg`; `migrate` creates or upgrades the table. */
 import type pg from 'pg'
 import type { Paint } from '../human.js'
-import { createTableSql, historyTableOf, tableFactsParams, tableFactsSql, upgradeTableSql } from '../sql.js'
+import { createTableSql, historyTableOf, TABLE_FACTS_SQL, tableFactsParams, upgradeTableSql } from '../sql.js'
 import { BIN, type Command, DATABASE_EXIT } from './args.js'
 
 export const sql: Command = {
@@ -63,6 +63,6 @@ export function describeMigration({ table, where, before, after, history }: Migr
 
 // columns: null when there is no table. history: whether the history table exists, whatever this role may do with it.
 async function factsOf(client: pg.Client, table: string): Promise<{ columns: number | null; history: boolean }> {
-  const { rows } = await client.query(tableFactsSql(), tableFactsParams(table))
+  const { rows } = await client.query(TABLE_FACTS_SQL, tableFactsParams(table))
   return { columns: rows[0].exists ? rows[0].columns : null, history: rows[0].history_table === true }
 }

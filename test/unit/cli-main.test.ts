@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { Exit, type Target } from '../../src/cli/args.ts'
 import { type CliIo, COMMANDS, main } from '../../src/cli/main.ts'
-import { createTableSql, tableFactsSql } from '../../src/sql.ts'
+import { createTableSql, TABLE_FACTS_SQL } from '../../src/sql.ts'
 
 const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'))
 const UNREACHABLE = 'postgres://app:hunter2@127.0.0.1:5432/app'
@@ -525,7 +525,7 @@ describe('status and check hand --grace to listLeases as overdueGraceMs', () => 
       connect: (_target, _doing, work) => {
         const client = {
           query: async (text: string) => {
-            if (text === tableFactsSql()) {
+            if (text === TABLE_FACTS_SQL) {
               facts++
               return { rows: [{ exists: true, columns: 18, current: true, history: true, checked_at: CHECKED }] }
             }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import postgres from 'postgres'
 import { fromPostgresJs, withCronLease } from '../../src/index.ts'
-import { CURRENT_COLUMN_NAMES, claimSql, probeSql, tableFactsSql } from '../../src/sql.ts'
+import { CURRENT_COLUMN_NAMES, claimSql, probeSql, TABLE_FACTS_SQL } from '../../src/sql.ts'
 import { isProbe, TOKEN } from '../helpers/stand-in.ts'
 
 type Sent = { text: string; params: unknown; options?: unknown }
@@ -22,7 +22,7 @@ function fakeSql(answer: () => unknown, held = false) {
     facts,
     probes,
     unsafe(text: string, params?: unknown[], options?: unknown) {
-      if (text === tableFactsSql()) {
+      if (text === TABLE_FACTS_SQL) {
         facts.push({ text, params, options })
         const row = { exists: true, columns: 18, current: true, history: true, checked_at: new Date().toISOString() }
         return Promise.resolve(rowList([row], 1)) as Promise<any>
@@ -140,7 +140,7 @@ describe('fromPostgresJs reads what postgres.js resolves to', () => {
     const sql = {
       answer: rowList([], 0),
       unsafe(this: { answer: unknown }, text: string, _params?: unknown[]) {
-        return Promise.resolve(text === tableFactsSql() ? facts : this.answer) as Promise<any>
+        return Promise.resolve(text === TABLE_FACTS_SQL ? facts : this.answer) as Promise<any>
       },
     }
     assert.deepEqual(await withCronLease(fromPostgresJs(sql), 'job', 1000, () => 'ran'), { ran: false, result: null })

@@ -8,7 +8,7 @@ import { EventEmitter } from 'node:events'
 import { describe, test } from 'node:test'
 import { handleState } from '../../src/handle.ts'
 import { type Queryable, withCronLease } from '../../src/index.ts'
-import { claimSql, probeSql, releaseSavepointSql, savepointSql, tableFactsSql } from '../../src/sql.ts'
+import { claimSql, probeSql, SAVEPOINT_SQL, TABLE_FACTS_SQL } from '../../src/sql.ts'
 import { isProbe, LOSS, WIN } from '../helpers/stand-in.ts'
 
 type Sent = { named: string; text: string } | { plain: string }
@@ -25,7 +25,7 @@ function factsRow() {
  * The answer of the stand-in: the facts row to the facts read, no row to the probe (the lease is
  * free, so the claim is sent), a won claim to anything else.
  */
-const answer = (text: string) => (text === tableFactsSql() ? factsRow() : isProbe({ text, params: [] }) ? LOSS : WIN)
+const answer = (text: string) => (text === TABLE_FACTS_SQL ? factsRow() : isProbe({ text, params: [] }) ? LOSS : WIN)
 
 /**
  * A stand-in `pg` Client (it has `connectionParameters`, as pg's does): a named query of a text
@@ -46,7 +46,7 @@ function pgLike(
     async query(config: string | { name: string; text: string }, _params?: unknown[]) {
       if (typeof config === 'string') {
         sent.push({ plain: config })
-        if (factsError && config === tableFactsSql()) throw Object.assign(new Error(factsError.message), factsError)
+        if (factsError && config === TABLE_FACTS_SQL) throw Object.assign(new Error(factsError.message), factsError)
         return answer(config)
       }
       sent.push({ named: config.name, text: config.text })
@@ -71,7 +71,7 @@ describe('a refusal of the prepared form is retried once as plain text', () => {
       const { db, sent } = pgLike({ code: code!, message: message! })
       assert.deepEqual(await claim(db), { ran: true, result: 'ran' })
       assert.equal(sent.length, 4)
-      assert.deepEqual(sent[0], { plain: tableFactsSql() }, "the table's facts are read first, as plain text")
+      assert.deepEqual(sent[0], { plain: TABLE_FACTS_SQL }, "the table's facts are read first, as plain text")
       const named = sent[1] as { named: string; text: string }
       assert.match(named.named, /^pg_cron_lease_[0-9a-f]{24}$/)
       assert.equal(named.text, PROBE)
@@ -87,7 +87,7 @@ describe('a refusal of the prepared form is retried once as plain text', () => {
       await withCronLease(db, 'job', 1000, () => 'ran', { table: 'other', record: false })
       assert.deepEqual(
         sent.slice(5),
-        [{ plain: tableFactsSql() }, { plain: probeSql('other') }, { plain: claimSql('other', 'lease') }],
+        [{ plain: TABLE_FACTS_SQL }, { plain: probeSql('other') }, { plain: claimSql('other', 'lease') }],
         'a probe is plain from the start too',
       )
     })
@@ -100,7 +100,7 @@ describe('a refusal of the prepared form is retried once as plain text', () => {
     assert.deepEqual(
       sent.map((s) => ('named' in s ? ['named', s.text] : ['plain', s.plain])),
       [
-        ['plain', tableFactsSql()],
+        ['plain', TABLE_FACTS_SQL],
         ['named', PROBE],
         ['named', CLAIM],
         ['plain', CLAIM],
@@ -139,7 +139,7 @@ describe('any other error reaches the caller unchanged, with no retry', () => {
     const timeout = { code: '57014', message: 'canceling statement due to statement timeout' }
     const { db, sent } = pgLike(undefined, 'I', timeout)
     await assert.rejects(claim(db), (error: unknown) => (error as { code?: string }).code === '57014')
-    assert.deepEqual(sent, [{ plain: tableFactsSql() }])
+    assert.deepEqual(sent, [{ plain: TABLE_FACTS_SQL }])
   })
 })
 
@@ -151,14 +151,14 @@ describe('which pg handles get the prepared form', () => {
     const texts = (inside.sent as { plain: string }[]).map((sent) => sent.plain)
     // The second claim follows a win through this handle, so it goes without the probe. One name
     // serves every statement: they go one at a time, so a RELEASE only ever releases its own.
-    const statements = [tableFactsSql(), PROBE, CLAIM, CLAIM]
+    const statements = [TABLE_FACTS_SQL, PROBE, CLAIM, CLAIM]
     assert.deepEqual(
       texts,
-      statements.flatMap((text) => [savepointSql('pg_cron_lease'), text, releaseSavepointSql('pg_cron_lease')]),
+      statements.flatMap((text) => [SAVEPOINT_SQL.open, text, SAVEPOINT_SQL.release]),
     )
     const aborted = pgLike(undefined, 'E')
     await claim(aborted.db)
-    assert.deepEqual(aborted.sent, [{ plain: tableFactsSql() }, { plain: PROBE }, { plain: CLAIM }], 'status E')
+    assert.deepEqual(aborted.sent, [{ plain: TABLE_FACTS_SQL }, { plain: PROBE }, { plain: CLAIM }], 'status E')
   })
 
   test('one name per statement text: the same text has the same name, another table another name', async () => {
@@ -183,7 +183,7 @@ describe('which pg handles get the prepared form', () => {
     assert.notEqual(a!.named, c!.named)
     assert.notEqual(probe!.named, otherProbe!.named)
     const facts = sent.filter((s) => 'plain' in s)
-    assert.deepEqual(facts, [{ plain: tableFactsSql() }, { plain: tableFactsSql() }], 'one plain facts read per table')
+    assert.deepEqual(facts, [{ plain: TABLE_FACTS_SQL }, { plain: TABLE_FACTS_SQL }], 'one plain facts read per table')
   })
 })
 
@@ -220,20 +220,10 @@ describe('a pg client before 8.21, which has no getTransactionStatus()', () => {
   test('its first statement asks by a savepoint; from then on its state is read from its replies', async () => {
     const { db, sent } = oldPgLike()
     await claim(db)
-    assert.deepEqual(sent.splice(0), [
-      savepointSql('pg_cron_lease'),
-      tableFactsSql(),
-      `named: ${PROBE}`,
-      `named: ${CLAIM}`,
-    ])
+    assert.deepEqual(sent.splice(0), [SAVEPOINT_SQL.open, TABLE_FACTS_SQL, `named: ${PROBE}`, `named: ${CLAIM}`])
     await db.query('BEGIN', [])
     await claim(db)
-    assert.deepEqual(sent.splice(0), [
-      'BEGIN',
-      savepointSql('pg_cron_lease'),
-      CLAIM,
-      releaseSavepointSql('pg_cron_lease'),
-    ])
+    assert.deepEqual(sent.splice(0), ['BEGIN', SAVEPOINT_SQL.open, CLAIM, SAVEPOINT_SQL.release])
     await db.query('COMMIT', [])
     await claim(db)
     assert.deepEqual(sent.splice(0), ['COMMIT', `named: ${CLAIM}`])

@@ -18,12 +18,10 @@ import {
   probeSql,
   recordOutcomeSql,
   recordRunSql,
-  releaseSavepointSql,
   renewSql,
-  rollbackToSavepointSql,
-  savepointSql,
+  SAVEPOINT_SQL,
+  TABLE_FACTS_SQL,
   tableFactsParams,
-  tableFactsSql,
 } from '../../src/sql.ts'
 import { standIn, TOKEN } from '../helpers/stand-in.ts'
 
@@ -39,7 +37,7 @@ const statements = {
   'lease-only claim': claimSql('cron_leases', 'lease'),
   'run claim': claimSql('cron_leases', 'run'),
   'run record': recordRunSql('cron_leases'),
-  facts: tableFactsSql(),
+  facts: TABLE_FACTS_SQL,
 }
 
 describe('the SQL reads the database clock and nothing else', () => {
@@ -90,7 +88,7 @@ describe('the SQL reads the database clock and nothing else', () => {
 
 describe("the table's facts are one read-only catalog statement", () => {
   test('it reads existence, the column count, the current shape and the database clock, and locks nothing', () => {
-    const text = tableFactsSql()
+    const text = TABLE_FACTS_SQL
     assert.match(text, /^SELECT to_regclass\(\$1::text\) IS NOT NULL AS exists,\n/)
     for (const column of ['columns', 'current', 'history', 'checked_at'])
       assert.match(text, new RegExp(`AS ${column}\\b`), column)
@@ -220,7 +218,7 @@ ON CONFLICT (job_name) DO UPDATE`),
       query(...args: unknown[]) {
         seen.push(args)
         return Promise.resolve(
-          args[0] === tableFactsSql()
+          args[0] === TABLE_FACTS_SQL
             ? {
                 rows: [
                   { exists: true, columns: 18, current: true, history: true, checked_at: new Date().toISOString() },
@@ -266,9 +264,9 @@ RETURNING `
 
 describe('a statement in a caller transaction runs under a savepoint of the library', () => {
   test('the savepoint, its release and its rollback name the same savepoint', () => {
-    assert.equal(savepointSql('pg_cron_lease_7'), 'SAVEPOINT pg_cron_lease_7')
-    assert.equal(releaseSavepointSql('pg_cron_lease_7'), 'RELEASE SAVEPOINT pg_cron_lease_7')
-    assert.equal(rollbackToSavepointSql('pg_cron_lease_7'), 'ROLLBACK TO SAVEPOINT pg_cron_lease_7')
+    assert.equal(SAVEPOINT_SQL.open, 'SAVEPOINT pg_cron_lease')
+    assert.equal(SAVEPOINT_SQL.release, 'RELEASE SAVEPOINT pg_cron_lease')
+    assert.equal(SAVEPOINT_SQL.rollback, 'ROLLBACK TO SAVEPOINT pg_cron_lease')
   })
 })
 

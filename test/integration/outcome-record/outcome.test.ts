@@ -24,7 +24,7 @@ import {
   upgradeTableSql,
   withCronLease,
 } from '../../../src/index.ts'
-import { tableFactsSql } from '../../../src/sql.ts'
+import { TABLE_FACTS_SQL } from '../../../src/sql.ts'
 import { SHAPE_READ } from '../../../src/table-facts.ts'
 
 let pool: pg.Pool
@@ -64,7 +64,7 @@ const counting = (db: Queryable) => {
   return {
     texts,
     query(text: string, params: unknown[]) {
-      if (text !== tableFactsSql()) texts.push(text)
+      if (text !== TABLE_FACTS_SQL) texts.push(text)
       return db.query(text, params)
     },
   }

@@ -12,7 +12,7 @@ import cron, { type ScheduledTask } from 'node-cron'
 import type pg from 'pg'
 import { freshTable, testDatabaseUrl, testPool } from '../../../dev/postgres.ts'
 import { type LeaseCoordinator, leaseCoordinator, listLeases } from '../../../src/index.ts'
-import { tableFactsSql } from '../../../src/sql.ts'
+import { TABLE_FACTS_SQL } from '../../../src/sql.ts'
 import { assertExactlyOnce, databaseMs, readRuns, recordRun, runsTable } from '../../helpers/occurrences.ts'
 
 const INTERVAL_MS = 1000
@@ -383,7 +383,7 @@ describe('leaseCoordinator records how each node-cron run ended', () => {
     assert.equal(warnings.length, 1, warnings.join('\n'))
     assert.match(warnings[0]!, new RegExp(`${table} has the original shape.*pg-cron-lease migrate --table ${table}`))
     // The table's facts, read once, then the original claim and nothing else.
-    assert.equal(sent[0], tableFactsSql())
+    assert.equal(sent[0], TABLE_FACTS_SQL)
     const claims = sent.slice(1)
     assert.ok(claims.length >= 2, `${claims.length} claims`)
     assert.equal(new Set(claims).size, 1, 'every statement after the facts was the same one, the claim')
