@@ -12,16 +12,14 @@ import { checkMs, checkQueryable } from './validate.js'
 function checkTransactionClient(client: unknown): Queryable {
   const checked = checkQueryable(client, 'client')
   const handle = checked as { Client?: unknown; totalCount?: unknown; getTransactionStatus?: () => unknown }
-  if (typeof handle.Client === 'function' && 'totalCount' in handle) {
+  if (typeof handle.Client === 'function' && 'totalCount' in handle)
     throw new TypeError(
       "pg-cron-lease: fence(client) needs the client of an open transaction, got a pg Pool (each query may run on another connection): check out a client with pool.connect() and send 'BEGIN' first",
     )
-  }
-  if (typeof handle.getTransactionStatus === 'function' && handle.getTransactionStatus() === 'I') {
+  if (typeof handle.getTransactionStatus === 'function' && handle.getTransactionStatus() === 'I')
     throw new TypeError(
       "pg-cron-lease: fence(client) needs a client with a transaction open, got a pg client outside any transaction (getTransactionStatus() is 'I'): send 'BEGIN' first",
     )
-  }
   return checked
 }
 

@@ -9,7 +9,7 @@ import { handleState } from './handle.js'
 import { withCronLease } from './lease.js'
 import { migrateCommand } from './log.js'
 import { type Compiled, compileOptions } from './options.js'
-import { runStatement, transactionStatus } from './query.js'
+import { codeOf, runStatement, transactionStatus } from './query.js'
 import { historyTableOf, isoText, quoteTable, TABLE_FACTS_SQL, tableFactsParams } from './sql.js'
 import type { Queryable } from './types.js'
 import { checkQueryable, fail as refuse } from './validate.js'
@@ -442,7 +442,7 @@ const RACE_LEASE_MS = 60_000
 // The race's bounds (a session's lower ones stay): a locked table fails the race in 2 s rather than hanging it.
 const LOCK_WAIT_MS = 2000
 const STATEMENT_MS = 10_000
-const TIMED_OUT = new Map(Object.entries({ '55P03': 'lock_timeout', '57014': 'statement_timeout' }))
+const TIMED_OUT = new Map<unknown, string>(Object.entries({ '55P03': 'lock_timeout', '57014': 'statement_timeout' }))
 // A failure in one of these means no claim can win, so the race is not run.
 const RACE_NEEDS = ['writable', 'table', 'privileges']
 
@@ -551,7 +551,7 @@ async function raceCheck({ options, lent, open, done, tables, canDelete }: RaceI
         ),
       )
       // A claim cut by a timeout was rolled back: only another outcome can have written the job.
-      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !TIMED_OUT.has(code(o.reason)))
+      wrote ||= outcomes.some((o) => o.status === 'fulfilled' || !TIMED_OUT.has(codeOf(o.reason)))
       for (const o of outcomes) if (o.status === 'rejected') throw o.reason
       const winners = outcomes.filter((o) => o.status === 'fulfilled' && o.value.ran).length
       if (winners !== 1) failed[winners === 0 ? 'none' : 'many'].push(round)
@@ -584,7 +584,7 @@ async function medians(queries: (() => unknown)[], signal: AbortSignal | undefin
 }
 
 async function raceFailed(error: unknown, jobName: string, table: string, db: Queryable | undefined): Promise<Verdict> {
-  const setting = TIMED_OUT.get(code(error))
+  const setting = TIMED_OUT.get(codeOf(error))
   if (setting === undefined || db === undefined)
     return fail(
       `the race could not run: ${oneLine(error)}`,
@@ -597,7 +597,7 @@ async function raceFailed(error: unknown, jobName: string, table: string, db: Qu
       `pid ${h.pid} (${h.mode}, ${h.application_name || 'no application_name'}: ${String(h.query).replace(/\s*\n\s*/g, ' ')})`,
   )
   return fail(
-    `the race could not run: a claim ran past ${setting} (SQLSTATE ${code(error)})${held.length > 0 ? `, waiting for the lock on ${table} held by ${held.join('; ')}` : ''}`,
+    `the race could not run: a claim ran past ${setting} (SQLSTATE ${codeOf(error)})${held.length > 0 ? `, waiting for the lock on ${table} held by ${held.join('; ')}` : ''}`,
     `job ${jobName}; each statement of the doctor waits at most ${LOCK_WAIT_MS} ms for a lock and runs at most ${STATEMENT_MS} ms (less when the session says so)`,
     'run doctor again once the lock is released: a plain CREATE INDEX holds SHARE on the table until it ends, CREATE INDEX CONCURRENTLY does not; a statement_timeout that cuts a claim is too short (docs/operations.md#doctor)',
   )
@@ -619,8 +619,6 @@ async function cleanUp(c: Connection, tables: string[], jobName: string) {
     await c.close()
   }
 }
-
-const code = (error: unknown) => String((error as { code?: unknown } | null)?.code)
 
 // `failed`: the rounds, numbered from 1, that had no winner or more than one.
 type Tally = Record<'n' | 'rounds' | 'lostP50' | 'selectP50', number> & { failed: Record<'none' | 'many', number[]> }

@@ -135,12 +135,11 @@ export const NOT_RUN: LeaseOutcome<never> = Object.freeze({ ran: false, result: 
 async function runClaimed<T>(config: RunConfig<T>, ticket: Ticket, run: InFlight): Promise<LeaseOutcome<T>> {
   const { jobName, leaseMs, holder, keepAlive } = config
   const { claimToken } = ticket
-  if (keepAlive && claimToken === null) {
+  if (keepAlive && claimToken === null)
     throw new TypeError(
       `pg-cron-lease: keepAlive cannot fence the lease for '${jobName}': the claim's result had no row to read ` +
         'its claim token from; the lease is held until it expires and the tick did not run',
     )
-  }
   const { ctx, close, stop } = openContext(ticket)
   publishRunStart(ticket)
   const startedAt = performance.now()

@@ -31,7 +31,7 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
   const { claimToken, kind, runNumber } = ticket
   // Only a claim that marked its run started has one to end; the original shape keeps no outcome.
   if (claimToken === null || (kind !== 'run' && kind !== 'history')) return
-  if (kind === 'run' && history !== false && !knowledgeOf(db, table).history && firstWarning(table, 'history')) {
+  if (kind === 'run' && history !== false && !knowledgeOf(db, table).history && firstWarning(table, 'history'))
     warn(
       logger,
       `pg-cron-lease: ${table} has no run history (${historyTableOf(table)}, with its columns in ${table}) ` +
@@ -39,7 +39,6 @@ async function write(ticket: Ticket, durationMs: number, settled: Settled): Prom
         `\`${migrateCommand(table)}\` (or upgradeTableSql()) to add it, and grant SELECT, INSERT, UPDATE, DELETE on ` +
         'it: replicas see it within a minute, with no restart',
     )
-  }
   const outcome = settled.outcome === 'unknown' ? null : settled.outcome
   const errorText = settled.outcome === 'error' ? describeError(settled.error) : null
   const statements = statementsOf(table, kind)

@@ -21,9 +21,8 @@ function call(target: unknown, method: unknown, ...args: unknown[]): unknown {
 function schedulerSlot(at: unknown): NamedSlot {
   if (!plain(at)) return NO_SLOT
   const node = at as { date?: unknown; task?: { getNextRun?: unknown } }
-  if (types.isDate(node.date)) {
+  if (types.isDate(node.date))
     return { occurrence: instantMs(node.date), nextOccurrence: instantMs(call(node.task, node.task?.getNextRun)) }
-  }
   const croner = at as { currentRun?: unknown; nextRun?: unknown; previousRuns?: unknown }
   if (typeof croner.currentRun === 'function' && typeof croner.previousRuns === 'function') {
     const run = instantMs(call(at, croner.currentRun))

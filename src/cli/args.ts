@@ -123,9 +123,8 @@ function misuse(message: string, command?: string): Exit {
 export function readCommand(first: string, rest: string[], commands: readonly string[]) {
   if (first.startsWith('-')) throw misuse(`expected a command (${commands.join(', ')}) before ${first}`)
   const command = first === 'help' ? rest[0]! : first
-  if (!commands.includes(command)) {
+  if (!commands.includes(command))
     throw misuse(`unknown command ${JSON.stringify(command)}: expected ${commands.join(', ')}`)
-  }
   const options = rest.includes('--') ? rest.slice(0, rest.indexOf('--')) : rest
   return { command, help: first === 'help' || options.some((a) => a === '-h' || a === '--help') }
 }
@@ -153,13 +152,11 @@ export function parseOptions(name: string, accepts: Accepts, args: string[]) {
   const ms = (option: OptionName) => read(given[option], (text) => valid(() => parseDuration(text, `--${option}`)))
   const count = <K extends 'race' | 'rounds' | 'limit'>(option: K) =>
     read(given[option], (text) => library(option, decimal(text, /^\d+$/)))
-  if (given.for !== undefined && given.until !== undefined) {
+  if (given.for !== undefined && given.until !== undefined)
     throw misuse('--for and --until cannot both be given: a pause has one end', 'pause')
-  }
   const sized = ['race', 'rounds'].find((option) => given[option] !== undefined)
-  if (on['no-race'] && sized !== undefined) {
+  if (on['no-race'] && sized !== undefined)
     throw misuse(`--no-race cannot go with --${sized}: there is no race to size`, name)
-  }
   return {
     table: library('table', given.table),
     format: format(given.format, on.json === true),
@@ -206,9 +203,8 @@ function library<K extends keyof typeof LIBRARY>(option: K, value: unknown, flag
 }
 
 function whole(text: string, flagName: string, max: number): number {
-  if (!/^\d+$/.test(text) || text.length > String(max).length || Number(text) > max) {
+  if (!/^\d+$/.test(text) || text.length > String(max).length || Number(text) > max)
     throw usage(`${flagName} must be a whole number from 0 to ${max}, got ${JSON.stringify(text)}`)
-  }
   return Number(text)
 }
 
@@ -228,9 +224,8 @@ function commandAfterDashes(name: string, tokens: Token[]): string[] {
     throw misuse(`${name} runs the command given after --, as in ${BIN} ${name} ... -- COMMAND [ARG...]; ${got}`, name)
   }
   const argv = tokens.filter((t) => t.kind === 'positional').map((t) => String(t.value))
-  if (argv.length === 0 || argv[0] === '') {
+  if (argv.length === 0 || argv[0] === '')
     throw misuse(`${name} needs a command after --, as in ${BIN} ${name} ... -- COMMAND [ARG...]`, name)
-  }
   return argv
 }
 
@@ -257,12 +252,10 @@ export function valid<T>(check: () => T): T {
 }
 
 function format(text: string | undefined, json: boolean): Format {
-  if (text !== undefined && text !== 'text' && text !== 'json' && text !== 'prometheus') {
+  if (text !== undefined && text !== 'text' && text !== 'json' && text !== 'prometheus')
     throw usage(`--format must be text, json or prometheus, got ${JSON.stringify(text)}`)
-  }
-  if (json && text !== undefined && text !== 'json') {
+  if (json && text !== undefined && text !== 'json')
     throw usage(`--json is --format json, so it cannot go with --format ${text}`)
-  }
   return json ? 'json' : (text ?? 'text')
 }
 

@@ -14,16 +14,13 @@ export type Connect = <T>(target: Target, doing: Doing, work: (client: pg.Client
 export function connectionTarget(url: string | undefined, env: Readonly<Record<string, string | undefined>>): Target {
   const source = url !== undefined ? '--url' : 'DATABASE_URL'
   const text = url ?? env.DATABASE_URL
-  if (text === undefined || text === '') {
+  if (text === undefined || text === '')
     throw usage('no database to connect to: pass --url postgres://user:password@host:5432/db or set DATABASE_URL')
-  }
-  if (!URL.canParse(text)) {
+  if (!URL.canParse(text))
     throw usage(`${source} is not a URL; expected postgres://user:password@host:5432/db, got ${masked(text)}`)
-  }
   const parsed = new URL(text)
-  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:')
     throw usage(`${source} must start with postgres:// or postgresql://, got ${masked(text)}`)
-  }
   const user = decodePart(parsed.username, 'user name', source)
   decodePart(parsed.password, 'password', source)
   decodePart(parsed.hostname, 'host', source)
@@ -61,11 +58,10 @@ function decodePart(text: string, part: string, source: string): string {
 // pg is an optional peer dependency: only the commands that reach the database need it.
 function pgMissing(error: unknown): never {
   const { code, message } = error as { code?: string; message?: string }
-  if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? '')) {
+  if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'pg'/.test(message ?? ''))
     throw failed(
       'the "pg" package is not installed, and this command needs it to reach the database: run npm install pg (the sql command works without it)',
     )
-  }
   throw error
 }
 

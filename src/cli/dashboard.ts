@@ -30,11 +30,10 @@ export const dashboard: Command = {
   exitCodes: `0 stopped by a signal, ${DATABASE_EXIT}, 2 usage error (or no token beyond loopback, a short token, a token file others may read)`,
   async run({ host, port, table, basePath, allowActions, allowedHosts, tokenFile, url }, context) {
     const token = readToken(tokenFile, context.env)
-    if (token === undefined && !loopback(host)) {
+    if (token === undefined && !loopback(host))
       throw usage(
         `refusing to listen on ${host} without a token: anyone who can reach it could read every job; set ${TOKEN_VARIABLE} or pass --token-file, or listen on 127.0.0.1`,
       )
-    }
     // One read first, through the command's connection: a wrong URL or table is an exit 1 that says what to do.
     await context.connect((client) => listLeases(client, { table }))
     const pool = await openPool(connectionTarget(url, context.env))
@@ -48,9 +47,8 @@ export const dashboard: Command = {
     const mode = allowActions && token !== undefined ? 'actions allowed' : 'read-only'
     context.out(`Dashboard of ${table} (${mode}${token === undefined ? '' : ', token required'}) at:\n`)
     context.out(`http://${isIP(host) === 6 ? `[${host}]` : host}:${bound}${basePath.replace(/\/?$/, '/')}\n`)
-    if (allowActions && token === undefined) {
+    if (allowActions && token === undefined)
       context.out(`--allow-actions needs a token (${TOKEN_VARIABLE} or --token-file): actions stay off.\n`)
-    }
     // Both listeners go at the first signal, so a second one ends the process as it would by default.
     const signals = new AbortController()
     await Promise.race(['SIGINT', 'SIGTERM'].map((name) => once(process, name, { signal: signals.signal })))
@@ -77,11 +75,10 @@ function readToken(file: string | undefined, env: Readonly<Record<string, string
     throw usage(`cannot read --token-file ${shown}: ${oneLine(error)}`)
   }
   // Group and others: on Windows the mode says nothing of who may read the file.
-  if ((mode & 0o077) !== 0 && process.platform !== 'win32') {
+  if ((mode & 0o077) !== 0 && process.platform !== 'win32')
     throw usage(
       `--token-file ${shown} may be read or written by others (mode ${mode.toString(8).padStart(4, '0')}): anyone on this machine could take the token or change it; run chmod 600 ${shown}`,
     )
-  }
   // A file usually ends in a newline that is not part of the token.
   if (text === '') throw usage(`--token-file ${shown} is empty`)
   return valid(() => checkDashboardToken(text, `the token in --token-file ${shown}`))

@@ -160,9 +160,8 @@ function expires(l: LeaseInfo): Cell {
 }
 
 function lastRun(l: LeaseInfo): Cell {
-  if (l.lastOutcome === 'running' && l.lastStartedAt !== null) {
+  if (l.lastOutcome === 'running' && l.lastStartedAt !== null)
     return [`running for ${span(msBetween(l.checkedAt, l.lastStartedAt))}`]
-  }
   if (l.lastFinishedAt === null) return ['-']
   const failed = l.lastOutcome === 'error' || l.lastOutcome === 'unfinished'
   // null: the scheduler could not say how it ended (a node-cron coordinator run).

@@ -125,9 +125,8 @@ async function serve(site: Site, req: IncomingMessage, res: ServerResponse, next
   if (route === 'session') return session(site, req, res, path)
 
   // Refused before anything else, so a read-only dashboard never acts whoever asks.
-  if (route === 'action' && method === 'POST' && !site.actions) {
+  if (route === 'action' && method === 'POST' && !site.actions)
     return fail(res, 403, 'actions are off: start the dashboard with allowActions (--allow-actions) and a token')
-  }
   const admitted = guard === undefined ? true : guard.admit(req)
   if (typeof admitted === 'number') return tooMany(res, admitted)
   if (!admitted) {
@@ -193,9 +192,8 @@ async function session(site: Site, req: IncomingMessage, res: ServerResponse, pa
   const wait = guard.lockedFor(req)
   if (wait > 0) return tooMany(res, wait, (said) => loginPage(table, said))
   const given = new URLSearchParams(await readBody(req)).get('token') ?? ''
-  if (!guard.matches(req, given)) {
+  if (!guard.matches(req, given))
     return send(res, 401, HTML_TYPE, loginPage(table, 'That token is not the one this dashboard was started with.'))
-  }
   guard.signIn(req, res)
   seeOther(res)
 }
