@@ -609,7 +609,8 @@ export function bouncerCases(b: Bench, bouncerPool: pg.Pool): Case[] {
 }
 
 /** The single operations the targets that compare builds read. */
-export const COMPARED = ['claim_lose', 'claim_win', 'claim_win_recorded', 'bouncer_claim_lose']
+// claim_lose_occurrence is read against the previous build's claim_lose; its band needs this build's copy of it.
+export const COMPARED = ['claim_lose', 'claim_lose_occurrence', 'claim_win', 'claim_win_recorded', 'bouncer_claim_lose']
 
 /**
  * One build's cases the targets that compare builds read (`COMPARED`), from a bench of its own
