@@ -264,7 +264,7 @@ describe('the benchmark runs and writes its results', () => {
       assert.equal(report.meta.unexpectedOutcomes, 0)
       assert.match(report.previous.library, /dist\/index\.mjs, measured in this run$/)
       const ids = (rows: Array<{ id: string }>) => rows.map((r) => r.id).sort()
-      const compared = ['claim_lose', 'claim_win', 'claim_win_recorded']
+      const compared = ['claim_lose', 'claim_lose_occurrence', 'claim_win', 'claim_win_recorded']
       for (const side of [report.previous.rows, report.previous.beside]) {
         for (const id of compared) assert.ok(ids(side).includes(id), `both builds have the row ${id}`)
         for (const row of side) assert.ok(row.p50 > 0 && row.ratio.p50 > 0, `${row.id} was timed`)
@@ -280,7 +280,8 @@ describe('the benchmark runs and writes its results', () => {
         assert.ok(row.clientCpuUsPerOp > 0, `the previous build's ${row.id} has its client CPU`)
       }
       const measured = ['losing_claim_vs_previous', 'losing_claim_cpu_vs_previous', 'winning_claim_vs_previous']
-      for (const id of [...measured, 'winning_claim_cpu_vs_previous', 'record_vs_previous', 'fleet_share']) {
+      const others = ['losing_claim_occurrence_vs_previous', 'winning_claim_cpu_vs_previous', 'record_vs_previous']
+      for (const id of [...measured, ...others, 'fleet_share']) {
         const target = report.targets.find((t: { id: string }) => t.id === id)
         assert.equal(typeof target.pass, 'boolean', `${id} was measured: ${target.value}`)
       }
