@@ -1,4 +1,4 @@
-/** Values as text for people: any value in an error message, and stored text with its control characters made visible. */
+/** Values as text for people: any value in an error message, stored text with its control characters visible. */
 import { types } from 'node:util'
 
 // Safe for any value (a throwing getter, a cycle, a revoked Proxy): it runs on the failure path.

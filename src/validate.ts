@@ -1,4 +1,4 @@
-/** Checks of arguments, durations and instants as people write them: a TypeError naming the argument, before any query. */
+/** Checks of arguments (durations and instants as people type them too): a TypeError naming it, before any query. */
 import { types } from 'node:util'
 import { argumentError } from './errors.js'
 import { formatValue } from './format-value.js'
