@@ -194,8 +194,10 @@ while (Date.now() < latencyEnd) {
 }
 // Server work: each case alone for a few blocks, between two marks of the server's counters.
 log(`single operations: server work, ${profile.workBlocks} blocks of ${profile.blockMs} ms each`)
+// A new shuffled order every block: a case pays for the garbage of the case before it, so in a fixed
+// order one build's rows would always follow the same neighbours.
 for (let block = 0; block < profile.workBlocks; block++) {
-  for (const c of single) {
+  for (const c of shuffle(single)) {
     await series.get(c.id)!.block(bench.observer, c.op, profile.blockMs, 20, bench.cpu, false)
   }
 }

@@ -83,7 +83,7 @@ export const PROFILES: Record<'quick' | 'full', Profile> = {
   full: {
     warmupOps: 500,
     latencyMs: 45_000,
-    workBlocks: 3,
+    workBlocks: 6,
     blockMs: 300,
     raceBlocks: 6,
     raceMs: 3000,
